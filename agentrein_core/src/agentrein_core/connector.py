@@ -1,0 +1,114 @@
+"""What a connector is: the one object a plugin gives AgentRein for each service it knows.
+
+A connector answers four questions about its service, and the rest of AgentRein (recording, policies,
+approvals, retries, rollback) is the same for every service:
+
+1. *What is this call?* :meth:`Connector.prepare` turns a method called on the wrapped client into a
+   :class:`PreparedCall` (canonical ``api_name``, operation type, payload), or ``None`` to let it through
+   unrecorded (reads, helpers such as ``close()``).
+2. *How is it made safe to retry?* :attr:`PreparedCall.run` receives the action's idempotency key and puts it
+   where the service expects it; :meth:`Connector.is_transient` says which failures are worth retrying.
+3. *How is it undone?* :meth:`Connector.undo_for` derives an :class:`UndoConfig` from the call and its
+   result; :meth:`Connector.run_undo` runs it, with the undo's own idempotency key.
+4. *What must never be stored?* :attr:`Connector.sensitive_fields` extends the default redaction list.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from attrs import frozen
+
+from agentrein_core.errors import ValidationError
+from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.statuses import OperationType
+
+#: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
+REQUIRE_APPROVAL_KEY = "requireApproval"
+
+
+@frozen
+class PreparedCall:
+    """One intercepted call, described and ready to run.
+
+    ``run(idempotency_key)`` makes the real call (every retry calls it again with the same key) and returns
+    its result, or an awaitable of it when ``is_async``. ``context`` is the connector's own note for
+    :meth:`Connector.undo_for` (the built request, say); AgentRein never reads it.
+    """
+
+    api_name: str
+    operation_type: OperationType
+    payload: JSON
+    run: Callable[[str], Any]
+    is_async: bool = False
+    context: Any = None
+
+
+class Connector(ABC):
+    """Base class of connectors. Subclasses set :attr:`name` and override what their service needs."""
+
+    #: The name agents pass as ``wrap(..., connector=NAME)``.
+    name: ClassVar[str]
+    #: Key fragments whose values are redacted, on top of ``redaction.DEFAULT_SENSITIVE_FIELDS``.
+    sensitive_fields: ClassVar[frozenset[str]] = frozenset()
+    #: The undo types this connector can run (``none`` is always understood).
+    undo_types: ClassVar[frozenset[str]] = frozenset()
+
+    def accepts(self, client: Any) -> bool:
+        """Whether ``client`` is an object this connector knows how to wrap (checked by ``wrap()``)."""
+        return True
+
+    @abstractmethod
+    def prepare(
+        self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> PreparedCall | None:
+        """Describe the call ``client.<path>(*args, **kwargs)``, or return ``None`` to pass it through."""
+
+    def descend(self, value: Any) -> bool:
+        """Whether an attribute value of the wrapped client is a service object to wrap in turn
+        (``client.v1.customers``), rather than plain data. Nothing is descended into by default."""
+        return False
+
+    def record_result(self, call: PreparedCall, result: Any) -> JSON:
+        """What to store of a successful call's result (redacted afterwards by AgentRein)."""
+        return {}
+
+    def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
+        """How to undo ``call`` now that it returned ``result``; ``override`` is the caller's
+        ``wrap(undo={api_name: {...}})`` entry, if any. By default nothing can be undone."""
+        return merge_undo(UndoConfig(UNDO_NONE), override)
+
+    def is_transient(self, error: BaseException) -> bool:
+        """Whether ``error`` is worth retrying with the same idempotency key."""
+        return False
+
+    def run_undo(self, undo: UndoConfig, client: Any, idempotency_key: str) -> Any:
+        """Run the inverse described by ``undo`` through ``client``. Return normally (or an awaitable) when
+        the effect is gone, including when the service says it was already gone; raise otherwise."""
+        raise ValidationError("undo", f"connector {self.name!r} cannot run undo type {undo.type!r}")
+
+    def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
+        """Reject, at ``wrap()`` time, an undo override this connector could not run."""
+        undo_type = override.get("type")
+        if undo_type is not None and undo_type != UNDO_NONE and undo_type not in self.undo_types:
+            known = ", ".join(sorted({UNDO_NONE, *self.undo_types}))
+            raise ValidationError(
+                f"undo[{api_name_glob!r}].type", f"{undo_type!r} is not an undo type of {self.name!r} ({known})"
+            )
+        flag = override.get(REQUIRE_APPROVAL_KEY, False)
+        if not isinstance(flag, bool):
+            raise ValidationError(f"undo[{api_name_glob!r}].{REQUIRE_APPROVAL_KEY}", "must be true or false")
+
+
+def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoConfig:
+    """Apply a caller's undo override: a ``type`` replaces the derived config, other keys add parameters,
+    and ``requireApproval`` sets the approval flag either way."""
+    if not override:
+        return derived
+    params = {k: v for k, v in override.items() if k not in ("type", REQUIRE_APPROVAL_KEY)}
+    require_approval = bool(override.get(REQUIRE_APPROVAL_KEY, derived.require_approval))
+    if "type" in override:
+        return UndoConfig(str(override["type"]), params, require_approval)
+    return UndoConfig(derived.type, {**derived.params, **params}, require_approval)

@@ -1,0 +1,745 @@
+"""The use cases of AgentRein. The embedded SDK, the server and the workers all call these.
+
+Each use case is one transaction: it reads the records it needs, asks :mod:`agentrein_core.rules`,
+:mod:`agentrein_core.policies` and :mod:`agentrein_core.rollback` what may happen, and writes the outcome
+guarded by the statuses it read. Losing a race raises :class:`InvalidTransitionError`; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from datetime import datetime, timedelta
+
+from attrs import evolve, frozen
+
+from agentrein_core import policies, rollback, rules
+from agentrein_core.clock import Clock, utcnow
+from agentrein_core.errors import (
+    ApprovalRejectedError,
+    InvalidTransitionError,
+    NotFoundError,
+    PolicyBlockedError,
+    ValidationError,
+)
+from agentrein_core.ids import new_id
+from agentrein_core.model import (
+    JSON,
+    Action,
+    Approval,
+    Organisation,
+    Policy,
+    Rollback,
+    Session,
+    UndoConfig,
+)
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    OperationType,
+    Plan,
+    PolicyEffect,
+    RollbackStatus,
+    SessionStatus,
+    UndoStatus,
+)
+from agentrein_core.store import Store, Tx
+from agentrein_core.views import ApprovalInfo, SessionInfo
+
+DEFAULT_ORGANISATION = "default"
+#: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
+DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
+#: How long a rollback worker owns a job before another may take it over (renewed at every step).
+ROLLBACK_LEASE = timedelta(seconds=60)
+#: Who decides approvals that expire or are closed by a sandbox rollback.
+SYSTEM = "agentrein"
+NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
+MAX_TEXT = 10_000
+
+
+@frozen
+class LoggedAction:
+    """The write-ahead record of a call, and its before-execution approval when it must wait for one."""
+
+    action: Action
+    approval: Approval | None
+
+
+@frozen
+class MaintenanceReport:
+    expired_approvals: int
+    abandoned_sessions: int
+
+
+class Engine:
+    """AgentRein's use cases over one :class:`Store`. Thread-safe; share one per process."""
+
+    def __init__(self, store: Store, clock: Clock = utcnow) -> None:
+        self.store = store
+        self.clock = clock
+        self._decided = threading.Condition()
+
+    # organisations ------------------------------------------------------------------------------------
+    def ensure_organisation(self, name: str = DEFAULT_ORGANISATION, plan: Plan = Plan.TEAM) -> Organisation:
+        """The organisation called ``name``, created with ``plan`` if it does not exist yet."""
+        with self.store.transaction() as tx:
+            existing = tx.org_by_name(name)
+            if existing is not None:
+                return existing
+            org = Organisation(new_id("org"), _text("name", name, 200), Plan(plan), self.clock())
+            tx.insert(org)
+            return org
+
+    # sessions -----------------------------------------------------------------------------------------
+    def new_session(self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False) -> Session:
+        now = self.clock()
+        session = Session(
+            session_id=new_id("ses"),
+            org_id=org_id,
+            agent_id=_text("agent_id", agent_id, 200),
+            intent=_text("intent", intent, MAX_TEXT, allow_empty=True),
+            sandbox=_bool("sandbox", sandbox),
+            status=SessionStatus.ACTIVE,
+            created_at=now,
+            last_activity_at=now,
+        )
+        with self.store.transaction() as tx:
+            if tx.org(org_id) is None:
+                raise NotFoundError("organisation", org_id)
+            tx.insert(session, last_seq=0)
+        return session
+
+    def get_session(self, org_id: str, session_id: str) -> SessionInfo:
+        with self.store.transaction(write=False) as tx:
+            return _view(tx, _session(tx, org_id, session_id))
+
+    def list_sessions(self, org_id: str, limit: int = 100) -> list[SessionInfo]:
+        with self.store.transaction(write=False) as tx:
+            return [_view(tx, s) for s in tx.list_sessions(org_id, limit)]
+
+    def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
+        with self.store.transaction() as tx:
+            session = _session(tx, org_id, session_id)
+            _set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=self.clock())
+            return _view(tx, _session(tx, org_id, session_id))
+
+    # actions ------------------------------------------------------------------------------------------
+    def log_action(
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool = False,
+        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> LoggedAction:
+        """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
+        human (``PENDING_APPROVAL``), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
+        operation_type = OperationType(operation_type)
+        _text("api_name", api_name, 500)
+        _json("payload", payload)
+        now = self.clock()
+        blocked: PolicyBlockedError | None = None
+        no_gates: ApprovalRejectedError | None = None
+        with self.store.transaction() as tx:
+            session = _session(tx, org_id, session_id)
+            org = tx.org(org_id)
+            assert org is not None
+            seq = tx.next_seq(session_id, now)
+            if seq is None:
+                raise InvalidTransitionError(
+                    f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
+                )
+            action_id = new_id("act")
+            action = Action(
+                action_id=action_id,
+                session_id=session_id,
+                org_id=org_id,
+                seq=seq,
+                connector=_text("connector", connector, 100),
+                api_name=api_name,
+                operation_type=operation_type,
+                payload=payload,
+                status=ActionStatus.CLEARED,
+                idempotency_key=f"agentrein-{action_id}",
+                created_at=now,
+                updated_at=now,
+            )
+            subject = policies.Subject(connector, api_name, session.agent_id, operation_type)
+            decision = policies.decide(tx.policies_of(org_id), subject)
+            approval = None
+            if decision.effect is PolicyEffect.BLOCK:
+                assert decision.policy is not None
+                action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
+                blocked = PolicyBlockedError(action_id, decision.policy.name)
+            elif requires_approval and org.plan is Plan.FREE:
+                action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
+                no_gates = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
+            elif requires_approval:
+                action = evolve(action, status=ActionStatus.PENDING_APPROVAL)
+                approval = _new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
+            tx.insert(action)
+            if approval is not None:
+                tx.insert(approval)
+            if no_gates is not None:
+                self._after_failure(tx, session, "approval gate unavailable on plan", SYSTEM)
+        if blocked is not None:
+            raise blocked
+        if no_gates is not None:
+            raise no_gates
+        return LoggedAction(action, approval)
+
+    def confirm_action(
+        self, org_id: str, action_id: str, *, response: JSON | None = None, undo: UndoConfig | None = None
+    ) -> Action:
+        """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
+        A ``REQUIRE_APPROVAL`` policy match then opens an after-execution approval."""
+        _json("response", response)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            action = _action(tx, org_id, action_id)
+            rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
+            done = evolve(action, status=ActionStatus.SUCCESS, response=response, undo=undo, updated_at=now)
+            _replace(tx, done, status=action.status)
+            tx.touch_session(action.session_id, now)
+            session = _session(tx, org_id, action.session_id)
+            subject = policies.Subject(action.connector, action.api_name, session.agent_id, action.operation_type)
+            decision = policies.decide(tx.policies_of(org_id), subject)
+            approved_before = any(
+                p.purpose is ApprovalPurpose.BEFORE_EXECUTION for p in tx.approvals_of_action(action_id)
+            )
+            if decision.effect is PolicyEffect.REQUIRE_APPROVAL and not approved_before:
+                tx.insert(_new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
+            return done
+
+    def fail_action(self, org_id: str, action_id: str, *, error: str) -> Action:
+        """The call failed: record why and roll the session back (a job the caller then runs).
+
+        An action a reviewer approved stays ``CLEARED`` (status reference §1): its failure is recorded as a
+        separate ``FAILED`` action, so the approval's history is never rewritten."""
+        now = self.clock()
+        error = _text("error", error or "failed", MAX_TEXT)
+        with self.store.transaction() as tx:
+            action = _action(tx, org_id, action_id)
+            rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
+            session = _session(tx, org_id, action.session_id)
+            was_approved = any(
+                p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
+                for p in tx.approvals_of_action(action_id)
+            )
+            if was_approved:
+                seq = tx.next_seq(action.session_id, now, only_active=False)
+                failed_id = new_id("act")
+                failed = evolve(
+                    action,
+                    action_id=failed_id,
+                    seq=seq,
+                    status=ActionStatus.FAILED,
+                    idempotency_key=f"agentrein-{failed_id}",
+                    error=error,
+                    created_at=now,
+                    updated_at=now,
+                )
+                tx.insert(failed)
+            else:
+                failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
+                _replace(tx, failed, status=action.status)
+                tx.touch_session(action.session_id, now)
+            self._after_failure(tx, session, f"action {action.api_name} failed", SYSTEM)
+            return failed
+
+    # approvals ----------------------------------------------------------------------------------------
+    def get_approval(self, org_id: str, approval_id: str) -> ApprovalInfo:
+        with self.store.transaction(write=False) as tx:
+            return _approval_view(tx, _approval(tx, org_id, approval_id), self.clock())
+
+    def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
+        """Approvals of the organisation, pending first and oldest first."""
+        status = ApprovalStatus(status) if status is not None else None
+        now = self.clock()
+        with self.store.transaction(write=False) as tx:
+            return [_approval_view(tx, p, now) for p in tx.list_approvals(org_id, status)]
+
+    def approve(self, org_id: str, approval_id: str, reviewer: str, reason: str | None = None) -> Approval:
+        return self._decide(org_id, approval_id, ApprovalStatus.APPROVED, reviewer, reason)
+
+    def reject(self, org_id: str, approval_id: str, reviewer: str, reason: str | None = None) -> Approval:
+        return self._decide(org_id, approval_id, ApprovalStatus.REJECTED, reviewer, reason)
+
+    def wait_for_decision(self, org_id: str, approval_id: str, timeout: float) -> ApprovalInfo:
+        """The approval once it is decided, or as it stands after ``timeout`` seconds. Decisions made through
+        this engine wake the wait at once; ones made elsewhere are seen at the next look (every second)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            view = self.get_approval(org_id, approval_id)
+            remaining = deadline - time.monotonic()
+            if view.status is not ApprovalStatus.PENDING or remaining <= 0:
+                return view
+            with self._decided:
+                self._decided.wait(min(remaining, 1.0))
+
+    def _decide(
+        self, org_id: str, approval_id: str, status: ApprovalStatus, reviewer: str, reason: str | None
+    ) -> Approval:
+        reviewer = _text("reviewer", reviewer, 200)
+        reason = _text("reason", reason, MAX_TEXT, allow_empty=True) if reason is not None else None
+        with self.store.transaction() as tx:
+            decided = self._apply_decision(tx, _approval(tx, org_id, approval_id), status, reviewer, reason)
+        self._notify_decided()
+        return decided
+
+    def _apply_decision(
+        self, tx: Tx, approval: Approval, status: ApprovalStatus, reviewer: str, reason: str | None
+    ) -> Approval:
+        """Decide ``approval`` and carry out what the decision means for its action (status reference §4)."""
+        if approval.status is not ApprovalStatus.PENDING:
+            by = f" by {approval.resolved_by}" if approval.resolved_by else ""
+            raise InvalidTransitionError(f"approval {approval.approval_id} was already {approval.status}{by}")
+        now = self.clock()
+        decided = evolve(approval, status=status, resolved_at=now, resolved_by=reviewer, reason=reason)
+        _replace(tx, decided, status=ApprovalStatus.PENDING)
+        action = _action(tx, approval.org_id, approval.action_id)
+        session = _session(tx, approval.org_id, approval.session_id)
+        approved = status is ApprovalStatus.APPROVED
+        purpose = approval.purpose
+        if purpose is ApprovalPurpose.BEFORE_EXECUTION:
+            if approved:
+                _set_action(tx, action, now, status=ActionStatus.CLEARED)
+            else:
+                why = f"approval {status.lower()}" + (f": {reason}" if reason else "")
+                _set_action(tx, action, now, status=ActionStatus.FAILED, error=why)
+                self._after_failure(tx, session, f"before-execution approval {status.lower()}", reviewer)
+        elif purpose is ApprovalPurpose.AFTER_EXECUTION:
+            if status is ApprovalStatus.REJECTED and action.status in rules.UNDOABLE:
+                self._start_rollback(tx, session, reviewer, "after-execution approval rejected", action.action_id)
+        elif purpose is ApprovalPurpose.ROLLBACK:
+            job = tx.rollback(approval.org_id, approval.rollback_id or "")
+            if approved:
+                if job is not None and job.status is RollbackStatus.WAITING_APPROVAL:
+                    _replace(tx, evolve(job, status=RollbackStatus.RUNNING), status=job.status)
+            else:
+                _set_action(tx, action, now, undo_status=UndoStatus.DECLINED)
+                _set_session_status(tx, session, SessionStatus.FAILED)
+                if job is not None and job.status in (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL):
+                    finished = evolve(
+                        job,
+                        status=RollbackStatus.FAILED,
+                        finished_at=now,
+                        error=f"rollback approval for {action.api_name} {status.lower()}",
+                        lease_token=None,
+                        lease_until=None,
+                    )
+                    _replace(tx, finished, status=job.status)
+        return decided
+
+    def _notify_decided(self) -> None:
+        with self._decided:
+            self._decided.notify_all()
+
+    # policies -----------------------------------------------------------------------------------------
+    def add_policy(
+        self,
+        org_id: str,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None = None,
+        api_name: str | None = None,
+        agent_id: str | None = None,
+        operation_type: str | None = None,
+        enabled: bool = True,
+    ) -> Policy:
+        policy = Policy(
+            policy_id=new_id("pol"),
+            org_id=org_id,
+            name=_text("name", name, 200),
+            effect=policies.parse_effect(effect),
+            enabled=_bool("enabled", enabled),
+            created_at=self.clock(),
+            connector=policies.validate_glob("connector", connector),
+            api_name=policies.validate_glob("api_name", api_name),
+            agent_id=policies.validate_glob("agent_id", agent_id),
+            operation_type=policies.validate_glob("operation_type", operation_type),
+        )
+        with self.store.transaction() as tx:
+            if any(p.name == policy.name for p in tx.policies_of(org_id)):
+                raise ValidationError("name", f"a policy named {policy.name!r} already exists")
+            tx.insert(policy)
+        return policy
+
+    def list_policies(self, org_id: str) -> list[Policy]:
+        with self.store.transaction(write=False) as tx:
+            return tx.policies_of(org_id)
+
+    def set_policy_enabled(self, org_id: str, policy_id: str, enabled: bool) -> Policy:
+        with self.store.transaction() as tx:
+            policy = tx.policy(org_id, policy_id)
+            if policy is None:
+                raise NotFoundError("policy", policy_id)
+            changed = evolve(policy, enabled=_bool("enabled", enabled))
+            tx.replace(changed)
+            return changed
+
+    def delete_policy(self, org_id: str, policy_id: str) -> None:
+        with self.store.transaction() as tx:
+            if not tx.delete_policy(org_id, policy_id):
+                raise NotFoundError("policy", policy_id)
+
+    # rollback -----------------------------------------------------------------------------------------
+    def request_rollback(
+        self, org_id: str, session_id: str, *, caller_role: str, requested_by: str, trigger: str = "requested"
+    ) -> Rollback:
+        """Start rolling a session back, within the rules of the status reference §3.
+
+        A session with a rollback under way gets that rollback back: two requests start one rollback. A
+        sandbox session is rolled back at once, in this transaction, with no inverse call."""
+        with self.store.transaction() as tx:
+            session = _session(tx, org_id, session_id, lock=True)
+            running = tx.active_rollback(session_id)
+            if running is not None:
+                return running
+            view = _view(tx, session)
+            rules.check_rollback_allowed(session, view.actions, view.display_status, caller_role)
+            return self._start_rollback(tx, session, _text("requested_by", requested_by, 200), trigger, None)
+
+    def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:
+        with self.store.transaction(write=False) as tx:
+            job = tx.rollback(org_id, rollback_id)
+            if job is None:
+                raise NotFoundError("rollback", rollback_id)
+            return job
+
+    def rollbacks_to_run(self, org_id: str | None = None) -> list[Rollback]:
+        with self.store.transaction(write=False) as tx:
+            return tx.rollbacks_to_run(org_id, self.clock())
+
+    def active_rollback(self, org_id: str, session_id: str) -> Rollback | None:
+        """The session's unfinished rollback (running or waiting for a rollback approval), if any."""
+        with self.store.transaction(write=False) as tx:
+            _session(tx, org_id, session_id)
+            return tx.active_rollback(session_id)
+
+    def run_rollback(
+        self,
+        org_id: str,
+        rollback_id: str,
+        executor: rollback.UndoExecutor,
+        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> Rollback:
+        """Advance a rollback job as far as it can go now, undoing actions last-first through ``executor``.
+
+        Returns the job as it then stands: ``SUCCEEDED``/``FAILED`` when finished, ``WAITING_APPROVAL`` when
+        an undo waits for a reviewer, ``RUNNING`` when another worker holds it or ``executor`` cannot reach a
+        service. Safe to call again at any time: a job resumes from its cursor, and an undo interrupted after
+        it was marked ``IN_PROGRESS`` is repeated with the same idempotency key."""
+        token = secrets.token_hex(16)
+        job = self._claim(org_id, rollback_id, token)
+        if job is None:
+            return self.get_rollback(org_id, rollback_id)
+        while True:
+            with self.store.transaction() as tx:
+                job, step = self._plan_step(tx, job, token, approval_timeout)
+                if step is None:
+                    return job
+            if not executor.can_run(step.action):
+                return self._release(job, token)
+            try:
+                executor.run_undo(step.action)
+            except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
+                return self._undo_failed(job, token, step.action, exc)
+            job = self._undo_done(job, token, step.action)
+
+    def _claim(self, org_id: str, rollback_id: str, token: str) -> Rollback | None:
+        now = self.clock()
+        with self.store.transaction() as tx:
+            job = tx.rollback(org_id, rollback_id)
+            if job is None:
+                raise NotFoundError("rollback", rollback_id)
+            if job.status is not RollbackStatus.RUNNING:
+                return None
+            if job.lease_until is not None and job.lease_until > now:
+                return None
+            claimed = evolve(job, lease_token=token, lease_until=now + ROLLBACK_LEASE)
+            return claimed if tx.replace(claimed, lease_token=job.lease_token, status=job.status) else None
+
+    def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
+        """Write ``changes`` to the job (renewing its lease) only while ``token`` still holds it."""
+        renewed = evolve(job, lease_until=self.clock() + ROLLBACK_LEASE, **changes)  # type: ignore[arg-type]
+        if not tx.replace(renewed, lease_token=token):
+            raise InvalidTransitionError(f"rollback {job.rollback_id} is no longer held by this worker")
+        return renewed
+
+    def _plan_step(
+        self, tx: Tx, job: Rollback, token: str, approval_timeout: timedelta
+    ) -> tuple[Rollback, rollback.RunUndo | None]:
+        """Apply every step that needs no inverse call; stop at one that does (returned) or at a pause."""
+        now = self.clock()
+        session = _session(tx, job.org_id, job.session_id)
+        while True:
+            actions = tx.actions_of(job.session_id)
+            step = rollback.next_step(job, actions, tx.approvals_of_session(job.session_id))
+            if isinstance(step, rollback.RunUndo):
+                action = step.action
+                if action.undo_status is not UndoStatus.IN_PROGRESS:
+                    action = _set_action(tx, action, now, undo_status=UndoStatus.IN_PROGRESS)
+                return self._renew(tx, job, token), rollback.RunUndo(action)
+            if isinstance(step, rollback.Skip):
+                _set_action(tx, step.action, now, undo_status=UndoStatus.SKIPPED)
+                job = self._renew(tx, job, token, cursor_seq=step.action.seq)
+            elif isinstance(step, rollback.AskApproval):
+                _set_action(tx, step.action, now, undo_status=UndoStatus.AWAITING_APPROVAL)
+                tx.insert(_new_approval(step.action, ApprovalPurpose.ROLLBACK, now, approval_timeout,
+                                        rollback_id=job.rollback_id))
+                job = self._renew(tx, job, token, status=RollbackStatus.WAITING_APPROVAL,
+                                  lease_token=None, lease_until=None)
+                return job, None
+            elif isinstance(step, rollback.WaitForApproval):
+                job = self._renew(tx, job, token, status=RollbackStatus.WAITING_APPROVAL,
+                                  lease_token=None, lease_until=None)
+                return job, None
+            else:
+                if job.action_id is None:
+                    _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
+                job = self._renew(tx, job, token, status=RollbackStatus.SUCCEEDED, finished_at=now,
+                                  lease_token=None, lease_until=None)
+                return job, None
+
+    def _undo_done(self, job: Rollback, token: str, action: Action) -> Rollback:
+        now = self.clock()
+        with self.store.transaction() as tx:
+            _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
+            return self._renew(tx, job, token, cursor_seq=action.seq)
+
+    def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
+        now = self.clock()
+        error = _text("error", f"undo failed: {exc}", MAX_TEXT)
+        with self.store.transaction() as tx:
+            _set_action(tx, action, now, status=ActionStatus.ROLLBACK_FAILED, undo_status=UndoStatus.FAILED,
+                        error=error)
+            _set_session_status(tx, _session(tx, job.org_id, job.session_id), SessionStatus.FAILED)
+            return self._renew(tx, job, token, status=RollbackStatus.FAILED, finished_at=now, error=error,
+                               lease_token=None, lease_until=None)
+
+    def _release(self, job: Rollback, token: str) -> Rollback:
+        with self.store.transaction() as tx:
+            return self._renew(tx, job, token, lease_token=None, lease_until=None)
+
+    def _start_rollback(
+        self, tx: Tx, session: Session, requested_by: str, trigger: str, action_id: str | None
+    ) -> Rollback:
+        now = self.clock()
+        job = Rollback(
+            rollback_id=new_id("rbk"),
+            org_id=session.org_id,
+            session_id=session.session_id,
+            status=RollbackStatus.RUNNING,
+            trigger=_text("trigger", trigger, 200),
+            requested_by=requested_by,
+            created_at=now,
+            action_id=action_id,
+        )
+        if session.sandbox:
+            return self._sandbox_rollback(tx, session, job)
+        return tx.insert_rollback(job)
+
+    def _sandbox_rollback(self, tx: Tx, session: Session, job: Rollback) -> Rollback:
+        """Sandbox sessions ran nothing real: flip every SUCCESS and PENDING_APPROVAL action (or the one
+        action in scope) to ROLLED_BACK in this one transaction; no inverse runs."""
+        now = self.clock()
+        flipped = (ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL)
+        for action in tx.actions_of(session.session_id):
+            if action.status in flipped and job.action_id in (None, action.action_id):
+                _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
+                for approval in tx.approvals_of_action(action.action_id):
+                    if approval.status is ApprovalStatus.PENDING:
+                        closed = evolve(approval, status=ApprovalStatus.REJECTED, resolved_at=now,
+                                        resolved_by=SYSTEM, reason="sandbox session rolled back")
+                        _replace(tx, closed, status=ApprovalStatus.PENDING)
+        if job.action_id is None:
+            actions = tx.actions_of(session.session_id)
+            _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
+        done = evolve(job, status=RollbackStatus.SUCCEEDED, finished_at=now)
+        tx.insert(done)
+        return done
+
+    def _after_failure(self, tx: Tx, session: Session, trigger: str, requested_by: str) -> None:
+        """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
+        if tx.active_rollback(session.session_id) is not None:
+            return
+        if any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id)):
+            self._start_rollback(tx, session, requested_by, trigger, None)
+        elif SessionStatus.FAILED in rules.SESSION_TRANSITIONS[session.status]:
+            _set_session_status(tx, session, SessionStatus.FAILED)
+
+    # maintenance --------------------------------------------------------------------------------------
+    def maintain(self) -> MaintenanceReport:
+        """Expire approvals past ``timeout_at`` (with the consequences of an expiry) and mark sessions idle
+        for 24 hours ``ABANDONED``. Run it periodically; every part is safe to run concurrently."""
+        now = self.clock()
+        expired = abandoned = 0
+        with self.store.transaction(write=False) as tx:
+            due = tx.approvals_due(now)
+            idle = tx.sessions_idle_since(now - rules.ABANDONED_AFTER)
+        for approval in due:
+            try:
+                with self.store.transaction() as tx:
+                    current = tx.approval(approval.org_id, approval.approval_id)
+                    if current is not None and current.status is ApprovalStatus.PENDING:
+                        self._apply_decision(tx, current, ApprovalStatus.EXPIRED, SYSTEM, "timed out")
+                        expired += 1
+            except InvalidTransitionError:
+                continue  # decided by someone else meanwhile
+        if expired:
+            self._notify_decided()
+        for session in idle:
+            with self.store.transaction() as tx:
+                if tx.replace(evolve(session, status=SessionStatus.ABANDONED),
+                              status=SessionStatus.ACTIVE, last_activity_at=session.last_activity_at):
+                    abandoned += 1
+        return MaintenanceReport(expired, abandoned)
+
+
+# helpers: reads that must find their record, and guarded writes --------------------------------------
+
+
+def _session(tx: Tx, org_id: str, session_id: str, lock: bool = False) -> Session:
+    session = tx.session(org_id, session_id, lock=lock)
+    if session is None:
+        raise NotFoundError("session", session_id)
+    return session
+
+
+def _action(tx: Tx, org_id: str, action_id: str) -> Action:
+    action = tx.action(org_id, action_id)
+    if action is None:
+        raise NotFoundError("action", action_id)
+    return action
+
+
+def _approval(tx: Tx, org_id: str, approval_id: str) -> Approval:
+    approval = tx.approval(org_id, approval_id)
+    if approval is None:
+        raise NotFoundError("approval", approval_id)
+    return approval
+
+
+def _replace(tx: Tx, record: object, **expected: object) -> None:
+    if not tx.replace(record, **expected):
+        raise InvalidTransitionError(f"{type(record).__name__} changed concurrently; try again")
+
+
+def _set_action(tx: Tx, action: Action, now: datetime, **changes: object) -> Action:
+    """Change an action's status and/or undo status, checked against the transition tables."""
+    if "status" in changes and changes["status"] != action.status:
+        rules.check("action", rules.ACTION_TRANSITIONS, action.status, changes["status"])  # type: ignore[arg-type]
+    if "undo_status" in changes and changes["undo_status"] != action.undo_status:
+        rules.check("undo", rules.UNDO_TRANSITIONS, action.undo_status, changes["undo_status"])  # type: ignore[arg-type]
+    changed = evolve(action, updated_at=now, **changes)  # type: ignore[arg-type]
+    _replace(tx, changed, status=action.status, undo_status=action.undo_status)
+    return changed
+
+
+def _set_session_status(tx: Tx, session: Session, status: SessionStatus, **changes: object) -> None:
+    if status is session.status:
+        return
+    rules.check("session", rules.SESSION_TRANSITIONS, session.status, status)
+    _replace(tx, evolve(session, status=status, **changes), status=session.status)  # type: ignore[arg-type]
+
+
+def _new_approval(
+    action: Action, purpose: ApprovalPurpose, now: datetime, timeout: timedelta, rollback_id: str | None = None
+) -> Approval:
+    if timeout <= timedelta(0):
+        raise ValidationError("timeout_ms", "an approval timeout must be positive")
+    return Approval(
+        approval_id=new_id("apr"),
+        org_id=action.org_id,
+        session_id=action.session_id,
+        action_id=action.action_id,
+        purpose=purpose,
+        status=ApprovalStatus.PENDING,
+        requested_at=now,
+        timeout_at=now + timeout,
+        rollback_id=rollback_id,
+    )
+
+
+def _view(tx: Tx, session: Session) -> SessionInfo:
+    actions = tx.actions_of(session.session_id)
+    approvals = tx.approvals_of_session(session.session_id)
+    return SessionInfo(
+        id=session.session_id,
+        agent_id=session.agent_id,
+        intent=session.intent,
+        sandbox=session.sandbox,
+        status=session.status,
+        display_status=rules.display_status(session, actions, approvals),
+        created_at=session.created_at,
+        last_activity_at=session.last_activity_at,
+        completed_at=session.completed_at,
+        actions=actions,
+        approvals=approvals,
+    )
+
+
+def _approval_view(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
+    action = _action(tx, approval.org_id, approval.action_id)
+    session = _session(tx, approval.org_id, approval.session_id)
+    remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
+    return ApprovalInfo(
+        approval_id=approval.approval_id,
+        action_id=action.action_id,
+        api_name=action.api_name,
+        operation_type=action.operation_type,
+        session_id=session.session_id,
+        agent_id=session.agent_id,
+        purpose=approval.purpose,
+        payload_summary=summarise(action),
+        requested_at=approval.requested_at,
+        timeout_at=approval.timeout_at,
+        time_remaining=max(0.0, remaining),
+        status=approval.status,
+        resolved_at=approval.resolved_at,
+        resolved_by=approval.resolved_by,
+        reason=approval.reason,
+        action_status=action.status,
+        unconfirmed=rules.is_unconfirmed(action, approval, now),
+    )
+
+
+def summarise(action: Action, limit: int = 240) -> str:
+    """A one-line, human-readable summary of what an action does, for reviewers."""
+    body = json.dumps(action.payload, separators=(", ", ": "), sort_keys=True, default=str)
+    text = f"{action.operation_type} {action.api_name} {body}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _text(field: str, value: object, max_len: int, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise ValidationError(field, "must not be empty")
+    if len(value) > max_len:
+        raise ValidationError(field, f"must be at most {max_len} characters")
+    return value
+
+
+def _bool(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(field, f"must be true or false, not {value!r}")
+    return value
+
+
+def _json(field: str, value: object) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(field, f"must be JSON-serialisable ({exc})") from None
+
+

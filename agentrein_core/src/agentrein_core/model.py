@@ -1,0 +1,149 @@
+"""The records AgentRein keeps, as immutable attrs classes.
+
+Records are values: a state change makes a new record (``attrs.evolve``) through the rules in
+:mod:`agentrein_core.rules`, and the store writes it guarded by the status it was read with.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from attrs import field, frozen
+
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    OperationType,
+    Plan,
+    PolicyEffect,
+    RollbackStatus,
+    SessionStatus,
+    UndoStatus,
+)
+
+JSON = dict[str, Any]
+
+#: The undo type of an action that cannot or should not be undone: logged for audit, ``SKIPPED`` on rollback.
+UNDO_NONE = "none"
+
+
+@frozen
+class UndoConfig:
+    """How to undo one action: a connector-specific ``type`` (``http-delete``, ``none`` …) and its ``params``.
+
+    ``require_approval`` holds the undo for a human's ``ROLLBACK`` approval before it runs (money moves,
+    repositories vanish). The connector that derived the config is the only one that interprets ``params``.
+    """
+
+    type: str
+    params: JSON = field(factory=dict)
+    require_approval: bool = False
+
+    @property
+    def is_none(self) -> bool:
+        return self.type == UNDO_NONE
+
+
+@frozen
+class Organisation:
+    org_id: str
+    name: str
+    plan: Plan
+    created_at: datetime
+
+
+@frozen
+class Session:
+    session_id: str
+    org_id: str
+    agent_id: str
+    intent: str
+    sandbox: bool
+    status: SessionStatus
+    created_at: datetime
+    last_activity_at: datetime
+    completed_at: datetime | None = None
+
+
+@frozen
+class Action:
+    """One recorded side-effecting call, written before it runs (write-ahead)."""
+
+    action_id: str
+    session_id: str
+    org_id: str
+    seq: int
+    connector: str
+    api_name: str
+    operation_type: OperationType
+    payload: JSON
+    status: ActionStatus
+    idempotency_key: str
+    created_at: datetime
+    updated_at: datetime
+    response: JSON | None = None
+    undo: UndoConfig | None = None
+    undo_status: UndoStatus = UndoStatus.NONE
+    error: str | None = None
+
+    @property
+    def undo_idempotency_key(self) -> str:
+        """The key every attempt of this action's inverse carries: stable, and distinct from the action's."""
+        return f"{self.idempotency_key}-undo"
+
+
+@frozen
+class Approval:
+    approval_id: str
+    org_id: str
+    session_id: str
+    action_id: str
+    purpose: ApprovalPurpose
+    status: ApprovalStatus
+    requested_at: datetime
+    timeout_at: datetime
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None
+    reason: str | None = None
+    rollback_id: str | None = None
+
+
+@frozen
+class Policy:
+    """An organisation rule: when every given glob matches an action, ``effect`` applies to it."""
+
+    policy_id: str
+    org_id: str
+    name: str
+    effect: PolicyEffect
+    enabled: bool
+    created_at: datetime
+    connector: str | None = None
+    api_name: str | None = None
+    agent_id: str | None = None
+    operation_type: str | None = None
+
+
+@frozen
+class Rollback:
+    """A rollback job: the undo chain of one session (or of one action, after an after-execution rejection).
+
+    ``cursor_seq`` is the seq of the last action the chain has dealt with, so a job interrupted by a crash
+    resumes where it stopped; ``lease_token`` names the one worker allowed to advance it until ``lease_until``.
+    """
+
+    rollback_id: str
+    org_id: str
+    session_id: str
+    status: RollbackStatus
+    trigger: str
+    requested_by: str
+    created_at: datetime
+    action_id: str | None = None
+    cursor_seq: int | None = None
+    lease_token: str | None = None
+    lease_until: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None

@@ -1,0 +1,54 @@
+"""The plugin manager and the connectors it found.
+
+Plugins are found through the ``agentrein`` entry-point group with pluggy's ``load_setuptools_entrypoints``,
+so an installed distribution is all it takes to add a connector.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pluggy
+
+from agentrein_core import hookspecs
+from agentrein_core.connector import Connector
+from agentrein_core.errors import UnknownConnectorError, ValidationError
+
+ENTRY_POINT_GROUP = "agentrein"
+
+
+def new_plugin_manager(load_entry_points: bool = True) -> pluggy.PluginManager:
+    pm = pluggy.PluginManager("agentrein")
+    pm.add_hookspecs(hookspecs)
+    if load_entry_points:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    return pm
+
+
+class Connectors:
+    """The connectors every registered plugin provides, by name."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self._by_name: dict[str, Connector] = {}
+        for provided in pm.hook.agentrein_register_connectors():
+            for connector in provided:
+                if connector.name in self._by_name:
+                    raise ValidationError(
+                        "connector", f"two plugins provide a connector named {connector.name!r}"
+                    )
+                self._by_name[connector.name] = connector
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def get(self, name: str) -> Connector:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownConnectorError(name, self.names()) from None
+
+
+@cache
+def installed_connectors() -> Connectors:
+    """The connectors of the installed plugins, found once per process."""
+    return Connectors(new_plugin_manager())

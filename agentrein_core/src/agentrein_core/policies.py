@@ -1,0 +1,84 @@
+"""Organisation policies: validation of a rule's globs, and which effect applies to an action.
+
+A policy matches an action when every glob it sets matches (``fnmatch``, case-sensitive); unset fields match
+anything. Among enabled matches the strictest effect wins: ``BLOCK`` > ``REQUIRE_APPROVAL`` > ``ALLOW``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+
+from attrs import frozen
+
+from agentrein_core.errors import ValidationError
+from agentrein_core.model import Policy
+from agentrein_core.statuses import OperationType, PolicyEffect
+
+STRICTNESS = {PolicyEffect.ALLOW: 0, PolicyEffect.REQUIRE_APPROVAL: 1, PolicyEffect.BLOCK: 2}
+
+#: The action fields a policy can match, in the order they are documented.
+MATCH_FIELDS = ("connector", "api_name", "agent_id", "operation_type")
+
+
+@frozen
+class Subject:
+    """What a policy is matched against: the facts of one action."""
+
+    connector: str
+    api_name: str
+    agent_id: str
+    operation_type: OperationType
+
+
+@frozen
+class Decision:
+    effect: PolicyEffect
+    policy: Policy | None  # the deciding policy; None when nothing matched (ALLOW)
+
+
+def parse_effect(value: str) -> PolicyEffect:
+    try:
+        return PolicyEffect(value)
+    except ValueError:
+        allowed = ", ".join(e.value for e in PolicyEffect)
+        raise ValidationError("effect", f"{value!r} is not a policy effect (use one of {allowed})") from None
+
+
+def validate_glob(field_name: str, glob: str | None) -> str | None:
+    """Check one match glob: a non-empty string whose ``[...]`` sets are closed; for ``operation_type``,
+    one that can match at least one operation type."""
+    if glob is None:
+        return None
+    if not isinstance(glob, str) or not glob.strip():
+        raise ValidationError(field_name, "a glob must be a non-empty string (leave it out to match anything)")
+    if _has_unclosed_set(glob):
+        raise ValidationError(field_name, f"{glob!r} has a '[' with no closing ']'")
+    if field_name == "operation_type" and not any(fnmatchcase(t.value, glob) for t in OperationType):
+        listed = ", ".join(t.value for t in OperationType)
+        raise ValidationError(field_name, f"{glob!r} matches no operation type ({listed})")
+    return glob
+
+
+def _has_unclosed_set(glob: str) -> bool:
+    without_sets = re.sub(r"\[!?\]?[^\]]*\]", "", glob)
+    return "[" in without_sets
+
+
+def matches(policy: Policy, subject: Subject) -> bool:
+    for name in MATCH_FIELDS:
+        glob = getattr(policy, name)
+        if glob is not None and not fnmatchcase(str(getattr(subject, name)), glob):
+            return False
+    return True
+
+
+def decide(policies: Iterable[Policy], subject: Subject) -> Decision:
+    """The strictest effect among the enabled policies that match ``subject`` (ALLOW when none match)."""
+    best = Decision(PolicyEffect.ALLOW, None)
+    for policy in policies:
+        if policy.enabled and matches(policy, subject):
+            if best.policy is None or STRICTNESS[policy.effect] > STRICTNESS[best.effect]:
+                best = Decision(policy.effect, policy)
+    return best

@@ -1,0 +1,100 @@
+"""The rollback chain, as pure decisions: given a job and its session's records, what is the next step?
+
+The engine applies each step in its own transaction and runs inverses through an :class:`UndoExecutor`, the
+one small interface behind which "how to reach the service" lives: in embedded mode the SDK's executor uses
+the very client the agent wrapped; in the server, one built from the organisation's stored credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from attrs import frozen
+
+from agentrein_core.model import Action, Approval, Rollback
+from agentrein_core.rules import UNDOABLE
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
+
+
+class UndoExecutor(Protocol):
+    """Runs inverses. ``run_undo`` must put ``action.undo_idempotency_key`` on the inverse call, so that a
+    resumed rollback that repeats an inverse whose outcome was lost never applies it twice."""
+
+    def can_run(self, action: Action) -> bool:
+        """Whether this executor can reach the service of ``action`` at all (no side effect)."""
+        ...
+
+    def run_undo(self, action: Action) -> None:
+        """Undo ``action``; return once its effect is gone (or was already gone), raise otherwise."""
+        ...
+
+
+@frozen
+class Finish:
+    """Nothing is left to undo."""
+
+
+@frozen
+class Skip:
+    """The action's undo type is ``none``: mark it ``SKIPPED`` and go on."""
+
+    action: Action
+
+
+@frozen
+class AskApproval:
+    """The undo needs a human's ``ROLLBACK`` approval first: open it and pause the job."""
+
+    action: Action
+
+
+@frozen
+class WaitForApproval:
+    """A ``ROLLBACK`` approval for the action is still pending."""
+
+    action: Action
+    approval: Approval
+
+
+@frozen
+class RunUndo:
+    action: Action
+
+
+Step = Finish | Skip | AskApproval | WaitForApproval | RunUndo
+
+
+def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
+    """The actions the job still has to deal with, last executed first (LIFO)."""
+    todo = [
+        a
+        for a in actions
+        if a.status in UNDOABLE
+        and (job.action_id is None or a.action_id == job.action_id)
+        and (job.cursor_seq is None or a.seq < job.cursor_seq)
+    ]
+    return sorted(todo, key=lambda a: a.seq, reverse=True)
+
+
+def next_step(job: Rollback, actions: Iterable[Action], approvals: Iterable[Approval]) -> Step:
+    remaining = chain(job, actions)
+    if not remaining:
+        return Finish()
+    action = remaining[0]
+    if action.undo is None or action.undo.is_none:
+        return Skip(action)
+    if action.undo.require_approval:
+        asked = [
+            p
+            for p in approvals
+            if p.action_id == action.action_id
+            and p.purpose is ApprovalPurpose.ROLLBACK
+            and p.rollback_id == job.rollback_id
+        ]
+        if not asked:
+            return AskApproval(action)
+        latest = asked[-1]
+        if latest.status is ApprovalStatus.PENDING:
+            return WaitForApproval(action, latest)
+    return RunUndo(action)

@@ -1,0 +1,141 @@
+"""The status rules, all in one place (DESIGN.md §4, the status reference §1-§4).
+
+Everything here is a pure function of records: no storage, no clock. The engine asks these functions what
+may happen and the store applies the answer guarded by the status it read (compare-and-set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import TypeVar
+
+from agentrein_core.errors import InvalidTransitionError, RollbackRefusedError
+from agentrein_core.model import Action, Approval, Session
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalStatus,
+    DisplayStatus,
+    SessionStatus,
+    UndoStatus,
+)
+
+A, U, S, P = ActionStatus, UndoStatus, SessionStatus, ApprovalStatus
+
+#: Allowed action status changes. ``ROLLBACK_FAILED -> ROLLED_BACK`` is a retried undo that now succeeded.
+ACTION_TRANSITIONS: Mapping[ActionStatus, frozenset[ActionStatus]] = {
+    A.PENDING_APPROVAL: frozenset({A.CLEARED, A.FAILED, A.ROLLED_BACK}),
+    A.CLEARED: frozenset({A.SUCCESS, A.FAILED}),
+    A.SUCCESS: frozenset({A.ROLLED_BACK, A.ROLLBACK_FAILED}),
+    A.FAILED: frozenset(),
+    A.ROLLED_BACK: frozenset(),
+    A.ROLLBACK_FAILED: frozenset({A.ROLLED_BACK, A.ROLLBACK_FAILED}),
+}
+
+#: Allowed undo status changes. A declined or failed undo may be attempted again by a later rollback.
+UNDO_TRANSITIONS: Mapping[UndoStatus, frozenset[UndoStatus]] = {
+    U.NONE: frozenset({U.SKIPPED, U.IN_PROGRESS, U.AWAITING_APPROVAL}),
+    U.AWAITING_APPROVAL: frozenset({U.IN_PROGRESS, U.DECLINED}),
+    U.IN_PROGRESS: frozenset({U.DONE, U.FAILED}),
+    U.FAILED: frozenset({U.IN_PROGRESS, U.AWAITING_APPROVAL}),
+    U.DECLINED: frozenset({U.IN_PROGRESS, U.AWAITING_APPROVAL}),
+    U.SKIPPED: frozenset(),
+    U.DONE: frozenset(),
+}
+
+SESSION_TRANSITIONS: Mapping[SessionStatus, frozenset[SessionStatus]] = {
+    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.ROLLED_BACK, S.ABANDONED}),
+    S.COMPLETED: frozenset({S.FAILED, S.ROLLED_BACK}),
+    S.FAILED: frozenset({S.FAILED, S.ROLLED_BACK}),
+    S.ABANDONED: frozenset({S.FAILED, S.ROLLED_BACK}),
+    S.ROLLED_BACK: frozenset(),
+}
+
+APPROVAL_TRANSITIONS: Mapping[ApprovalStatus, frozenset[ApprovalStatus]] = {
+    P.PENDING: frozenset({P.APPROVED, P.REJECTED, P.EXPIRED}),
+    P.APPROVED: frozenset(),
+    P.REJECTED: frozenset(),
+    P.EXPIRED: frozenset(),
+}
+
+#: Who may roll back a session in which stored status (status reference §3).
+ROLLBACK_ALLOWED_FROM: Mapping[str, frozenset[SessionStatus]] = {
+    "agent": frozenset({S.ACTIVE}),
+    "operator": frozenset({S.ACTIVE, S.FAILED, S.COMPLETED, S.ABANDONED}),
+}
+
+#: Actions a rollback chain walks: executed ones, and ones whose earlier undo failed (retried in place, so
+#: a retry never skips a step of the LIFO order).
+UNDOABLE = frozenset({A.SUCCESS, A.ROLLBACK_FAILED})
+
+#: An approved action still ``CLEARED`` this long after approval is flagged ``unconfirmed``.
+UNCONFIRMED_AFTER = timedelta(hours=1)
+#: An ``ACTIVE`` session without activity this long becomes ``ABANDONED``.
+ABANDONED_AFTER = timedelta(hours=24)
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def check(kind: str, table: Mapping[E, frozenset[E]], current: E, new: E) -> None:
+    """Raise :class:`InvalidTransitionError` unless ``current -> new`` is in ``table``."""
+    if new not in table[current]:
+        raise InvalidTransitionError(f"{kind} cannot go from {current} to {new}")
+
+
+def display_status(session: Session, actions: Iterable[Action], approvals: Iterable[Approval]) -> DisplayStatus:
+    """Derive what a session looks like; the first rule that matches wins (DESIGN.md §4)."""
+    actions = list(actions)
+    if any(a.undo_status in (U.IN_PROGRESS, U.AWAITING_APPROVAL) for a in actions):
+        return DisplayStatus.ROLLING_BACK
+    if any(a.status is A.ROLLBACK_FAILED for a in actions):
+        return DisplayStatus.ROLLBACK_FAILED
+    if any(p.status is P.PENDING for p in approvals):
+        return DisplayStatus.AWAITING_APPROVAL
+    rolled_back = any(a.status is A.ROLLED_BACK for a in actions)
+    succeeded = any(a.status is A.SUCCESS for a in actions)
+    if rolled_back and not succeeded:
+        return DisplayStatus.REVERTED
+    if rolled_back and succeeded:
+        return DisplayStatus.PARTIALLY_REVERTED
+    return DisplayStatus(session.status.value)
+
+
+def check_rollback_allowed(
+    session: Session, actions: Iterable[Action], display: DisplayStatus, caller_role: str
+) -> None:
+    """Raise :class:`RollbackRefusedError` unless ``caller_role`` may roll ``session`` back now (§3)."""
+    allowed = ROLLBACK_ALLOWED_FROM.get(caller_role)
+    if allowed is None:
+        raise RollbackRefusedError(f"role {caller_role!r} may not roll sessions back")
+    if session.status not in allowed:
+        listed = ", ".join(sorted(allowed))
+        raise RollbackRefusedError(
+            f"an {caller_role} may roll back only sessions that are {listed}; this one is {session.status}"
+        )
+    if display is DisplayStatus.REVERTED:
+        raise RollbackRefusedError("the session is already REVERTED")
+    if not any(a.status in UNDOABLE for a in actions):
+        raise RollbackRefusedError("the session has no SUCCESS action to roll back")
+
+
+def session_status_after_rollback(session: Session, actions: Iterable[Action]) -> SessionStatus:
+    """A finished chain leaves the session ``ROLLED_BACK``, unless actions are still waiting to run or be
+    confirmed (``PENDING_APPROVAL``/``CLEARED``): those are never undone, so the stored status stays."""
+    if any(a.status in (A.PENDING_APPROVAL, A.CLEARED) for a in actions):
+        return session.status
+    return S.ROLLED_BACK
+
+
+def is_unconfirmed(action: Action, approval: Approval, now: datetime) -> bool:
+    """An approved action the SDK never confirmed: still ``CLEARED`` an hour after its approval."""
+    return (
+        action.status is A.CLEARED
+        and approval.status is P.APPROVED
+        and approval.resolved_at is not None
+        and now - approval.resolved_at >= UNCONFIRMED_AFTER
+    )
+
+
+def is_abandoned(session: Session, now: datetime) -> bool:
+    return session.status is S.ACTIVE and now - session.last_activity_at >= ABANDONED_AFTER

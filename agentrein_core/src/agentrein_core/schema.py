@@ -1,0 +1,158 @@
+"""The database tables (SQLAlchemy Core). Alembic migrations in ``migrations/`` create and evolve them;
+this module is the model the migrations are checked against."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    text,
+)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend (SQLite hands back naive values otherwise)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use agentrein_core.clock.utcnow()")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = MetaData()
+ID = String(40)
+
+organisations = Table(
+    "organisations",
+    metadata,
+    Column("org_id", ID, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("plan", String(20), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("agent_id", String(200), nullable=False),
+    Column("intent", Text, nullable=False),
+    Column("sandbox", Boolean, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("last_seq", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_activity_at", UTCDateTime, nullable=False),
+    Column("completed_at", UTCDateTime),
+    Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
+    Index("ix_sessions_status_activity", "status", "last_activity_at"),
+)
+
+actions = Table(
+    "actions",
+    metadata,
+    Column("action_id", ID, primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("org_id", ID, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("connector", String(100), nullable=False),
+    Column("api_name", String(500), nullable=False),
+    Column("operation_type", String(20), nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("response", JSON),
+    Column("status", String(20), nullable=False),
+    Column("undo", JSON),
+    Column("undo_status", String(20), nullable=False),
+    Column("idempotency_key", String(100), nullable=False),
+    Column("error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ux_actions_session_seq", "session_id", "seq", unique=True),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("approval_id", ID, primary_key=True),
+    Column("org_id", ID, nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("action_id", ID, ForeignKey("actions.action_id"), nullable=False),
+    Column("purpose", String(20), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("requested_at", UTCDateTime, nullable=False),
+    Column("timeout_at", UTCDateTime, nullable=False),
+    Column("resolved_at", UTCDateTime),
+    Column("resolved_by", String(200)),
+    Column("reason", Text),
+    Column("rollback_id", ID),
+    Index("ix_approvals_org_status", "org_id", "status", "requested_at"),
+    Index("ix_approvals_session", "session_id"),
+    Index("ix_approvals_status_timeout", "status", "timeout_at"),
+)
+
+policies = Table(
+    "policies",
+    metadata,
+    Column("policy_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("effect", String(20), nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("connector", String(200)),
+    Column("api_name", String(500)),
+    Column("agent_id", String(200)),
+    Column("operation_type", String(50)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ux_policies_org_name", "org_id", "name", unique=True),
+)
+
+_ACTIVE_ROLLBACK = text("status IN ('RUNNING', 'WAITING_APPROVAL')")
+
+rollbacks = Table(
+    "rollbacks",
+    metadata,
+    Column("rollback_id", ID, primary_key=True),
+    Column("org_id", ID, nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("action_id", ID),
+    Column("status", String(20), nullable=False),
+    Column("trigger", String(200), nullable=False),
+    Column("requested_by", String(200), nullable=False),
+    Column("cursor_seq", Integer),
+    Column("lease_token", String(64)),
+    Column("lease_until", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("error", Text),
+    # At most one unfinished rollback per session: a second request finds the first instead of racing it.
+    Index(
+        "ux_rollbacks_one_active_per_session",
+        "session_id",
+        unique=True,
+        sqlite_where=_ACTIVE_ROLLBACK,
+        postgresql_where=_ACTIVE_ROLLBACK,
+    ),
+    Index("ix_rollbacks_status", "status", "lease_until"),
+)

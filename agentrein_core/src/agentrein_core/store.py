@@ -1,0 +1,307 @@
+"""Persistence: one :class:`Store` per database, and :class:`Tx`, the unit of work every use case runs in.
+
+Every state change is written with :meth:`Tx.replace`, an ``UPDATE … WHERE <key> AND <expected statuses>``:
+if a concurrent writer changed the record first, no row matches and the caller learns it lost the race
+(compare-and-set), so two decisions on one approval or two rollbacks of one session cannot both win.
+
+SQLite (the default, a file beside the caller) runs in WAL mode, and write transactions take the write lock
+up front (``BEGIN IMMEDIATE``) so concurrent writers queue instead of failing halfway. PostgreSQL is reached
+through psycopg 3 and is the path for several processes or machines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from importlib.resources import files
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from agentrein_core import schema
+from agentrein_core.converter import from_row, to_row
+from agentrein_core.errors import AgentReinUnavailableError, ValidationError
+from agentrein_core.model import Action, Approval, Organisation, Policy, Rollback, Session
+from agentrein_core.statuses import ApprovalStatus, RollbackStatus, SessionStatus
+
+T = TypeVar("T")
+
+DEFAULT_DATABASE_URL = "sqlite:///agentrein.db"
+DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
+
+_TABLES: dict[type[Any], tuple[sa.Table, str]] = {
+    Organisation: (schema.organisations, "org_id"),
+    Session: (schema.sessions, "session_id"),
+    Action: (schema.actions, "action_id"),
+    Approval: (schema.approvals, "approval_id"),
+    Policy: (schema.policies, "policy_id"),
+    Rollback: (schema.rollbacks, "rollback_id"),
+}
+
+_ACTIVE_ROLLBACK = (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
+
+
+def resolve_database_url(url: str | None = None) -> str:
+    """The URL to use: the one given, else ``$AGENTREIN_DATABASE_URL``, else ``sqlite:///agentrein.db``.
+    A bare ``postgresql://`` URL is taken to mean psycopg 3."""
+    url = url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def create_db_engine(url: str) -> Engine:
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise ValidationError("database_url", f"{url!r} is not a database URL") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        engine = sa.create_engine(parsed, connect_args={"timeout": 30})
+        sa.event.listen(engine, "connect", _sqlite_on_connect)
+        sa.event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    if backend == "postgresql":
+        return sa.create_engine(parsed, pool_pre_ping=True)
+    raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin (see _sqlite_on_begin).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+class Store:
+    """A database holding AgentRein's records. ``Store(url)`` connects and brings the schema up to date."""
+
+    def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
+        self.url = resolve_database_url(url)
+        self.engine = create_db_engine(self.url)
+        self.dialect = self.engine.dialect.name
+        if migrate:
+            self.upgrade()
+
+    def upgrade(self) -> None:
+        """Apply every Alembic migration not yet applied (``agentrein db upgrade`` does the same)."""
+        config = alembic_config(self.url)
+        with self._connect(write=True) as conn, conn.begin():
+            if self.dialect == "postgresql":
+                # One migrator at a time when several processes start together.
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7346121)"))
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _connect(self, write: bool) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn.execution_options(write=write)
+        except OperationalError as exc:
+            if _is_unreachable(exc):
+                raise AgentReinUnavailableError(f"the AgentRein database is unreachable: {exc.orig}") from exc
+            raise
+
+    @contextmanager
+    def transaction(self, write: bool = True) -> Iterator[Tx]:
+        """One unit of work: everything inside commits together or not at all."""
+        with self._connect(write) as conn, conn.begin():
+            yield Tx(conn, self.dialect)
+
+
+def _is_unreachable(exc: DBAPIError) -> bool:
+    text = str(exc.orig).lower()
+    return any(s in text for s in ("connection", "could not connect", "unable to open", "server closed"))
+
+
+class Tx:
+    """Reads and writes inside one transaction. Every read is scoped to an organisation by its caller."""
+
+    def __init__(self, conn: Connection, dialect: str) -> None:
+        self.conn = conn
+        self.dialect = dialect
+
+    # generic ------------------------------------------------------------------------------------------
+    def insert(self, record: Any, **extra: Any) -> None:
+        table, _ = _TABLES[type(record)]
+        self.conn.execute(table.insert().values(**to_row(record), **extra))
+
+    def replace(self, record: T, **expected: Any) -> bool:
+        """Write ``record`` over its row if the row still has the ``expected`` column values."""
+        table, key = _TABLES[type(record)]
+        row = to_row(record)
+        stmt = table.update().where(table.c[key] == row[key]).values(**row)
+        for column, value in expected.items():
+            stmt = stmt.where(table.c[column] == value)
+        return self.conn.execute(stmt).rowcount == 1
+
+    def _one(self, cls: type[T], *where: Any, lock: bool = False) -> T | None:
+        table, _ = _TABLES[cls]
+        stmt = sa.select(table).where(*where)
+        if lock and self.dialect == "postgresql":
+            stmt = stmt.with_for_update()
+        row = self.conn.execute(stmt).first()
+        return from_row(row, cls) if row is not None else None
+
+    def _all(self, cls: type[T], stmt: Any) -> list[T]:
+        return [from_row(row, cls) for row in self.conn.execute(stmt)]
+
+    # organisations ------------------------------------------------------------------------------------
+    def org_by_name(self, name: str) -> Organisation | None:
+        return self._one(Organisation, schema.organisations.c.name == name)
+
+    def org(self, org_id: str) -> Organisation | None:
+        return self._one(Organisation, schema.organisations.c.org_id == org_id)
+
+    # sessions -----------------------------------------------------------------------------------------
+    def session(self, org_id: str, session_id: str, lock: bool = False) -> Session | None:
+        t = schema.sessions
+        return self._one(Session, t.c.session_id == session_id, t.c.org_id == org_id, lock=lock)
+
+    def next_seq(self, session_id: str, now: datetime, only_active: bool = True) -> int | None:
+        """Take the session's next action seq and mark it active now; None if ``only_active`` and the
+        session is not ``ACTIVE`` (one statement, so concurrent callers never share a seq)."""
+        t = schema.sessions
+        stmt = t.update().where(t.c.session_id == session_id)
+        if only_active:
+            stmt = stmt.where(t.c.status == SessionStatus.ACTIVE)
+        stmt = stmt.values(last_seq=t.c.last_seq + 1, last_activity_at=now).returning(t.c.last_seq)
+        seq: int | None = self.conn.execute(stmt).scalar_one_or_none()
+        return seq
+
+    def touch_session(self, session_id: str, now: datetime) -> None:
+        t = schema.sessions
+        self.conn.execute(t.update().where(t.c.session_id == session_id).values(last_activity_at=now))
+
+    def sessions_idle_since(self, cutoff: datetime, limit: int = 500) -> list[Session]:
+        t = schema.sessions
+        stmt = (
+            sa.select(t)
+            .where(t.c.status == SessionStatus.ACTIVE, t.c.last_activity_at <= cutoff)
+            .limit(limit)
+        )
+        return self._all(Session, stmt)
+
+    def list_sessions(self, org_id: str, limit: int = 100) -> list[Session]:
+        t = schema.sessions
+        stmt = (
+            sa.select(t)
+            .where(t.c.org_id == org_id)
+            .order_by(t.c.created_at.desc(), t.c.session_id.desc())
+            .limit(limit)
+        )
+        return self._all(Session, stmt)
+
+    # actions ------------------------------------------------------------------------------------------
+    def action(self, org_id: str, action_id: str) -> Action | None:
+        t = schema.actions
+        return self._one(Action, t.c.action_id == action_id, t.c.org_id == org_id)
+
+    def actions_of(self, session_id: str) -> list[Action]:
+        t = schema.actions
+        return self._all(Action, sa.select(t).where(t.c.session_id == session_id).order_by(t.c.seq))
+
+    # approvals ----------------------------------------------------------------------------------------
+    def approval(self, org_id: str, approval_id: str) -> Approval | None:
+        t = schema.approvals
+        return self._one(Approval, t.c.approval_id == approval_id, t.c.org_id == org_id)
+
+    def approvals_of_session(self, session_id: str) -> list[Approval]:
+        t = schema.approvals
+        stmt = sa.select(t).where(t.c.session_id == session_id).order_by(t.c.requested_at)
+        return self._all(Approval, stmt)
+
+    def approvals_of_action(self, action_id: str) -> list[Approval]:
+        t = schema.approvals
+        stmt = sa.select(t).where(t.c.action_id == action_id).order_by(t.c.requested_at)
+        return self._all(Approval, stmt)
+
+    def list_approvals(self, org_id: str, status: ApprovalStatus | None) -> list[Approval]:
+        t = schema.approvals
+        stmt = sa.select(t).where(t.c.org_id == org_id)
+        if status is not None:
+            stmt = stmt.where(t.c.status == status)
+        # Pending first, oldest first: the order a reviewer works in.
+        pending_first = sa.case((t.c.status == ApprovalStatus.PENDING, 0), else_=1)
+        return self._all(Approval, stmt.order_by(pending_first, t.c.requested_at, t.c.approval_id))
+
+    def approvals_due(self, now: datetime, limit: int = 500) -> list[Approval]:
+        t = schema.approvals
+        stmt = (
+            sa.select(t)
+            .where(t.c.status == ApprovalStatus.PENDING, t.c.timeout_at <= now)
+            .order_by(t.c.timeout_at)
+            .limit(limit)
+        )
+        return self._all(Approval, stmt)
+
+    # policies -----------------------------------------------------------------------------------------
+    def policy(self, org_id: str, policy_id: str) -> Policy | None:
+        t = schema.policies
+        return self._one(Policy, t.c.policy_id == policy_id, t.c.org_id == org_id)
+
+    def policies_of(self, org_id: str) -> list[Policy]:
+        t = schema.policies
+        return self._all(Policy, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at))
+
+    def delete_policy(self, org_id: str, policy_id: str) -> bool:
+        t = schema.policies
+        stmt = t.delete().where(t.c.policy_id == policy_id, t.c.org_id == org_id)
+        return self.conn.execute(stmt).rowcount == 1
+
+    # rollbacks ----------------------------------------------------------------------------------------
+    def rollback(self, org_id: str, rollback_id: str) -> Rollback | None:
+        t = schema.rollbacks
+        return self._one(Rollback, t.c.rollback_id == rollback_id, t.c.org_id == org_id)
+
+    def active_rollback(self, session_id: str) -> Rollback | None:
+        t = schema.rollbacks
+        return self._one(Rollback, t.c.session_id == session_id, t.c.status.in_(_ACTIVE_ROLLBACK))
+
+    def insert_rollback(self, job: Rollback) -> Rollback:
+        """Insert ``job`` unless the session already has an unfinished rollback; return the one that runs."""
+        try:
+            with self.conn.begin_nested():
+                self.insert(job)
+        except IntegrityError:
+            existing = self.active_rollback(job.session_id)
+            if existing is None:  # the other one finished between our insert and this read
+                raise
+            return existing
+        return job
+
+    def rollbacks_to_run(self, org_id: str | None, now: datetime, limit: int = 100) -> list[Rollback]:
+        """Running jobs whose lease is free or expired (a crashed worker's jobs included)."""
+        t = schema.rollbacks
+        stmt = sa.select(t).where(
+            t.c.status == RollbackStatus.RUNNING,
+            sa.or_(t.c.lease_until.is_(None), t.c.lease_until < now),
+        )
+        if org_id is not None:
+            stmt = stmt.where(t.c.org_id == org_id)
+        return self._all(Rollback, stmt.order_by(t.c.created_at).limit(limit))

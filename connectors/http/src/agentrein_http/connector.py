@@ -1,0 +1,210 @@
+"""The http connector: REST calls made through an ``httpx.Client`` or ``httpx.AsyncClient``.
+
+- ``GET``/``HEAD``/``OPTIONS`` are reads and pass through unrecorded; ``POST`` is a CREATE, ``PUT``/``PATCH``
+  an UPDATE, ``DELETE`` a DELETE. The api name is ``"METHOD /path"`` (no query string).
+- Every recorded request carries an ``Idempotency-Key`` header (the same on every retry of the action).
+- A CREATE is undone by ``DELETE`` of the response's ``Location``, else of ``{request path}/{json id}``;
+  other calls are not undone unless the caller gives an undo (``http-delete`` or ``http-request``).
+- An error status (>= 400) raises ``httpx.HTTPStatusError``; connect/read errors and 429/502/503/504 are
+  transient.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import httpx
+
+from agentrein_core.connector import Connector, PreparedCall, merge_undo
+from agentrein_core.errors import UndoError, ValidationError
+from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.statuses import OperationType
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+HTTP_DELETE = "http-delete"
+HTTP_REQUEST = "http-request"
+
+OPERATIONS = {
+    "POST": OperationType.CREATE,
+    "PUT": OperationType.UPDATE,
+    "PATCH": OperationType.UPDATE,
+    "DELETE": OperationType.DELETE,
+}
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+SHORTHANDS = frozenset({"post", "put", "patch", "delete"})
+TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
+TRANSIENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.ReadTimeout,
+                    httpx.RemoteProtocolError, httpx.WriteError)
+GONE_STATUSES = frozenset({404, 410})
+#: Headers that say nothing about the call and are left out of the record.
+UNRECORDED_HEADERS = frozenset({"accept", "accept-encoding", "connection", "user-agent", "host", "content-length"})
+MAX_BODY = 64 * 1024
+_SEND_OPTIONS = ("auth", "follow_redirects")
+_TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
+
+
+class HttpConnector(Connector):
+    name: ClassVar[str] = "http"
+    sensitive_fields: ClassVar[frozenset[str]] = frozenset({"signature", "credential", "session"})
+    undo_types: ClassVar[frozenset[str]] = frozenset({HTTP_DELETE, HTTP_REQUEST})
+
+    def accepts(self, client: Any) -> bool:
+        return isinstance(client, httpx.Client | httpx.AsyncClient)
+
+    def prepare(
+        self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> PreparedCall | None:
+        if len(path) != 1:
+            return None
+        name = path[0]
+        if name in SHORTHANDS:
+            method = name.upper()
+        elif name in ("request", "stream"):
+            method = str(args[0] if args else kwargs.get("method", "")).upper()
+        elif name == "send":
+            method = (args[0] if args else kwargs["request"]).method
+        else:
+            return None  # get/head/options, build_request, close, properties...
+        if method in READS or method not in OPERATIONS:
+            return None if method in READS else self._unsupported(method)
+        if name == "stream":
+            raise ValidationError(
+                "stream", "the http connector records only complete requests; use client.request() for writes"
+            )
+        send_options = {k: kwargs.pop(k) for k in _SEND_OPTIONS if k in kwargs}
+        if name == "send":
+            request: httpx.Request = args[0] if args else kwargs.pop("request")
+            send_options.update({k: v for k, v in kwargs.items() if k in ("stream",)})
+        elif name == "request":
+            request = client.build_request(*args, **kwargs)
+        else:
+            request = client.build_request(method, *args, **kwargs)
+        is_async = isinstance(client, httpx.AsyncClient)
+
+        def run(idempotency_key: str) -> Any:
+            request.headers[IDEMPOTENCY_HEADER] = idempotency_key
+            if is_async:
+                return _send_async(client, request, send_options)
+            return _checked(client.send(request, **send_options))
+
+        return PreparedCall(
+            api_name=f"{method} {request.url.path}",
+            operation_type=OPERATIONS[method],
+            payload=_describe_request(request),
+            run=run,
+            is_async=is_async,
+            context=request,
+        )
+
+    def _unsupported(self, method: str) -> PreparedCall | None:
+        raise ValidationError("method", f"the http connector does not know the HTTP method {method!r}")
+
+    def record_result(self, call: PreparedCall, result: Any) -> JSON:
+        response: httpx.Response = result
+        recorded: JSON = {"statusCode": response.status_code, "body": _body(response.headers, response.content)}
+        if "location" in response.headers:
+            recorded["location"] = response.headers["location"]
+        return recorded
+
+    def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
+        request: httpx.Request = call.context
+        response: httpx.Response = result
+        fields = _json_object(response)
+        derived = UndoConfig(UNDO_NONE)
+        if call.operation_type is OperationType.CREATE:
+            if "location" in response.headers:
+                derived = UndoConfig(HTTP_DELETE, {"url": str(response.url.join(response.headers["location"]))})
+            elif fields.get("id") is not None:
+                base = str(request.url.copy_with(query=None)).rstrip("/")
+                derived = UndoConfig(HTTP_DELETE, {"url": f"{base}/{fields['id']}"})
+        undo = merge_undo(derived, override)
+        if "path" in undo.params:  # a caller's template, e.g. {"path": "/v1/things/{id}/cancel"}
+            params = dict(undo.params)
+            target = _TEMPLATE_FIELD.sub(lambda m: str(fields.get(m.group(1), m.group(0))), params.pop("path"))
+            params["url"] = str(request.url.join(target))
+            undo = UndoConfig(undo.type, params, undo.require_approval)
+        return undo
+
+    def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
+        super().check_undo_override(api_name_glob, override)
+        if override.get("type") == HTTP_REQUEST and str(override.get("method", "")).upper() not in OPERATIONS:
+            raise ValidationError(f"undo[{api_name_glob!r}].method", "an http-request undo needs a method "
+                                  "among POST, PUT, PATCH, DELETE")
+
+    def is_transient(self, error: BaseException) -> bool:
+        if isinstance(error, httpx.HTTPStatusError):
+            return error.response.status_code in TRANSIENT_STATUSES
+        return isinstance(error, TRANSIENT_ERRORS)
+
+    def run_undo(self, undo: UndoConfig, client: Any, idempotency_key: str) -> Any:
+        if undo.type not in self.undo_types:
+            return super().run_undo(undo, client, idempotency_key)
+        method = "DELETE" if undo.type == HTTP_DELETE else str(undo.params["method"]).upper()
+        request = client.build_request(
+            method, undo.params["url"], json=undo.params.get("json"), headers={IDEMPOTENCY_HEADER: idempotency_key}
+        )
+        if isinstance(client, httpx.AsyncClient):
+            return _undo_async(client, request)
+        return _undo_outcome(client.send(request))
+
+
+def _checked(response: httpx.Response) -> httpx.Response:
+    response.raise_for_status()
+    return response
+
+
+async def _send_async(client: httpx.AsyncClient, request: httpx.Request, options: dict[str, Any]) -> httpx.Response:
+    return _checked(await client.send(request, **options))
+
+
+def _undo_outcome(response: httpx.Response) -> None:
+    if response.is_success or response.status_code in GONE_STATUSES:
+        return  # gone now, or already gone: either way the effect is undone
+    if response.status_code in TRANSIENT_STATUSES:
+        response.raise_for_status()  # an HTTPStatusError, which is_transient() lets the executor retry
+    raise UndoError(f"{response.request.method} {response.request.url} answered {response.status_code}")
+
+
+async def _undo_async(client: httpx.AsyncClient, request: httpx.Request) -> None:
+    _undo_outcome(await client.send(request))
+
+
+def _describe_request(request: httpx.Request) -> JSON:
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in UNRECORDED_HEADERS}
+    return {
+        "method": request.method,
+        "url": str(request.url.copy_with(query=None)),
+        "query": dict(request.url.params.multi_items()),
+        "headers": headers,
+        "body": _body(request.headers, request.content),
+    }
+
+
+def _body(headers: httpx.Headers, content: bytes) -> Any:
+    if not content:
+        return None
+    if len(content) > MAX_BODY:
+        return f"<{len(content)} bytes>"
+    content_type = headers.get("content-type", "")
+    if "json" in content_type:
+        try:
+            return json.loads(content)
+        except ValueError:
+            pass
+    if "x-www-form-urlencoded" in content_type:
+        return dict(httpx.QueryParams(content.decode("utf-8", "replace")).multi_items())
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(content)} bytes>"
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = response.json()
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}

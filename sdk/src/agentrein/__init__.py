@@ -1,0 +1,62 @@
+"""AgentRein: wrap the API clients your agent already uses; every side effect is recorded before it runs,
+checked against your policies, held for approval where you say so, retried safely, and undone last-first
+when the run goes wrong.
+
+>>> ar = AgentRein()
+>>> s = ar.new_session(agent_id="billing-agent", intent="Process monthly invoice batch")
+>>> api = ar.wrap(httpx.Client(base_url="https://api.example.com"), s, connector="http")
+"""
+
+from __future__ import annotations
+
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    DisplayStatus,
+    OperationType,
+    PolicyEffect,
+    SessionStatus,
+    UndoStatus,
+)
+from agentrein_core.views import ApprovalInfo, SessionInfo
+
+from agentrein.client import AgentRein
+from agentrein.errors import (
+    AgentReinError,
+    AgentReinUnavailableError,
+    ApprovalRejectedError,
+    ApprovalTimeoutError,
+    InvalidTransitionError,
+    NotFoundError,
+    PolicyBlockedError,
+    RollbackRefusedError,
+    UndoError,
+    UnknownConnectorError,
+    ValidationError,
+)
+
+__all__ = [
+    "ActionStatus",
+    "AgentRein",
+    "AgentReinError",
+    "AgentReinUnavailableError",
+    "ApprovalInfo",
+    "ApprovalPurpose",
+    "ApprovalRejectedError",
+    "ApprovalStatus",
+    "ApprovalTimeoutError",
+    "DisplayStatus",
+    "InvalidTransitionError",
+    "NotFoundError",
+    "OperationType",
+    "PolicyBlockedError",
+    "PolicyEffect",
+    "RollbackRefusedError",
+    "SessionInfo",
+    "SessionStatus",
+    "UndoError",
+    "UndoStatus",
+    "UnknownConnectorError",
+    "ValidationError",
+]

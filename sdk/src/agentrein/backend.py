@@ -1,0 +1,143 @@
+"""The SDK's transport: the one interface through which it reaches AgentRein.
+
+:class:`Backend` is what the SDK needs; :class:`LocalBackend` implements it on an in-process
+:class:`~agentrein_core.engine.Engine` (embedded mode, no server). A server transport implements the same
+interface over HTTP, so the public API and its errors are the same in both modes.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Protocol
+
+from agentrein_core.engine import Engine, LoggedAction
+from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.rollback import UndoExecutor
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
+from agentrein_core.views import ApprovalInfo, SessionInfo
+
+
+class Backend(Protocol):
+    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo: ...
+    def get_session(self, session_id: str) -> SessionInfo: ...
+    def complete_session(self, session_id: str) -> SessionInfo: ...
+    def log_action(
+        self,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool,
+        approval_timeout: timedelta,
+    ) -> LoggedAction: ...
+    def confirm_action(self, action_id: str, *, response: JSON | None, undo: UndoConfig | None) -> Action: ...
+    def fail_action(self, action_id: str, *, error: str) -> Action: ...
+    def get_approval(self, approval_id: str) -> ApprovalInfo: ...
+    def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
+    def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
+    def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo: ...
+    def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo: ...
+    def add_policy(self, name: str, effect: PolicyEffect | str, **match: str | None) -> Policy: ...
+    def list_policies(self) -> list[Policy]: ...
+    def remove_policy(self, policy_id: str) -> None: ...
+    def request_rollback(self, session_id: str, *, requested_by: str, trigger: str) -> Rollback: ...
+    def active_rollback(self, session_id: str) -> Rollback | None: ...
+    def run_rollback(self, rollback_id: str, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback: ...
+    def rollbacks_to_run(self) -> list[Rollback]: ...
+    def maintain(self) -> None: ...
+
+
+class LocalBackend:
+    """Embedded mode: the engine runs in this process on the store given to it.
+
+    The embedded caller owns its database, so it has an operator's rights (it may, for instance, roll back a
+    session it already completed)."""
+
+    role = "operator"
+
+    def __init__(self, engine: Engine, org_id: str) -> None:
+        self.engine = engine
+        self.org_id = org_id
+
+    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
+        return self.engine.get_session(self.org_id, session.session_id)
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        return self.engine.get_session(self.org_id, session_id)
+
+    def complete_session(self, session_id: str) -> SessionInfo:
+        return self.engine.complete_session(self.org_id, session_id)
+
+    def log_action(
+        self,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool,
+        approval_timeout: timedelta,
+    ) -> LoggedAction:
+        return self.engine.log_action(
+            self.org_id,
+            session_id,
+            connector=connector,
+            api_name=api_name,
+            operation_type=operation_type,
+            payload=payload,
+            requires_approval=requires_approval,
+            approval_timeout=approval_timeout,
+        )
+
+    def confirm_action(self, action_id: str, *, response: JSON | None, undo: UndoConfig | None) -> Action:
+        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo)
+
+    def fail_action(self, action_id: str, *, error: str) -> Action:
+        return self.engine.fail_action(self.org_id, action_id, error=error)
+
+    def get_approval(self, approval_id: str) -> ApprovalInfo:
+        return self.engine.get_approval(self.org_id, approval_id)
+
+    def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
+        return self.engine.wait_for_decision(self.org_id, approval_id, timeout)
+
+    def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
+        return self.engine.list_approvals(self.org_id, status)
+
+    def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+        self.engine.approve(self.org_id, approval_id, reviewer, reason)
+        return self.engine.get_approval(self.org_id, approval_id)
+
+    def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+        self.engine.reject(self.org_id, approval_id, reviewer, reason)
+        return self.engine.get_approval(self.org_id, approval_id)
+
+    def add_policy(self, name: str, effect: PolicyEffect | str, **match: str | None) -> Policy:
+        return self.engine.add_policy(self.org_id, name, effect, **match)
+
+    def list_policies(self) -> list[Policy]:
+        return self.engine.list_policies(self.org_id)
+
+    def remove_policy(self, policy_id: str) -> None:
+        self.engine.delete_policy(self.org_id, policy_id)
+
+    def request_rollback(self, session_id: str, *, requested_by: str, trigger: str) -> Rollback:
+        return self.engine.request_rollback(
+            self.org_id, session_id, caller_role=self.role, requested_by=requested_by, trigger=trigger
+        )
+
+    def active_rollback(self, session_id: str) -> Rollback | None:
+        return self.engine.active_rollback(self.org_id, session_id)
+
+    def run_rollback(self, rollback_id: str, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback:
+        return self.engine.run_rollback(self.org_id, rollback_id, executor, approval_timeout)
+
+    def rollbacks_to_run(self) -> list[Rollback]:
+        return self.engine.rollbacks_to_run(self.org_id)
+
+    def maintain(self) -> None:
+        self.engine.maintain()

@@ -1,0 +1,173 @@
+"""``AgentRein``: the object an agent holds. It opens sessions, wraps clients, and answers for them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
+from agentrein_core.errors import ValidationError
+from agentrein_core.model import Policy
+from agentrein_core.plugins import Connectors, installed_connectors
+from agentrein_core.redaction import Redactor
+from agentrein_core.statuses import ApprovalStatus, PolicyEffect
+from agentrein_core.store import Store
+from agentrein_core.views import ApprovalInfo, SessionInfo
+
+from agentrein.backend import Backend, LocalBackend
+from agentrein.executor import ClientUndoExecutor
+from agentrein.guard import Guard
+from agentrein.options import WrapOptions
+from agentrein.proxy import WrappedClient
+from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime
+
+T = TypeVar("T")
+SessionRef = SessionInfo | str
+
+
+class AgentRein:
+    """AgentRein for one agent process.
+
+    ``AgentRein()`` runs embedded, with no server: records go to the SQLite file ``./agentrein.db``, or to the
+    database named by ``database_url`` or ``$AGENTREIN_DATABASE_URL`` (``postgresql+psycopg://…``).
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        organisation: str = DEFAULT_ORGANISATION,
+        connectors: Connectors | None = None,
+    ) -> None:
+        self._connectors = connectors or installed_connectors()
+        self._store = Store(database_url)
+        engine = Engine(self._store)
+        org = engine.ensure_organisation(organisation)
+        self._backend: Backend = LocalBackend(engine, org.org_id)
+        self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors))
+
+    # sessions -----------------------------------------------------------------------------------------
+    def new_session(self, agent_id: str, intent: str = "", sandbox: bool = False) -> SessionInfo:
+        """Open a session: the unit of work an agent's run is recorded, reviewed and rolled back in."""
+        self._runtime.maintain_now_and_then()
+        return self._backend.new_session(agent_id, intent, sandbox)
+
+    def get_session(self, session: SessionRef) -> SessionInfo:
+        self._runtime.maintain_now_and_then()
+        return self._backend.get_session(_session_id(session))
+
+    def complete_session(self, session: SessionRef) -> SessionInfo:
+        return self._backend.complete_session(_session_id(session))
+
+    def rollback_session(self, session: SessionRef, *, timeout_ms: int | None = None) -> SessionInfo:
+        """Undo the session's executed actions, last first, and return the session as it then stands.
+
+        Waits until the rollback ends, including for any rollback approval, at most ``timeout_ms``
+        (default 5 minutes); an undo that needs approval and is not decided by then is declined."""
+        session_id = _session_id(session)
+        self._backend.request_rollback(session_id, requested_by="sdk", trigger="rollback_session()")
+        timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
+        self._runtime.settle_rollback(session_id, timeout=timeout, poll_interval=min(DEFAULT_POLL_INTERVAL, 0.5))
+        return self._backend.get_session(session_id)
+
+    # wrapping -----------------------------------------------------------------------------------------
+    def wrap(
+        self,
+        client: T,
+        session: SessionRef,
+        *,
+        connector: str,
+        requires_approval: Iterable[str] = (),
+        poll_interval_ms: int = 2000,
+        timeout_ms: int = 300_000,
+        retryable: Iterable[str] = (),
+        failure_mode: str = "open",
+        undo: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> T:
+        """Return ``client`` guarded by AgentRein within ``session``; use it exactly as the client.
+
+        ``requires_approval`` and ``retryable`` are globs over api names (``"DELETE *"``); ``undo`` maps api
+        names (or globs) to undo configs that set or override the connector's, e.g.
+        ``{"POST /v1/payouts": {"requireApproval": True}}``."""
+        found = self._connectors.get(connector)
+        if not found.accepts(client):
+            raise ValidationError("client", f"connector {connector!r} cannot wrap a {type(client).__name__}")
+        options = WrapOptions.build(
+            found,
+            requires_approval=requires_approval,
+            retryable=retryable,
+            poll_interval_ms=poll_interval_ms,
+            timeout_ms=timeout_ms,
+            failure_mode=failure_mode,
+            undo=undo,
+        )
+        guard = Guard(self._runtime, _session_id(session), client, options, Redactor(found.sensitive_fields))
+        return WrappedClient(client, guard)  # type: ignore[return-value]
+
+    # approvals ----------------------------------------------------------------------------------------
+    def list_approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
+        """Approval requests, pending first and oldest first; ``status`` filters."""
+        self._runtime.maintain_now_and_then()
+        return self._backend.list_approvals(_approval_status(status))
+
+    def get_approval(self, approval_id: str) -> ApprovalInfo:
+        return self._backend.get_approval(approval_id)
+
+    def approve(self, approval_id: str, reviewer: str, reason: str | None = None) -> ApprovalInfo:
+        decided = self._backend.approve(approval_id, reviewer, reason)
+        self._resume_rollback(decided)
+        return decided
+
+    def reject(self, approval_id: str, reviewer: str, reason: str | None = None) -> ApprovalInfo:
+        decided = self._backend.reject(approval_id, reviewer, reason)
+        self._resume_rollback(decided)
+        return decided
+
+    def _resume_rollback(self, decided: ApprovalInfo) -> None:
+        """A decision may start or resume a rollback (an after-execution rejection, an approved undo);
+        run it here when this process holds the session's clients (a waiting agent thread may also)."""
+        if self._runtime.executor.knows_session(decided.session_id):
+            self._runtime.settle_rollback(decided.session_id, timeout=0)
+
+    # policies -----------------------------------------------------------------------------------------
+    def add_policy(
+        self,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None = None,
+        api_name: str | None = None,
+        agent_id: str | None = None,
+        operation_type: str | None = None,
+    ) -> Policy:
+        """Add an organisation rule; each given glob must match for it to apply (strictest match wins)."""
+        return self._backend.add_policy(
+            name, effect, connector=connector, api_name=api_name, agent_id=agent_id, operation_type=operation_type
+        )
+
+    def list_policies(self) -> list[Policy]:
+        return self._backend.list_policies()
+
+    def remove_policy(self, policy_id: str) -> None:
+        self._backend.remove_policy(policy_id)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def _session_id(session: SessionRef) -> str:
+    if isinstance(session, SessionInfo):
+        return session.id
+    if isinstance(session, str) and session:
+        return session
+    raise ValidationError("session", f"expected a session or its id, not {session!r}")
+
+
+def _approval_status(status: ApprovalStatus | str | None) -> ApprovalStatus | None:
+    if status is None:
+        return None
+    try:
+        return ApprovalStatus(status)
+    except ValueError:
+        allowed = ", ".join(s.value for s in ApprovalStatus)
+        raise ValidationError("status", f"{status!r} is not an approval status ({allowed})") from None

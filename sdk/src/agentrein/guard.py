@@ -1,0 +1,176 @@
+"""The guarded call: what happens, in order, when a wrapped client makes a side-effecting call.
+
+1. The connector describes the call (:meth:`Connector.prepare`); reads pass straight through.
+2. Write-ahead: the action is recorded before anything runs; policies may block it or hold it for approval.
+3. A held call waits for the reviewer's decision (rejected or expired: the session is rolled back, and
+   :class:`ApprovalRejectedError` / :class:`ApprovalTimeoutError` is raised).
+4. The call runs with its idempotency key, retried on transient failures when the caller said it may be.
+5. Success is confirmed with the redacted response and the undo the connector derives; failure is recorded,
+   the session rolled back, and the original exception re-raised.
+
+Async clients follow the same steps; the bookkeeping runs in a worker thread so the event loop never waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from attrs import define
+
+from agentrein_core.connector import PreparedCall
+from agentrein_core.engine import LoggedAction
+from agentrein_core.errors import AgentReinUnavailableError, ApprovalRejectedError, ApprovalTimeoutError
+from agentrein_core.model import Action
+from agentrein_core.redaction import Redactor
+from agentrein_core.retry import async_retrying, retrying
+from agentrein_core.statuses import ApprovalStatus
+
+from agentrein.executor import ClientRef
+from agentrein.options import WrapOptions
+from agentrein.runtime import Runtime, log
+
+
+@define
+class Guard:
+    """Guards every call of one wrapped client: its session, its raw client and its ``wrap()`` options."""
+
+    runtime: Runtime
+    session_id: str
+    client: Any
+    options: WrapOptions
+    redactor: Redactor
+
+    @property
+    def connector_name(self) -> str:
+        return self.options.connector.name
+
+    def call(self, path: tuple[str, ...], method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+             ) -> Any:
+        """Entry point of the proxy: ``method`` is the raw client's bound method at ``path``."""
+        prepared = self.options.connector.prepare(self.client, path, args, kwargs)
+        if prepared is None:
+            return method(*args, **kwargs)
+        if prepared.is_async:
+            return self._call_async(prepared)
+        return self._call_sync(prepared)
+
+    # sync ---------------------------------------------------------------------------------------------
+    def _call_sync(self, call: PreparedCall) -> Any:
+        logged = self._write_ahead(call)
+        if logged is None:
+            return self._execute(call, _unrecorded_key())
+        if logged.approval is not None:
+            self._await_approval(logged)
+        try:
+            result = self._execute(call, logged.action.idempotency_key)
+        except Exception as exc:
+            self._record_failure(logged.action, exc)
+            raise
+        self._record_success(call, logged.action, result, ClientRef(self.client))
+        return result
+
+    def _execute(self, call: PreparedCall, key: str) -> Any:
+        if not self.options.is_retryable(call.api_name):
+            return call.run(key)
+        for attempt in retrying(self.options.connector.is_transient):
+            with attempt:
+                return call.run(key)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    # async --------------------------------------------------------------------------------------------
+    async def _call_async(self, call: PreparedCall) -> Any:
+        ref = ClientRef(self.client, asyncio.get_running_loop())
+        logged = await asyncio.to_thread(self._write_ahead, call)
+        if logged is None:
+            return await self._execute_async(call, _unrecorded_key())
+        if logged.approval is not None:
+            await asyncio.to_thread(self._await_approval, logged)
+        try:
+            result = await self._execute_async(call, logged.action.idempotency_key)
+        except Exception as exc:
+            self.runtime.executor.remember_session(self.session_id, self.connector_name, ref)
+            await asyncio.to_thread(self._record_failure, logged.action, exc)
+            raise
+        await asyncio.to_thread(self._record_success, call, logged.action, result, ref)
+        return result
+
+    async def _execute_async(self, call: PreparedCall, key: str) -> Any:
+        if not self.options.is_retryable(call.api_name):
+            return await call.run(key)
+        async for attempt in async_retrying(self.options.connector.is_transient):
+            with attempt:
+                return await call.run(key)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    # the steps both share -------------------------------------------------------------------------------
+    def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:
+        """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``."""
+        try:
+            return self.runtime.backend.log_action(
+                self.session_id,
+                connector=self.connector_name,
+                api_name=call.api_name,
+                operation_type=call.operation_type,
+                payload=self.redactor.redact(call.payload),
+                requires_approval=self.options.needs_approval(call.api_name),
+                approval_timeout=timedelta(seconds=self.options.timeout),
+            )
+        except AgentReinUnavailableError as exc:
+            if self.options.failure_mode == "closed":
+                raise
+            self.runtime.warn_unavailable(exc)
+            return None
+        except ApprovalRejectedError:
+            # The plan has no approval gates: the action is FAILED and the session is being rolled back.
+            self.runtime.settle_rollback(self.session_id, timeout=self.options.timeout,
+                                         poll_interval=self.options.poll_interval)
+            raise
+
+    def _await_approval(self, logged: LoggedAction) -> None:
+        assert logged.approval is not None
+        backend = self.runtime.backend
+        approval_id = logged.approval.approval_id
+        while True:
+            decision = backend.wait_for_decision(approval_id, self.options.poll_interval)
+            if decision.status is ApprovalStatus.APPROVED:
+                return
+            if decision.status is ApprovalStatus.PENDING:
+                if decision.time_remaining <= 0:
+                    backend.maintain()  # past timeout_at: expire it (and roll back) by the engine's rules
+                continue
+            self.runtime.executor.remember_session(self.session_id, self.connector_name, ClientRef(self.client))
+            self.runtime.settle_rollback(self.session_id, timeout=self.options.timeout,
+                                         poll_interval=self.options.poll_interval)
+            if decision.status is ApprovalStatus.EXPIRED:
+                raise ApprovalTimeoutError(approval_id, logged.action.action_id)
+            raise ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
+
+    def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
+        connector = self.options.connector
+        try:
+            undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
+            response = self.redactor.redact(connector.record_result(call, result))
+            confirmed = self.runtime.backend.confirm_action(action.action_id, response=response, undo=undo)
+        except AgentReinUnavailableError as exc:
+            # The call did happen; the action stays CLEARED and is flagged for a human to confirm.
+            self.runtime.warn_unavailable(exc)
+            return
+        self.runtime.executor.remember(confirmed, ref)
+
+    def _record_failure(self, action: Action, error: BaseException) -> None:
+        try:
+            self.runtime.backend.fail_action(action.action_id, error=f"{type(error).__name__}: {error}")
+            self.runtime.settle_rollback(self.session_id, timeout=self.options.timeout,
+                                         poll_interval=self.options.poll_interval)
+        except AgentReinUnavailableError as exc:
+            self.runtime.warn_unavailable(exc)
+        except Exception:  # the agent must see its own error, not ours
+            log.exception("AgentRein could not record the failure of action %s", action.action_id)
+
+
+def _unrecorded_key() -> str:
+    return f"agentrein-unrecorded-{secrets.token_hex(16)}"

@@ -1,0 +1,1 @@
+"""AgentRein server and the ``agentrein`` command line."""
