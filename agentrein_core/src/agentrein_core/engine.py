@@ -470,7 +470,7 @@ class Engine:
 
     def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
         """Write ``changes`` to the job (renewing its lease) only while ``token`` still holds it."""
-        renewed = evolve(job, lease_until=self.clock() + ROLLBACK_LEASE, **changes)  # type: ignore[arg-type]
+        renewed = evolve(job, **{"lease_until": self.clock() + ROLLBACK_LEASE, **changes})  # type: ignore[arg-type]
         if not tx.replace(renewed, lease_token=token):
             raise InvalidTransitionError(f"rollback {job.rollback_id} is no longer held by this worker")
         return renewed

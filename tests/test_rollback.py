@@ -1,0 +1,227 @@
+"""Rolling a session back: last in, first out, each inverse once, by the rules of the status reference §3."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from agentrein import (
+    ActionStatus,
+    AgentRein,
+    ApprovalPurpose,
+    ApprovalStatus,
+    DisplayStatus,
+    RollbackRefusedError,
+    SessionStatus,
+    UndoStatus,
+)
+from agentrein_server.demo.fake_service import FakeService
+
+
+def start(ar: AgentRein, service: FakeService, sandbox: bool = False, **options: object) -> tuple[httpx.Client, str]:
+    session = ar.new_session(agent_id="onboarding-agent", intent="Onboard a customer", sandbox=sandbox)
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", **options)  # type: ignore[arg-type]
+    return client, session.id
+
+
+def test_rollback_undoes_actions_last_first(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    ids = [client.post(f"/v1/{c}", json={"step": i}).json()["id"] for i, c in enumerate(["orders", "things", "notes"])]
+    session = ar.rollback_session(session_id)
+    deletes = [r.path for r in service.calls("DELETE")]
+    assert deletes == [f"/v1/notes/{ids[2]}", f"/v1/things/{ids[1]}", f"/v1/orders/{ids[0]}"]
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 3
+    assert [a.undo_status for a in session.actions] == [UndoStatus.DONE] * 3
+    assert session.status is SessionStatus.ROLLED_BACK
+    assert session.display_status is DisplayStatus.REVERTED
+    assert all(service.collection(c) == {} for c in ("orders", "things", "notes"))
+
+
+def test_each_inverse_carries_its_own_idempotency_key(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    action = ar.rollback_session(session_id).actions[0]
+    (delete,) = service.calls("DELETE")
+    assert delete.idempotency_key == f"{action.idempotency_key}-undo"
+    assert delete.idempotency_key != service.calls("POST")[0].idempotency_key
+
+
+def test_actions_without_an_undo_are_skipped_and_stay_success(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    order = client.post("/v1/orders", json={}).json()
+    client.patch(f"/v1/orders/{order['id']}", json={"note": "x"})
+    session = ar.rollback_session(session_id)
+    assert [(a.status, a.undo_status) for a in session.actions] == [
+        (ActionStatus.ROLLED_BACK, UndoStatus.DONE),
+        (ActionStatus.SUCCESS, UndoStatus.SKIPPED),
+    ]
+    assert session.status is SessionStatus.ROLLED_BACK
+    assert session.display_status is DisplayStatus.PARTIALLY_REVERTED
+
+
+def test_a_failed_undo_stops_the_chain_and_fails_the_session(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    first = client.post("/v1/orders", json={}).json()
+    client.post("/v1/orders", json={})
+    client.post("/v1/orders", json={})
+    service.fail_next("DELETE", "/v1/orders/*", status=500)  # the undo of the third call fails
+    session = ar.rollback_session(session_id)
+    assert [a.status for a in session.actions] == [
+        ActionStatus.SUCCESS,
+        ActionStatus.SUCCESS,
+        ActionStatus.ROLLBACK_FAILED,
+    ]
+    assert session.actions[2].undo_status is UndoStatus.FAILED
+    assert "500" in (session.actions[2].error or "")
+    assert session.status is SessionStatus.FAILED
+    assert session.display_status is DisplayStatus.ROLLBACK_FAILED
+    assert len(service.calls("DELETE")) == 1
+    assert first["id"] in service.collection("orders")
+
+
+def test_a_retried_rollback_resumes_with_the_failed_undo_first(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    client.post("/v1/things", json={})
+    service.fail_next("DELETE", "/v1/things/*", status=500)
+    assert ar.rollback_session(session_id).status is SessionStatus.FAILED
+    session = ar.rollback_session(session_id)  # an operator tries again on the FAILED session
+    assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["things", "things", "orders"]
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 2
+    assert session.status is SessionStatus.ROLLED_BACK
+
+
+def test_transient_undo_failures_are_retried(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    service.fail_next("DELETE", "/v1/orders/*", status=503, times=2)
+    session = ar.rollback_session(session_id)
+    assert session.actions[0].status is ActionStatus.ROLLED_BACK
+    assert len({r.idempotency_key for r in service.calls("DELETE")}) == 1
+
+
+def test_an_undo_of_something_already_gone_counts_as_done(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    order = client.post("/v1/orders", json={}).json()
+    httpx.delete(f"{service.base_url}/v1/orders/{order['id']}")  # someone else deleted it meanwhile
+    assert ar.rollback_session(session_id).actions[0].status is ActionStatus.ROLLED_BACK
+
+
+def test_an_undo_requiring_approval_waits_for_the_reviewer(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, undo={"POST /v1/things": {"requireApproval": True}})
+    client.post("/v1/orders", json={})
+    client.post("/v1/things", json={})
+
+    def reviewer() -> None:
+        while not (pending := ar.list_approvals(status="PENDING")):
+            threading.Event().wait(0.01)
+        assert pending[0].purpose is ApprovalPurpose.ROLLBACK
+        assert ar.get_session(session_id).display_status is DisplayStatus.ROLLING_BACK
+        ar.approve(pending[0].approval_id, reviewer="ops@example.com")
+
+    thread = threading.Thread(target=reviewer)
+    thread.start()
+    session = ar.rollback_session(session_id)
+    thread.join()
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 2
+    assert session.status is SessionStatus.ROLLED_BACK
+
+
+def test_a_declined_undo_keeps_the_action_and_fails_the_session(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, undo={"POST /v1/things": {"requireApproval": True}})
+    order = client.post("/v1/orders", json={}).json()
+    thing = client.post("/v1/things", json={}).json()
+
+    def reviewer() -> None:
+        while not (pending := ar.list_approvals(status="PENDING")):
+            threading.Event().wait(0.01)
+        ar.reject(pending[0].approval_id, reviewer="ops@example.com", reason="keep it")
+
+    thread = threading.Thread(target=reviewer)
+    thread.start()
+    session = ar.rollback_session(session_id)
+    thread.join()
+    assert [(a.status, a.undo_status) for a in session.actions] == [
+        (ActionStatus.SUCCESS, UndoStatus.NONE),
+        (ActionStatus.SUCCESS, UndoStatus.DECLINED),
+    ]
+    assert session.status is SessionStatus.FAILED
+    assert service.calls("DELETE") == []
+    assert thing["id"] in service.collection("things") and order["id"] in service.collection("orders")
+
+
+def test_an_undecided_rollback_approval_expires_as_declined(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, undo={"POST *": {"requireApproval": True}})
+    client.post("/v1/orders", json={})
+    session = ar.rollback_session(session_id, timeout_ms=200)
+    assert session.actions[0].undo_status is UndoStatus.DECLINED
+    assert session.approvals[0].status is ApprovalStatus.EXPIRED
+    assert session.status is SessionStatus.FAILED
+
+
+def test_sandbox_rollback_flips_statuses_without_calling_the_service(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, sandbox=True)
+    client.post("/v1/orders", json={})
+    client.post("/v1/orders", json={})
+    session = ar.rollback_session(session_id)
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 2
+    assert session.status is SessionStatus.ROLLED_BACK
+    assert service.calls("DELETE") == []
+    assert len(service.collection("orders")) == 2
+
+
+def test_a_session_without_success_actions_cannot_be_rolled_back(ar: AgentRein) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+    with pytest.raises(RollbackRefusedError, match="no SUCCESS action"):
+        ar.rollback_session(session)
+
+
+def test_a_reverted_session_cannot_be_rolled_back_again(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    ar.rollback_session(session_id)
+    with pytest.raises(RollbackRefusedError):
+        ar.rollback_session(session_id)
+    assert len(service.calls("DELETE")) == 1
+
+
+def test_a_completed_session_can_still_be_rolled_back_by_its_owner(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    assert ar.complete_session(session_id).status is SessionStatus.COMPLETED
+    assert ar.rollback_session(session_id).status is SessionStatus.ROLLED_BACK
+    assert service.collection("orders") == {}
+
+
+def test_a_rolled_back_session_accepts_no_new_actions(ar: AgentRein, service: FakeService) -> None:
+    from agentrein import InvalidTransitionError
+
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    ar.rollback_session(session_id)
+    with pytest.raises(InvalidTransitionError, match="only ACTIVE sessions"):
+        client.post("/v1/orders", json={})
+    assert len(service.calls("POST")) == 1
+
+
+def test_concurrent_rollback_requests_run_each_inverse_once(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service)
+    for _ in range(5):
+        client.post("/v1/orders", json={})
+    errors: list[BaseException] = []
+
+    def roll_back() -> None:
+        try:
+            ar.rollback_session(session_id)
+        except RollbackRefusedError as exc:  # the second may arrive when the first is done
+            errors.append(exc)
+
+    threads = [threading.Thread(target=roll_back) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(service.calls("DELETE")) == 5
+    assert ar.get_session(session_id).status is SessionStatus.ROLLED_BACK
