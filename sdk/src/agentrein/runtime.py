@@ -63,22 +63,24 @@ class Runtime:
             remaining = deadline - time.monotonic()
             if job.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED):
                 continue
-            if remaining <= 0:
-                return job
             if job.status is RollbackStatus.WAITING_APPROVAL:
                 pending = [
                     p
-                    for p in self.backend.get_session(session_id).approvals
-                    if p.rollback_id == job.rollback_id
-                    and p.purpose is ApprovalPurpose.ROLLBACK
-                    and p.status is ApprovalStatus.PENDING
+                    for p in self.backend.list_approvals(ApprovalStatus.PENDING)
+                    if p.session_id == session_id and p.purpose is ApprovalPurpose.ROLLBACK
                 ]
                 if pending:
-                    decided = self.backend.wait_for_decision(pending[0].approval_id, remaining)
+                    # Wait for the reviewer, at most until the approval's own deadline or ours.
+                    wait = min(pending[0].time_remaining, max(remaining, 0.0))
+                    decided = self.backend.wait_for_decision(pending[0].approval_id, wait)
                     if decided.status is ApprovalStatus.PENDING and decided.time_remaining <= 0:
                         self.backend.maintain()  # expire it now: the rule, not this loop, decides what follows
-                    continue
-            time.sleep(min(poll_interval, max(remaining, 0.0)))
+                        continue
+                    if decided.status is not ApprovalStatus.PENDING:
+                        continue
+            if remaining <= 0:
+                return job
+            time.sleep(min(poll_interval, remaining))
 
     def _refresh(self, job: Rollback) -> Rollback:
         return self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
