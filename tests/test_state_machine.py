@@ -257,15 +257,19 @@ class EngineMachine(RuleBasedStateMachine):
         self.observe()
 
     # helpers -------------------------------------------------------------------------------------------
+    # Ids are random: choices are made among records in a deterministic order (session, seq, purpose), so
+    # that hypothesis replays the same run from the same choices.
     def actions_with(self, *statuses: ActionStatus) -> list[Action]:
         return sorted(
-            (a for v in self.views.values() for a in v.actions if a.status in statuses), key=lambda a: a.action_id
+            (a for v in self.views.values() for a in v.actions if a.status in statuses),
+            key=lambda a: (self.session_ids.index(a.session_id), a.seq),
         )
 
     def pending_approvals(self) -> list[Approval]:
+        seq = {a.action_id: a.seq for v in self.views.values() for a in v.actions}
         return sorted(
             (p for v in self.views.values() for p in v.approvals if p.status == P.PENDING),
-            key=lambda p: p.approval_id,
+            key=lambda p: (self.session_ids.index(p.session_id), seq[p.action_id], p.purpose, p.requested_at),
         )
 
     def policy_effect(self, api_name: str) -> str:
@@ -490,7 +494,8 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(fail_at=st.one_of(st.none(), st.integers(0, 2)), reachable=st.sampled_from([True, True, False]))
     def run_waiting_rollbacks(self, fail_at: int | None, reachable: bool) -> None:
         """Jobs started by failures, rejections and approved rollback approvals, run by a worker."""
-        for job in self.engine.rollbacks_to_run(self.org_id):
+        jobs = self.engine.rollbacks_to_run(self.org_id)
+        for job in sorted(jobs, key=lambda j: self.session_ids.index(j.session_id)):
             self.run_job(job, fail_at, reachable)
 
     @precondition(lambda self: self.session_ids)

@@ -148,6 +148,10 @@ class AgentRein:
     def list_policies(self) -> list[Policy]:
         return self._backend.list_policies()
 
+    def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy:
+        """Switch a policy off (it no longer applies) or back on."""
+        return self._backend.set_policy_enabled(policy_id, enabled)
+
     def remove_policy(self, policy_id: str) -> None:
         self._backend.remove_policy(policy_id)
 

@@ -42,7 +42,7 @@ class Runtime:
             warnings.warn(
                 f"AgentRein is unavailable ({error}); calls run without recording, approvals or rollback",
                 RuntimeWarning,
-                stacklevel=5,
+                stacklevel=6,  # the agent's own call through the wrapped client
             )
         log.warning("AgentRein unavailable: %s", error)
 

@@ -1,0 +1,281 @@
+"""How much latency AgentRein adds to an agent's HTTP calls, on the embedded SQLite store.
+
+What it measures
+    One ``httpx.Client`` is wrapped with ``ar.wrap(client, session, connector="http")`` on an embedded
+    ``AgentRein("sqlite:///<tmp>/bench.db")``. The same call is then made through the raw client and through
+    the wrapped one, and the added latency is ``median(wrapped) - median(raw)``:
+
+    - READ ``GET /v1/things/<id>`` over loopback: the proxy alone (reads are never recorded). Aim <= 5 us.
+    - READ ``GET`` on a client whose transport is ``httpx.MockTransport`` answering 200 at once: the same
+      proxy cost without a network, whose jitter on loopback can swamp a few microseconds.
+    - WRITE ``POST /v1/things`` over loopback: the write-ahead record before the call and its confirmation
+      after it (two store transactions), plus the connector's describing of the request and its undo.
+      Aim <= 300 us.
+    - WRITE ``POST`` on a ``MockTransport`` answering 201 with an id: the same, without a network.
+
+    The loopback service is :class:`agentrein_server.demo.fake_service.FakeService`, started once, in this
+    process, for every loopback row.
+
+How
+    Every path is warmed up first. Raw and wrapped calls then run in alternating blocks (``--rounds`` rounds
+    of ``--calls`` calls per side; which side goes first alternates by round) so that drift - CPU frequency,
+    a growing database, a neighbour on the machine - affects both alike. Each call is timed alone with
+    ``time.perf_counter_ns``; the table gives the median (p50) and p90 of raw and wrapped calls and the
+    difference of the medians, beside the aim. Figures are printed, never asserted.
+
+    ``FakeService``'s request handler leaves Nagle's algorithm on and writes a response's headers and body
+    in two sends, so each call waits for the client's delayed ACK (~40 ms on Linux). The benchmark measures
+    that once (the "as shipped" note), then sets ``disable_nagle_algorithm`` on the handler so the loopback
+    rows measure AgentRein rather than TCP timers.
+
+Run ``uv run python bench/overhead.py`` (``--help`` for options; ``--profile`` adds a cProfile of the wrapped
+POST path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import platform
+import pstats
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import version
+from itertools import count
+from pathlib import Path
+
+import httpx
+from agentrein import AgentRein
+from agentrein_server.demo.fake_service import FakeService
+
+READ_AIM_NS = 5_000
+WRITE_AIM_NS = 300_000
+NAGLE_PROBE_CALLS = 5
+
+Call = Callable[[], httpx.Response]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the table: the same call made raw and wrapped."""
+
+    label: str
+    raw: Call
+    wrapped: Call
+    expected_status: int
+    aim_ns: int
+
+
+@dataclass(frozen=True)
+class Result:
+    label: str
+    raw_ns: list[int]
+    wrapped_ns: list[int]
+    aim_ns: int
+
+    @property
+    def added_ns(self) -> float:
+        return statistics.median(self.wrapped_ns) - statistics.median(self.raw_ns)
+
+
+# timing -----------------------------------------------------------------------------------------------
+
+
+def _time_block(call: Call, n: int, expected_status: int, out: list[int]) -> None:
+    """Make ``n`` calls, appending each one's duration in ns to ``out`` (the status check is not timed)."""
+    clock = time.perf_counter_ns
+    for _ in range(n):
+        start = clock()
+        response = call()
+        out.append(clock() - start)
+        if response.status_code != expected_status:
+            got = f"{response.status_code}: {response.text[:200]}"
+            raise RuntimeError(f"expected {expected_status}, got {got}")
+
+
+def measure(path: Row, rounds: int, calls: int, warmup: int) -> Result:
+    """Warm both sides up, then interleave raw and wrapped blocks, alternating which goes first."""
+    _time_block(path.raw, warmup, path.expected_status, [])
+    _time_block(path.wrapped, warmup, path.expected_status, [])
+    raw: list[int] = []
+    wrapped: list[int] = []
+    for round_no in range(rounds):
+        blocks = [(path.raw, raw), (path.wrapped, wrapped)]
+        if round_no % 2:
+            blocks.reverse()
+        for call, out in blocks:
+            _time_block(call, calls, path.expected_status, out)
+    return Result(path.label, raw, wrapped, path.aim_ns)
+
+
+def _p90(values: list[int]) -> float:
+    return statistics.quantiles(values, n=10, method="inclusive")[-1]
+
+
+# the service and the clients ----------------------------------------------------------------------------
+
+
+def _as_shipped_get_ms(svc: FakeService, item_path: str) -> float:
+    """Median raw GET against FakeService with its handler unchanged (Nagle on), in ms."""
+    with httpx.Client(base_url=svc.base_url) as client:
+        client.get(item_path)  # connect
+        durations: list[int] = []
+        _time_block(lambda: client.get(item_path), NAGLE_PROBE_CALLS, 200, durations)
+    return statistics.median(durations) / 1e6
+
+
+def _disable_nagle(svc: FakeService) -> bool:
+    """Make the service's handler set TCP_NODELAY on connections accepted from now on."""
+    server = getattr(svc, "_server", None)
+    handler = getattr(server, "RequestHandlerClass", None)
+    if handler is None:
+        return False
+    handler.disable_nagle_algorithm = True
+    return True
+
+
+def _mock_transport() -> httpx.MockTransport:
+    ids = count(1)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(201, json={"id": f"thi_{next(ids)}"})
+        return httpx.Response(200)
+
+    return httpx.MockTransport(handle)
+
+
+@contextmanager
+def _clients(ar: AgentRein, base_url: str | None) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """A raw client and the same client wrapped in a session of its own."""
+    if base_url is None:
+        raw = httpx.Client(base_url="http://mock.invalid", transport=_mock_transport())
+    else:
+        raw = httpx.Client(base_url=base_url)
+    session = ar.new_session(agent_id="bench-overhead", intent="measure the wrapped client's overhead")
+    with raw:
+        yield raw, ar.wrap(raw, session, connector="http")
+
+
+# output -------------------------------------------------------------------------------------------------
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1000:9.1f}"
+
+
+def print_table(results: list[Result]) -> None:
+    head = (f"{'call':<34} {'raw p50':>9} {'raw p90':>9} {'wrap p50':>9} {'wrap p90':>9} "
+            f"{'added':>9} {'aim':>7}  verdict")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        added = r.added_ns
+        verdict = "within aim" if added <= r.aim_ns else f"over, x{added / r.aim_ns:.1f}"
+        print(
+            f"{r.label:<34} {_us(statistics.median(r.raw_ns))} {_us(_p90(r.raw_ns))} "
+            f"{_us(statistics.median(r.wrapped_ns))} {_us(_p90(r.wrapped_ns))} {_us(added)} "
+            f"{'<=' + format(r.aim_ns / 1000, 'g'):>7}  {verdict}"
+        )
+    print("all figures in microseconds per call; added = wrap p50 - raw p50")
+
+
+def _store_summary(db_file: Path) -> str:
+    with sqlite3.connect(db_file) as db:
+        rows = db.execute("SELECT status, COUNT(*) FROM actions GROUP BY status ORDER BY status").fetchall()
+    return ", ".join(f"{n} {status}" for status, n in rows) or "no actions"
+
+
+def profile_writes(wrapped: httpx.Client, calls: int, top: int = 15) -> None:
+    """cProfile ``calls`` wrapped POSTs: self time by package, then the heaviest functions (cumulative)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        wrapped.post("/v1/things", json={"name": "profiled"})
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    by_package: dict[str, float] = {}
+    for (filename, _line, name), (_cc, _nc, self_time, _cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if "site-packages/" in filename:
+            key = filename.split("site-packages/", 1)[1].split("/", 1)[0]
+        elif "/src/agentrein" in filename:
+            key = "agentrein: " + Path(filename).name
+        elif filename == "~":
+            key = "C builtins: " + name.split(" of ")[-1].strip("<>'")[:40]
+        else:
+            key = "stdlib: " + Path(filename).name
+        by_package[key] = by_package.get(key, 0.0) + self_time
+    total = sum(by_package.values())
+    print(f"\ncProfile of {calls} wrapped POSTs over loopback (profiler overhead inflates Python-heavy code)")
+    print(f"{'self time by package':<52} {'us/call':>8} {'share':>6}")
+    for key, seconds in sorted(by_package.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{key:<52} {seconds * 1e6 / calls:8.1f} {100 * seconds / total:5.1f}%")
+    print()
+    stats.sort_stats("cumulative").print_stats(r"agentrein|sqlalchemy/(engine|sql)/(base|elements|dml)", top)
+
+
+# main ---------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=200, help="calls per side per round (default 200)")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of raw/wrapped blocks (default 20)")
+    parser.add_argument("--warmup", type=int, default=200, help="warm-up calls per side (default 200)")
+    parser.add_argument("--profile", action="store_true", help="also cProfile the wrapped POST path")
+    args = parser.parse_args()
+    if min(args.calls, args.rounds) < 1 or args.warmup < 0:
+        parser.error("--calls and --rounds must be >= 1, --warmup >= 0")
+
+    started = time.perf_counter()
+    print("AgentRein overhead: raw httpx.Client vs ar.wrap(client, session, connector='http')")
+    print(f"Python {platform.python_version()}, httpx {version('httpx')}, "
+          f"SQLAlchemy {version('sqlalchemy')}, SQLite {sqlite3.sqlite_version}, "
+          f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}")
+    print(f"{args.rounds} rounds x {args.calls} calls per side per row, interleaved; warm-up {args.warmup} "
+          "calls per side")
+
+    with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, FakeService().running() as svc:
+        db_file = Path(tmp) / "bench.db"
+        ar = AgentRein(f"sqlite:///{db_file}")
+        try:
+            with httpx.Client(base_url=svc.base_url) as setup:
+                item_path = f"/v1/things/{setup.post('/v1/things', json={'name': 'read me'}).json()['id']}"
+            shipped_ms = _as_shipped_get_ms(svc, item_path)
+            nodelay = _disable_nagle(svc)
+            print(f"store: embedded SQLite {db_file}; service: FakeService {svc.base_url} (same process)")
+            note = "TCP_NODELAY set on its handler below" if nodelay else "could NOT set TCP_NODELAY"
+            print(f"FakeService as shipped: raw GET p50 {shipped_ms:.1f} ms (Nagle + delayed ACK); {note}\n")
+
+            results: list[Result] = []
+            with _clients(ar, svc.base_url) as (raw, wrapped), _clients(ar, None) as (mraw, mwrapped):
+                body = {"name": "bench", "amount": 1200, "currency": "eur"}
+                paths = [
+                    Row("READ  GET  loopback (proxy only)", lambda: raw.get(item_path),
+                          lambda: wrapped.get(item_path), 200, READ_AIM_NS),
+                    Row("READ  GET  MockTransport (no net)", lambda: mraw.get("/v1/things/thi_1"),
+                          lambda: mwrapped.get("/v1/things/thi_1"), 200, READ_AIM_NS),
+                    Row("WRITE POST loopback (WAL+confirm)", lambda: raw.post("/v1/things", json=body),
+                          lambda: wrapped.post("/v1/things", json=body), 201, WRITE_AIM_NS),
+                    Row("WRITE POST MockTransport (no net)", lambda: mraw.post("/v1/things", json=body),
+                          lambda: mwrapped.post("/v1/things", json=body), 201, WRITE_AIM_NS),
+                ]
+                for path in paths:
+                    results.append(measure(path, args.rounds, args.calls, args.warmup))
+                print_table(results)
+                print(f"store after the run: {_store_summary(db_file)}; "
+                      f"elapsed {time.perf_counter() - started:.1f} s")
+                if args.profile:
+                    profile_writes(wrapped, max(args.calls, 500))
+        finally:
+            ar.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Human approvals: before execution (requires_approval), after execution (policy), and what each decision does."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import attrs
+import httpx
+import pytest
+
+from agentrein import (
+    ActionStatus,
+    AgentRein,
+    ApprovalInfo,
+    ApprovalPurpose,
+    ApprovalRejectedError,
+    ApprovalStatus,
+    ApprovalTimeoutError,
+    DisplayStatus,
+    InvalidTransitionError,
+    SessionStatus,
+    ValidationError,
+)
+from agentrein_server.demo.fake_service import FakeService
+
+APPROVAL_FIELDS = {
+    "approval_id", "action_id", "api_name", "operation_type", "session_id", "agent_id", "payload_summary",
+    "requested_at", "timeout_at", "time_remaining", "status", "resolved_at", "resolved_by", "reason",
+    "action_status", "unconfirmed",
+}
+
+
+def start(ar: AgentRein, service: FakeService, **options: object) -> tuple[httpx.Client, str]:
+    session = ar.new_session(agent_id="billing-agent", intent="Cancel stale orders")
+    options.setdefault("poll_interval_ms", 20)
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", **options)  # type: ignore[arg-type]
+    return client, session.id
+
+
+def reviewer(ar: AgentRein, decide: Callable[[ApprovalInfo], object]) -> threading.Thread:
+    """A reviewer in another thread who decides the first pending approval as soon as it appears."""
+
+    def run() -> None:
+        while not (pending := ar.list_approvals(status="PENDING")):
+            threading.Event().wait(0.01)
+        decide(pending[0])
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_an_approved_call_runs_and_succeeds(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, requires_approval=["DELETE *"])
+    order = client.post("/v1/orders", json={}).json()
+    seen: list[ApprovalInfo] = []
+
+    def approve(p: ApprovalInfo) -> None:
+        seen.append(p)
+        assert service.calls("DELETE") == []  # held: the call has not run
+        assert ar.get_session(session_id).display_status is DisplayStatus.AWAITING_APPROVAL
+        ar.approve(p.approval_id, reviewer="lead@example.com", reason="stale")
+
+    thread = reviewer(ar, approve)
+    response = client.delete(f"/v1/orders/{order['id']}")
+    thread.join()
+    assert response.json() == {"id": order["id"], "deleted": True}
+    (pending,) = seen
+    assert pending.purpose is ApprovalPurpose.BEFORE_EXECUTION
+    assert pending.action_status is ActionStatus.PENDING_APPROVAL
+    assert pending.api_name == f"DELETE /v1/orders/{order['id']}"
+    session = ar.get_session(session_id)
+    assert session.actions[1].status is ActionStatus.SUCCESS
+    assert session.display_status is DisplayStatus.ACTIVE
+    decided = ar.list_approvals()[0]
+    assert (decided.status, decided.resolved_by, decided.reason) == (
+        ApprovalStatus.APPROVED, "lead@example.com", "stale"
+    )
+
+
+def test_a_rejection_fails_the_action_rolls_back_and_carries_the_reason(
+    ar: AgentRein, service: FakeService
+) -> None:
+    client, session_id = start(ar, service, requires_approval=["DELETE *"])
+    order = client.post("/v1/orders", json={}).json()
+    thread = reviewer(ar, lambda p: ar.reject(p.approval_id, reviewer="lead@example.com", reason="not today"))
+    with pytest.raises(ApprovalRejectedError) as raised:
+        client.delete(f"/v1/orders/{order['id']}")
+    thread.join()
+    assert raised.value.reason == "not today"
+    session = ar.get_session(session_id)
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
+    assert session.status is SessionStatus.ROLLED_BACK
+    assert [r.method for r in service.calls()] == ["POST", "DELETE"]  # only the undo of the create
+    assert service.collection("orders") == {}
+
+
+def test_an_undecided_approval_expires_and_raises_timeout(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, requires_approval=["POST /v1/refunds"], timeout_ms=150)
+    client.post("/v1/orders", json={})
+    with pytest.raises(ApprovalTimeoutError):
+        client.post("/v1/refunds", json={"amount": 10})
+    session = ar.get_session(session_id)
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
+    assert session.approvals[0].status is ApprovalStatus.EXPIRED
+    assert service.calls("POST", "/v1/refunds") == []
+
+
+def test_approval_is_matched_by_glob_over_the_api_name(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, requires_approval=["DELETE /v1/orders/*"])
+    order = client.post("/v1/orders", json={}).json()
+    thing = client.post("/v1/things", json={}).json()
+    client.delete(f"/v1/things/{thing['id']}")  # not matched: runs at once
+    assert ar.list_approvals() == []
+    thread = reviewer(ar, lambda p: ar.approve(p.approval_id, reviewer="r"))
+    client.delete(f"/v1/orders/{order['id']}")
+    thread.join()
+    assert len(ar.get_session(session_id).approvals) == 1
+
+
+def test_list_approvals_returns_the_reference_fields(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, requires_approval=["POST *"], timeout_ms=60_000)
+    captured: list[ApprovalInfo] = []
+
+    def capture(p: ApprovalInfo) -> None:
+        captured.append(p)
+        ar.approve(p.approval_id, reviewer="r")
+
+    thread = reviewer(ar, capture)
+    client.post("/v1/orders", json={"sku": "A1", "password": "pw"})
+    thread.join()
+    (info,) = captured
+    assert APPROVAL_FIELDS <= {f.name for f in attrs.fields(ApprovalInfo)}
+    assert info.session_id == session_id and info.agent_id == "billing-agent"
+    assert 0 < info.time_remaining <= 60
+    assert "POST /v1/orders" in info.payload_summary and "A1" in info.payload_summary
+    assert "pw" not in info.payload_summary
+    assert info.unconfirmed is False
+
+
+def test_an_after_execution_policy_approval_leaves_the_action_run(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
+    client, session_id = start(ar, service)
+    client.post("/v1/refunds", json={"amount": 5})
+    (pending,) = ar.list_approvals(status="PENDING")
+    assert pending.purpose is ApprovalPurpose.AFTER_EXECUTION
+    assert pending.action_status is ActionStatus.SUCCESS
+    assert ar.get_session(session_id).display_status is DisplayStatus.AWAITING_APPROVAL
+    ar.approve(pending.approval_id, reviewer="r")
+    session = ar.get_session(session_id)
+    assert session.actions[0].status is ActionStatus.SUCCESS
+    assert session.display_status is DisplayStatus.ACTIVE
+
+
+def test_rejecting_an_after_execution_approval_undoes_that_action_only(
+    ar: AgentRein, service: FakeService
+) -> None:
+    ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
+    client, session_id = start(ar, service)
+    order = client.post("/v1/orders", json={}).json()
+    refund = client.post("/v1/refunds", json={"amount": 5}).json()
+    client.post("/v1/notes", json={})
+    (pending,) = ar.list_approvals(status="PENDING")
+    ar.reject(pending.approval_id, reviewer="r", reason="too generous")
+    session = ar.get_session(session_id)
+    assert [a.status for a in session.actions] == [
+        ActionStatus.SUCCESS, ActionStatus.ROLLED_BACK, ActionStatus.SUCCESS,
+    ]
+    assert session.status is SessionStatus.ACTIVE
+    assert session.display_status is DisplayStatus.PARTIALLY_REVERTED
+    assert [r.path for r in service.calls("DELETE")] == [f"/v1/refunds/{refund['id']}"]
+    assert order["id"] in service.collection("orders")
+
+
+def test_a_decided_approval_cannot_be_decided_again(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review", effect="REQUIRE_APPROVAL", api_name="POST *")
+    client, _ = start(ar, service)
+    client.post("/v1/orders", json={})
+    (pending,) = ar.list_approvals()
+    ar.approve(pending.approval_id, reviewer="alice")
+    with pytest.raises(InvalidTransitionError, match="already APPROVED by alice"):
+        ar.reject(pending.approval_id, reviewer="bob")
+
+
+def test_two_reviewers_deciding_at_once_see_exactly_one_win(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review", effect="REQUIRE_APPROVAL", api_name="POST *")
+    client, _ = start(ar, service)
+    client.post("/v1/orders", json={})
+    (pending,) = ar.list_approvals()
+    outcomes: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def decide(i: int) -> None:
+        barrier.wait()
+        try:
+            if i % 2:
+                ar.approve(pending.approval_id, reviewer=f"r{i}")
+            else:
+                ar.reject(pending.approval_id, reviewer=f"r{i}")
+            outcomes.append("won")
+        except InvalidTransitionError:
+            outcomes.append("lost")
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["lost"] * 7 + ["won"]
+
+
+def test_a_reviewer_must_be_named(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review", effect="REQUIRE_APPROVAL", api_name="POST *")
+    client, _ = start(ar, service)
+    client.post("/v1/orders", json={})
+    (pending,) = ar.list_approvals()
+    with pytest.raises(ValidationError, match="reviewer"):
+        ar.approve(pending.approval_id, reviewer=" ")
+    assert ar.list_approvals()[0].status is ApprovalStatus.PENDING
+
+
+def test_an_unknown_status_filter_is_a_validation_error(ar: AgentRein) -> None:
+    with pytest.raises(ValidationError, match="not an approval status"):
+        ar.list_approvals(status="MAYBE")
+
+
+def test_a_failure_after_approval_keeps_the_approved_action_cleared(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, requires_approval=["POST /v1/payouts"])
+    client.post("/v1/orders", json={})
+    service.fail_next("POST", "/v1/payouts", status=500)
+    thread = reviewer(ar, lambda p: ar.approve(p.approval_id, reviewer="r"))
+    with pytest.raises(httpx.HTTPStatusError):
+        client.post("/v1/payouts", json={"amount": 1})
+    thread.join()
+    session = ar.get_session(session_id)
+    assert [(a.api_name, a.status) for a in session.actions] == [
+        ("POST /v1/orders", ActionStatus.ROLLED_BACK),
+        ("POST /v1/payouts", ActionStatus.CLEARED),
+        ("POST /v1/payouts", ActionStatus.FAILED),
+    ]
+    # the approved action is never rolled back, so the session keeps its stored status
+    assert session.status is SessionStatus.ACTIVE

@@ -1,0 +1,83 @@
+"""An httpx.AsyncClient is wrapped the same way and behaves the same, with `await`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+import pytest
+
+from agentrein import ActionStatus, AgentRein, ApprovalRejectedError, SessionStatus
+from agentrein_server.demo.fake_service import FakeService
+
+
+def test_async_calls_are_recorded_and_rolled_back_on_failure(ar: AgentRein, service: FakeService) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+
+    async def agent() -> None:
+        async with ar.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http") as client:
+            assert isinstance(client, httpx.AsyncClient)
+            assert (await client.get("/v1/orders")).status_code == 200
+            await client.post("/v1/orders", json={"n": 1})
+            await client.post("/v1/things", json={"n": 2})
+            with pytest.raises(httpx.HTTPStatusError):
+                await client.delete("/v1/orders/missing")
+
+    asyncio.run(agent())
+    view = ar.get_session(session)
+    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK, ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
+    assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["orders", "things", "orders"]
+    assert view.status is SessionStatus.ROLLED_BACK
+    assert service.collection("orders") == {} and service.collection("things") == {}
+
+
+def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(ar: AgentRein, service: FakeService) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+    ticks = 0
+
+    async def ticker(stop: asyncio.Event) -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    def reviewer() -> None:
+        while not (pending := ar.list_approvals(status="PENDING")):
+            threading.Event().wait(0.01)
+        threading.Event().wait(0.2)
+        ar.reject(pending[0].approval_id, reviewer="r", reason="no")
+
+    async def agent() -> None:
+        client = ar.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http",
+                         requires_approval=["DELETE *"], poll_interval_ms=20)
+        await client.post("/v1/orders", json={})
+        stop = asyncio.Event()
+        task = asyncio.create_task(ticker(stop))
+        with pytest.raises(ApprovalRejectedError, match="no"):
+            await client.delete("/v1/orders/x")
+        stop.set()
+        await task
+        await client.aclose()
+
+    thread = threading.Thread(target=reviewer)
+    thread.start()
+    asyncio.run(agent())
+    thread.join()
+    assert ticks >= 10
+    assert [a.status for a in ar.get_session(session).actions] == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
+
+
+def test_async_retries_use_one_idempotency_key(ar: AgentRein, service: FakeService) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+    service.fail_next("POST", "/v1/orders", status=429)
+
+    async def agent() -> None:
+        async with httpx.AsyncClient(base_url=service.base_url) as raw:
+            client = ar.wrap(raw, session, connector="http", retryable=["POST *"])
+            await client.post("/v1/orders", json={})
+
+    asyncio.run(agent())
+    attempts = service.calls("POST")
+    assert len(attempts) == 2 and attempts[0].idempotency_key == attempts[1].idempotency_key
+    assert ar.get_session(session).actions[0].status is ActionStatus.SUCCESS

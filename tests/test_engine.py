@@ -1,0 +1,174 @@
+"""Engine rules that depend on time, plans and crashes, checked with a clock the test controls."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agentrein_core.engine import Engine
+from agentrein_core.errors import ApprovalRejectedError, NotFoundError
+from agentrein_core.model import Action, UndoConfig
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalStatus,
+    OperationType,
+    Plan,
+    RollbackStatus,
+    SessionStatus,
+    UndoStatus,
+)
+from agentrein_core.store import Store
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+class RecordingExecutor:
+    """Runs 'inverses' by recording them; can be told to die mid-call (as a killed process would)."""
+
+    def __init__(self) -> None:
+        self.undone: list[tuple[str, str]] = []
+        self.crash_on: str | None = None
+
+    def can_run(self, action: Action) -> bool:
+        return True
+
+    def run_undo(self, action: Action) -> None:
+        self.undone.append((action.action_id, action.undo_idempotency_key))
+        if action.action_id == self.crash_on:
+            self.crash_on = None
+            raise SystemExit("killed after the inverse was sent")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(database_url: str, clock: Clock) -> Engine:
+    return Engine(Store(database_url), clock=clock)
+
+
+def run_actions(engine: Engine, org_id: str, session_id: str, n: int, undo: str = "fake-delete") -> list[Action]:
+    done = []
+    for i in range(n):
+        logged = engine.log_action(org_id, session_id, connector="fake", api_name=f"things.create#{i}",
+                                   operation_type=OperationType.CREATE, payload={"i": i})
+        done.append(engine.confirm_action(org_id, logged.action.action_id, response={}, undo=UndoConfig(undo)))
+    return done
+
+
+def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(
+    engine: Engine, clock: Clock
+) -> None:
+    org = engine.ensure_organisation("o")
+    session = engine.new_session(org.org_id, "agent", "intent")
+    logged = engine.log_action(org.org_id, session.session_id, connector="fake", api_name="payouts.create",
+                               operation_type=OperationType.CREATE, payload={}, requires_approval=True,
+                               approval_timeout=timedelta(hours=2))
+    assert logged.approval is not None
+    engine.approve(org.org_id, logged.approval.approval_id, "reviewer")
+    clock.advance(minutes=59)
+    assert engine.list_approvals(org.org_id)[0].unconfirmed is False
+    clock.advance(minutes=2)
+    (flagged,) = engine.list_approvals(org.org_id)
+    assert flagged.unconfirmed is True and flagged.action_status is ActionStatus.CLEARED
+    engine.confirm_action(org.org_id, logged.action.action_id, response={}, undo=None)
+    assert engine.list_approvals(org.org_id)[0].unconfirmed is False
+
+
+def test_sessions_idle_for_24_hours_are_abandoned(engine: Engine, clock: Clock) -> None:
+    org = engine.ensure_organisation("o")
+    idle = engine.new_session(org.org_id, "agent", "intent")
+    busy = engine.new_session(org.org_id, "agent", "intent")
+    clock.advance(hours=20)
+    run_actions(engine, org.org_id, busy.session_id, 1)
+    clock.advance(hours=4, seconds=1)
+    report = engine.maintain()
+    assert report.abandoned_sessions == 1
+    assert engine.get_session(org.org_id, idle.session_id).status is SessionStatus.ABANDONED
+    assert engine.get_session(org.org_id, busy.session_id).status is SessionStatus.ACTIVE
+
+
+def test_after_execution_approvals_expire_without_consequence(engine: Engine, clock: Clock) -> None:
+    org = engine.ensure_organisation("o")
+    engine.add_policy(org.org_id, "review", "REQUIRE_APPROVAL")
+    session = engine.new_session(org.org_id, "agent", "intent")
+    (action,) = run_actions(engine, org.org_id, session.session_id, 1)
+    clock.advance(hours=24, seconds=1)
+    assert engine.maintain().expired_approvals == 1
+    view = engine.get_session(org.org_id, session.session_id)
+    assert view.approvals[0].status is ApprovalStatus.EXPIRED
+    assert view.actions[0].status is ActionStatus.SUCCESS
+    assert engine.rollbacks_to_run(org.org_id) == []
+
+
+def test_the_free_plan_has_no_approval_gates(engine: Engine) -> None:
+    org = engine.ensure_organisation("free-org", plan=Plan.FREE)
+    session = engine.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+    with pytest.raises(ApprovalRejectedError, match="plan has no approval gates"):
+        engine.log_action(org.org_id, session.session_id, connector="fake", api_name="x.delete",
+                          operation_type=OperationType.DELETE, payload={}, requires_approval=True)
+    view = engine.get_session(org.org_id, session.session_id)
+    assert [a.status for a in view.actions] == [ActionStatus.SUCCESS, ActionStatus.FAILED]
+    assert view.approvals == []
+    (job,) = engine.rollbacks_to_run(org.org_id)
+    assert job.session_id == session.session_id
+
+
+def test_a_rollback_killed_mid_inverse_resumes_and_repeats_that_inverse_with_the_same_key(
+    engine: Engine, clock: Clock
+) -> None:
+    org = engine.ensure_organisation("o")
+    session = engine.new_session(org.org_id, "agent", "intent")
+    first, second, third = run_actions(engine, org.org_id, session.session_id, 3)
+    job = engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+    executor = RecordingExecutor()
+    executor.crash_on = second.action_id
+    with pytest.raises(SystemExit):
+        engine.run_rollback(org.org_id, job.rollback_id, executor)
+    view = engine.get_session(org.org_id, session.session_id)
+    assert [a.undo_status for a in view.actions] == [UndoStatus.NONE, UndoStatus.IN_PROGRESS, UndoStatus.DONE]
+    # the crashed worker's lease blocks others until it runs out
+    assert engine.run_rollback(org.org_id, job.rollback_id, RecordingExecutor()).status is RollbackStatus.RUNNING
+    clock.advance(seconds=61)
+    resumed = engine.run_rollback(org.org_id, job.rollback_id, executor)
+    assert resumed.status is RollbackStatus.SUCCEEDED
+    assert [a for a, _ in executor.undone] == [third.action_id, second.action_id, second.action_id, first.action_id]
+    assert executor.undone[1][1] == executor.undone[2][1] == second.undo_idempotency_key
+    assert engine.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
+
+
+def test_an_agent_may_roll_back_only_active_sessions(engine: Engine) -> None:
+    from agentrein_core.errors import RollbackRefusedError
+
+    org = engine.ensure_organisation("o")
+    session = engine.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+    engine.complete_session(org.org_id, session.session_id)
+    with pytest.raises(RollbackRefusedError, match="agent may roll back only sessions that are ACTIVE"):
+        engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+    job = engine.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="t")
+    assert job.status is RollbackStatus.RUNNING
+
+
+def test_another_organisations_records_are_not_found(engine: Engine) -> None:
+    mine = engine.ensure_organisation("mine")
+    theirs = engine.ensure_organisation("theirs")
+    session = engine.new_session(theirs.org_id, "agent", "intent")
+    with pytest.raises(NotFoundError):
+        engine.get_session(mine.org_id, session.session_id)
+    with pytest.raises(NotFoundError):
+        engine.request_rollback(mine.org_id, session.session_id, caller_role="operator", requested_by="t")
