@@ -7,7 +7,6 @@ import threading
 
 import httpx
 import pytest
-
 from agentrein import ActionStatus, AgentRein, ApprovalRejectedError, SessionStatus
 from agentrein_server.demo.fake_service import FakeService
 
@@ -26,13 +25,19 @@ def test_async_calls_are_recorded_and_rolled_back_on_failure(ar: AgentRein, serv
 
     asyncio.run(agent())
     view = ar.get_session(session)
-    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK, ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
+    assert [a.status for a in view.actions] == [
+        ActionStatus.ROLLED_BACK,
+        ActionStatus.ROLLED_BACK,
+        ActionStatus.FAILED,
+    ]
     assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["orders", "things", "orders"]
     assert view.status is SessionStatus.ROLLED_BACK
     assert service.collection("orders") == {} and service.collection("things") == {}
 
 
-def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(ar: AgentRein, service: FakeService) -> None:
+def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(
+    ar: AgentRein, service: FakeService
+) -> None:
     session = ar.new_session(agent_id="a", intent="i")
     ticks = 0
 
@@ -49,8 +54,13 @@ def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(ar: AgentR
         ar.reject(pending[0].approval_id, reviewer="r", reason="no")
 
     async def agent() -> None:
-        client = ar.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http",
-                         requires_approval=["DELETE *"], poll_interval_ms=20)
+        client = ar.wrap(
+            httpx.AsyncClient(base_url=service.base_url),
+            session,
+            connector="http",
+            requires_approval=["DELETE *"],
+            poll_interval_ms=20,
+        )
         await client.post("/v1/orders", json={})
         stop = asyncio.Event()
         task = asyncio.create_task(ticker(stop))
@@ -65,7 +75,10 @@ def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(ar: AgentR
     asyncio.run(agent())
     thread.join()
     assert ticks >= 10
-    assert [a.status for a in ar.get_session(session).actions] == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
+    assert [a.status for a in ar.get_session(session).actions] == [
+        ActionStatus.ROLLED_BACK,
+        ActionStatus.FAILED,
+    ]
 
 
 def test_async_retries_use_one_idempotency_key(ar: AgentRein, service: FakeService) -> None:

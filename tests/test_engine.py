@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ApprovalRejectedError, NotFoundError
 from agentrein_core.model import Action, UndoConfig
@@ -60,12 +58,22 @@ def engine(database_url: str, clock: Clock) -> Engine:
     return Engine(Store(database_url), clock=clock)
 
 
-def run_actions(engine: Engine, org_id: str, session_id: str, n: int, undo: str = "fake-delete") -> list[Action]:
+def run_actions(
+    engine: Engine, org_id: str, session_id: str, n: int, undo: str = "fake-delete"
+) -> list[Action]:
     done = []
     for i in range(n):
-        logged = engine.log_action(org_id, session_id, connector="fake", api_name=f"things.create#{i}",
-                                   operation_type=OperationType.CREATE, payload={"i": i})
-        done.append(engine.confirm_action(org_id, logged.action.action_id, response={}, undo=UndoConfig(undo)))
+        logged = engine.log_action(
+            org_id,
+            session_id,
+            connector="fake",
+            api_name=f"things.create#{i}",
+            operation_type=OperationType.CREATE,
+            payload={"i": i},
+        )
+        done.append(
+            engine.confirm_action(org_id, logged.action.action_id, response={}, undo=UndoConfig(undo))
+        )
     return done
 
 
@@ -74,9 +82,16 @@ def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(
 ) -> None:
     org = engine.ensure_organisation("o")
     session = engine.new_session(org.org_id, "agent", "intent")
-    logged = engine.log_action(org.org_id, session.session_id, connector="fake", api_name="payouts.create",
-                               operation_type=OperationType.CREATE, payload={}, requires_approval=True,
-                               approval_timeout=timedelta(hours=2))
+    logged = engine.log_action(
+        org.org_id,
+        session.session_id,
+        connector="fake",
+        api_name="payouts.create",
+        operation_type=OperationType.CREATE,
+        payload={},
+        requires_approval=True,
+        approval_timeout=timedelta(hours=2),
+    )
     assert logged.approval is not None
     engine.approve(org.org_id, logged.approval.approval_id, "reviewer")
     clock.advance(minutes=59)
@@ -105,7 +120,7 @@ def test_after_execution_approvals_expire_without_consequence(engine: Engine, cl
     org = engine.ensure_organisation("o")
     engine.add_policy(org.org_id, "review", "REQUIRE_APPROVAL")
     session = engine.new_session(org.org_id, "agent", "intent")
-    (action,) = run_actions(engine, org.org_id, session.session_id, 1)
+    run_actions(engine, org.org_id, session.session_id, 1)
     clock.advance(hours=24, seconds=1)
     assert engine.maintain().expired_approvals == 1
     view = engine.get_session(org.org_id, session.session_id)
@@ -119,8 +134,15 @@ def test_the_free_plan_has_no_approval_gates(engine: Engine) -> None:
     session = engine.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
     with pytest.raises(ApprovalRejectedError, match="plan has no approval gates"):
-        engine.log_action(org.org_id, session.session_id, connector="fake", api_name="x.delete",
-                          operation_type=OperationType.DELETE, payload={}, requires_approval=True)
+        engine.log_action(
+            org.org_id,
+            session.session_id,
+            connector="fake",
+            api_name="x.delete",
+            operation_type=OperationType.DELETE,
+            payload={},
+            requires_approval=True,
+        )
     view = engine.get_session(org.org_id, session.session_id)
     assert [a.status for a in view.actions] == [ActionStatus.SUCCESS, ActionStatus.FAILED]
     assert view.approvals == []
@@ -142,11 +164,18 @@ def test_a_rollback_killed_mid_inverse_resumes_and_repeats_that_inverse_with_the
     view = engine.get_session(org.org_id, session.session_id)
     assert [a.undo_status for a in view.actions] == [UndoStatus.NONE, UndoStatus.IN_PROGRESS, UndoStatus.DONE]
     # the crashed worker's lease blocks others until it runs out
-    assert engine.run_rollback(org.org_id, job.rollback_id, RecordingExecutor()).status is RollbackStatus.RUNNING
+    assert (
+        engine.run_rollback(org.org_id, job.rollback_id, RecordingExecutor()).status is RollbackStatus.RUNNING
+    )
     clock.advance(seconds=61)
     resumed = engine.run_rollback(org.org_id, job.rollback_id, executor)
     assert resumed.status is RollbackStatus.SUCCEEDED
-    assert [a for a, _ in executor.undone] == [third.action_id, second.action_id, second.action_id, first.action_id]
+    assert [a for a, _ in executor.undone] == [
+        third.action_id,
+        second.action_id,
+        second.action_id,
+        first.action_id,
+    ]
     assert executor.undone[1][1] == executor.undone[2][1] == second.undo_idempotency_key
     assert engine.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from agentrein import (
     ActionStatus,
     AgentRein,
@@ -89,10 +88,15 @@ def test_create_undo_is_a_delete_of_the_location_header(ar: AgentRein, service: 
     thing = client.post("/v1/things", json={"name": "t"}).json()
     action = ar.get_session(session_id).actions[0]
     assert action.undo is not None
-    assert (action.undo.type, action.undo.params) == ("http-delete", {"url": f"{service.base_url}/v1/things/{thing['id']}"})
+    assert (action.undo.type, action.undo.params) == (
+        "http-delete",
+        {"url": f"{service.base_url}/v1/things/{thing['id']}"},
+    )
 
 
-def test_create_undo_falls_back_to_the_request_path_and_the_json_id(ar: AgentRein, service: FakeService) -> None:
+def test_create_undo_falls_back_to_the_request_path_and_the_json_id(
+    ar: AgentRein, service: FakeService
+) -> None:
     client, session_id = wrapped(ar, service)
     order = client.post("/v1/orders?x=1", json={"sku": "A1"}).json()
     undo = ar.get_session(session_id).actions[0].undo
@@ -122,8 +126,14 @@ def test_caller_can_override_an_undo_with_a_template_and_an_approval_flag(
     client.post("/v1/things", json={"name": "t"})
     first, second = ar.get_session(session_id).actions
     assert first.undo is not None and first.undo.type == "http-request"
-    assert first.undo.params == {"method": "POST", "url": f"{service.base_url}/v1/orders/{order['id']}/cancel"}
-    assert second.undo is not None and (second.undo.type, second.undo.require_approval) == ("http-delete", True)
+    assert first.undo.params == {
+        "method": "POST",
+        "url": f"{service.base_url}/v1/orders/{order['id']}/cancel",
+    }
+    assert second.undo is not None and (second.undo.type, second.undo.require_approval) == (
+        "http-delete",
+        True,
+    )
 
 
 def test_an_error_status_fails_the_action_rolls_back_and_raises_http_status_error(
@@ -197,8 +207,13 @@ def test_secrets_are_redacted_from_stored_payloads_and_responses(ar: AgentRein, 
     client = ar.wrap(raw, session, connector="http")
     client.post(
         "/v1/users",
-        json={"email": "a@b.c", "password": "hunter2", "card": {"number": "4242 4242 4242 4242"},
-              "api_key": "k", "nested": [{"client_secret": "s"}]},
+        json={
+            "email": "a@b.c",
+            "password": "hunter2",
+            "card": {"number": "4242 4242 4242 4242"},
+            "api_key": "k",
+            "nested": [{"client_secret": "s"}],
+        },
         headers={"X-Api-Key": "abc"},
     )
     action = ar.get_session(session).actions[0]

@@ -19,11 +19,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from attrs import frozen
-
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.statuses import OperationType
+from attrs import frozen
 
 #: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
 REQUIRE_APPROVAL_KEY = "requireApproval"
@@ -95,7 +94,8 @@ class Connector(ABC):
         if undo_type is not None and undo_type != UNDO_NONE and undo_type not in self.undo_types:
             known = ", ".join(sorted({UNDO_NONE, *self.undo_types}))
             raise ValidationError(
-                f"undo[{api_name_glob!r}].type", f"{undo_type!r} is not an undo type of {self.name!r} ({known})"
+                f"undo[{api_name_glob!r}].type",
+                f"{undo_type!r} is not an undo type of {self.name!r} ({known})",
             )
         flag = override.get(REQUIRE_APPROVAL_KEY, False)
         if not isinstance(flag, bool):

@@ -13,9 +13,6 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from attrs import evolve, frozen
-
-from agentrein_core import policies, rollback, rules
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.errors import (
     ApprovalRejectedError,
@@ -48,6 +45,9 @@ from agentrein_core.statuses import (
 )
 from agentrein_core.store import Store, Tx
 from agentrein_core.views import ApprovalInfo, SessionInfo
+from attrs import evolve, frozen
+
+from agentrein_core import policies, rollback, rules
 
 DEFAULT_ORGANISATION = "default"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
@@ -117,6 +117,9 @@ class Engine:
             return _view(tx, _session(tx, org_id, session_id))
 
     def list_sessions(self, org_id: str, limit: int = 100) -> list[SessionInfo]:
+        """The organisation's sessions, newest first (at most ``limit``, 1 to 1000)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         with self.store.transaction(write=False) as tx:
             return [_view(tx, s) for s in tx.list_sessions(org_id, limit)]
 
@@ -176,7 +179,9 @@ class Engine:
             approval = None
             if decision.effect is PolicyEffect.BLOCK:
                 assert decision.policy is not None
-                action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
+                action = evolve(
+                    action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}"
+                )
                 blocked = PolicyBlockedError(action_id, decision.policy.name)
             elif requires_approval and org.plan is Plan.FREE:
                 action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
@@ -209,7 +214,9 @@ class Engine:
             _replace(tx, done, status=action.status)
             tx.touch_session(action.session_id, now)
             session = _session(tx, org_id, action.session_id)
-            subject = policies.Subject(action.connector, action.api_name, session.agent_id, action.operation_type)
+            subject = policies.Subject(
+                action.connector, action.api_name, session.agent_id, action.operation_type
+            )
             decision = policies.decide(tx.policies_of(org_id), subject)
             approved_before = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION for p in tx.approvals_of_action(action_id)
@@ -235,6 +242,7 @@ class Engine:
             )
             if was_approved:
                 seq = tx.next_seq(action.session_id, now, only_active=False)
+                assert seq is not None  # only_active=False always takes a seq
                 failed_id = new_id("act")
                 failed = evolve(
                     action,
@@ -317,7 +325,9 @@ class Engine:
                 self._after_failure(tx, session, f"before-execution approval {status.lower()}", reviewer)
         elif purpose is ApprovalPurpose.AFTER_EXECUTION:
             if status is ApprovalStatus.REJECTED and action.status in rules.UNDOABLE:
-                self._start_rollback(tx, session, reviewer, "after-execution approval rejected", action.action_id)
+                self._start_rollback(
+                    tx, session, reviewer, "after-execution approval rejected", action.action_id
+                )
         elif purpose is ApprovalPurpose.ROLLBACK:
             job = tx.rollback(approval.org_id, approval.rollback_id or "")
             if approved:
@@ -326,7 +336,10 @@ class Engine:
             else:
                 _set_action(tx, action, now, undo_status=UndoStatus.DECLINED)
                 _set_session_status(tx, session, SessionStatus.FAILED)
-                if job is not None and job.status in (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL):
+                if job is not None and job.status in (
+                    RollbackStatus.RUNNING,
+                    RollbackStatus.WAITING_APPROVAL,
+                ):
                     finished = evolve(
                         job,
                         status=RollbackStatus.FAILED,
@@ -494,37 +507,69 @@ class Engine:
                 job = self._renew(tx, job, token, cursor_seq=step.action.seq)
             elif isinstance(step, rollback.AskApproval):
                 _set_action(tx, step.action, now, undo_status=UndoStatus.AWAITING_APPROVAL)
-                tx.insert(_new_approval(step.action, ApprovalPurpose.ROLLBACK, now, approval_timeout,
-                                        rollback_id=job.rollback_id))
-                job = self._renew(tx, job, token, status=RollbackStatus.WAITING_APPROVAL,
-                                  lease_token=None, lease_until=None)
+                tx.insert(
+                    _new_approval(
+                        step.action,
+                        ApprovalPurpose.ROLLBACK,
+                        now,
+                        approval_timeout,
+                        rollback_id=job.rollback_id,
+                    )
+                )
+                job = self._renew(
+                    tx, job, token, status=RollbackStatus.WAITING_APPROVAL, lease_token=None, lease_until=None
+                )
                 return job, None
             elif isinstance(step, rollback.WaitForApproval):
-                job = self._renew(tx, job, token, status=RollbackStatus.WAITING_APPROVAL,
-                                  lease_token=None, lease_until=None)
+                job = self._renew(
+                    tx, job, token, status=RollbackStatus.WAITING_APPROVAL, lease_token=None, lease_until=None
+                )
                 return job, None
             else:
                 if job.action_id is None:
                     _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
-                job = self._renew(tx, job, token, status=RollbackStatus.SUCCEEDED, finished_at=now,
-                                  lease_token=None, lease_until=None)
+                job = self._renew(
+                    tx,
+                    job,
+                    token,
+                    status=RollbackStatus.SUCCEEDED,
+                    finished_at=now,
+                    lease_token=None,
+                    lease_until=None,
+                )
                 return job, None
 
     def _undo_done(self, job: Rollback, token: str, action: Action) -> Rollback:
         now = self.clock()
         with self.store.transaction() as tx:
-            _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
+            _set_action(
+                tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None
+            )
             return self._renew(tx, job, token, cursor_seq=action.seq)
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
         now = self.clock()
         error = _text("error", f"undo failed: {exc}", MAX_TEXT)
         with self.store.transaction() as tx:
-            _set_action(tx, action, now, status=ActionStatus.ROLLBACK_FAILED, undo_status=UndoStatus.FAILED,
-                        error=error)
+            _set_action(
+                tx,
+                action,
+                now,
+                status=ActionStatus.ROLLBACK_FAILED,
+                undo_status=UndoStatus.FAILED,
+                error=error,
+            )
             _set_session_status(tx, _session(tx, job.org_id, job.session_id), SessionStatus.FAILED)
-            return self._renew(tx, job, token, status=RollbackStatus.FAILED, finished_at=now, error=error,
-                               lease_token=None, lease_until=None)
+            return self._renew(
+                tx,
+                job,
+                token,
+                status=RollbackStatus.FAILED,
+                finished_at=now,
+                error=error,
+                lease_token=None,
+                lease_until=None,
+            )
 
     def _release(self, job: Rollback, token: str) -> Rollback:
         with self.store.transaction() as tx:
@@ -558,8 +603,13 @@ class Engine:
                 _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
                 for approval in tx.approvals_of_action(action.action_id):
                     if approval.status is ApprovalStatus.PENDING:
-                        closed = evolve(approval, status=ApprovalStatus.REJECTED, resolved_at=now,
-                                        resolved_by=SYSTEM, reason="sandbox session rolled back")
+                        closed = evolve(
+                            approval,
+                            status=ApprovalStatus.REJECTED,
+                            resolved_at=now,
+                            resolved_by=SYSTEM,
+                            reason="sandbox session rolled back",
+                        )
                         _replace(tx, closed, status=ApprovalStatus.PENDING)
         if job.action_id is None:
             actions = tx.actions_of(session.session_id)
@@ -599,8 +649,11 @@ class Engine:
             self._notify_decided()
         for session in idle:
             with self.store.transaction() as tx:
-                if tx.replace(evolve(session, status=SessionStatus.ABANDONED),
-                              status=SessionStatus.ACTIVE, last_activity_at=session.last_activity_at):
+                if tx.replace(
+                    evolve(session, status=SessionStatus.ABANDONED),
+                    status=SessionStatus.ACTIVE,
+                    last_activity_at=session.last_activity_at,
+                ):
                     abandoned += 1
         return MaintenanceReport(expired, abandoned)
 
@@ -634,12 +687,22 @@ def _replace(tx: Tx, record: object, **expected: object) -> None:
         raise InvalidTransitionError(f"{type(record).__name__} changed concurrently; try again")
 
 
-def _set_action(tx: Tx, action: Action, now: datetime, **changes: object) -> Action:
+def _set_action(
+    tx: Tx,
+    action: Action,
+    now: datetime,
+    status: ActionStatus | None = None,
+    undo_status: UndoStatus | None = None,
+    **other: object,
+) -> Action:
     """Change an action's status and/or undo status, checked against the transition tables."""
-    if "status" in changes and changes["status"] != action.status:
-        rules.check("action", rules.ACTION_TRANSITIONS, action.status, changes["status"])  # type: ignore[arg-type]
-    if "undo_status" in changes and changes["undo_status"] != action.undo_status:
-        rules.check("undo", rules.UNDO_TRANSITIONS, action.undo_status, changes["undo_status"])  # type: ignore[arg-type]
+    changes = dict(other)
+    if status is not None and status is not action.status:
+        rules.check("action", rules.ACTION_TRANSITIONS, action.status, status)
+        changes["status"] = status
+    if undo_status is not None and undo_status is not action.undo_status:
+        rules.check("undo", rules.UNDO_TRANSITIONS, action.undo_status, undo_status)
+        changes["undo_status"] = undo_status
     changed = evolve(action, updated_at=now, **changes)  # type: ignore[arg-type]
     _replace(tx, changed, status=action.status, undo_status=action.undo_status)
     return changed
@@ -653,7 +716,11 @@ def _set_session_status(tx: Tx, session: Session, status: SessionStatus, **chang
 
 
 def _new_approval(
-    action: Action, purpose: ApprovalPurpose, now: datetime, timeout: timedelta, rollback_id: str | None = None
+    action: Action,
+    purpose: ApprovalPurpose,
+    now: datetime,
+    timeout: timedelta,
+    rollback_id: str | None = None,
 ) -> Approval:
     if timeout <= timedelta(0):
         raise ValidationError("timeout_ms", "an approval timeout must be positive")
@@ -691,7 +758,9 @@ def _view(tx: Tx, session: Session) -> SessionInfo:
 def _approval_view(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
     action = _action(tx, approval.org_id, approval.action_id)
     session = _session(tx, approval.org_id, approval.session_id)
-    remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
+    remaining = (
+        (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
+    )
     return ApprovalInfo(
         approval_id=approval.approval_id,
         action_id=action.action_id,
@@ -741,5 +810,3 @@ def _json(field: str, value: object) -> None:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(field, f"must be JSON-serialisable ({exc})") from None
-
-

@@ -9,8 +9,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from attrs import field, frozen
-
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -22,6 +20,7 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
 )
+from attrs import field, frozen
 
 JSON = dict[str, Any]
 

@@ -10,11 +10,10 @@ import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-from attrs import frozen
-
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Policy
 from agentrein_core.statuses import OperationType, PolicyEffect
+from attrs import frozen
 
 STRICTNESS = {PolicyEffect.ALLOW: 0, PolicyEffect.REQUIRE_APPROVAL: 1, PolicyEffect.BLOCK: 2}
 
@@ -52,7 +51,9 @@ def validate_glob(field_name: str, glob: str | None) -> str | None:
     if glob is None:
         return None
     if not isinstance(glob, str) or not glob.strip():
-        raise ValidationError(field_name, "a glob must be a non-empty string (leave it out to match anything)")
+        raise ValidationError(
+            field_name, "a glob must be a non-empty string (leave it out to match anything)"
+        )
     if _has_unclosed_set(glob):
         raise ValidationError(field_name, f"{glob!r} has a '[' with no closing ']'")
     if field_name == "operation_type" and not any(fnmatchcase(t.value, glob) for t in OperationType):
@@ -78,7 +79,7 @@ def decide(policies: Iterable[Policy], subject: Subject) -> Decision:
     """The strictest effect among the enabled policies that match ``subject`` (ALLOW when none match)."""
     best = Decision(PolicyEffect.ALLOW, None)
     for policy in policies:
-        if policy.enabled and matches(policy, subject):
-            if best.policy is None or STRICTNESS[policy.effect] > STRICTNESS[best.effect]:
-                best = Decision(policy.effect, policy)
+        stricter = best.policy is None or STRICTNESS[policy.effect] > STRICTNESS[best.effect]
+        if policy.enabled and stricter and matches(policy, subject):
+            best = Decision(policy.effect, policy)
     return best

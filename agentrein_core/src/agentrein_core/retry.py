@@ -18,7 +18,10 @@ MAX_WAIT = 2.0
 
 
 def retrying(
-    is_transient: Callable[[BaseException], bool], attempts: int = DEFAULT_ATTEMPTS, *, initial: float = INITIAL_WAIT
+    is_transient: Callable[[BaseException], bool],
+    attempts: int = DEFAULT_ATTEMPTS,
+    *,
+    initial: float = INITIAL_WAIT,
 ) -> Retrying:
     return Retrying(
         retry=retry_if_exception(is_transient),
@@ -29,7 +32,10 @@ def retrying(
 
 
 def async_retrying(
-    is_transient: Callable[[BaseException], bool], attempts: int = DEFAULT_ATTEMPTS, *, initial: float = INITIAL_WAIT
+    is_transient: Callable[[BaseException], bool],
+    attempts: int = DEFAULT_ATTEMPTS,
+    *,
+    initial: float = INITIAL_WAIT,
 ) -> AsyncRetrying:
     return AsyncRetrying(
         retry=retry_if_exception(is_transient),

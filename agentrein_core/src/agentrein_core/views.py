@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from attrs import frozen
-
 from agentrein_core.model import Action, Approval
 from agentrein_core.statuses import (
     ActionStatus,
@@ -16,6 +14,7 @@ from agentrein_core.statuses import (
     OperationType,
     SessionStatus,
 )
+from attrs import frozen
 
 
 @frozen

@@ -20,6 +20,7 @@ from agentrein_core.views import ApprovalInfo, SessionInfo
 class Backend(Protocol):
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo: ...
     def get_session(self, session_id: str) -> SessionInfo: ...
+    def list_sessions(self, limit: int) -> list[SessionInfo]: ...
     def complete_session(self, session_id: str) -> SessionInfo: ...
     def log_action(
         self,
@@ -39,13 +40,24 @@ class Backend(Protocol):
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
     def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo: ...
     def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo: ...
-    def add_policy(self, name: str, effect: PolicyEffect | str, **match: str | None) -> Policy: ...
+    def add_policy(
+        self,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None,
+        api_name: str | None,
+        agent_id: str | None,
+        operation_type: str | None,
+    ) -> Policy: ...
     def list_policies(self) -> list[Policy]: ...
     def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy: ...
     def remove_policy(self, policy_id: str) -> None: ...
     def request_rollback(self, session_id: str, *, requested_by: str, trigger: str) -> Rollback: ...
     def active_rollback(self, session_id: str) -> Rollback | None: ...
-    def run_rollback(self, rollback_id: str, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback: ...
+    def run_rollback(
+        self, rollback_id: str, executor: UndoExecutor, approval_timeout: timedelta
+    ) -> Rollback: ...
     def rollbacks_to_run(self) -> list[Rollback]: ...
     def maintain(self) -> None: ...
 
@@ -68,6 +80,9 @@ class LocalBackend:
 
     def get_session(self, session_id: str) -> SessionInfo:
         return self.engine.get_session(self.org_id, session_id)
+
+    def list_sessions(self, limit: int) -> list[SessionInfo]:
+        return self.engine.list_sessions(self.org_id, limit)
 
     def complete_session(self, session_id: str) -> SessionInfo:
         return self.engine.complete_session(self.org_id, session_id)
@@ -117,8 +132,25 @@ class LocalBackend:
         self.engine.reject(self.org_id, approval_id, reviewer, reason)
         return self.engine.get_approval(self.org_id, approval_id)
 
-    def add_policy(self, name: str, effect: PolicyEffect | str, **match: str | None) -> Policy:
-        return self.engine.add_policy(self.org_id, name, effect, **match)
+    def add_policy(
+        self,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None,
+        api_name: str | None,
+        agent_id: str | None,
+        operation_type: str | None,
+    ) -> Policy:
+        return self.engine.add_policy(
+            self.org_id,
+            name,
+            effect,
+            connector=connector,
+            api_name=api_name,
+            agent_id=agent_id,
+            operation_type=operation_type,
+        )
 
     def list_policies(self) -> list[Policy]:
         return self.engine.list_policies(self.org_id)

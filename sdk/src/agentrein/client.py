@@ -46,6 +46,11 @@ class AgentRein:
         self._backend: Backend = LocalBackend(engine, org.org_id)
         self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors))
 
+    @property
+    def database_url(self) -> str:
+        """Where the records go (embedded mode)."""
+        return self._store.url
+
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str = "", sandbox: bool = False) -> SessionInfo:
         """Open a session: the unit of work an agent's run is recorded, reviewed and rolled back in."""
@@ -55,6 +60,11 @@ class AgentRein:
     def get_session(self, session: SessionRef) -> SessionInfo:
         self._runtime.maintain_now_and_then()
         return self._backend.get_session(_session_id(session))
+
+    def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """The organisation's sessions, newest first."""
+        self._runtime.maintain_now_and_then()
+        return self._backend.list_sessions(limit)
 
     def complete_session(self, session: SessionRef) -> SessionInfo:
         return self._backend.complete_session(_session_id(session))
@@ -67,7 +77,9 @@ class AgentRein:
         session_id = _session_id(session)
         self._backend.request_rollback(session_id, requested_by="sdk", trigger="rollback_session()")
         timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
-        self._runtime.settle_rollback(session_id, timeout=timeout, poll_interval=min(DEFAULT_POLL_INTERVAL, 0.5))
+        self._runtime.settle_rollback(
+            session_id, timeout=timeout, poll_interval=min(DEFAULT_POLL_INTERVAL, 0.5)
+        )
         return self._backend.get_session(session_id)
 
     # wrapping -----------------------------------------------------------------------------------------
@@ -142,7 +154,12 @@ class AgentRein:
     ) -> Policy:
         """Add an organisation rule; each given glob must match for it to apply (strictest match wins)."""
         return self._backend.add_policy(
-            name, effect, connector=connector, api_name=api_name, agent_id=agent_id, operation_type=operation_type
+            name,
+            effect,
+            connector=connector,
+            api_name=api_name,
+            agent_id=agent_id,
+            operation_type=operation_type,
         )
 
     def list_policies(self) -> list[Policy]:

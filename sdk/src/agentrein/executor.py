@@ -7,12 +7,11 @@ import asyncio
 import threading
 from typing import Any
 
-from attrs import define, field
-
 from agentrein_core.errors import AgentReinError
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
 from agentrein_core.retry import retrying
+from attrs import define, field
 
 
 @define
@@ -50,7 +49,9 @@ class ClientUndoExecutor:
 
     def _ref(self, action: Action) -> ClientRef | None:
         with self._lock:
-            return self._by_action.get(action.action_id) or self._by_session.get((action.session_id, action.connector))
+            return self._by_action.get(action.action_id) or self._by_session.get(
+                (action.session_id, action.connector)
+            )
 
     def can_run(self, action: Action) -> bool:
         return self._ref(action) is not None and action.connector in self.connectors.names()

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from attrs import define
-
 from agentrein_core.connector import PreparedCall
 from agentrein_core.engine import LoggedAction
 from agentrein_core.errors import AgentReinUnavailableError, ApprovalRejectedError, ApprovalTimeoutError
@@ -28,6 +26,7 @@ from agentrein_core.model import Action
 from agentrein_core.redaction import Redactor
 from agentrein_core.retry import async_retrying, retrying
 from agentrein_core.statuses import ApprovalStatus
+from attrs import define
 
 from agentrein.executor import ClientRef
 from agentrein.options import WrapOptions
@@ -48,8 +47,9 @@ class Guard:
     def connector_name(self) -> str:
         return self.options.connector.name
 
-    def call(self, path: tuple[str, ...], method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-             ) -> Any:
+    def call(
+        self, path: tuple[str, ...], method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         """Entry point of the proxy: ``method`` is the raw client's bound method at ``path``."""
         prepared = self.options.connector.prepare(self.client, path, args, kwargs)
         if prepared is None:
@@ -126,8 +126,9 @@ class Guard:
             return None
         except ApprovalRejectedError:
             # The plan has no approval gates: the action is FAILED and the session is being rolled back.
-            self.runtime.settle_rollback(self.session_id, timeout=self.options.timeout,
-                                         poll_interval=self.options.poll_interval)
+            self.runtime.settle_rollback(
+                self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
+            )
             raise
 
     def _await_approval(self, logged: LoggedAction) -> None:
@@ -142,9 +143,12 @@ class Guard:
                 if decision.time_remaining <= 0:
                     backend.maintain()  # past timeout_at: expire it (and roll back) by the engine's rules
                 continue
-            self.runtime.executor.remember_session(self.session_id, self.connector_name, ClientRef(self.client))
-            self.runtime.settle_rollback(self.session_id, timeout=self.options.timeout,
-                                         poll_interval=self.options.poll_interval)
+            self.runtime.executor.remember_session(
+                self.session_id, self.connector_name, ClientRef(self.client)
+            )
+            self.runtime.settle_rollback(
+                self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
+            )
             if decision.status is ApprovalStatus.EXPIRED:
                 raise ApprovalTimeoutError(approval_id, logged.action.action_id)
             raise ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
@@ -164,8 +168,9 @@ class Guard:
     def _record_failure(self, action: Action, error: BaseException) -> None:
         try:
             self.runtime.backend.fail_action(action.action_id, error=f"{type(error).__name__}: {error}")
-            self.runtime.settle_rollback(self.session_id, timeout=self.options.timeout,
-                                         poll_interval=self.options.poll_interval)
+            self.runtime.settle_rollback(
+                self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
+            )
         except AgentReinUnavailableError as exc:
             self.runtime.warn_unavailable(exc)
         except Exception:  # the agent must see its own error, not ours

@@ -34,6 +34,7 @@ class WrappedClient:
         value = getattr(target, name)
         path = (*object.__getattribute__(self, _PATH), name)
         if callable(value) and not isinstance(value, type):
+
             def guarded(*args: Any, **kwargs: Any) -> Any:
                 return guard.call(path, value, args, kwargs)
 

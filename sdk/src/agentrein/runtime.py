@@ -9,11 +9,10 @@ import time
 import warnings
 from datetime import timedelta
 
-from attrs import define, field
-
 from agentrein_core.errors import AgentReinUnavailableError
 from agentrein_core.model import Rollback
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, RollbackStatus
+from attrs import define, field
 
 from agentrein.backend import Backend
 from agentrein.executor import ClientUndoExecutor
@@ -47,7 +46,11 @@ class Runtime:
         log.warning("AgentRein unavailable: %s", error)
 
     def settle_rollback(
-        self, session_id: str, *, timeout: float = DEFAULT_TIMEOUT, poll_interval: float = DEFAULT_POLL_INTERVAL
+        self,
+        session_id: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> Rollback | None:
         """Drive the session's rollback until it ends, or until ``timeout`` seconds have passed.
 
@@ -97,6 +100,8 @@ class Runtime:
             self.backend.maintain()
             for job in self.backend.rollbacks_to_run():
                 if self.executor.knows_session(job.session_id):
-                    self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
+                    self.backend.run_rollback(
+                        job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT)
+                    )
         except AgentReinUnavailableError as exc:
             log.warning("AgentRein maintenance skipped: %s", exc)

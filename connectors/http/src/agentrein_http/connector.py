@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
-
 from agentrein_core.connector import Connector, PreparedCall, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
@@ -36,11 +35,19 @@ OPERATIONS = {
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 SHORTHANDS = frozenset({"post", "put", "patch", "delete"})
 TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
-TRANSIENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.ReadTimeout,
-                    httpx.RemoteProtocolError, httpx.WriteError)
+TRANSIENT_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.ReadError,
+    httpx.ReadTimeout,
+    httpx.RemoteProtocolError,
+    httpx.WriteError,
+)
 GONE_STATUSES = frozenset({404, 410})
 #: Headers that say nothing about the call and are left out of the record.
-UNRECORDED_HEADERS = frozenset({"accept", "accept-encoding", "connection", "user-agent", "host", "content-length"})
+UNRECORDED_HEADERS = frozenset(
+    {"accept", "accept-encoding", "connection", "user-agent", "host", "content-length"}
+)
 MAX_BODY = 64 * 1024
 _SEND_OPTIONS = ("auth", "follow_redirects")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
@@ -104,7 +111,10 @@ class HttpConnector(Connector):
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         response: httpx.Response = result
-        recorded: JSON = {"statusCode": response.status_code, "body": _body(response.headers, response.content)}
+        recorded: JSON = {
+            "statusCode": response.status_code,
+            "body": _body(response.headers, response.content),
+        }
         if "location" in response.headers:
             recorded["location"] = response.headers["location"]
         return recorded
@@ -116,14 +126,18 @@ class HttpConnector(Connector):
         derived = UndoConfig(UNDO_NONE)
         if call.operation_type is OperationType.CREATE:
             if "location" in response.headers:
-                derived = UndoConfig(HTTP_DELETE, {"url": str(response.url.join(response.headers["location"]))})
+                derived = UndoConfig(
+                    HTTP_DELETE, {"url": str(response.url.join(response.headers["location"]))}
+                )
             elif fields.get("id") is not None:
                 base = str(request.url.copy_with(query=None)).rstrip("/")
                 derived = UndoConfig(HTTP_DELETE, {"url": f"{base}/{fields['id']}"})
         undo = merge_undo(derived, override)
         if "path" in undo.params:  # a caller's template, e.g. {"path": "/v1/things/{id}/cancel"}
             params = dict(undo.params)
-            target = _TEMPLATE_FIELD.sub(lambda m: str(fields.get(m.group(1), m.group(0))), params.pop("path"))
+            target = _TEMPLATE_FIELD.sub(
+                lambda m: str(fields.get(m.group(1), m.group(0))), params.pop("path")
+            )
             params["url"] = str(request.url.join(target))
             undo = UndoConfig(undo.type, params, undo.require_approval)
         return undo
@@ -131,8 +145,10 @@ class HttpConnector(Connector):
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
         super().check_undo_override(api_name_glob, override)
         if override.get("type") == HTTP_REQUEST and str(override.get("method", "")).upper() not in OPERATIONS:
-            raise ValidationError(f"undo[{api_name_glob!r}].method", "an http-request undo needs a method "
-                                  "among POST, PUT, PATCH, DELETE")
+            raise ValidationError(
+                f"undo[{api_name_glob!r}].method",
+                "an http-request undo needs a method among POST, PUT, PATCH, DELETE",
+            )
 
     def is_transient(self, error: BaseException) -> bool:
         if isinstance(error, httpx.HTTPStatusError):
@@ -144,7 +160,10 @@ class HttpConnector(Connector):
             return super().run_undo(undo, client, idempotency_key)
         method = "DELETE" if undo.type == HTTP_DELETE else str(undo.params["method"]).upper()
         request = client.build_request(
-            method, undo.params["url"], json=undo.params.get("json"), headers={IDEMPOTENCY_HEADER: idempotency_key}
+            method,
+            undo.params["url"],
+            json=undo.params.get("json"),
+            headers={IDEMPOTENCY_HEADER: idempotency_key},
         )
         if isinstance(client, httpx.AsyncClient):
             return _undo_async(client, request)
@@ -156,7 +175,9 @@ def _checked(response: httpx.Response) -> httpx.Response:
     return response
 
 
-async def _send_async(client: httpx.AsyncClient, request: httpx.Request, options: dict[str, Any]) -> httpx.Response:
+async def _send_async(
+    client: httpx.AsyncClient, request: httpx.Request, options: dict[str, Any]
+) -> httpx.Response:
     return _checked(await client.send(request, **options))
 
 

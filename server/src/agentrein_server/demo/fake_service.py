@@ -52,15 +52,17 @@ class FakeService:
     @property
     def base_url(self) -> str:
         assert self._server is not None, "the service is not running"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @contextmanager
     def running(self) -> Iterator[FakeService]:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-service", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="fake-service",
+            daemon=True,
         )
         thread.start()
         try:
@@ -70,8 +72,15 @@ class FakeService:
             self._server.server_close()
             thread.join(5)
 
-    def fail_next(self, method: str, path_glob: str, status: int | None = 503, *, times: int = 1,
-                  after_effect: bool = False) -> None:
+    def fail_next(
+        self,
+        method: str,
+        path_glob: str,
+        status: int | None = 503,
+        *,
+        times: int = 1,
+        after_effect: bool = False,
+    ) -> None:
         with self._lock:
             self._faults.append(Fault(method.upper(), path_glob, status, times, after_effect))
 
@@ -81,8 +90,11 @@ class FakeService:
 
     def calls(self, method: str | None = None, path_glob: str = "*") -> list[Recorded]:
         with self._lock:
-            return [r for r in self.requests
-                    if (method is None or r.method == method) and fnmatchcase(r.path, path_glob)]
+            return [
+                r
+                for r in self.requests
+                if (method is None or r.method == method) and fnmatchcase(r.path, path_glob)
+            ]
 
     # the API ----------------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, str], Any]:
@@ -118,7 +130,9 @@ class FakeService:
         if method in ("PUT", "PATCH"):
             if not isinstance(body, dict):
                 return 400, {}, {"error": {"message": "expected a JSON object"}}
-            items[item_id] = {**items[item_id], **body, "id": item_id} if method == "PATCH" else {**body, "id": item_id}
+            items[item_id] = (
+                {**items[item_id], **body, "id": item_id} if method == "PATCH" else {**body, "id": item_id}
+            )
             return 200, {}, items[item_id]
         if method == "DELETE":
             del items[item_id]
