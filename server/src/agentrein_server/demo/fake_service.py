@@ -91,9 +91,7 @@ class FakeService:
     def calls(self, method: str | None = None, path_glob: str = "*") -> list[Recorded]:
         with self._lock:
             return [
-                r
-                for r in self.requests
-                if (method is None or r.method == method) and fnmatchcase(r.path, path_glob)
+                r for r in self.requests if (method is None or r.method == method) and fnmatchcase(r.path, path_glob)
             ]
 
     # the API ----------------------------------------------------------------------------------------
@@ -130,9 +128,7 @@ class FakeService:
         if method in ("PUT", "PATCH"):
             if not isinstance(body, dict):
                 return 400, {}, {"error": {"message": "expected a JSON object"}}
-            items[item_id] = (
-                {**items[item_id], **body, "id": item_id} if method == "PATCH" else {**body, "id": item_id}
-            )
+            items[item_id] = {**items[item_id], **body, "id": item_id} if method == "PATCH" else {**body, "id": item_id}
             return 200, {}, items[item_id]
         if method == "DELETE":
             del items[item_id]

@@ -36,12 +36,8 @@ def run_demo(database_url: str | None, console: Console) -> SessionInfo:
             try:
                 created = api.post(path, json=filled).json()
             except httpx.HTTPStatusError as exc:
-                console.print(
-                    f"  [red]✗[/] step {number}: {title} — POST {path} answered {exc.response.status_code}"
-                )
-                console.print(
-                    "\n[bold]The run failed, so AgentRein rolled the session back, last step first:[/]"
-                )
+                console.print(f"  [red]✗[/] step {number}: {title} — POST {path} answered {exc.response.status_code}")
+                console.print("\n[bold]The run failed, so AgentRein rolled the session back, last step first:[/]")
                 break
             customer = customer or created["id"]
             console.print(f"  [green]✓[/] step {number}: {title} — POST {path} → {created['id']}")
@@ -50,9 +46,7 @@ def run_demo(database_url: str | None, console: Console) -> SessionInfo:
         final = ar.get_session(session)
         console.print(actions_table(final))
         left = {c: len(service.collection(c)) for c in ("customers", "subscriptions", "tickets", "invoices")}
-        console.print(
-            f"Session status: [bold]{final.status}[/]   display status: [bold]{final.display_status}[/]"
-        )
+        console.print(f"Session status: [bold]{final.status}[/]   display status: [bold]{final.display_status}[/]")
         console.print("Left on the service: " + ", ".join(f"{n} {c}" for c, n in left.items()))
         ar.close()
         return final
