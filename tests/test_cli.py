@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+
+import httpx
+from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus
 from agentrein_server.cli import app
-from typer.testing import CliRunner
+from agentrein_server.demo.fake_service import FakeService
 
 runner = CliRunner()
 
@@ -43,12 +47,6 @@ def test_a_bad_database_url_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_waiting_agent_is_approved_from_the_command_line(tmp_path: Path) -> None:
-    import threading
-
-    import httpx
-
-    from agentrein_server.demo.fake_service import FakeService
-
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     ar = AgentRein(url)
     session = ar.new_session(agent_id="ops-agent", intent="Clean up")
