@@ -44,13 +44,14 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import count
 from pathlib import Path
 
 import httpx
+
 from agentrein import AgentRein
 from agentrein_server.demo.fake_service import FakeService
 
@@ -74,6 +75,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Result:
+    """Per-call durations (ns) of one row's raw and wrapped calls."""
+
     label: str
     raw_ns: list[int]
     wrapped_ns: list[int]
@@ -99,19 +102,19 @@ def _time_block(call: Call, n: int, expected_status: int, out: list[int]) -> Non
             raise RuntimeError(f"expected {expected_status}, got {got}")
 
 
-def measure(path: Row, rounds: int, calls: int, warmup: int) -> Result:
+def measure(row: Row, rounds: int, calls: int, warmup: int) -> Result:
     """Warm both sides up, then interleave raw and wrapped blocks, alternating which goes first."""
-    _time_block(path.raw, warmup, path.expected_status, [])
-    _time_block(path.wrapped, warmup, path.expected_status, [])
+    _time_block(row.raw, warmup, row.expected_status, [])
+    _time_block(row.wrapped, warmup, row.expected_status, [])
     raw: list[int] = []
     wrapped: list[int] = []
     for round_no in range(rounds):
-        blocks = [(path.raw, raw), (path.wrapped, wrapped)]
+        blocks = [(row.raw, raw), (row.wrapped, wrapped)]
         if round_no % 2:
             blocks.reverse()
         for call, out in blocks:
-            _time_block(call, calls, path.expected_status, out)
-    return Result(path.label, raw, wrapped, path.aim_ns)
+            _time_block(call, calls, row.expected_status, out)
+    return Result(row.label, raw, wrapped, row.aim_ns)
 
 
 def _p90(values: list[int]) -> float:
@@ -130,14 +133,16 @@ def _as_shipped_get_ms(svc: FakeService, item_path: str) -> float:
     return statistics.median(durations) / 1e6
 
 
-def _disable_nagle(svc: FakeService) -> bool:
-    """Make the service's handler set TCP_NODELAY on connections accepted from now on."""
+def _disable_nagle(svc: FakeService) -> str:
+    """Make the service's handler set TCP_NODELAY on connections accepted from now on; say what was done."""
     server = getattr(svc, "_server", None)
     handler = getattr(server, "RequestHandlerClass", None)
     if handler is None:
-        return False
+        return "could NOT set TCP_NODELAY on its handler: loopback rows include TCP timers"
+    if getattr(handler, "disable_nagle_algorithm", False):
+        return "its handler already sets TCP_NODELAY"
     handler.disable_nagle_algorithm = True
-    return True
+    return "TCP_NODELAY set on its handler for the rows below"
 
 
 def _mock_transport() -> httpx.MockTransport:
@@ -171,15 +176,15 @@ def _us(ns: float) -> str:
 
 
 def print_table(results: list[Result]) -> None:
-    head = (f"{'call':<34} {'raw p50':>9} {'raw p90':>9} {'wrap p50':>9} {'wrap p90':>9} "
-            f"{'added':>9} {'aim':>7}  verdict")
+    columns = ("raw p50", "raw p90", "wrap p50", "wrap p90", "added")
+    head = f"{'call':<36} " + " ".join(f"{c:>9}" for c in columns) + f" {'aim':>7}  verdict"
     print(head)
     print("-" * len(head))
     for r in results:
         added = r.added_ns
         verdict = "within aim" if added <= r.aim_ns else f"over, x{added / r.aim_ns:.1f}"
         print(
-            f"{r.label:<34} {_us(statistics.median(r.raw_ns))} {_us(_p90(r.raw_ns))} "
+            f"{r.label:<36} {_us(statistics.median(r.raw_ns))} {_us(_p90(r.raw_ns))} "
             f"{_us(statistics.median(r.wrapped_ns))} {_us(_p90(r.wrapped_ns))} {_us(added)} "
             f"{'<=' + format(r.aim_ns / 1000, 'g'):>7}  {verdict}"
         )
@@ -187,9 +192,23 @@ def print_table(results: list[Result]) -> None:
 
 
 def _store_summary(db_file: Path) -> str:
-    with sqlite3.connect(db_file) as db:
+    with closing(sqlite3.connect(db_file)) as db:
         rows = db.execute("SELECT status, COUNT(*) FROM actions GROUP BY status ORDER BY status").fetchall()
     return ", ".join(f"{n} {status}" for status, n in rows) or "no actions"
+
+
+def _bucket(filename: str, name: str) -> str:
+    """Where a profiled function lives: a site-packages distribution, an AgentRein module, C or stdlib."""
+    if "site-packages/" in filename:
+        return filename.split("site-packages/", 1)[1].split("/", 1)[0]
+    if "/src/agentrein" in filename:
+        return "agentrein: " + Path(filename).name
+    if filename == "~":  # C functions: "<method 'recv' of '_socket.socket' objects>", "<built-in method ...>"
+        inner = name.strip("<>")
+        if " of '" in inner:
+            return "C: " + inner.split(" of '", 1)[1].split("'", 1)[0] + " methods"
+        return "C: " + inner.removeprefix("built-in method ")
+    return "stdlib: " + Path(filename).name
 
 
 def profile_writes(wrapped: httpx.Client, calls: int, top: int = 15) -> None:
@@ -200,16 +219,11 @@ def profile_writes(wrapped: httpx.Client, calls: int, top: int = 15) -> None:
         wrapped.post("/v1/things", json={"name": "profiled"})
     profiler.disable()
     stats = pstats.Stats(profiler)
+    entries: dict[tuple[str, int, str], tuple[int, int, float, float, object]]
+    entries = stats.stats  # type: ignore[attr-defined]  # untyped in typeshed
     by_package: dict[str, float] = {}
-    for (filename, _line, name), (_cc, _nc, self_time, _cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        if "site-packages/" in filename:
-            key = filename.split("site-packages/", 1)[1].split("/", 1)[0]
-        elif "/src/agentrein" in filename:
-            key = "agentrein: " + Path(filename).name
-        elif filename == "~":
-            key = "C builtins: " + name.split(" of ")[-1].strip("<>'")[:40]
-        else:
-            key = "stdlib: " + Path(filename).name
+    for (filename, _line, name), (_cc, _nc, self_time, _cum, _callers) in entries.items():
+        key = _bucket(filename, name)
         by_package[key] = by_package.get(key, 0.0) + self_time
     total = sum(by_package.values())
     print(f"\ncProfile of {calls} wrapped POSTs over loopback (profiler overhead inflates Python-heavy code)")
@@ -217,7 +231,7 @@ def profile_writes(wrapped: httpx.Client, calls: int, top: int = 15) -> None:
     for key, seconds in sorted(by_package.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{key:<52} {seconds * 1e6 / calls:8.1f} {100 * seconds / total:5.1f}%")
     print()
-    stats.sort_stats("cumulative").print_stats(r"agentrein|sqlalchemy/(engine|sql)/(base|elements|dml)", top)
+    stats.sort_stats("cumulative").print_stats(r"agentrein|sqlalchemy/(engine|sql)/(base|elements|dml)", top + 10)
 
 
 # main ---------------------------------------------------------------------------------------------------
@@ -235,11 +249,13 @@ def main() -> None:
 
     started = time.perf_counter()
     print("AgentRein overhead: raw httpx.Client vs ar.wrap(client, session, connector='http')")
-    print(f"Python {platform.python_version()}, httpx {version('httpx')}, "
-          f"SQLAlchemy {version('sqlalchemy')}, SQLite {sqlite3.sqlite_version}, "
-          f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}")
-    print(f"{args.rounds} rounds x {args.calls} calls per side per row, interleaved; warm-up {args.warmup} "
-          "calls per side")
+    print(
+        f"Python {platform.python_version()}, httpx {version('httpx')}, "
+        f"SQLAlchemy {version('sqlalchemy')}, SQLite {sqlite3.sqlite_version}, "
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
+    )
+    plan = f"{args.rounds} rounds x {args.calls} calls per side per row, interleaved"
+    print(f"{plan}; warm-up {args.warmup} calls per side")
 
     with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, FakeService().running() as svc:
         db_file = Path(tmp) / "bench.db"
@@ -248,29 +264,49 @@ def main() -> None:
             with httpx.Client(base_url=svc.base_url) as setup:
                 item_path = f"/v1/things/{setup.post('/v1/things', json={'name': 'read me'}).json()['id']}"
             shipped_ms = _as_shipped_get_ms(svc, item_path)
-            nodelay = _disable_nagle(svc)
+            note = _disable_nagle(svc)
             print(f"store: embedded SQLite {db_file}; service: FakeService {svc.base_url} (same process)")
-            note = "TCP_NODELAY set on its handler below" if nodelay else "could NOT set TCP_NODELAY"
-            print(f"FakeService as shipped: raw GET p50 {shipped_ms:.1f} ms (Nagle + delayed ACK); {note}\n")
+            cause = " (Nagle + delayed ACK)" if shipped_ms > 10 else ""
+            print(f"FakeService as shipped: raw GET p50 {shipped_ms:.2f} ms{cause}; {note}\n")
 
             results: list[Result] = []
             with _clients(ar, svc.base_url) as (raw, wrapped), _clients(ar, None) as (mraw, mwrapped):
                 body = {"name": "bench", "amount": 1200, "currency": "eur"}
-                paths = [
-                    Row("READ  GET  loopback (proxy only)", lambda: raw.get(item_path),
-                          lambda: wrapped.get(item_path), 200, READ_AIM_NS),
-                    Row("READ  GET  MockTransport (no net)", lambda: mraw.get("/v1/things/thi_1"),
-                          lambda: mwrapped.get("/v1/things/thi_1"), 200, READ_AIM_NS),
-                    Row("WRITE POST loopback (WAL+confirm)", lambda: raw.post("/v1/things", json=body),
-                          lambda: wrapped.post("/v1/things", json=body), 201, WRITE_AIM_NS),
-                    Row("WRITE POST MockTransport (no net)", lambda: mraw.post("/v1/things", json=body),
-                          lambda: mwrapped.post("/v1/things", json=body), 201, WRITE_AIM_NS),
+                rows = [
+                    Row(
+                        "READ  GET  loopback (proxy only)",
+                        lambda: raw.get(item_path),
+                        lambda: wrapped.get(item_path),
+                        200,
+                        READ_AIM_NS,
+                    ),
+                    Row(
+                        "READ  GET  MockTransport (no net)",
+                        lambda: mraw.get("/v1/things/thi_1"),
+                        lambda: mwrapped.get("/v1/things/thi_1"),
+                        200,
+                        READ_AIM_NS,
+                    ),
+                    Row(
+                        "WRITE POST loopback (record+confirm)",
+                        lambda: raw.post("/v1/things", json=body),
+                        lambda: wrapped.post("/v1/things", json=body),
+                        201,
+                        WRITE_AIM_NS,
+                    ),
+                    Row(
+                        "WRITE POST MockTransport (no net)",
+                        lambda: mraw.post("/v1/things", json=body),
+                        lambda: mwrapped.post("/v1/things", json=body),
+                        201,
+                        WRITE_AIM_NS,
+                    ),
                 ]
-                for path in paths:
-                    results.append(measure(path, args.rounds, args.calls, args.warmup))
+                for row in rows:
+                    results.append(measure(row, args.rounds, args.calls, args.warmup))
                 print_table(results)
-                print(f"store after the run: {_store_summary(db_file)}; "
-                      f"elapsed {time.perf_counter() - started:.1f} s")
+                elapsed = time.perf_counter() - started
+                print(f"store after the run: {_store_summary(db_file)}; elapsed {elapsed:.1f} s")
                 if args.profile:
                     profile_writes(wrapped, max(args.calls, 500))
         finally:

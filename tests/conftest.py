@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from pytest_postgresql.janitor import DatabaseJanitor
+
 from agentrein import AgentRein
 from agentrein_server.demo.fake_service import FakeService
-from pytest_postgresql.janitor import DatabaseJanitor
 
 POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it)"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import attrs
 import httpx
 import pytest
+
 from agentrein import (
     ActionStatus,
     AgentRein,

@@ -7,6 +7,7 @@ import threading
 
 import httpx
 import pytest
+
 from agentrein import ActionStatus, AgentRein, ApprovalRejectedError, SessionStatus
 from agentrein_server.demo.fake_service import FakeService
 

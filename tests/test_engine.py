@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ApprovalRejectedError, NotFoundError
 from agentrein_core.model import Action, UndoConfig

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+
 from agentrein import AgentRein, AgentReinUnavailableError
 from agentrein_server.demo.fake_service import FakeService
 

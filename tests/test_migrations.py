@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from agentrein_core.schema import metadata
-from agentrein_core.store import Store, alembic_config
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+
+from agentrein_core.schema import metadata
+from agentrein_core.store import Store, alembic_config
 
 
 def test_migrations_produce_the_schema_the_code_declares(database_url: str) -> None:

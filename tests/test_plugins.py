@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 import pytest
+
 from agentrein_core.errors import UnknownConnectorError, ValidationError
 from agentrein_core.hookspecs import hookimpl
 from agentrein_core.plugins import Connectors, installed_connectors, new_plugin_manager

@@ -6,6 +6,7 @@ import threading
 
 import httpx
 import pytest
+
 from agentrein import (
     ActionStatus,
     AgentRein,

@@ -296,7 +296,9 @@ class EngineMachine(RuleBasedStateMachine):
                 # Finished: nothing in scope is left to undo, except what has no inverse.
                 if action.status in UNDOABLE:
                     assert action.undo_status == U.SKIPPED or (
-                        job.cursor_seq is None and done.cursor_seq is not None and action.seq > done.cursor_seq
+                        job.cursor_seq is None
+                        and done.cursor_seq is not None
+                        and action.seq > done.cursor_seq
                     ), action
             if job.action_id is None:
                 waiting = any(a.status in (A.PENDING_APPROVAL, A.CLEARED) for a in after.actions)
@@ -320,7 +322,9 @@ class EngineMachine(RuleBasedStateMachine):
         requires_approval=st.booleans(),
         timeout=st.sampled_from(TIMEOUTS),
     )
-    def log_action(self, data: st.DataObject, api_name: str, requires_approval: bool, timeout: timedelta) -> None:
+    def log_action(
+        self, data: st.DataObject, api_name: str, requires_approval: bool, timeout: timedelta
+    ) -> None:
         session_id = data.draw(st.sampled_from(self.session_ids), label="session")
         view = self.session(session_id)
         effect = self.policy_effect(api_name)
@@ -377,10 +381,14 @@ class EngineMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.actions_with(A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK))
     @rule(data=st.data())
     def confirm_not_cleared(self, data: st.DataObject) -> None:
-        candidates = self.actions_with(A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK, A.ROLLBACK_FAILED)
+        candidates = self.actions_with(
+            A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK, A.ROLLBACK_FAILED
+        )
         action = data.draw(st.sampled_from(candidates), label="action")
         try:
-            self.engine.confirm_action(self.org_id, action.action_id, response={}, undo=UndoConfig("fake-undo"))
+            self.engine.confirm_action(
+                self.org_id, action.action_id, response={}, undo=UndoConfig("fake-undo")
+            )
         except InvalidTransitionError:
             pass
         else:
@@ -460,9 +468,7 @@ class EngineMachine(RuleBasedStateMachine):
         fail_at=st.one_of(st.none(), st.integers(0, 2)),
         reachable=st.sampled_from([True, True, True, False]),
     )
-    def request_rollback(
-        self, data: st.DataObject, role: str, fail_at: int | None, reachable: bool
-    ) -> None:
+    def request_rollback(self, data: st.DataObject, role: str, fail_at: int | None, reachable: bool) -> None:
         session_id = data.draw(st.sampled_from(self.session_ids), label="session")
         view = self.session(session_id)
         running = self.active_job(session_id)

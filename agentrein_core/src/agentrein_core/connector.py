@@ -19,10 +19,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from attrs import frozen
+
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.statuses import OperationType
-from attrs import frozen
 
 #: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
 REQUIRE_APPROVAL_KEY = "requireApproval"

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import cattrs
+
 from agentrein_core.connector import REQUIRE_APPROVAL_KEY
 from agentrein_core.model import UndoConfig
 

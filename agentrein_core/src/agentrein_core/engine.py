@@ -13,6 +13,9 @@ import threading
 import time
 from datetime import datetime, timedelta
 
+from attrs import evolve, frozen
+
+from agentrein_core import policies, rollback, rules
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.errors import (
     ApprovalRejectedError,
@@ -45,9 +48,6 @@ from agentrein_core.statuses import (
 )
 from agentrein_core.store import Store, Tx
 from agentrein_core.views import ApprovalInfo, SessionInfo
-from attrs import evolve, frozen
-
-from agentrein_core import policies, rollback, rules
 
 DEFAULT_ORGANISATION = "default"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).

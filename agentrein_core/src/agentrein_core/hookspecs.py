@@ -16,6 +16,7 @@ and mark their implementations with :data:`hookimpl`::
 from __future__ import annotations
 
 import pluggy
+
 from agentrein_core.connector import Connector
 
 hookspec = pluggy.HookspecMarker("agentrein")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from attrs import field, frozen
+
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -20,7 +22,6 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
 )
-from attrs import field, frozen
 
 JSON = dict[str, Any]
 

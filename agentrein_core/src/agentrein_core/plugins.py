@@ -9,10 +9,10 @@ from __future__ import annotations
 from functools import cache
 
 import pluggy
-from agentrein_core.connector import Connector
-from agentrein_core.errors import UnknownConnectorError, ValidationError
 
 from agentrein_core import hookspecs
+from agentrein_core.connector import Connector
+from agentrein_core.errors import UnknownConnectorError, ValidationError
 
 ENTRY_POINT_GROUP = "agentrein"
 

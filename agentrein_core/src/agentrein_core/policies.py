@@ -10,10 +10,11 @@ import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
+from attrs import frozen
+
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Policy
 from agentrein_core.statuses import OperationType, PolicyEffect
-from attrs import frozen
 
 STRICTNESS = {PolicyEffect.ALLOW: 0, PolicyEffect.REQUIRE_APPROVAL: 1, PolicyEffect.BLOCK: 2}
 

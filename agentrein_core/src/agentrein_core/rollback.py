@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from attrs import frozen
+
 from agentrein_core.model import Action, Approval, Rollback
 from agentrein_core.rules import UNDOABLE
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
-from attrs import frozen
 
 
 class UndoExecutor(Protocol):

@@ -19,16 +19,16 @@ from importlib.resources import files
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from agentrein_core.converter import from_row, to_row
-from agentrein_core.errors import AgentReinUnavailableError, ValidationError
-from agentrein_core.model import Action, Approval, Organisation, Policy, Rollback, Session
-from agentrein_core.statuses import ApprovalStatus, RollbackStatus, SessionStatus
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from agentrein_core import schema
+from agentrein_core.converter import from_row, to_row
+from agentrein_core.errors import AgentReinUnavailableError, ValidationError
+from agentrein_core.model import Action, Approval, Organisation, Policy, Rollback, Session
+from agentrein_core.statuses import ApprovalStatus, RollbackStatus, SessionStatus
 
 T = TypeVar("T")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from attrs import frozen
+
 from agentrein_core.model import Action, Approval
 from agentrein_core.statuses import (
     ActionStatus,
@@ -14,7 +16,6 @@ from agentrein_core.statuses import (
     OperationType,
     SessionStatus,
 )
-from attrs import frozen
 
 
 @frozen

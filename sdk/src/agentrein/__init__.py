@@ -9,18 +9,6 @@ when the run goes wrong.
 
 from __future__ import annotations
 
-from agentrein_core.statuses import (
-    ActionStatus,
-    ApprovalPurpose,
-    ApprovalStatus,
-    DisplayStatus,
-    OperationType,
-    PolicyEffect,
-    SessionStatus,
-    UndoStatus,
-)
-from agentrein_core.views import ApprovalInfo, SessionInfo
-
 from agentrein.client import AgentRein
 from agentrein.errors import (
     AgentReinError,
@@ -35,6 +23,17 @@ from agentrein.errors import (
     UnknownConnectorError,
     ValidationError,
 )
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    DisplayStatus,
+    OperationType,
+    PolicyEffect,
+    SessionStatus,
+    UndoStatus,
+)
+from agentrein_core.views import ApprovalInfo, SessionInfo
 
 __all__ = [
     "ActionStatus",

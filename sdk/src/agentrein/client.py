@@ -5,6 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from agentrein.backend import Backend, LocalBackend
+from agentrein.executor import ClientUndoExecutor
+from agentrein.guard import Guard
+from agentrein.options import WrapOptions
+from agentrein.proxy import WrappedClient
+from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Policy
@@ -13,13 +19,6 @@ from agentrein_core.redaction import Redactor
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
 from agentrein_core.store import Store
 from agentrein_core.views import ApprovalInfo, SessionInfo
-
-from agentrein.backend import Backend, LocalBackend
-from agentrein.executor import ClientUndoExecutor
-from agentrein.guard import Guard
-from agentrein.options import WrapOptions
-from agentrein.proxy import WrappedClient
-from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime
 
 T = TypeVar("T")
 SessionRef = SessionInfo | str

@@ -7,11 +7,12 @@ import asyncio
 import threading
 from typing import Any
 
+from attrs import define, field
+
 from agentrein_core.errors import AgentReinError
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
 from agentrein_core.retry import retrying
-from attrs import define, field
 
 
 @define

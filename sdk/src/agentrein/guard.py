@@ -19,6 +19,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from attrs import define
+
+from agentrein.executor import ClientRef
+from agentrein.options import WrapOptions
+from agentrein.runtime import Runtime, log
 from agentrein_core.connector import PreparedCall
 from agentrein_core.engine import LoggedAction
 from agentrein_core.errors import AgentReinUnavailableError, ApprovalRejectedError, ApprovalTimeoutError
@@ -26,11 +31,6 @@ from agentrein_core.model import Action
 from agentrein_core.redaction import Redactor
 from agentrein_core.retry import async_retrying, retrying
 from agentrein_core.statuses import ApprovalStatus
-from attrs import define
-
-from agentrein.executor import ClientRef
-from agentrein.options import WrapOptions
-from agentrein.runtime import Runtime, log
 
 
 @define
@@ -160,8 +160,11 @@ class Guard:
             response = self.redactor.redact(connector.record_result(call, result))
             confirmed = self.runtime.backend.confirm_action(action.action_id, response=response, undo=undo)
         except AgentReinUnavailableError as exc:
-            # The call did happen; the action stays CLEARED and is flagged for a human to confirm.
+            # The call did happen: its write-ahead record stays CLEARED, for a human to confirm.
             self.runtime.warn_unavailable(exc)
+            return
+        except Exception:  # the agent's call succeeded; our bookkeeping failing must not say otherwise
+            log.exception("AgentRein could not confirm action %s; it stays CLEARED", action.action_id)
             return
         self.runtime.executor.remember(confirmed, ref)
 

@@ -6,10 +6,11 @@ from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
+from attrs import frozen
+
 from agentrein_core.connector import Connector
 from agentrein_core.errors import ValidationError
 from agentrein_core.policies import validate_glob
-from attrs import frozen
 
 FailureMode = Literal["open", "closed"]
 

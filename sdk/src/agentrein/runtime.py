@@ -9,13 +9,13 @@ import time
 import warnings
 from datetime import timedelta
 
-from agentrein_core.errors import AgentReinUnavailableError
-from agentrein_core.model import Rollback
-from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, RollbackStatus
 from attrs import define, field
 
 from agentrein.backend import Backend
 from agentrein.executor import ClientUndoExecutor
+from agentrein_core.errors import AgentReinUnavailableError
+from agentrein_core.model import Rollback
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, RollbackStatus
 
 log = logging.getLogger("agentrein")
 

@@ -7,12 +7,13 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
 from agentrein import AgentRein, ApprovalInfo
 from agentrein_core.engine import DEFAULT_ORGANISATION
 from agentrein_core.errors import AgentReinError
 from agentrein_core.store import Store
-from rich.console import Console
-from rich.table import Table
 
 app = typer.Typer(help="AgentRein: a safety net for AI agents that call real APIs.", no_args_is_help=True)
 db = typer.Typer(help="The database AgentRein keeps its records in.", no_args_is_help=True)

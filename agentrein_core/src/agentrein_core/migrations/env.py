@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from agentrein_core.schema import metadata
 from alembic import context
 from sqlalchemy import create_engine
+
+from agentrein_core.schema import metadata
 
 config = context.config
 connection = config.attributes.get("connection")

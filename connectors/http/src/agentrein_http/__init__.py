@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from agentrein_core.connector import Connector
 from agentrein_core.hookspecs import hookimpl
-
 from agentrein_http.connector import HttpConnector
 
 __all__ = ["HttpConnector"]

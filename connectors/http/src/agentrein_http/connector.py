@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
+
 from agentrein_core.connector import Connector, PreparedCall, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
@@ -55,7 +56,7 @@ _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
 
 class HttpConnector(Connector):
     name: ClassVar[str] = "http"
-    sensitive_fields: ClassVar[frozenset[str]] = frozenset({"signature", "credential", "session"})
+    sensitive_fields: ClassVar[frozenset[str]] = frozenset({"signature", "credential"})
     undo_types: ClassVar[frozenset[str]] = frozenset({HTTP_DELETE, HTTP_REQUEST})
 
     def accepts(self, client: Any) -> bool:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import httpx
-from agentrein import AgentRein, SessionInfo
 from rich.console import Console
 from rich.table import Table
 
+from agentrein import AgentRein, SessionInfo
 from agentrein_server.demo.fake_service import FakeService
 
 STEPS: list[tuple[str, str, dict[str, object]]] = [
