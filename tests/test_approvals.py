@@ -94,9 +94,7 @@ def test_an_approved_call_runs_and_succeeds(ar: AgentRein, service: FakeService)
     )
 
 
-def test_a_rejection_fails_the_action_rolls_back_and_carries_the_reason(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_a_rejection_fails_the_action_rolls_back_and_carries_the_reason(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service, requires_approval=["DELETE *"])
     order = client.post("/v1/orders", json={}).json()
     thread = reviewer(ar, lambda p: ar.reject(p.approval_id, reviewer="lead@example.com", reason="not today"))
@@ -154,9 +152,7 @@ def test_list_approvals_returns_the_reference_fields(ar: AgentRein, service: Fak
     assert info.unconfirmed is False
 
 
-def test_an_after_execution_policy_approval_leaves_the_action_run(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_an_after_execution_policy_approval_leaves_the_action_run(ar: AgentRein, service: FakeService) -> None:
     ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
     client, session_id = start(ar, service)
     client.post("/v1/refunds", json={"amount": 5})
@@ -170,9 +166,7 @@ def test_an_after_execution_policy_approval_leaves_the_action_run(
     assert session.display_status is DisplayStatus.ACTIVE
 
 
-def test_rejecting_an_after_execution_approval_undoes_that_action_only(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_rejecting_an_after_execution_approval_undoes_that_action_only(ar: AgentRein, service: FakeService) -> None:
     ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
     client, session_id = start(ar, service)
     order = client.post("/v1/orders", json={}).json()
@@ -244,9 +238,7 @@ def test_an_unknown_status_filter_is_a_validation_error(ar: AgentRein) -> None:
         ar.list_approvals(status="MAYBE")
 
 
-def test_a_failure_after_approval_keeps_the_approved_action_cleared(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_a_failure_after_approval_keeps_the_approved_action_cleared(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service, requires_approval=["POST /v1/payouts"])
     client.post("/v1/orders", json={})
     service.fail_next("POST", "/v1/payouts", status=500)

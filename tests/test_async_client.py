@@ -36,9 +36,7 @@ def test_async_calls_are_recorded_and_rolled_back_on_failure(ar: AgentRein, serv
     assert service.collection("orders") == {} and service.collection("things") == {}
 
 
-def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_the_event_loop_keeps_running_while_a_call_waits_for_approval(ar: AgentRein, service: FakeService) -> None:
     session = ar.new_session(agent_id="a", intent="i")
     ticks = 0
 

@@ -66,9 +66,7 @@ def relayed(postgres_url: str) -> Iterator[tuple[AgentRein, Relay]]:
     ar.close()
 
 
-def test_open_mode_warns_once_and_runs_the_call(
-    relayed: tuple[AgentRein, Relay], service: FakeService
-) -> None:
+def test_open_mode_warns_once_and_runs_the_call(relayed: tuple[AgentRein, Relay], service: FakeService) -> None:
     ar, relay = relayed
     session = ar.new_session(agent_id="a", intent="i")
     client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", failure_mode="open")
@@ -79,14 +77,10 @@ def test_open_mode_warns_once_and_runs_the_call(
     assert service.calls("POST")[0].idempotency_key is not None
 
 
-def test_closed_mode_refuses_before_any_side_effect(
-    relayed: tuple[AgentRein, Relay], service: FakeService
-) -> None:
+def test_closed_mode_refuses_before_any_side_effect(relayed: tuple[AgentRein, Relay], service: FakeService) -> None:
     ar, relay = relayed
     session = ar.new_session(agent_id="a", intent="i")
-    client = ar.wrap(
-        httpx.Client(base_url=service.base_url), session, connector="http", failure_mode="closed"
-    )
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", failure_mode="closed")
     relay.cut()
     with pytest.raises(AgentReinUnavailableError):
         client.post("/v1/orders", json={})

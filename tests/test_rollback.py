@@ -20,9 +20,7 @@ from agentrein import (
 from agentrein_server.demo.fake_service import FakeService
 
 
-def start(
-    ar: AgentRein, service: FakeService, sandbox: bool = False, **options: object
-) -> tuple[httpx.Client, str]:
+def start(ar: AgentRein, service: FakeService, sandbox: bool = False, **options: object) -> tuple[httpx.Client, str]:
     session = ar.new_session(agent_id="onboarding-agent", intent="Onboard a customer", sandbox=sandbox)
     client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", **options)  # type: ignore[arg-type]
     return client, session.id
@@ -30,10 +28,7 @@ def start(
 
 def test_rollback_undoes_actions_last_first(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service)
-    ids = [
-        client.post(f"/v1/{c}", json={"step": i}).json()["id"]
-        for i, c in enumerate(["orders", "things", "notes"])
-    ]
+    ids = [client.post(f"/v1/{c}", json={"step": i}).json()["id"] for i, c in enumerate(["orders", "things", "notes"])]
     session = ar.rollback_session(session_id)
     deletes = [r.path for r in service.calls("DELETE")]
     assert deletes == [f"/v1/notes/{ids[2]}", f"/v1/things/{ids[1]}", f"/v1/orders/{ids[0]}"]
@@ -166,9 +161,7 @@ def test_an_undecided_rollback_approval_expires_as_declined(ar: AgentRein, servi
     assert session.status is SessionStatus.FAILED
 
 
-def test_sandbox_rollback_flips_statuses_without_calling_the_service(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_sandbox_rollback_flips_statuses_without_calling_the_service(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service, sandbox=True)
     client.post("/v1/orders", json={})
     client.post("/v1/orders", json={})
@@ -194,9 +187,7 @@ def test_a_reverted_session_cannot_be_rolled_back_again(ar: AgentRein, service: 
     assert len(service.calls("DELETE")) == 1
 
 
-def test_a_completed_session_can_still_be_rolled_back_by_its_owner(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_a_completed_session_can_still_be_rolled_back_by_its_owner(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service)
     client.post("/v1/orders", json={})
     assert ar.complete_session(session_id).status is SessionStatus.COMPLETED

@@ -40,9 +40,7 @@ def test_reads_pass_through_unrecorded(ar: AgentRein, service: FakeService) -> N
     assert ar.get_session(session_id).actions == []
 
 
-def test_each_mutating_method_is_recorded_with_its_operation_and_api_name(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_each_mutating_method_is_recorded_with_its_operation_and_api_name(ar: AgentRein, service: FakeService) -> None:
     client, session_id = wrapped(ar, service)
     order = client.post("/v1/orders?expand=items", json={"sku": "A1"}).json()
     client.put(f"/v1/orders/{order['id']}", json={"sku": "B2"})
@@ -95,9 +93,7 @@ def test_create_undo_is_a_delete_of_the_location_header(ar: AgentRein, service: 
     )
 
 
-def test_create_undo_falls_back_to_the_request_path_and_the_json_id(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_create_undo_falls_back_to_the_request_path_and_the_json_id(ar: AgentRein, service: FakeService) -> None:
     client, session_id = wrapped(ar, service)
     order = client.post("/v1/orders?x=1", json={"sku": "A1"}).json()
     undo = ar.get_session(session_id).actions[0].undo
@@ -112,9 +108,7 @@ def test_updates_and_deletes_are_logged_with_undo_none(ar: AgentRein, service: F
     assert undo is not None and undo.type == "none"
 
 
-def test_caller_can_override_an_undo_with_a_template_and_an_approval_flag(
-    ar: AgentRein, service: FakeService
-) -> None:
+def test_caller_can_override_an_undo_with_a_template_and_an_approval_flag(ar: AgentRein, service: FakeService) -> None:
     client, session_id = wrapped(
         ar,
         service,

@@ -17,6 +17,7 @@ from attrs import evolve, frozen
 
 from agentrein_core import policies, rollback, rules
 from agentrein_core.clock import Clock, utcnow
+from agentrein_core.converter import undo_to_wire
 from agentrein_core.errors import (
     ApprovalRejectedError,
     InvalidTransitionError,
@@ -151,14 +152,13 @@ class Engine:
         blocked: PolicyBlockedError | None = None
         no_gates: ApprovalRejectedError | None = None
         with self.store.transaction() as tx:
-            session = _session(tx, org_id, session_id)
-            org = tx.org(org_id)
-            assert org is not None
-            seq = tx.next_seq(session_id, now)
-            if seq is None:
+            taken = tx.take_seq(org_id, session_id, now)
+            if taken is None:
+                session = _session(tx, org_id, session_id)  # NotFoundError if it does not exist
                 raise InvalidTransitionError(
                     f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
                 )
+            seq, agent_id = taken
             action_id = new_id("act")
             action = Action(
                 action_id=action_id,
@@ -174,16 +174,18 @@ class Engine:
                 created_at=now,
                 updated_at=now,
             )
-            subject = policies.Subject(connector, api_name, session.agent_id, operation_type)
-            decision = policies.decide(tx.policies_of(org_id), subject)
+            subject = policies.Subject(connector, api_name, agent_id, operation_type)
+            decision = policies.decide(tx.enabled_policies(org_id), subject)
+            if decision.policy is not None:
+                # A held call has had its human review already; otherwise REQUIRE_APPROVAL reviews it afterwards.
+                review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not requires_approval
+                action = evolve(action, policy_name=decision.policy.name, review_after=review_after)
             approval = None
             if decision.effect is PolicyEffect.BLOCK:
                 assert decision.policy is not None
-                action = evolve(
-                    action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}"
-                )
+                action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
                 blocked = PolicyBlockedError(action_id, decision.policy.name)
-            elif requires_approval and org.plan is Plan.FREE:
+            elif requires_approval and _plan(tx, org_id) is Plan.FREE:
                 action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
                 no_gates = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
             elif requires_approval:
@@ -193,7 +195,7 @@ class Engine:
             if approval is not None:
                 tx.insert(approval)
             if no_gates is not None:
-                self._after_failure(tx, session, "approval gate unavailable on plan", SYSTEM)
+                self._after_failure(tx, _session(tx, org_id, session_id), "approval gate unavailable on plan", SYSTEM)
         if blocked is not None:
             raise blocked
         if no_gates is not None:
@@ -204,24 +206,18 @@ class Engine:
         self, org_id: str, action_id: str, *, response: JSON | None = None, undo: UndoConfig | None = None
     ) -> Action:
         """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
-        A ``REQUIRE_APPROVAL`` policy match then opens an after-execution approval."""
+        If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens."""
         _json("response", response)
         now = self.clock()
         with self.store.transaction() as tx:
-            action = _action(tx, org_id, action_id)
-            rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
-            done = evolve(action, status=ActionStatus.SUCCESS, response=response, undo=undo, updated_at=now)
-            _replace(tx, done, status=action.status)
-            tx.touch_session(action.session_id, now)
-            session = _session(tx, org_id, action.session_id)
-            subject = policies.Subject(
-                action.connector, action.api_name, session.agent_id, action.operation_type
+            done = tx.set_action_outcome(
+                org_id, action_id, ActionStatus.CLEARED, ActionStatus.SUCCESS, response, _undo_row(undo), now
             )
-            decision = policies.decide(tx.policies_of(org_id), subject)
-            approved_before = any(
-                p.purpose is ApprovalPurpose.BEFORE_EXECUTION for p in tx.approvals_of_action(action_id)
-            )
-            if decision.effect is PolicyEffect.REQUIRE_APPROVAL and not approved_before:
+            if done is None:
+                action = _action(tx, org_id, action_id)  # NotFoundError if it does not exist
+                rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
+                raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
+            if done.review_after:
                 tx.insert(_new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
             return done
 
@@ -241,8 +237,9 @@ class Engine:
                 for p in tx.approvals_of_action(action_id)
             )
             if was_approved:
-                seq = tx.next_seq(action.session_id, now, only_active=False)
-                assert seq is not None  # only_active=False always takes a seq
+                taken = tx.take_seq(org_id, action.session_id, now, only_active=False)
+                assert taken is not None  # the session exists and only_active=False always takes a seq
+                seq = taken[0]
                 failed_id = new_id("act")
                 failed = evolve(
                     action,
@@ -325,9 +322,7 @@ class Engine:
                 self._after_failure(tx, session, f"before-execution approval {status.lower()}", reviewer)
         elif purpose is ApprovalPurpose.AFTER_EXECUTION:
             if status is ApprovalStatus.REJECTED and action.status in rules.UNDOABLE:
-                self._start_rollback(
-                    tx, session, reviewer, "after-execution approval rejected", action.action_id
-                )
+                self._start_rollback(tx, session, reviewer, "after-execution approval rejected", action.action_id)
         elif purpose is ApprovalPurpose.ROLLBACK:
             job = tx.rollback(approval.org_id, approval.rollback_id or "")
             if approved:
@@ -542,9 +537,7 @@ class Engine:
     def _undo_done(self, job: Rollback, token: str, action: Action) -> Rollback:
         now = self.clock()
         with self.store.transaction() as tx:
-            _set_action(
-                tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None
-            )
+            _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
             return self._renew(tx, job, token, cursor_seq=action.seq)
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
@@ -682,6 +675,17 @@ def _approval(tx: Tx, org_id: str, approval_id: str) -> Approval:
     return approval
 
 
+def _plan(tx: Tx, org_id: str) -> Plan:
+    org = tx.org(org_id)
+    if org is None:
+        raise NotFoundError("organisation", org_id)
+    return org.plan
+
+
+def _undo_row(undo: UndoConfig | None) -> JSON | None:
+    return undo_to_wire(undo) if undo is not None else None
+
+
 def _replace(tx: Tx, record: object, **expected: object) -> None:
     if not tx.replace(record, **expected):
         raise InvalidTransitionError(f"{type(record).__name__} changed concurrently; try again")
@@ -758,9 +762,7 @@ def _view(tx: Tx, session: Session) -> SessionInfo:
 def _approval_view(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
     action = _action(tx, approval.org_id, approval.action_id)
     session = _session(tx, approval.org_id, approval.session_id)
-    remaining = (
-        (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
-    )
+    remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
     return ApprovalInfo(
         approval_id=approval.approval_id,
         action_id=action.action_id,

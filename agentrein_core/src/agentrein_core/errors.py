@@ -68,9 +68,7 @@ class ApprovalRejectedError(AgentReinError):
 
     problem_type = "approval-rejected"
 
-    def __init__(
-        self, reason: str | None, approval_id: str | None = None, action_id: str | None = None
-    ) -> None:
+    def __init__(self, reason: str | None, approval_id: str | None = None, action_id: str | None = None) -> None:
         super().__init__(f"approval rejected: {reason}" if reason else "approval rejected")
         self.reason = reason
         self.approval_id = approval_id

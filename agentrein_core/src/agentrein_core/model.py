@@ -87,6 +87,10 @@ class Action:
     undo: UndoConfig | None = None
     undo_status: UndoStatus = UndoStatus.NONE
     error: str | None = None
+    #: The policy that decided the write-ahead record (None: no policy matched), and whether it asked for an
+    #: after-execution review, which is opened when the call is confirmed.
+    policy_name: str | None = None
+    review_after: bool = False
 
     @property
     def undo_idempotency_key(self) -> str:

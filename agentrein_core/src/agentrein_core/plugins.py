@@ -33,9 +33,7 @@ class Connectors:
         for provided in pm.hook.agentrein_register_connectors():
             for connector in provided:
                 if connector.name in self._by_name:
-                    raise ValidationError(
-                        "connector", f"two plugins provide a connector named {connector.name!r}"
-                    )
+                    raise ValidationError("connector", f"two plugins provide a connector named {connector.name!r}")
                 self._by_name[connector.name] = connector
 
     def names(self) -> list[str]:

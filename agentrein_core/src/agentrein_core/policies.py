@@ -52,9 +52,7 @@ def validate_glob(field_name: str, glob: str | None) -> str | None:
     if glob is None:
         return None
     if not isinstance(glob, str) or not glob.strip():
-        raise ValidationError(
-            field_name, "a glob must be a non-empty string (leave it out to match anything)"
-        )
+        raise ValidationError(field_name, "a glob must be a non-empty string (leave it out to match anything)")
     if _has_unclosed_set(glob):
         raise ValidationError(field_name, f"{glob!r} has a '[' with no closing ']'")
     if field_name == "operation_type" and not any(fnmatchcase(t.value, glob) for t in OperationType):

@@ -67,9 +67,7 @@ class Redactor:
     def redact(self, value: Any) -> Any:
         """A copy of ``value`` (JSON-like: dicts, lists, scalars) with every secret replaced."""
         if isinstance(value, dict):
-            return {
-                k: REDACTED if self.is_sensitive_key(str(k)) else self.redact(v) for k, v in value.items()
-            }
+            return {k: REDACTED if self.is_sensitive_key(str(k)) else self.redact(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.redact(v) for v in value]
         if isinstance(value, str) and looks_like_card_number(value):

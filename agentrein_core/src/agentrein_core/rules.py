@@ -83,9 +83,7 @@ def check(kind: str, table: Mapping[E, frozenset[E]], current: E, new: E) -> Non
         raise InvalidTransitionError(f"{kind} cannot go from {current} to {new}")
 
 
-def display_status(
-    session: Session, actions: Iterable[Action], approvals: Iterable[Approval]
-) -> DisplayStatus:
+def display_status(session: Session, actions: Iterable[Action], approvals: Iterable[Approval]) -> DisplayStatus:
     """Derive what a session looks like; the first rule that matches wins (DESIGN.md §4)."""
     actions = list(actions)
     if any(a.undo_status in (U.IN_PROGRESS, U.AWAITING_APPROVAL) for a in actions):

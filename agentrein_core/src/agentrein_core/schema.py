@@ -88,6 +88,8 @@ actions = Table(
     Column("undo_status", String(20), nullable=False),
     Column("idempotency_key", String(100), nullable=False),
     Column("error", Text),
+    Column("policy_name", String(200)),
+    Column("review_after", Boolean, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Index("ux_actions_session_seq", "session_id", "seq", unique=True),
@@ -110,6 +112,7 @@ approvals = Table(
     Column("rollback_id", ID),
     Index("ix_approvals_org_status", "org_id", "status", "requested_at"),
     Index("ix_approvals_session", "session_id"),
+    Index("ix_approvals_action", "action_id"),
     Index("ix_approvals_status_timeout", "status", "timeout_at"),
 )
 

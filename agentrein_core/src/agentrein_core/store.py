@@ -28,7 +28,7 @@ from agentrein_core import schema
 from agentrein_core.converter import from_row, to_row
 from agentrein_core.errors import AgentReinUnavailableError, ValidationError
 from agentrein_core.model import Action, Approval, Organisation, Policy, Rollback, Session
-from agentrein_core.statuses import ApprovalStatus, RollbackStatus, SessionStatus
+from agentrein_core.statuses import ActionStatus, ApprovalStatus, RollbackStatus, SessionStatus
 
 T = TypeVar("T")
 
@@ -45,6 +45,49 @@ _TABLES: dict[type[Any], tuple[sa.Table, str]] = {
 }
 
 _ACTIVE_ROLLBACK = (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
+
+
+def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[Any]:
+    """``SELECT * FROM table WHERE key = :key [AND org_id = :org]``, built once: statements are prebuilt at
+    import so the hot path (every wrapped call) pays for executing them, not for constructing them."""
+    stmt = sa.select(table).where(table.c[key] == sa.bindparam("key"))
+    return stmt.where(table.c.org_id == sa.bindparam("org")) if scoped else stmt
+
+
+_INSERT = {cls: table.insert() for cls, (table, _) in _TABLES.items()}
+_BY_ID = {cls: _select_by_id(table, key, scoped=cls is not Organisation) for cls, (table, key) in _TABLES.items()}
+_S, _A, _P = schema.sessions, schema.actions, schema.approvals
+_TAKE_SEQ = (
+    _S.update()
+    .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))
+    .values(last_seq=_S.c.last_seq + 1, last_activity_at=sa.bindparam("now"))
+    .returning(_S.c.last_seq, _S.c.agent_id)
+)
+_TAKE_SEQ_ACTIVE = _TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE)
+_TOUCH = _S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now"))
+_CONFIRM = (
+    _A.update()
+    .where(
+        _A.c.action_id == sa.bindparam("key"),
+        _A.c.org_id == sa.bindparam("org"),
+        _A.c.status == sa.bindparam("expected"),
+    )
+    .values(
+        status=sa.bindparam("new_status"),
+        response=sa.bindparam("response"),
+        undo=sa.bindparam("undo"),
+        updated_at=sa.bindparam("now"),
+    )
+    .returning(*_A.c)
+)
+_ENABLED_POLICIES = (
+    sa.select(schema.policies)
+    .where(schema.policies.c.org_id == sa.bindparam("org"), schema.policies.c.enabled.is_(True))
+    .order_by(schema.policies.c.created_at)
+)
+_ACTIONS_OF = sa.select(_A).where(_A.c.session_id == sa.bindparam("sid")).order_by(_A.c.seq)
+_APPROVALS_OF_SESSION = sa.select(_P).where(_P.c.session_id == sa.bindparam("sid")).order_by(_P.c.requested_at)
+_APPROVALS_OF_ACTION = sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at)
 
 
 def resolve_database_url(url: str | None = None) -> str:
@@ -69,9 +112,7 @@ def create_db_engine(url: str) -> Engine:
         return engine
     if backend == "postgresql":
         return sa.create_engine(parsed, pool_pre_ping=True)
-    raise ValidationError(
-        "database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)"
-    )
+    raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -102,6 +143,8 @@ class Store:
     def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
         self.url = resolve_database_url(url)
         self.engine = create_db_engine(self.url)
+        # Made once: an engine whose connections take SQLite's write lock when their transaction begins.
+        self._writer = self.engine.execution_options(write=True)
         self.dialect = self.engine.dialect.name
         if migrate:
             self.upgrade()
@@ -122,8 +165,8 @@ class Store:
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn:
-                yield conn.execution_options(write=write)
+            with (self._writer if write else self.engine).connect() as conn:
+                yield conn
         except OperationalError as exc:
             if _is_unreachable(exc):
                 raise AgentReinUnavailableError(f"the AgentRein database is unreachable: {exc.orig}") from exc
@@ -150,8 +193,7 @@ class Tx:
 
     # generic ------------------------------------------------------------------------------------------
     def insert(self, record: Any, **extra: Any) -> None:
-        table, _ = _TABLES[type(record)]
-        self.conn.execute(table.insert().values(**to_row(record), **extra))
+        self.conn.execute(_INSERT[type(record)], {**to_row(record), **extra})
 
     def replace(self, record: T, **expected: Any) -> bool:
         """Write ``record`` over its row if the row still has the ``expected`` column values."""
@@ -162,86 +204,93 @@ class Tx:
             stmt = stmt.where(table.c[column] == value)
         return self.conn.execute(stmt).rowcount == 1
 
-    def _one(self, cls: type[T], *where: Any, lock: bool = False) -> T | None:
-        table, _ = _TABLES[cls]
-        stmt = sa.select(table).where(*where)
+    def _one(self, cls: type[T], key: str, org_id: str | None = None, lock: bool = False) -> T | None:
+        """The ``cls`` record with id ``key`` in organisation ``org_id``; ``lock`` holds its row (PostgreSQL)."""
+        stmt = _BY_ID[cls]
         if lock and self.dialect == "postgresql":
             stmt = stmt.with_for_update()
-        row = self.conn.execute(stmt).first()
+        row = self.conn.execute(stmt, {"key": key, "org": org_id}).first()
         return from_row(row, cls) if row is not None else None
 
-    def _all(self, cls: type[T], stmt: Any) -> list[T]:
-        return [from_row(row, cls) for row in self.conn.execute(stmt)]
+    def _all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]:
+        return [from_row(row, cls) for row in self.conn.execute(stmt, params)]
 
     # organisations ------------------------------------------------------------------------------------
     def org_by_name(self, name: str) -> Organisation | None:
-        return self._one(Organisation, schema.organisations.c.name == name)
+        t = schema.organisations
+        row = self.conn.execute(sa.select(t).where(t.c.name == name)).first()
+        return from_row(row, Organisation) if row is not None else None
 
     def org(self, org_id: str) -> Organisation | None:
-        return self._one(Organisation, schema.organisations.c.org_id == org_id)
+        return self._one(Organisation, org_id)
 
     # sessions -----------------------------------------------------------------------------------------
     def session(self, org_id: str, session_id: str, lock: bool = False) -> Session | None:
-        t = schema.sessions
-        return self._one(Session, t.c.session_id == session_id, t.c.org_id == org_id, lock=lock)
+        return self._one(Session, session_id, org_id, lock=lock)
 
-    def next_seq(self, session_id: str, now: datetime, only_active: bool = True) -> int | None:
-        """Take the session's next action seq and mark it active now; None if ``only_active`` and the
-        session is not ``ACTIVE`` (one statement, so concurrent callers never share a seq)."""
-        t = schema.sessions
-        stmt = t.update().where(t.c.session_id == session_id)
-        if only_active:
-            stmt = stmt.where(t.c.status == SessionStatus.ACTIVE)
-        stmt = stmt.values(last_seq=t.c.last_seq + 1, last_activity_at=now).returning(t.c.last_seq)
-        seq: int | None = self.conn.execute(stmt).scalar_one_or_none()
-        return seq
+    def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> tuple[int, str] | None:
+        """Take the session's next action seq and mark it active now, returning ``(seq, agent_id)``; None if
+        there is no such session, or if ``only_active`` and it is not ``ACTIVE``. One statement, so concurrent
+        callers never share a seq."""
+        stmt = _TAKE_SEQ_ACTIVE if only_active else _TAKE_SEQ
+        row = self.conn.execute(stmt, {"sid": session_id, "org": org_id, "now": now}).first()
+        return (row.last_seq, row.agent_id) if row is not None else None
 
     def touch_session(self, session_id: str, now: datetime) -> None:
-        t = schema.sessions
-        self.conn.execute(t.update().where(t.c.session_id == session_id).values(last_activity_at=now))
+        self.conn.execute(_TOUCH, {"sid": session_id, "now": now})
 
     def sessions_idle_since(self, cutoff: datetime, limit: int = 500) -> list[Session]:
         t = schema.sessions
-        stmt = (
-            sa.select(t)
-            .where(t.c.status == SessionStatus.ACTIVE, t.c.last_activity_at <= cutoff)
-            .limit(limit)
-        )
+        stmt = sa.select(t).where(t.c.status == SessionStatus.ACTIVE, t.c.last_activity_at <= cutoff).limit(limit)
         return self._all(Session, stmt)
 
     def list_sessions(self, org_id: str, limit: int = 100) -> list[Session]:
         t = schema.sessions
         stmt = (
-            sa.select(t)
-            .where(t.c.org_id == org_id)
-            .order_by(t.c.created_at.desc(), t.c.session_id.desc())
-            .limit(limit)
+            sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit)
         )
         return self._all(Session, stmt)
 
     # actions ------------------------------------------------------------------------------------------
     def action(self, org_id: str, action_id: str) -> Action | None:
-        t = schema.actions
-        return self._one(Action, t.c.action_id == action_id, t.c.org_id == org_id)
+        return self._one(Action, action_id, org_id)
 
     def actions_of(self, session_id: str) -> list[Action]:
-        t = schema.actions
-        return self._all(Action, sa.select(t).where(t.c.session_id == session_id).order_by(t.c.seq))
+        return self._all(Action, _ACTIONS_OF, {"sid": session_id})
+
+    def set_action_outcome(
+        self,
+        org_id: str,
+        action_id: str,
+        expected: ActionStatus,
+        status: ActionStatus,
+        response: Any,
+        undo: Any,
+        now: datetime,
+    ) -> Action | None:
+        """``expected -> status`` with the response and undo config, in one guarded statement (the hot path
+        of every confirmed call); None if the action is missing or no longer ``expected``."""
+        params = {
+            "key": action_id,
+            "org": org_id,
+            "expected": expected,
+            "new_status": status,
+            "response": response,
+            "undo": undo,
+            "now": now,
+        }
+        row = self.conn.execute(_CONFIRM, params).first()
+        return from_row(row, Action) if row is not None else None
 
     # approvals ----------------------------------------------------------------------------------------
     def approval(self, org_id: str, approval_id: str) -> Approval | None:
-        t = schema.approvals
-        return self._one(Approval, t.c.approval_id == approval_id, t.c.org_id == org_id)
+        return self._one(Approval, approval_id, org_id)
 
     def approvals_of_session(self, session_id: str) -> list[Approval]:
-        t = schema.approvals
-        stmt = sa.select(t).where(t.c.session_id == session_id).order_by(t.c.requested_at)
-        return self._all(Approval, stmt)
+        return self._all(Approval, _APPROVALS_OF_SESSION, {"sid": session_id})
 
     def approvals_of_action(self, action_id: str) -> list[Approval]:
-        t = schema.approvals
-        stmt = sa.select(t).where(t.c.action_id == action_id).order_by(t.c.requested_at)
-        return self._all(Approval, stmt)
+        return self._all(Approval, _APPROVALS_OF_ACTION, {"aid": action_id})
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None) -> list[Approval]:
         t = schema.approvals
@@ -264,8 +313,10 @@ class Tx:
 
     # policies -----------------------------------------------------------------------------------------
     def policy(self, org_id: str, policy_id: str) -> Policy | None:
-        t = schema.policies
-        return self._one(Policy, t.c.policy_id == policy_id, t.c.org_id == org_id)
+        return self._one(Policy, policy_id, org_id)
+
+    def enabled_policies(self, org_id: str) -> list[Policy]:
+        return self._all(Policy, _ENABLED_POLICIES, {"org": org_id})
 
     def policies_of(self, org_id: str) -> list[Policy]:
         t = schema.policies
@@ -278,12 +329,14 @@ class Tx:
 
     # rollbacks ----------------------------------------------------------------------------------------
     def rollback(self, org_id: str, rollback_id: str) -> Rollback | None:
-        t = schema.rollbacks
-        return self._one(Rollback, t.c.rollback_id == rollback_id, t.c.org_id == org_id)
+        return self._one(Rollback, rollback_id, org_id)
 
     def active_rollback(self, session_id: str) -> Rollback | None:
         t = schema.rollbacks
-        return self._one(Rollback, t.c.session_id == session_id, t.c.status.in_(_ACTIVE_ROLLBACK))
+        row = self.conn.execute(
+            sa.select(t).where(t.c.session_id == session_id, t.c.status.in_(_ACTIVE_ROLLBACK))
+        ).first()
+        return from_row(row, Rollback) if row is not None else None
 
     def insert_rollback(self, job: Rollback) -> Rollback:
         """Insert ``job`` unless the session already has an unfinished rollback; return the one that runs."""

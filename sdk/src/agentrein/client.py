@@ -76,9 +76,7 @@ class AgentRein:
         session_id = _session_id(session)
         self._backend.request_rollback(session_id, requested_by="sdk", trigger="rollback_session()")
         timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
-        self._runtime.settle_rollback(
-            session_id, timeout=timeout, poll_interval=min(DEFAULT_POLL_INTERVAL, 0.5)
-        )
+        self._runtime.settle_rollback(session_id, timeout=timeout, poll_interval=min(DEFAULT_POLL_INTERVAL, 0.5))
         return self._backend.get_session(session_id)
 
     # wrapping -----------------------------------------------------------------------------------------

@@ -50,9 +50,7 @@ class ClientUndoExecutor:
 
     def _ref(self, action: Action) -> ClientRef | None:
         with self._lock:
-            return self._by_action.get(action.action_id) or self._by_session.get(
-                (action.session_id, action.connector)
-            )
+            return self._by_action.get(action.action_id) or self._by_session.get((action.session_id, action.connector))
 
     def can_run(self, action: Action) -> bool:
         return self._ref(action) is not None and action.connector in self.connectors.names()

@@ -143,9 +143,7 @@ class Guard:
                 if decision.time_remaining <= 0:
                     backend.maintain()  # past timeout_at: expire it (and roll back) by the engine's rules
                 continue
-            self.runtime.executor.remember_session(
-                self.session_id, self.connector_name, ClientRef(self.client)
-            )
+            self.runtime.executor.remember_session(self.session_id, self.connector_name, ClientRef(self.client))
             self.runtime.settle_rollback(
                 self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
             )

@@ -100,8 +100,6 @@ class Runtime:
             self.backend.maintain()
             for job in self.backend.rollbacks_to_run():
                 if self.executor.knows_session(job.session_id):
-                    self.backend.run_rollback(
-                        job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT)
-                    )
+                    self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
         except AgentReinUnavailableError as exc:
             log.warning("AgentRein maintenance skipped: %s", exc)

@@ -46,9 +46,7 @@ TRANSIENT_ERRORS = (
 )
 GONE_STATUSES = frozenset({404, 410})
 #: Headers that say nothing about the call and are left out of the record.
-UNRECORDED_HEADERS = frozenset(
-    {"accept", "accept-encoding", "connection", "user-agent", "host", "content-length"}
-)
+UNRECORDED_HEADERS = frozenset({"accept", "accept-encoding", "connection", "user-agent", "host", "content-length"})
 MAX_BODY = 64 * 1024
 _SEND_OPTIONS = ("auth", "follow_redirects")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
@@ -127,18 +125,14 @@ class HttpConnector(Connector):
         derived = UndoConfig(UNDO_NONE)
         if call.operation_type is OperationType.CREATE:
             if "location" in response.headers:
-                derived = UndoConfig(
-                    HTTP_DELETE, {"url": str(response.url.join(response.headers["location"]))}
-                )
+                derived = UndoConfig(HTTP_DELETE, {"url": str(response.url.join(response.headers["location"]))})
             elif fields.get("id") is not None:
                 base = str(request.url.copy_with(query=None)).rstrip("/")
                 derived = UndoConfig(HTTP_DELETE, {"url": f"{base}/{fields['id']}"})
         undo = merge_undo(derived, override)
         if "path" in undo.params:  # a caller's template, e.g. {"path": "/v1/things/{id}/cancel"}
             params = dict(undo.params)
-            target = _TEMPLATE_FIELD.sub(
-                lambda m: str(fields.get(m.group(1), m.group(0))), params.pop("path")
-            )
+            target = _TEMPLATE_FIELD.sub(lambda m: str(fields.get(m.group(1), m.group(0))), params.pop("path"))
             params["url"] = str(request.url.join(target))
             undo = UndoConfig(undo.type, params, undo.require_approval)
         return undo
@@ -176,9 +170,7 @@ def _checked(response: httpx.Response) -> httpx.Response:
     return response
 
 
-async def _send_async(
-    client: httpx.AsyncClient, request: httpx.Request, options: dict[str, Any]
-) -> httpx.Response:
+async def _send_async(client: httpx.AsyncClient, request: httpx.Request, options: dict[str, Any]) -> httpx.Response:
     return _checked(await client.send(request, **options))
 
 

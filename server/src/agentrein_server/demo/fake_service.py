@@ -146,6 +146,7 @@ class FakeService:
 def _handler_for(service: FakeService) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart (delayed ACK)
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read service.requests
             pass

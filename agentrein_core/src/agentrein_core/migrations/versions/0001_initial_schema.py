@@ -86,6 +86,8 @@ def upgrade() -> None:
         sa.Column("undo_status", sa.String(length=20), nullable=False),
         sa.Column("idempotency_key", sa.String(length=100), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("policy_name", sa.String(length=200), nullable=True),
+        sa.Column("review_after", sa.Boolean(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
@@ -155,6 +157,7 @@ def upgrade() -> None:
     with op.batch_alter_table("approvals", schema=None) as batch_op:
         batch_op.create_index("ix_approvals_org_status", ["org_id", "status", "requested_at"], unique=False)
         batch_op.create_index("ix_approvals_session", ["session_id"], unique=False)
+        batch_op.create_index("ix_approvals_action", ["action_id"], unique=False)
         batch_op.create_index("ix_approvals_status_timeout", ["status", "timeout_at"], unique=False)
 
 
@@ -163,6 +166,7 @@ def downgrade() -> None:
     with op.batch_alter_table("approvals", schema=None) as batch_op:
         batch_op.drop_index("ix_approvals_status_timeout")
         batch_op.drop_index("ix_approvals_session")
+        batch_op.drop_index("ix_approvals_action")
         batch_op.drop_index("ix_approvals_org_status")
 
     op.drop_table("approvals")
