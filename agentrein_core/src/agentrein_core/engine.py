@@ -82,6 +82,7 @@ class Engine:
         self.store = store
         self.clock = clock
         self._decided = threading.Condition()
+        self._policies: dict[str, tuple[int, list[Policy]]] = {}  # org -> (policy version, enabled policies)
 
     # organisations ------------------------------------------------------------------------------------
     def ensure_organisation(self, name: str = DEFAULT_ORGANISATION, plan: Plan = Plan.TEAM) -> Organisation:
@@ -158,7 +159,7 @@ class Engine:
                 raise InvalidTransitionError(
                     f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
                 )
-            seq, agent_id = taken
+            seq, agent_id = taken.seq, taken.agent_id
             action_id = new_id("act")
             action = Action(
                 action_id=action_id,
@@ -175,7 +176,7 @@ class Engine:
                 updated_at=now,
             )
             subject = policies.Subject(connector, api_name, agent_id, operation_type)
-            decision = policies.decide(tx.enabled_policies(org_id), subject)
+            decision = policies.decide(self._enabled_policies(tx, org_id, taken.policy_version), subject)
             if decision.policy is not None:
                 # A held call has had its human review already; otherwise REQUIRE_APPROVAL reviews it afterwards.
                 review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not requires_approval
@@ -185,7 +186,7 @@ class Engine:
                 assert decision.policy is not None
                 action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
                 blocked = PolicyBlockedError(action_id, decision.policy.name)
-            elif requires_approval and _plan(tx, org_id) is Plan.FREE:
+            elif requires_approval and taken.plan is Plan.FREE:
                 action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
                 no_gates = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
             elif requires_approval:
@@ -239,7 +240,7 @@ class Engine:
             if was_approved:
                 taken = tx.take_seq(org_id, action.session_id, now, only_active=False)
                 assert taken is not None  # the session exists and only_active=False always takes a seq
-                seq = taken[0]
+                seq = taken.seq
                 failed_id = new_id("act")
                 failed = evolve(
                     action,
@@ -351,6 +352,16 @@ class Engine:
             self._decided.notify_all()
 
     # policies -----------------------------------------------------------------------------------------
+    def _enabled_policies(self, tx: Tx, org_id: str, version: int) -> list[Policy]:
+        """The organisation's enabled policies, read again only when their version has moved (any process
+        that changes a policy bumps it in the same transaction)."""
+        cached = self._policies.get(org_id)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        enabled = tx.enabled_policies(org_id)
+        self._policies[org_id] = (version, enabled)
+        return enabled
+
     def add_policy(
         self,
         org_id: str,
@@ -379,6 +390,7 @@ class Engine:
             if any(p.name == policy.name for p in tx.policies_of(org_id)):
                 raise ValidationError("name", f"a policy named {policy.name!r} already exists")
             tx.insert(policy)
+            tx.bump_policy_version(org_id)
         return policy
 
     def list_policies(self, org_id: str) -> list[Policy]:
@@ -392,12 +404,14 @@ class Engine:
                 raise NotFoundError("policy", policy_id)
             changed = evolve(policy, enabled=_bool("enabled", enabled))
             tx.replace(changed)
+            tx.bump_policy_version(org_id)
             return changed
 
     def delete_policy(self, org_id: str, policy_id: str) -> None:
         with self.store.transaction() as tx:
             if not tx.delete_policy(org_id, policy_id):
                 raise NotFoundError("policy", policy_id)
+            tx.bump_policy_version(org_id)
 
     # rollback -----------------------------------------------------------------------------------------
     def request_rollback(
@@ -673,13 +687,6 @@ def _approval(tx: Tx, org_id: str, approval_id: str) -> Approval:
     if approval is None:
         raise NotFoundError("approval", approval_id)
     return approval
-
-
-def _plan(tx: Tx, org_id: str) -> Plan:
-    org = tx.org(org_id)
-    if org is None:
-        raise NotFoundError("organisation", org_id)
-    return org.plan
 
 
 def _undo_row(undo: UndoConfig | None) -> JSON | None:

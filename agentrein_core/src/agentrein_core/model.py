@@ -52,6 +52,7 @@ class Organisation:
     name: str
     plan: Plan
     created_at: datetime
+    policy_version: int = 0
 
 
 @frozen

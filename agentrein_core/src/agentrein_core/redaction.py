@@ -59,10 +59,16 @@ class Redactor:
 
     def __init__(self, extra_fields: Iterable[str] = ()) -> None:
         self.fragments = frozenset(DEFAULT_SENSITIVE_FIELDS | {normalise_key(f) for f in extra_fields})
+        self._pattern = re.compile("|".join(re.escape(f) for f in sorted(self.fragments)))
+        self._verdicts: dict[str, bool] = {}  # keys repeat from call to call: decide each once
 
     def is_sensitive_key(self, key: str) -> bool:
-        norm = normalise_key(key)
-        return any(fragment in norm for fragment in self.fragments)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._pattern.search(normalise_key(key)) is not None
+            if len(self._verdicts) < 10_000:
+                self._verdicts[key] = verdict
+        return verdict
 
     def redact(self, value: Any) -> Any:
         """A copy of ``value`` (JSON-like: dicts, lists, scalars) with every secret replaced."""

@@ -51,6 +51,7 @@ organisations = Table(
     Column("org_id", ID, primary_key=True),
     Column("name", String(200), nullable=False, unique=True),
     Column("plan", String(20), nullable=False),
+    Column("policy_version", Integer, nullable=False),  # bumped by every policy change: caches key on it
     Column("created_at", UTCDateTime, nullable=False),
 )
 
@@ -82,9 +83,9 @@ actions = Table(
     Column("api_name", String(500), nullable=False),
     Column("operation_type", String(20), nullable=False),
     Column("payload", JSON, nullable=False),
-    Column("response", JSON),
+    Column("response", JSON(none_as_null=True)),
     Column("status", String(20), nullable=False),
-    Column("undo", JSON),
+    Column("undo", JSON(none_as_null=True)),
     Column("undo_status", String(20), nullable=False),
     Column("idempotency_key", String(100), nullable=False),
     Column("error", Text),

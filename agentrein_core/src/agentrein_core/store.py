@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from attrs import frozen
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
@@ -28,7 +29,7 @@ from agentrein_core import schema
 from agentrein_core.converter import from_row, to_row
 from agentrein_core.errors import AgentReinUnavailableError, ValidationError
 from agentrein_core.model import Action, Approval, Organisation, Policy, Rollback, Session
-from agentrein_core.statuses import ActionStatus, ApprovalStatus, RollbackStatus, SessionStatus
+from agentrein_core.statuses import ActionStatus, ApprovalStatus, Plan, RollbackStatus, SessionStatus
 
 T = TypeVar("T")
 
@@ -56,12 +57,21 @@ def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[A
 
 _INSERT = {cls: table.insert() for cls, (table, _) in _TABLES.items()}
 _BY_ID = {cls: _select_by_id(table, key, scoped=cls is not Organisation) for cls, (table, key) in _TABLES.items()}
-_S, _A, _P = schema.sessions, schema.actions, schema.approvals
+_S, _A, _P, _O = schema.sessions, schema.actions, schema.approvals, schema.organisations
+_ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == _S.c.org_id)
 _TAKE_SEQ = (
     _S.update()
     .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))
     .values(last_seq=_S.c.last_seq + 1, last_activity_at=sa.bindparam("now"))
-    .returning(_S.c.last_seq, _S.c.agent_id)
+    .returning(
+        _S.c.last_seq,
+        _S.c.agent_id,
+        _ORG_OF_SESSION.with_only_columns(_O.c.policy_version).scalar_subquery().label("policy_version"),
+        _ORG_OF_SESSION.with_only_columns(_O.c.plan).scalar_subquery().label("plan"),
+    )
+)
+_BUMP_POLICY_VERSION = (
+    _O.update().where(_O.c.org_id == sa.bindparam("org")).values(policy_version=_O.c.policy_version + 1)
 )
 _TAKE_SEQ_ACTIVE = _TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE)
 _TOUCH = _S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now"))
@@ -135,6 +145,16 @@ def alembic_config(url: str) -> Config:
     config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
+
+
+@frozen
+class SeqTaken:
+    """What taking a seq learns: the seq, the session's agent, and its organisation's policy version and plan."""
+
+    seq: int
+    agent_id: str
+    policy_version: int
+    plan: Plan
 
 
 class Store:
@@ -228,13 +248,15 @@ class Tx:
     def session(self, org_id: str, session_id: str, lock: bool = False) -> Session | None:
         return self._one(Session, session_id, org_id, lock=lock)
 
-    def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> tuple[int, str] | None:
-        """Take the session's next action seq and mark it active now, returning ``(seq, agent_id)``; None if
-        there is no such session, or if ``only_active`` and it is not ``ACTIVE``. One statement, so concurrent
-        callers never share a seq."""
+    def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
+        """Take the session's next action seq and mark it active now; None if there is no such session, or
+        if ``only_active`` and it is not ``ACTIVE``. One statement, so concurrent callers never share a seq;
+        it also reads what the write-ahead record needs of the session's organisation."""
         stmt = _TAKE_SEQ_ACTIVE if only_active else _TAKE_SEQ
         row = self.conn.execute(stmt, {"sid": session_id, "org": org_id, "now": now}).first()
-        return (row.last_seq, row.agent_id) if row is not None else None
+        if row is None:
+            return None
+        return SeqTaken(row.last_seq, row.agent_id, row.policy_version, Plan(row.plan))
 
     def touch_session(self, session_id: str, now: datetime) -> None:
         self.conn.execute(_TOUCH, {"sid": session_id, "now": now})
@@ -317,6 +339,9 @@ class Tx:
 
     def enabled_policies(self, org_id: str) -> list[Policy]:
         return self._all(Policy, _ENABLED_POLICIES, {"org": org_id})
+
+    def bump_policy_version(self, org_id: str) -> None:
+        self.conn.execute(_BUMP_POLICY_VERSION, {"org": org_id})
 
     def policies_of(self, org_id: str) -> list[Policy]:
         t = schema.policies

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl
 
 import httpx
 
@@ -121,14 +122,14 @@ class HttpConnector(Connector):
     def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
         request: httpx.Request = call.context
         response: httpx.Response = result
-        fields = _json_object(response)
+        body = _body(response.headers, response.content)
+        fields = body if isinstance(body, dict) else {}
         derived = UndoConfig(UNDO_NONE)
         if call.operation_type is OperationType.CREATE:
             if "location" in response.headers:
                 derived = UndoConfig(HTTP_DELETE, {"url": str(response.url.join(response.headers["location"]))})
             elif fields.get("id") is not None:
-                base = str(request.url.copy_with(query=None)).rstrip("/")
-                derived = UndoConfig(HTTP_DELETE, {"url": f"{base}/{fields['id']}"})
+                derived = UndoConfig(HTTP_DELETE, {"url": f"{_without_query(request.url).rstrip('/')}/{fields['id']}"})
         undo = merge_undo(derived, override)
         if "path" in undo.params:  # a caller's template, e.g. {"path": "/v1/things/{id}/cancel"}
             params = dict(undo.params)
@@ -190,11 +191,15 @@ def _describe_request(request: httpx.Request) -> JSON:
     headers = {k: v for k, v in request.headers.items() if k.lower() not in UNRECORDED_HEADERS}
     return {
         "method": request.method,
-        "url": str(request.url.copy_with(query=None)),
-        "query": dict(request.url.params.multi_items()),
+        "url": _without_query(request.url),
+        "query": dict(parse_qsl(request.url.query.decode("ascii", "replace"), keep_blank_values=True)),
         "headers": headers,
         "body": _body(request.headers, request.content),
     }
+
+
+def _without_query(url: httpx.URL) -> str:
+    return str(url).partition("?")[0]
 
 
 def _body(headers: httpx.Headers, content: bytes) -> Any:
@@ -214,11 +219,3 @@ def _body(headers: httpx.Headers, content: bytes) -> Any:
         return content.decode("utf-8")
     except UnicodeDecodeError:
         return f"<{len(content)} bytes>"
-
-
-def _json_object(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}

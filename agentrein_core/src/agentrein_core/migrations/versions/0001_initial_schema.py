@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("org_id", sa.String(length=40), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("plan", sa.String(length=20), nullable=False),
+        sa.Column("policy_version", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("org_id"),
         sa.UniqueConstraint("name"),
