@@ -23,11 +23,6 @@ How
     ``time.perf_counter_ns``; the table gives the median (p50) and p90 of raw and wrapped calls and the
     difference of the medians, beside the aim. Figures are printed, never asserted.
 
-    ``FakeService``'s request handler leaves Nagle's algorithm on and writes a response's headers and body
-    in two sends, so each call waits for the client's delayed ACK (~40 ms on Linux). The benchmark measures
-    that once (the "as shipped" note), then sets ``disable_nagle_algorithm`` on the handler so the loopback
-    rows measure AgentRein rather than TCP timers.
-
 Run ``uv run python bench/overhead.py`` (``--help`` for options; ``--profile`` adds a cProfile of the wrapped
 POST path).
 """
@@ -57,7 +52,6 @@ from agentrein_server.demo.fake_service import FakeService
 
 READ_AIM_NS = 5_000
 WRITE_AIM_NS = 300_000
-NAGLE_PROBE_CALLS = 5
 
 Call = Callable[[], httpx.Response]
 
@@ -122,27 +116,6 @@ def _p90(values: list[int]) -> float:
 
 
 # the service and the clients ----------------------------------------------------------------------------
-
-
-def _as_shipped_get_ms(svc: FakeService, item_path: str) -> float:
-    """Median raw GET against FakeService with its handler unchanged (Nagle on), in ms."""
-    with httpx.Client(base_url=svc.base_url) as client:
-        client.get(item_path)  # connect
-        durations: list[int] = []
-        _time_block(lambda: client.get(item_path), NAGLE_PROBE_CALLS, 200, durations)
-    return statistics.median(durations) / 1e6
-
-
-def _disable_nagle(svc: FakeService) -> str:
-    """Make the service's handler set TCP_NODELAY on connections accepted from now on; say what was done."""
-    server = getattr(svc, "_server", None)
-    handler = getattr(server, "RequestHandlerClass", None)
-    if handler is None:
-        return "could NOT set TCP_NODELAY on its handler: loopback rows include TCP timers"
-    if getattr(handler, "disable_nagle_algorithm", False):
-        return "its handler already sets TCP_NODELAY"
-    handler.disable_nagle_algorithm = True
-    return "TCP_NODELAY set on its handler for the rows below"
 
 
 def _mock_transport() -> httpx.MockTransport:
@@ -263,11 +236,7 @@ def main() -> None:
         try:
             with httpx.Client(base_url=svc.base_url) as setup:
                 item_path = f"/v1/things/{setup.post('/v1/things', json={'name': 'read me'}).json()['id']}"
-            shipped_ms = _as_shipped_get_ms(svc, item_path)
-            note = _disable_nagle(svc)
-            print(f"store: embedded SQLite {db_file}; service: FakeService {svc.base_url} (same process)")
-            cause = " (Nagle + delayed ACK)" if shipped_ms > 10 else ""
-            print(f"FakeService as shipped: raw GET p50 {shipped_ms:.2f} ms{cause}; {note}\n")
+            print(f"store: embedded SQLite {db_file}; service: FakeService {svc.base_url} (same process)\n")
 
             results: list[Result] = []
             with _clients(ar, svc.base_url) as (raw, wrapped), _clients(ar, None) as (mraw, mwrapped):
