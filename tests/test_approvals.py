@@ -146,7 +146,7 @@ def test_list_approvals_returns_the_reference_fields(ar: AgentRein, service: Fak
     (info,) = captured
     assert {f.name for f in attrs.fields(ApprovalInfo)} >= APPROVAL_FIELDS
     assert info.session_id == session_id and info.agent_id == "billing-agent"
-    assert 0 < info.time_remaining <= 60
+    assert 50 < info.time_remaining <= 61  # the wall clock may step a little between two reads
     assert "POST /v1/orders" in info.payload_summary and "A1" in info.payload_summary
     assert "pw" not in info.payload_summary
     assert info.unconfirmed is False
