@@ -110,7 +110,9 @@ class AgentRein:
             failure_mode=failure_mode,
             undo=undo,
         )
-        guard = Guard(self._runtime, _session_id(session), client, options, Redactor(found.sensitive_fields))
+        session_id = _session_id(session)
+        self._backend.get_session(session_id)  # an unknown session is an error now, not at the first call
+        guard = Guard(self._runtime, session_id, client, options, Redactor(found.sensitive_fields))
         return WrappedClient(client, guard)  # type: ignore[return-value]
 
     # approvals ----------------------------------------------------------------------------------------
