@@ -104,12 +104,12 @@ class Connector(ABC):
 
 
 def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoConfig:
-    """Apply a caller's undo override: a ``type`` replaces the derived config, other keys add parameters,
-    and ``requireApproval`` sets the approval flag either way."""
+    """Apply a caller's undo override: a different ``type`` replaces the derived config, other keys add to
+    (or replace) its parameters, and ``requireApproval`` sets the approval flag either way."""
     if not override:
         return derived
     params = {k: v for k, v in override.items() if k not in ("type", REQUIRE_APPROVAL_KEY)}
     require_approval = bool(override.get(REQUIRE_APPROVAL_KEY, derived.require_approval))
-    if "type" in override:
+    if "type" in override and override["type"] != derived.type:
         return UndoConfig(str(override["type"]), params, require_approval)
     return UndoConfig(derived.type, {**derived.params, **params}, require_approval)

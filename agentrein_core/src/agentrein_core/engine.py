@@ -8,6 +8,7 @@ guarded by the statuses it read. Losing a race raises :class:`InvalidTransitionE
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 import time
@@ -21,8 +22,10 @@ from agentrein_core.converter import undo_to_wire
 from agentrein_core.errors import (
     ApprovalRejectedError,
     InvalidTransitionError,
+    LeaseLostError,
     NotFoundError,
     PolicyBlockedError,
+    UndoUnavailableError,
     ValidationError,
 )
 from agentrein_core.ids import new_id
@@ -49,6 +52,8 @@ from agentrein_core.statuses import (
 )
 from agentrein_core.store import Store, Tx
 from agentrein_core.views import ApprovalInfo, SessionInfo
+
+log = logging.getLogger("agentrein")
 
 DEFAULT_ORGANISATION = "default"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
@@ -156,6 +161,10 @@ class Engine:
             taken = tx.take_seq(org_id, session_id, now)
             if taken is None:
                 session = _session(tx, org_id, session_id)  # NotFoundError if it does not exist
+                if session.status is SessionStatus.ACTIVE:
+                    raise InvalidTransitionError(
+                        f"session {session_id} is being rolled back; it accepts no new actions"
+                    )
                 raise InvalidTransitionError(
                     f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
                 )
@@ -424,6 +433,10 @@ class Engine:
         with self.store.transaction() as tx:
             session = _session(tx, org_id, session_id, lock=True)
             running = tx.active_rollback(session_id)
+            if running is not None and running.action_id is not None:
+                # A one-action rollback (an after-execution rejection) is under way: widen it to the whole
+                # session rather than let this request end when that one action is undone.
+                running = tx.update_rollback(running.rollback_id, {"action_id": None}, status=running.status)
             if running is not None:
                 return running
             view = _view(tx, session)
@@ -464,20 +477,34 @@ class Engine:
         job = self._claim(org_id, rollback_id, token)
         if job is None:
             return self.get_rollback(org_id, rollback_id)
-        while True:
-            with self.store.transaction() as tx:
-                job, step = self._plan_step(tx, job, token, approval_timeout)
+        try:
+            while True:
+                with self.store.transaction() as tx:
+                    job, step = self._plan_step(tx, job, token, approval_timeout)
                 if step is None:
                     return job
-            if not executor.can_run(step.action):
-                return self._release(job, token)
-            try:
-                executor.run_undo(step.action)
-            except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
-                return self._undo_failed(job, token, step.action, exc)
-            job = self._undo_done(job, token, step.action)
+                if not executor.can_run(step.action):
+                    job = self._release(job, token)
+                    raise UndoUnavailableError(
+                        f"this process cannot reach connector {step.action.connector!r} to undo "
+                        f"{step.action.api_name} (seq {step.action.seq}); wrap a client for it in session "
+                        f"{job.session_id} and roll back again"
+                    )
+                action, job = self._mark_in_progress(job, token, step.action)
+                try:
+                    executor.run_undo(action)
+                except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
+                    return self._undo_failed(job, token, action, exc)
+                job = self._undo_done(job, token, action)
+        except (UndoUnavailableError, LeaseLostError):
+            raise
+        except Exception:
+            # Our own failure (not the inverse's): hand the job back at once rather than at lease expiry.
+            self._release_quietly(job, token)
+            raise
 
     def _claim(self, org_id: str, rollback_id: str, token: str) -> Rollback | None:
+        """Take the job's lease if it is running and nobody holds it (or the holder's lease ran out)."""
         now = self.clock()
         with self.store.transaction() as tx:
             job = tx.rollback(org_id, rollback_id)
@@ -487,14 +514,16 @@ class Engine:
                 return None
             if job.lease_until is not None and job.lease_until > now:
                 return None
-            claimed = evolve(job, lease_token=token, lease_until=now + ROLLBACK_LEASE)
-            return claimed if tx.replace(claimed, lease_token=job.lease_token, status=job.status) else None
+            values = {"lease_token": token, "lease_until": now + ROLLBACK_LEASE}
+            return tx.update_rollback(rollback_id, values, lease_token=job.lease_token, status=job.status)
 
     def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
-        """Write ``changes`` to the job (renewing its lease) only while ``token`` still holds it."""
-        renewed = evolve(job, **{"lease_until": self.clock() + ROLLBACK_LEASE, **changes})  # type: ignore[arg-type]
-        if not tx.replace(renewed, lease_token=token):
-            raise InvalidTransitionError(f"rollback {job.rollback_id} is no longer held by this worker")
+        """Write ``changes`` (only those columns) and renew the lease, while ``token`` still holds the job.
+        Returns the job as stored, so a scope widened meanwhile by another request is seen at once."""
+        values = {"lease_until": self.clock() + ROLLBACK_LEASE, **changes}
+        renewed = tx.update_rollback(job.rollback_id, values, lease_token=token)
+        if renewed is None:
+            raise LeaseLostError(f"rollback {job.rollback_id} is no longer held by this worker")
         return renewed
 
     def _plan_step(
@@ -503,84 +532,68 @@ class Engine:
         """Apply every step that needs no inverse call; stop at one that does (returned) or at a pause."""
         now = self.clock()
         session = _session(tx, job.org_id, job.session_id)
+        paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
         while True:
             actions = tx.actions_of(job.session_id)
             step = rollback.next_step(job, actions, tx.approvals_of_session(job.session_id))
             if isinstance(step, rollback.RunUndo):
-                action = step.action
-                if action.undo_status is not UndoStatus.IN_PROGRESS:
-                    action = _set_action(tx, action, now, undo_status=UndoStatus.IN_PROGRESS)
-                return self._renew(tx, job, token), rollback.RunUndo(action)
+                return self._renew(tx, job, token), step
             if isinstance(step, rollback.Skip):
                 _set_action(tx, step.action, now, undo_status=UndoStatus.SKIPPED)
-                job = self._renew(tx, job, token, cursor_seq=step.action.seq)
+                job = self._renew(tx, job, token, **_cursor(job, step.action))
             elif isinstance(step, rollback.AskApproval):
                 _set_action(tx, step.action, now, undo_status=UndoStatus.AWAITING_APPROVAL)
-                tx.insert(
-                    _new_approval(
-                        step.action,
-                        ApprovalPurpose.ROLLBACK,
-                        now,
-                        approval_timeout,
-                        rollback_id=job.rollback_id,
-                    )
+                approval = _new_approval(
+                    step.action, ApprovalPurpose.ROLLBACK, now, approval_timeout, rollback_id=job.rollback_id
                 )
-                job = self._renew(
-                    tx, job, token, status=RollbackStatus.WAITING_APPROVAL, lease_token=None, lease_until=None
-                )
-                return job, None
+                tx.insert(approval)
+                return self._renew(tx, job, token, **paused), None
             elif isinstance(step, rollback.WaitForApproval):
-                job = self._renew(
-                    tx, job, token, status=RollbackStatus.WAITING_APPROVAL, lease_token=None, lease_until=None
-                )
-                return job, None
+                return self._renew(tx, job, token, **paused), None
+            elif isinstance(step, rollback.Declined):
+                error = f"the undo of {step.action.api_name} was declined"
+                return self._renew(tx, job, token, **_finished(RollbackStatus.FAILED, now), error=error), None
             else:
                 if job.action_id is None:
                     _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
-                job = self._renew(
-                    tx,
-                    job,
-                    token,
-                    status=RollbackStatus.SUCCEEDED,
-                    finished_at=now,
-                    lease_token=None,
-                    lease_until=None,
-                )
-                return job, None
+                return self._renew(tx, job, token, **_finished(RollbackStatus.SUCCEEDED, now)), None
+
+    def _mark_in_progress(self, job: Rollback, token: str, action: Action) -> tuple[Action, Rollback]:
+        """Record that the inverse is about to run: a crash from here on leaves ``IN_PROGRESS``, and the
+        resumed job repeats the inverse with the same idempotency key."""
+        with self.store.transaction() as tx:
+            if action.undo_status is not UndoStatus.IN_PROGRESS:
+                action = _set_action(tx, action, self.clock(), undo_status=UndoStatus.IN_PROGRESS)
+            return action, self._renew(tx, job, token)
 
     def _undo_done(self, job: Rollback, token: str, action: Action) -> Rollback:
         now = self.clock()
         with self.store.transaction() as tx:
-            _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
-            return self._renew(tx, job, token, cursor_seq=action.seq)
+            done = _set_action(
+                tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None
+            )
+            _close_pending_approvals(tx, done, now, "the action was rolled back")
+            return self._renew(tx, job, token, **_cursor(job, action))
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
         now = self.clock()
         error = _text("error", f"undo failed: {exc}", MAX_TEXT)
         with self.store.transaction() as tx:
             _set_action(
-                tx,
-                action,
-                now,
-                status=ActionStatus.ROLLBACK_FAILED,
-                undo_status=UndoStatus.FAILED,
-                error=error,
+                tx, action, now, status=ActionStatus.ROLLBACK_FAILED, undo_status=UndoStatus.FAILED, error=error
             )
             _set_session_status(tx, _session(tx, job.org_id, job.session_id), SessionStatus.FAILED)
-            return self._renew(
-                tx,
-                job,
-                token,
-                status=RollbackStatus.FAILED,
-                finished_at=now,
-                error=error,
-                lease_token=None,
-                lease_until=None,
-            )
+            return self._renew(tx, job, token, **_finished(RollbackStatus.FAILED, now), error=error)
 
     def _release(self, job: Rollback, token: str) -> Rollback:
         with self.store.transaction() as tx:
             return self._renew(tx, job, token, lease_token=None, lease_until=None)
+
+    def _release_quietly(self, job: Rollback, token: str) -> None:
+        try:
+            self._release(job, token)
+        except Exception:
+            log.exception("could not release the lease of rollback %s", job.rollback_id)
 
     def _start_rollback(
         self, tx: Tx, session: Session, requested_by: str, trigger: str, action_id: str | None
@@ -607,17 +620,8 @@ class Engine:
         flipped = (ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL)
         for action in tx.actions_of(session.session_id):
             if action.status in flipped and job.action_id in (None, action.action_id):
-                _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
-                for approval in tx.approvals_of_action(action.action_id):
-                    if approval.status is ApprovalStatus.PENDING:
-                        closed = evolve(
-                            approval,
-                            status=ApprovalStatus.REJECTED,
-                            resolved_at=now,
-                            resolved_by=SYSTEM,
-                            reason="sandbox session rolled back",
-                        )
-                        _replace(tx, closed, status=ApprovalStatus.PENDING)
+                rolled_back = _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
+                _close_pending_approvals(tx, rolled_back, now, "sandbox session rolled back")
         if job.action_id is None:
             actions = tx.actions_of(session.session_id)
             _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
@@ -687,6 +691,25 @@ def _approval(tx: Tx, org_id: str, approval_id: str) -> Approval:
     if approval is None:
         raise NotFoundError("approval", approval_id)
     return approval
+
+
+def _cursor(job: Rollback, action: Action) -> dict[str, object]:
+    """Move the chain's cursor past ``action`` (a one-action job has no chain, so no cursor)."""
+    return {"cursor_seq": action.seq} if job.action_id is None else {}
+
+
+def _finished(status: RollbackStatus, now: datetime) -> dict[str, object]:
+    return {"status": status, "finished_at": now, "lease_token": None, "lease_until": None}
+
+
+def _close_pending_approvals(tx: Tx, action: Action, now: datetime, reason: str) -> None:
+    """An action that is rolled back needs no review any more: close what still asks about it."""
+    for approval in tx.approvals_of_action(action.action_id):
+        if approval.status is ApprovalStatus.PENDING:
+            closed = evolve(
+                approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason
+            )
+            _replace(tx, closed, status=ApprovalStatus.PENDING)
 
 
 def _undo_row(undo: UndoConfig | None) -> JSON | None:

@@ -47,6 +47,10 @@ class InvalidTransitionError(AgentReinError):
     problem_type = "invalid-transition"
 
 
+class LeaseLostError(InvalidTransitionError):
+    """A rollback worker's lease on its job ran out and another worker took the job over."""
+
+
 class RollbackRefusedError(InvalidTransitionError):
     """A rollback the rules of the status reference (§3) do not allow for this session or caller."""
 
@@ -99,6 +103,7 @@ class UndoError(AgentReinError):
 
 
 class UndoUnavailableError(AgentReinError):
-    """This process cannot run that undo (it holds no client for the connector); another process may."""
+    """This process cannot run the next undo of a rollback (it holds no client for that connector in that
+    session); the rollback stays where it is, for a process that can."""
 
     problem_type = "undo-unavailable"

@@ -30,11 +30,18 @@ class Connectors:
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._by_name: dict[str, Connector] = {}
-        for provided in pm.hook.agentrein_register_connectors():
+        provider: dict[str, str] = {}
+        for impl in pm.hook.agentrein_register_connectors.get_hookimpls():
+            provided: list[Connector] = impl.function()
             for connector in provided:
                 if connector.name in self._by_name:
-                    raise ValidationError("connector", f"two plugins provide a connector named {connector.name!r}")
+                    raise ValidationError(
+                        "connector",
+                        f"two plugins provide a connector named {connector.name!r}: "
+                        f"{provider[connector.name]!r} and {impl.plugin_name!r}",
+                    )
                 self._by_name[connector.name] = connector
+                provider[connector.name] = impl.plugin_name
 
     def names(self) -> list[str]:
         return sorted(self._by_name)

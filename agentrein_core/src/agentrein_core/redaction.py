@@ -18,9 +18,11 @@ DEFAULT_SENSITIVE_FIELDS = frozenset(
     {
         "password",
         "passwd",
+        "pwd",
         "token",
         "secret",
         "apikey",
+        "accesskey",
         "authorization",
         "cookie",
         "cardnumber",
@@ -77,5 +79,7 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.redact(v) for v in value]
         if isinstance(value, str) and looks_like_card_number(value):
+            return REDACTED
+        if isinstance(value, int) and not isinstance(value, bool) and looks_like_card_number(str(value)):
             return REDACTED
         return value

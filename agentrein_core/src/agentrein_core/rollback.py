@@ -58,11 +58,18 @@ class WaitForApproval:
 
 
 @frozen
+class Declined:
+    """The reviewer declined the undo (or let it expire): the chain stops here."""
+
+    action: Action
+
+
+@frozen
 class RunUndo:
     action: Action
 
 
-Step = Finish | Skip | AskApproval | WaitForApproval | RunUndo
+Step = Finish | Skip | AskApproval | WaitForApproval | Declined | RunUndo
 
 
 def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
@@ -97,4 +104,6 @@ def next_step(job: Rollback, actions: Iterable[Action], approvals: Iterable[Appr
         latest = asked[-1]
         if latest.status is ApprovalStatus.PENDING:
             return WaitForApproval(action, latest)
+        if latest.status is not ApprovalStatus.APPROVED:
+            return Declined(action)
     return RunUndo(action)

@@ -98,6 +98,8 @@ def display_status(session: Session, actions: Iterable[Action], approvals: Itera
         return DisplayStatus.REVERTED
     if rolled_back and succeeded:
         return DisplayStatus.PARTIALLY_REVERTED
+    if session.status is S.ROLLED_BACK:
+        return DisplayStatus.REVERTED  # not reached by the engine's own transitions; never fail a read
     return DisplayStatus(session.status.value)
 
 
@@ -115,15 +117,18 @@ def check_rollback_allowed(
         )
     if display is DisplayStatus.REVERTED:
         raise RollbackRefusedError("the session is already REVERTED")
-    if not any(a.status in UNDOABLE for a in actions):
+    if not any(a.status is A.SUCCESS for a in actions):
         raise RollbackRefusedError("the session has no SUCCESS action to roll back")
 
 
 def session_status_after_rollback(session: Session, actions: Iterable[Action]) -> SessionStatus:
     """A finished chain leaves the session ``ROLLED_BACK``, unless actions are still waiting to run or be
     confirmed (``PENDING_APPROVAL``/``CLEARED``): those are never undone, so the stored status stays."""
+    actions = list(actions)
     if any(a.status in (A.PENDING_APPROVAL, A.CLEARED) for a in actions):
         return session.status
+    if not any(a.status is A.ROLLED_BACK for a in actions):
+        return session.status  # every undo was skipped: nothing was reverted
     return S.ROLLED_BACK
 
 

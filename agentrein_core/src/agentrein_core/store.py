@@ -23,7 +23,7 @@ from alembic import command
 from alembic.config import Config
 from attrs import frozen
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from agentrein_core import schema
 from agentrein_core.converter import from_row, to_row
@@ -73,7 +73,10 @@ _TAKE_SEQ = (
 _BUMP_POLICY_VERSION = (
     _O.update().where(_O.c.org_id == sa.bindparam("org")).values(policy_version=_O.c.policy_version + 1)
 )
-_TAKE_SEQ_ACTIVE = _TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE)
+_R = schema.rollbacks
+_NO_ROLLBACK_UNDER_WAY = ~sa.exists().where(_R.c.session_id == _S.c.session_id, _R.c.status.in_(_ACTIVE_ROLLBACK))
+#: Only an ACTIVE session that is not being rolled back accepts a new action.
+_TAKE_SEQ_ACTIVE = _TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE, _NO_ROLLBACK_UNDER_WAY)
 _TOUCH = _S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now"))
 _CONFIRM = (
     _A.update()
@@ -188,20 +191,14 @@ class Store:
             with (self._writer if write else self.engine).connect() as conn:
                 yield conn
         except OperationalError as exc:
-            if _is_unreachable(exc):
-                raise AgentReinUnavailableError(f"the AgentRein database is unreachable: {exc.orig}") from exc
-            raise
+            # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.
+            raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
         """One unit of work: everything inside commits together or not at all."""
         with self._connect(write) as conn, conn.begin():
             yield Tx(conn, self.dialect)
-
-
-def _is_unreachable(exc: DBAPIError) -> bool:
-    text = str(exc.orig).lower()
-    return any(s in text for s in ("connection", "could not connect", "unable to open", "server closed"))
 
 
 class Tx:
@@ -250,8 +247,8 @@ class Tx:
 
     def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
         """Take the session's next action seq and mark it active now; None if there is no such session, or
-        if ``only_active`` and it is not ``ACTIVE``. One statement, so concurrent callers never share a seq;
-        it also reads what the write-ahead record needs of the session's organisation."""
+        if ``only_active`` and it is not ``ACTIVE`` or is being rolled back. One statement, so concurrent
+        callers never share a seq; it also reads what the write-ahead record needs of the organisation."""
         stmt = _TAKE_SEQ_ACTIVE if only_active else _TAKE_SEQ
         row = self.conn.execute(stmt, {"sid": session_id, "org": org_id, "now": now}).first()
         if row is None:
@@ -361,6 +358,16 @@ class Tx:
         row = self.conn.execute(
             sa.select(t).where(t.c.session_id == session_id, t.c.status.in_(_ACTIVE_ROLLBACK))
         ).first()
+        return from_row(row, Rollback) if row is not None else None
+
+    def update_rollback(self, rollback_id: str, values: dict[str, Any], **expected: Any) -> Rollback | None:
+        """Set only ``values`` on the job if it still has the ``expected`` column values; the job as stored
+        afterwards, or None if it did not match."""
+        t = schema.rollbacks
+        stmt = t.update().where(t.c.rollback_id == rollback_id).values(**values).returning(*t.c)
+        for column, value in expected.items():
+            stmt = stmt.where(t.c[column] == value)
+        row = self.conn.execute(stmt).first()
         return from_row(row, Rollback) if row is not None else None
 
     def insert_rollback(self, job: Rollback) -> Rollback:

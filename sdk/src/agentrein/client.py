@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from agentrein.backend import Backend, LocalBackend
-from agentrein.executor import ClientUndoExecutor
+from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.options import WrapOptions
 from agentrein.proxy import WrappedClient
@@ -72,11 +72,13 @@ class AgentRein:
         """Undo the session's executed actions, last first, and return the session as it then stands.
 
         Waits until the rollback ends, including for any rollback approval, at most ``timeout_ms``
-        (default 5 minutes); an undo that needs approval and is not decided by then is declined."""
+        (default 5 minutes); an undo that needs approval and is not decided by then is declined. Inverses run
+        through the clients wrapped in this session; :class:`UndoUnavailableError` says which connector has
+        none here."""
         session_id = _session_id(session)
         self._backend.request_rollback(session_id, requested_by="sdk", trigger="rollback_session()")
         timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
-        self._runtime.settle_rollback(session_id, timeout=timeout, poll_interval=min(DEFAULT_POLL_INTERVAL, 0.5))
+        self._runtime.settle_rollback(session_id, wait=timeout, approval_timeout=timeout, poll_interval=0.5)
         return self._backend.get_session(session_id)
 
     # wrapping -----------------------------------------------------------------------------------------
@@ -112,6 +114,8 @@ class AgentRein:
         )
         session_id = _session_id(session)
         self._backend.get_session(session_id)  # an unknown session is an error now, not at the first call
+        # This client can undo the session's actions of this connector, even ones made by another process.
+        self._runtime.executor.remember_session(session_id, connector, ClientRef(client))
         guard = Guard(self._runtime, session_id, client, options, Redactor(found.sensitive_fields))
         return WrappedClient(client, guard)  # type: ignore[return-value]
 
@@ -138,7 +142,9 @@ class AgentRein:
         """A decision may start or resume a rollback (an after-execution rejection, an approved undo);
         run it here when this process holds the session's clients (a waiting agent thread may also)."""
         if self._runtime.executor.knows_session(decided.session_id):
-            self._runtime.settle_rollback(decided.session_id, timeout=0)
+            self._runtime.settle_rollback_quietly(
+                decided.session_id, wait=0, approval_timeout=DEFAULT_TIMEOUT, poll_interval=DEFAULT_POLL_INTERVAL
+            )
 
     # policies -----------------------------------------------------------------------------------------
     def add_policy(

@@ -84,6 +84,7 @@ class Guard:
     # async --------------------------------------------------------------------------------------------
     async def _call_async(self, call: PreparedCall) -> Any:
         ref = ClientRef(self.client, asyncio.get_running_loop())
+        self.runtime.executor.remember_session(self.session_id, self.connector_name, ref)
         logged = await asyncio.to_thread(self._write_ahead, call)
         if logged is None:
             return await self._execute_async(call, _unrecorded_key())
@@ -92,7 +93,6 @@ class Guard:
         try:
             result = await self._execute_async(call, logged.action.idempotency_key)
         except Exception as exc:
-            self.runtime.executor.remember_session(self.session_id, self.connector_name, ref)
             await asyncio.to_thread(self._record_failure, logged.action, exc)
             raise
         await asyncio.to_thread(self._record_success, call, logged.action, result, ref)
@@ -126,9 +126,7 @@ class Guard:
             return None
         except ApprovalRejectedError:
             # The plan has no approval gates: the action is FAILED and the session is being rolled back.
-            self.runtime.settle_rollback(
-                self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
-            )
+            self._settle()
             raise
 
     def _await_approval(self, logged: LoggedAction) -> None:
@@ -143,10 +141,7 @@ class Guard:
                 if decision.time_remaining <= 0:
                     backend.maintain()  # past timeout_at: expire it (and roll back) by the engine's rules
                 continue
-            self.runtime.executor.remember_session(self.session_id, self.connector_name, ClientRef(self.client))
-            self.runtime.settle_rollback(
-                self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
-            )
+            self._settle()
             if decision.status is ApprovalStatus.EXPIRED:
                 raise ApprovalTimeoutError(approval_id, logged.action.action_id)
             raise ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
@@ -169,13 +164,20 @@ class Guard:
     def _record_failure(self, action: Action, error: BaseException) -> None:
         try:
             self.runtime.backend.fail_action(action.action_id, error=f"{type(error).__name__}: {error}")
-            self.runtime.settle_rollback(
-                self.session_id, timeout=self.options.timeout, poll_interval=self.options.poll_interval
-            )
         except AgentReinUnavailableError as exc:
             self.runtime.warn_unavailable(exc)
+            return
         except Exception:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
+            return
+        self._settle()
+
+    def _settle(self) -> None:
+        """See the session's rollback through before the agent's call raises."""
+        timeout = self.options.timeout
+        self.runtime.settle_rollback_quietly(
+            self.session_id, wait=timeout, approval_timeout=timeout, poll_interval=self.options.poll_interval
+        )
 
 
 def _unrecorded_key() -> str:

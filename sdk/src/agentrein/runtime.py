@@ -13,9 +13,8 @@ from attrs import define, field
 
 from agentrein.backend import Backend
 from agentrein.executor import ClientUndoExecutor
-from agentrein_core.errors import AgentReinUnavailableError
-from agentrein_core.model import Rollback
-from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, RollbackStatus
+from agentrein_core.errors import AgentReinError, AgentReinUnavailableError
+from agentrein_core.statuses import ApprovalStatus, RollbackStatus
 
 log = logging.getLogger("agentrein")
 
@@ -49,44 +48,54 @@ class Runtime:
         self,
         session_id: str,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        wait: float = DEFAULT_TIMEOUT,
+        approval_timeout: float = DEFAULT_TIMEOUT,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
-    ) -> Rollback | None:
-        """Drive the session's rollback until it ends, or until ``timeout`` seconds have passed.
+    ) -> None:
+        """Drive the session's rollback until it ends, or until ``wait`` seconds have passed.
 
-        Runs the undo chain through the wrapped clients, waits out any rollback approval (which expires at
-        the same ``timeout``), and waits for another worker that holds the job. Returns the last job seen."""
-        deadline = time.monotonic() + timeout
-        last: Rollback | None = None
+        Runs the undo chain through the wrapped clients, waits for the reviewer of any rollback approval
+        (opened with ``approval_timeout``; expired by the engine's rules when undecided), and waits for another
+        worker that holds the job. Raises :class:`UndoUnavailableError` when no client here can run an undo."""
+        deadline = time.monotonic() + wait
         while True:
             job = self.backend.active_rollback(session_id)
             if job is None:
-                return last if last is None else self._refresh(last)
-            last = job = self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=timeout))
-            remaining = deadline - time.monotonic()
+                return
+            job = self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=approval_timeout))
             if job.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED):
-                continue
+                continue  # another rollback may have been started meanwhile
+            remaining = deadline - time.monotonic()
             if job.status is RollbackStatus.WAITING_APPROVAL:
                 pending = [
                     p
-                    for p in self.backend.list_approvals(ApprovalStatus.PENDING)
-                    if p.session_id == session_id and p.purpose is ApprovalPurpose.ROLLBACK
+                    for p in self.backend.get_session(session_id).approvals
+                    if p.rollback_id == job.rollback_id and p.status is ApprovalStatus.PENDING
                 ]
                 if pending:
-                    # Wait for the reviewer, at most until the approval's own deadline or ours.
-                    wait = min(pending[0].time_remaining, max(remaining, 0.0))
-                    decided = self.backend.wait_for_decision(pending[0].approval_id, wait)
-                    if decided.status is ApprovalStatus.PENDING and decided.time_remaining <= 0:
-                        self.backend.maintain()  # expire it now: the rule, not this loop, decides what follows
-                        continue
-                    if decided.status is not ApprovalStatus.PENDING:
+                    approval = self.backend.get_approval(pending[0].approval_id)
+                    if remaining > 0 and approval.time_remaining > 0:
+                        wait_for = min(approval.time_remaining, remaining)
+                        approval = self.backend.wait_for_decision(approval.approval_id, wait_for)
+                    if approval.status is ApprovalStatus.PENDING and approval.time_remaining <= 0:
+                        self.backend.maintain()  # expire it now: the rules, not this loop, say what follows
+                    if approval.status is not ApprovalStatus.PENDING or approval.time_remaining <= 0:
                         continue
             if remaining <= 0:
-                return job
+                return
             time.sleep(min(poll_interval, remaining))
 
-    def _refresh(self, job: Rollback) -> Rollback:
-        return self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
+    def settle_rollback_quietly(
+        self, session_id: str, *, wait: float, approval_timeout: float, poll_interval: float
+    ) -> None:
+        """Settle a rollback the agent did not ask for (its call failed): the agent must see its own error,
+        so AgentRein's problems here are logged, not raised."""
+        try:
+            self.settle_rollback(session_id, wait=wait, approval_timeout=approval_timeout, poll_interval=poll_interval)
+        except AgentReinUnavailableError as exc:
+            self.warn_unavailable(exc)
+        except AgentReinError:
+            log.exception("AgentRein could not finish rolling back session %s", session_id)
 
     def maintain_now_and_then(self) -> None:
         """Embedded mode has no workers: expire approvals, abandon idle sessions and resume rollbacks of
@@ -101,5 +110,5 @@ class Runtime:
             for job in self.backend.rollbacks_to_run():
                 if self.executor.knows_session(job.session_id):
                     self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
-        except AgentReinUnavailableError as exc:
-            log.warning("AgentRein maintenance skipped: %s", exc)
+        except AgentReinError as exc:
+            log.warning("AgentRein maintenance stopped: %s", exc)

@@ -22,6 +22,7 @@ import httpx
 from agentrein_core.connector import Connector, PreparedCall, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.redaction import REDACTED
 from agentrein_core.statuses import OperationType
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -75,8 +76,8 @@ class HttpConnector(Connector):
             method = (args[0] if args else kwargs["request"]).method
         else:
             return None  # get/head/options, build_request, close, properties...
-        if method in READS or method not in OPERATIONS:
-            return None if method in READS else self._unsupported(method)
+        if method in READS:
+            return None
         if name == "stream":
             raise ValidationError(
                 "stream", "the http connector records only complete requests; use client.request() for writes"
@@ -99,15 +100,12 @@ class HttpConnector(Connector):
 
         return PreparedCall(
             api_name=f"{method} {request.url.path}",
-            operation_type=OPERATIONS[method],
+            operation_type=OPERATIONS.get(method, OperationType.OTHER),
             payload=_describe_request(request),
             run=run,
             is_async=is_async,
             context=request,
         )
-
-    def _unsupported(self, method: str) -> PreparedCall | None:
-        raise ValidationError("method", f"the http connector does not know the HTTP method {method!r}")
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         response: httpx.Response = result
@@ -199,6 +197,9 @@ def _describe_request(request: httpx.Request) -> JSON:
 
 
 def _without_query(url: httpx.URL) -> str:
+    """The URL to store: no query string (recorded apart, redacted by key) and no password."""
+    if url.userinfo:
+        url = url.copy_with(password=REDACTED) if url.password else url
     return str(url).partition("?")[0]
 
 
