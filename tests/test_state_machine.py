@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from agentrein_core import rules, schema
 from agentrein_core.engine import Engine
@@ -48,14 +48,20 @@ UNDO_CONFIGS = (
     UndoConfig("fake-undo", require_approval=True),
 )
 TIMEOUTS = (timedelta(minutes=5), timedelta(hours=1), timedelta(hours=30))
-CLOCK_STEPS = (timedelta(minutes=1), timedelta(minutes=10), timedelta(hours=2), timedelta(hours=25))
+# Mostly short steps: a 25-hour one expires every approval and abandons every idle session.
+CLOCK_STEPS = (
+    timedelta(minutes=1),
+    timedelta(minutes=10),
+    timedelta(minutes=10),
+    timedelta(hours=1),
+    timedelta(hours=1),
+    timedelta(hours=25),
+)
 UNDOABLE = (A.SUCCESS, A.ROLLBACK_FAILED)
 ACTIVE_JOB = (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
 
 
-def expected_display(
-    stored: SessionStatus, actions: list[Action], approvals: list[Approval]
-) -> DisplayStatus | None:
+def expected_display(stored: SessionStatus, actions: list[Action], approvals: list[Approval]) -> DisplayStatus | None:
     """DESIGN.md §4, first match wins. ``None``: the documents leave the case open (a ``ROLLED_BACK`` session
     with no ``ROLLED_BACK`` action, e.g. every undo ``SKIPPED``); the engine must still answer something."""
     if any(a.undo_status in (U.IN_PROGRESS, U.AWAITING_APPROVAL) for a in actions):
@@ -96,6 +102,7 @@ class FakeExecutor:
         self.fail_at = fail_at
         self.reachable = reachable
         self.seqs: list[int] = []
+        self.raised: str | None = None
 
     def can_run(self, action: Action) -> bool:
         return self.reachable
@@ -118,6 +125,7 @@ class FakeExecutor:
         self.seqs.append(action.seq)
         if self.fail_at is not None and len(self.seqs) - 1 == self.fail_at:
             m.undo_outcomes.setdefault(action.action_id, []).append("raised")
+            self.raised = action.action_id
             raise UndoBoom(f"inverse of {action.api_name} failed")
         m.undo_outcomes.setdefault(action.action_id, []).append("ok")
 
@@ -140,6 +148,8 @@ class EngineMachine(RuleBasedStateMachine):
         self.sandbox_of_action: dict[str, bool] = {}
         self.undo_outcomes: dict[str, list[str]] = {}
         self.views: dict[str, SessionInfo] = {}
+        self.effect_at_log: dict[str, str] = {}
+        self.job_list: list[Rollback] = []
 
     def teardown(self) -> None:
         self.engine.store.close()
@@ -180,6 +190,15 @@ class EngineMachine(RuleBasedStateMachine):
                     f"display {view.display_status}, rules say {want}: {view.status} {view.actions} {view.approvals}"
                 )
 
+            if view.status == S.ROLLED_BACK:
+                # "All SUCCESS undone -> session ROLLED_BACK" (§4): a rolled-back session keeps no executed
+                # action whose undo was never dealt with (it could never be rolled back again).
+                live = [
+                    f"{a.api_name}#{a.seq}"
+                    for a in view.actions
+                    if a.status == A.SUCCESS and a.undo_status != U.SKIPPED
+                ]
+                assert not live, f"session is ROLLED_BACK but {live} are SUCCESS and were never undone"
             ids = frozenset(a.action_id for a in view.actions)
             if view.status == S.ROLLED_BACK:
                 before = self.closed_session_actions.setdefault(sid, ids)
@@ -211,6 +230,7 @@ class EngineMachine(RuleBasedStateMachine):
             ).all()
         assert not doubled, f"sessions with more than one unfinished rollback: {doubled}"
         self.views = views
+        self.job_list = self.jobs()
 
     def check_action(self, action: Action, view: SessionInfo) -> None:
         assert action.status in ActionStatus and action.undo_status in UndoStatus
@@ -279,6 +299,41 @@ class EngineMachine(RuleBasedStateMachine):
                 return effect
         return "ALLOW"
 
+    def has_session(self, prefer: Any) -> bool:
+        return any(prefer(view) for view in self.views.values())
+
+    def pick_session(self, data: st.DataObject, prefer: Any) -> str:
+        """A session, usually one for which ``prefer(view)`` holds (so runs do not idle on dead sessions)."""
+        preferred = [sid for sid in self.session_ids if prefer(self.views.get(sid) or self.session(sid))]
+        anyone = data.draw(st.sampled_from([False, False, False, True]), label="any session")
+        pool = self.session_ids if anyone or not preferred else preferred
+        return data.draw(st.sampled_from(pool), label="session")
+
+    def covered(self, action: Action) -> bool:
+        """Whether an unfinished rollback job of its session will still deal with ``action``."""
+        job = self.active_job(action.session_id)
+        return (
+            job is not None
+            and job.action_id in (None, action.action_id)
+            and (job.cursor_seq is None or action.seq < job.cursor_seq)
+        )
+
+    def check_session_rollback_started(self, session_id: str, why: str) -> None:
+        """A failure, a rejected/expired before-execution approval, or a rollback request rolls the whole
+        session back (DESIGN.md §4): every executed action is undone at once (sandbox), or an unfinished
+        job will deal with it."""
+        view = self.session(session_id)
+        if view.sandbox:
+            left = [a for a in view.actions if a.status == A.SUCCESS]
+            assert not left, f"{why} left SUCCESS actions in a sandbox session"
+            return
+        missed = [
+            f"{a.api_name}#{a.seq}"
+            for a in view.actions
+            if a.status == A.SUCCESS and a.undo_status not in (U.SKIPPED, U.DECLINED) and not self.covered(a)
+        ]
+        assert not missed, f"{why} started no rollback of {missed} (jobs: {self.jobs()})"
+
     def run_job(self, job: Rollback, fail_at: int | None, reachable: bool) -> Rollback:
         before = self.session(job.session_id)
         executor = FakeExecutor(self, fail_at, reachable)
@@ -286,46 +341,61 @@ class EngineMachine(RuleBasedStateMachine):
         after = self.session(job.session_id)
         assert done.rollback_id == job.rollback_id
         assert not (executor.seqs and not reachable)
-        if done.status == RollbackStatus.FAILED and executor.seqs and fail_at is not None:
-            assert after.status == S.FAILED
-            failed = [a for a in after.actions if a.status == A.ROLLBACK_FAILED and a.undo_status == U.FAILED]
-            assert failed, "an inverse raised but no action is ROLLBACK_FAILED"
-        if done.status == RollbackStatus.SUCCEEDED:
-            in_scope = [a for a in after.actions if job.action_id in (None, a.action_id)]
-            for action in in_scope:
-                # Finished: nothing in scope is left to undo, except what has no inverse.
-                if action.status in UNDOABLE:
-                    assert action.undo_status == U.SKIPPED or (
-                        job.cursor_seq is None
-                        and done.cursor_seq is not None
-                        and action.seq > done.cursor_seq
-                    ), action
+        if executor.raised is not None:
+            # An inverse failed: that action ROLLBACK_FAILED, the chain stops, the session FAILED (§4).
+            failed = next(a for a in after.actions if a.action_id == executor.raised)
+            assert failed.status == A.ROLLBACK_FAILED and failed.undo_status == U.FAILED, failed
+            assert done.status == RollbackStatus.FAILED and after.status == S.FAILED
+        elif done.status == RollbackStatus.SUCCEEDED:
+            for action in after.actions:
+                if job.action_id not in (None, action.action_id) or action.status not in UNDOABLE:
+                    continue
+                # Finished: nothing in scope is left to undo but what has no inverse, and what the job had
+                # already gone past when it was confirmed (see ``session_left_rolled_back_with_live_actions``).
+                assert action.undo_status == U.SKIPPED or (
+                    job.cursor_seq is not None and action.seq > job.cursor_seq
+                ), action
             if job.action_id is None:
                 waiting = any(a.status in (A.PENDING_APPROVAL, A.CLEARED) for a in after.actions)
-                if waiting:
-                    assert after.status == before.status
+                live = any(a.status == A.SUCCESS and a.undo_status != U.SKIPPED for a in after.actions)
+                if waiting or live:
+                    assert after.status == before.status, (before.status, after.status)
                 else:
                     assert after.status == S.ROLLED_BACK
         return done
 
     # rules ---------------------------------------------------------------------------------------------
+    @initialize()
+    def two_sessions(self) -> None:
+        self.new_session(sandbox=False)
+        self.new_session(sandbox=True)
+
+    @precondition(lambda self: len(self.session_ids) < 5)
     @rule(sandbox=st.booleans())
     def new_session(self, sandbox: bool) -> None:
         session = self.engine.new_session(self.org_id, "agent-1", "do things", sandbox=sandbox)
-        assert session.status == S.ACTIVE
+        assert session.status == S.ACTIVE and session.sandbox == sandbox
         self.session_ids.append(session.session_id)
 
-    @precondition(lambda self: self.session_ids)
     @rule(
         data=st.data(),
         api_name=st.sampled_from(API_NAMES),
-        requires_approval=st.booleans(),
+        requires_approval=st.sampled_from([False, False, True]),
         timeout=st.sampled_from(TIMEOUTS),
+        then=st.sampled_from(["confirm", "confirm", "leave", "fail"]),
+        undo=st.sampled_from(UNDO_CONFIGS),
     )
     def log_action(
-        self, data: st.DataObject, api_name: str, requires_approval: bool, timeout: timedelta
+        self,
+        data: st.DataObject,
+        api_name: str,
+        requires_approval: bool,
+        timeout: timedelta,
+        then: str,
+        undo: UndoConfig,
     ) -> None:
-        session_id = data.draw(st.sampled_from(self.session_ids), label="session")
+        """Log a call; a cleared one is then (usually) confirmed or failed, as the SDK does right after."""
+        session_id = self.pick_session(data, lambda v: v.status == S.ACTIVE)
         view = self.session(session_id)
         effect = self.policy_effect(api_name)
         kwargs: dict[str, Any] = {
@@ -355,54 +425,51 @@ class EngineMachine(RuleBasedStateMachine):
                 raise AssertionError("a BLOCK policy matched but the action was cleared")
             return
         logged = self.engine.log_action(self.org_id, session_id, **kwargs)
+        self.effect_at_log[logged.action.action_id] = effect
+        assert logged.action.seq == max((a.seq for a in view.actions), default=0) + 1
         if requires_approval:
             assert logged.action.status == A.PENDING_APPROVAL
             assert logged.approval is not None and logged.approval.purpose == ApprovalPurpose.BEFORE_EXECUTION
             assert logged.approval.timeout_at == self.now + timeout
+            return
+        assert logged.action.status == A.CLEARED and logged.approval is None
+        if then == "leave":
+            return
+        self.observe()
+        if then == "confirm":
+            self.confirm(logged.action, undo)
         else:
-            assert logged.action.status == A.CLEARED and logged.approval is None
-        assert logged.action.seq == max((a.seq for a in view.actions), default=0) + 1
+            self.fail(logged.action)
 
     @precondition(lambda self: self.actions_with(A.CLEARED))
-    @rule(data=st.data(), undo=st.sampled_from(UNDO_CONFIGS))
-    def confirm_action(self, data: st.DataObject, undo: UndoConfig) -> None:
+    @rule(data=st.data(), undo=st.sampled_from(UNDO_CONFIGS), fail=st.booleans())
+    def confirm_or_fail_cleared(self, data: st.DataObject, undo: UndoConfig, fail: bool) -> None:
         action = data.draw(st.sampled_from(self.actions_with(A.CLEARED)), label="action")
+        if fail:
+            self.fail(action)
+        else:
+            self.confirm(action, undo)
+
+    def confirm(self, action: Action, undo: UndoConfig) -> None:
         done = self.engine.confirm_action(self.org_id, action.action_id, response={"id": "x"}, undo=undo)
         assert done.status == A.SUCCESS and done.undo == undo
         view = self.session(action.session_id)
         mine = [p for p in view.approvals if p.action_id == action.action_id]
         had_before = any(p.purpose == ApprovalPurpose.BEFORE_EXECUTION for p in mine)
         after = [p for p in mine if p.purpose == ApprovalPurpose.AFTER_EXECUTION]
-        if self.policy_effect(action.api_name) == "REQUIRE_APPROVAL" and not had_before:
-            assert len(after) == 1 and after[0].status == P.PENDING
-        else:
-            assert not after
+        # A REQUIRE_APPROVAL match opens an after-execution review, unless a human already reviewed the call
+        # before it ran. Whether the policies are read when the call is logged or when it is confirmed is
+        # left open by the documents: either reading is accepted.
+        at_log = self.effect_at_log.get(action.action_id) == "REQUIRE_APPROVAL"
+        at_confirm = self.policy_effect(action.api_name) == "REQUIRE_APPROVAL"
+        expected = {int(review and not had_before) for review in (at_log, at_confirm)}
+        assert len(after) in expected, (after, expected)
+        assert all(p.status == P.PENDING and p.requested_at == self.now for p in after)
 
-    @precondition(lambda self: self.actions_with(A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK))
-    @rule(data=st.data())
-    def confirm_not_cleared(self, data: st.DataObject) -> None:
-        candidates = self.actions_with(
-            A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK, A.ROLLBACK_FAILED
-        )
-        action = data.draw(st.sampled_from(candidates), label="action")
-        try:
-            self.engine.confirm_action(
-                self.org_id, action.action_id, response={}, undo=UndoConfig("fake-undo")
-            )
-        except InvalidTransitionError:
-            pass
-        else:
-            raise AssertionError(f"a {action.status} action was confirmed SUCCESS")
-
-    @precondition(lambda self: self.actions_with(A.CLEARED))
-    @rule(data=st.data())
-    def fail_action(self, data: st.DataObject) -> None:
-        action = data.draw(st.sampled_from(self.actions_with(A.CLEARED)), label="action")
+    def fail(self, action: Action) -> None:
         before = self.session(action.session_id)
         approved = any(
-            p.action_id == action.action_id
-            and p.purpose == ApprovalPurpose.BEFORE_EXECUTION
-            and p.status == P.APPROVED
+            p.action_id == action.action_id and p.purpose == ApprovalPurpose.BEFORE_EXECUTION and p.status == P.APPROVED
             for p in before.approvals
         )
         failed = self.engine.fail_action(self.org_id, action.action_id, error="boom")
@@ -415,6 +482,19 @@ class EngineMachine(RuleBasedStateMachine):
             assert len(after.actions) == len(before.actions) + 1
         else:
             assert original.status == A.FAILED and failed.action_id == action.action_id
+        self.check_session_rollback_started(action.session_id, "a failed action")
+
+    @precondition(lambda self: self.actions_with(A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK))
+    @rule(data=st.data())
+    def confirm_not_cleared(self, data: st.DataObject) -> None:
+        candidates = self.actions_with(A.PENDING_APPROVAL, A.SUCCESS, A.FAILED, A.ROLLED_BACK, A.ROLLBACK_FAILED)
+        action = data.draw(st.sampled_from(candidates), label="action")
+        try:
+            self.engine.confirm_action(self.org_id, action.action_id, response={}, undo=UndoConfig("fake-undo"))
+        except InvalidTransitionError:
+            pass
+        else:
+            raise AssertionError(f"a {action.status} action was confirmed SUCCESS")
 
     @precondition(lambda self: self.pending_approvals())
     @rule(data=st.data(), approve=st.booleans())
@@ -424,17 +504,7 @@ class EngineMachine(RuleBasedStateMachine):
         decided = decide(self.org_id, approval.approval_id, "reviewer", "because")
         assert decided.status == (P.APPROVED if approve else P.REJECTED)
         assert decided.resolved_by == "reviewer" and decided.resolved_at == self.now
-        view = self.session(approval.session_id)
-        action = next(a for a in view.actions if a.action_id == approval.action_id)
-        if approval.purpose == ApprovalPurpose.BEFORE_EXECUTION:
-            assert action.status == (A.CLEARED if approve else A.FAILED)
-        elif approval.purpose == ApprovalPurpose.ROLLBACK:
-            if approve:
-                assert action.undo_status == U.AWAITING_APPROVAL
-            else:
-                # Status reference §3: undo DECLINED, the action keeps its side effects, session FAILED.
-                assert action.undo_status == U.DECLINED and action.status in UNDOABLE
-                assert view.status == S.FAILED
+        self.check_decision_effect(approval, approve)
         # A decided approval cannot be decided again.
         try:
             self.engine.approve(self.org_id, approval.approval_id, "second reviewer")
@@ -442,6 +512,29 @@ class EngineMachine(RuleBasedStateMachine):
             pass
         else:
             raise AssertionError("an approval was decided twice")
+
+    def check_decision_effect(self, approval: Approval, approved: bool) -> None:
+        """What a decision means for its action and session (status reference §4)."""
+        view = self.session(approval.session_id)
+        action = next(a for a in view.actions if a.action_id == approval.action_id)
+        if approval.purpose == ApprovalPurpose.BEFORE_EXECUTION:
+            assert action.status == (A.CLEARED if approved else A.FAILED)
+            if not approved:
+                self.check_session_rollback_started(approval.session_id, "a rejected before-execution approval")
+        elif approval.purpose == ApprovalPurpose.AFTER_EXECUTION:
+            if not approved and not view.sandbox:
+                # Single-action rollback of that action: it is undone, or a job that will undo it is open.
+                assert action.status not in UNDOABLE or self.covered(action), (
+                    f"after-execution rejection of {action.api_name}#{action.seq} started no rollback of it"
+                )
+            if not approved and view.sandbox:
+                assert action.status != A.SUCCESS
+        elif approved:
+            assert action.undo_status == U.AWAITING_APPROVAL
+        else:
+            # Undo DECLINED, the action keeps its side effects, the session FAILED (status reference §3).
+            assert action.undo_status == U.DECLINED and action.status in UNDOABLE
+            assert view.status == S.FAILED
 
     @rule(step=st.sampled_from(CLOCK_STEPS))
     def advance_clock_and_maintain(self, step: timedelta) -> None:
@@ -452,32 +545,35 @@ class EngineMachine(RuleBasedStateMachine):
             view = self.session(approval.session_id)
             current = next(p for p in view.approvals if p.approval_id == approval.approval_id)
             assert current.status == P.EXPIRED, current
+            assert current.resolved_at == self.now
+        for approval in due:
+            self.check_decision_effect(approval, approved=False)
         for view in (self.session(sid) for sid in self.session_ids):
             if view.status == S.ACTIVE:
                 assert self.now - view.last_activity_at < rules.ABANDONED_AFTER
 
+    @precondition(lambda self: len(self.policies) < 3)
     @rule(effect=st.sampled_from(["REQUIRE_APPROVAL", "BLOCK"]), glob=st.sampled_from(POLICY_GLOBS))
     def add_policy(self, effect: str, glob: str) -> None:
         self.engine.add_policy(self.org_id, f"p{len(self.policies)}", effect, api_name=glob)
         self.policies.append((effect, glob))
 
-    @precondition(lambda self: self.session_ids)
+    @precondition(lambda self: self.has_session(lambda v: any(a.status in UNDOABLE for a in v.actions)))
     @rule(
         data=st.data(),
-        role=st.sampled_from(["operator", "agent"]),
+        role=st.sampled_from(["operator", "operator", "agent"]),
         fail_at=st.one_of(st.none(), st.integers(0, 2)),
         reachable=st.sampled_from([True, True, True, False]),
     )
     def request_rollback(self, data: st.DataObject, role: str, fail_at: int | None, reachable: bool) -> None:
-        session_id = data.draw(st.sampled_from(self.session_ids), label="session")
+        session_id = self.pick_session(data, lambda v: any(a.status in UNDOABLE for a in v.actions))
         view = self.session(session_id)
         running = self.active_job(session_id)
         allowed = rules.ROLLBACK_ALLOWED_FROM[role]
-        undoable = any(a.status in UNDOABLE for a in view.actions)
         refused = (
             view.status not in allowed
             or expected_display(view.status, view.actions, view.approvals) == DisplayStatus.REVERTED
-            or not undoable
+            or not any(a.status in UNDOABLE for a in view.actions)
         )
         try:
             job = self.engine.request_rollback(self.org_id, session_id, caller_role=role, requested_by="x")
@@ -488,26 +584,22 @@ class EngineMachine(RuleBasedStateMachine):
             assert job.rollback_id == running.rollback_id, "a second rollback started beside a running one"
         else:
             assert not refused, f"an {role} rolled back a {view.status} session: {view.actions}"
-        if view.sandbox:
-            assert job.status == RollbackStatus.SUCCEEDED
-            after = self.session(session_id)
-            assert not any(a.status in (A.SUCCESS, A.PENDING_APPROVAL) for a in after.actions)
-            assert not any(p.status == P.PENDING for p in after.approvals)
-            return
-        self.run_job(job, fail_at, reachable)
+        self.check_session_rollback_started(session_id, "a rollback request")
+        if not view.sandbox:
+            self.run_job(job, fail_at, reachable)
 
-    @precondition(lambda self: self.session_ids)
+    @precondition(lambda self: any(j.status == RollbackStatus.RUNNING for j in self.job_list))
     @rule(fail_at=st.one_of(st.none(), st.integers(0, 2)), reachable=st.sampled_from([True, True, False]))
     def run_waiting_rollbacks(self, fail_at: int | None, reachable: bool) -> None:
         """Jobs started by failures, rejections and approved rollback approvals, run by a worker."""
         jobs = self.engine.rollbacks_to_run(self.org_id)
-        for job in sorted(jobs, key=lambda j: self.session_ids.index(j.session_id)):
+        for job in sorted(jobs, key=lambda j: (self.session_ids.index(j.session_id), j.action_id is None)):
             self.run_job(job, fail_at, reachable)
 
-    @precondition(lambda self: self.session_ids)
+    @precondition(lambda self: self.has_session(lambda v: v.status == S.ACTIVE and len(v.actions) >= 2))
     @rule(data=st.data())
     def complete_session(self, data: st.DataObject) -> None:
-        session_id = data.draw(st.sampled_from(self.session_ids), label="session")
+        session_id = self.pick_session(data, lambda v: v.status == S.ACTIVE and len(v.actions) >= 2)
         before = self.session(session_id).status
         try:
             info = self.engine.complete_session(self.org_id, session_id)

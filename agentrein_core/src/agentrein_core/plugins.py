@@ -7,6 +7,7 @@ so an installed distribution is all it takes to add a connector.
 from __future__ import annotations
 
 from functools import cache
+from typing import cast
 
 import pluggy
 
@@ -32,7 +33,7 @@ class Connectors:
         self._by_name: dict[str, Connector] = {}
         provider: dict[str, str] = {}
         for impl in pm.hook.agentrein_register_connectors.get_hookimpls():
-            provided: list[Connector] = impl.function()
+            provided = cast(list[Connector], impl.function())
             for connector in provided:
                 if connector.name in self._by_name:
                     raise ValidationError(
