@@ -254,3 +254,21 @@ def test_a_failure_after_approval_keeps_the_approved_action_cleared(ar: AgentRei
     ]
     # the approved action is never rolled back, so the session keeps its stored status
     assert session.status is SessionStatus.ACTIVE
+
+
+def test_rejecting_a_review_whose_undo_needs_approval_opens_a_rollback_approval(
+    ar: AgentRein, service: FakeService
+) -> None:
+    ar.add_policy(name="review payouts", effect="REQUIRE_APPROVAL", api_name="POST /v1/payouts")
+    client, session_id = start(ar, service, undo={"POST /v1/payouts": {"requireApproval": True}})
+    client.post("/v1/payouts", json={"amount": 100})
+    (review,) = ar.list_approvals(status="PENDING")
+    decided = ar.reject(review.approval_id, reviewer="lead", reason="wrong amount")
+    assert decided.status is ApprovalStatus.REJECTED
+    (undo_approval,) = ar.list_approvals(status="PENDING")
+    assert undo_approval.purpose is ApprovalPurpose.ROLLBACK
+    assert ar.get_session(session_id).display_status is DisplayStatus.ROLLING_BACK
+    ar.approve(undo_approval.approval_id, reviewer="lead")
+    session = ar.get_session(session_id)
+    assert session.actions[0].status is ActionStatus.ROLLED_BACK
+    assert session.status is SessionStatus.ACTIVE  # a single-action rollback leaves the session going

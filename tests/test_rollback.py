@@ -13,9 +13,11 @@ from agentrein import (
     ApprovalPurpose,
     ApprovalStatus,
     DisplayStatus,
+    InvalidTransitionError,
     RollbackRefusedError,
     SessionStatus,
     UndoStatus,
+    UndoUnavailableError,
 )
 from agentrein_server.demo.fake_service import FakeService
 
@@ -196,8 +198,6 @@ def test_a_completed_session_can_still_be_rolled_back_by_its_owner(ar: AgentRein
 
 
 def test_a_rolled_back_session_accepts_no_new_actions(ar: AgentRein, service: FakeService) -> None:
-    from agentrein import InvalidTransitionError
-
     client, session_id = start(ar, service)
     client.post("/v1/orders", json={})
     ar.rollback_session(session_id)
@@ -225,3 +225,76 @@ def test_concurrent_rollback_requests_run_each_inverse_once(ar: AgentRein, servi
         t.join()
     assert len(service.calls("DELETE")) == 5
     assert ar.get_session(session_id).status is SessionStatus.ROLLED_BACK
+
+
+def test_a_rollback_that_only_skips_leaves_the_session_readable_and_active(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, undo={"POST *": {"type": "none"}})
+    client.post("/v1/orders", json={})
+    session = ar.rollback_session(session_id)
+    assert session.actions[0].undo_status is UndoStatus.SKIPPED
+    assert session.status is SessionStatus.ACTIVE  # nothing was reverted
+    assert ar.list_sessions()[0].display_status is DisplayStatus.ACTIVE
+
+
+def test_rolling_back_a_session_widens_a_one_action_rollback_under_way(
+    ar: AgentRein, database_url: str, service: FakeService
+) -> None:
+    ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    client.post("/v1/refunds", json={})
+    client.post("/v1/notes", json={})
+    # a reviewer in another process rejects the refund: that process cannot run the undo itself
+    reviewer = AgentRein(database_url, organisation=ar.organisation)
+    (pending,) = reviewer.list_approvals(status="PENDING")
+    reviewer.reject(pending.approval_id, reviewer="lead", reason="no refunds today")
+    reviewer.close()
+    session = ar.rollback_session(session_id)
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 3
+    assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["notes", "refunds", "orders"]
+    assert session.status is SessionStatus.ROLLED_BACK
+
+
+def test_a_session_being_rolled_back_accepts_no_new_action(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, undo={"POST /v1/things": {"requireApproval": True}})
+    client.post("/v1/things", json={})
+    rolling = threading.Thread(target=ar.rollback_session, args=(session_id,), kwargs={"timeout_ms": 3_000})
+    rolling.start()
+    while not ar.list_approvals(status="PENDING"):
+        threading.Event().wait(0.01)
+    with pytest.raises(InvalidTransitionError, match="being rolled back"):
+        client.post("/v1/orders", json={})
+    ar.approve(ar.list_approvals(status="PENDING")[0].approval_id, reviewer="r")
+    rolling.join()
+    assert service.calls("POST", "/v1/orders") == []
+    assert ar.get_session(session_id).status is SessionStatus.ROLLED_BACK
+
+
+def test_another_process_finishes_a_rollback_once_it_wraps_a_client(
+    ar: AgentRein, database_url: str, service: FakeService
+) -> None:
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    client.post("/v1/things", json={})
+    later = AgentRein(database_url, organisation=ar.organisation)  # a new process: it holds no client yet
+    try:
+        with pytest.raises(UndoUnavailableError, match="connector 'http'"):
+            later.rollback_session(session_id)
+        assert later.get_session(session_id).actions[1].undo_status is UndoStatus.NONE  # nothing marked begun
+        later.wrap(httpx.Client(base_url=service.base_url), session_id, connector="http")
+        session = later.rollback_session(session_id)
+    finally:
+        later.close()
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 2
+    assert len(service.calls("DELETE")) == 2
+
+
+def test_rolled_back_actions_no_longer_wait_for_review(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review all", effect="REQUIRE_APPROVAL")
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    session = ar.rollback_session(session_id)
+    assert session.display_status is DisplayStatus.REVERTED
+    assert ar.list_approvals(status="PENDING") == []
+    assert session.approvals[0].status is ApprovalStatus.REJECTED
+    assert session.approvals[0].reason == "the action was rolled back"

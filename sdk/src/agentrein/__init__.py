@@ -20,6 +20,7 @@ from agentrein.errors import (
     PolicyBlockedError,
     RollbackRefusedError,
     UndoError,
+    UndoUnavailableError,
     UnknownConnectorError,
     ValidationError,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "SessionStatus",
     "UndoError",
     "UndoStatus",
+    "UndoUnavailableError",
     "UnknownConnectorError",
     "ValidationError",
 ]

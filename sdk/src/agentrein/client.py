@@ -38,6 +38,7 @@ class AgentRein:
         organisation: str = DEFAULT_ORGANISATION,
         connectors: Connectors | None = None,
     ) -> None:
+        self.organisation = organisation
         self._connectors = connectors or installed_connectors()
         self._store = Store(database_url)
         engine = Engine(self._store)

@@ -13,6 +13,7 @@ from agentrein_core.errors import (
     PolicyBlockedError,
     RollbackRefusedError,
     UndoError,
+    UndoUnavailableError,
     UnknownConnectorError,
     ValidationError,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "PolicyBlockedError",
     "RollbackRefusedError",
     "UndoError",
+    "UndoUnavailableError",
     "UnknownConnectorError",
     "ValidationError",
 ]
