@@ -432,11 +432,7 @@ class Engine:
         sandbox session is rolled back at once, in this transaction, with no inverse call."""
         with self.store.transaction() as tx:
             session = _session(tx, org_id, session_id, lock=True)
-            running = tx.active_rollback(session_id)
-            if running is not None and running.action_id is not None:
-                # A one-action rollback (an after-execution rejection) is under way: widen it to the whole
-                # session rather than let this request end when that one action is undone.
-                running = tx.update_rollback(running.rollback_id, {"action_id": None}, status=running.status)
+            running = _session_rollback_under_way(tx, session_id)
             if running is not None:
                 return running
             view = _view(tx, session)
@@ -554,6 +550,11 @@ class Engine:
                 error = f"the undo of {step.action.api_name} was declined"
                 return self._renew(tx, job, token, **_finished(RollbackStatus.FAILED, now), error=error), None
             else:
+                if job.action_id is None and job.cursor_seq is not None and _untouched_success(actions):
+                    # A call in flight when the rollback began was confirmed after the chain passed it:
+                    # walk again from the top so it is undone too.
+                    job = self._renew(tx, job, token, cursor_seq=None)
+                    continue
                 if job.action_id is None:
                     _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
                 return self._renew(tx, job, token, **_finished(RollbackStatus.SUCCEEDED, now)), None
@@ -631,7 +632,7 @@ class Engine:
 
     def _after_failure(self, tx: Tx, session: Session, trigger: str, requested_by: str) -> None:
         """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
-        if tx.active_rollback(session.session_id) is not None:
+        if _session_rollback_under_way(tx, session.session_id) is not None:
             return
         if any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id)):
             self._start_rollback(tx, session, requested_by, trigger, None)
@@ -691,6 +692,20 @@ def _approval(tx: Tx, org_id: str, approval_id: str) -> Approval:
     if approval is None:
         raise NotFoundError("approval", approval_id)
     return approval
+
+
+def _session_rollback_under_way(tx: Tx, session_id: str) -> Rollback | None:
+    """The session's unfinished rollback, as a whole-session one: a one-action rollback under way (an
+    after-execution rejection) is widened to the whole session, so a session rollback asked for now is not
+    lost when that one action is undone."""
+    running = tx.active_rollback(session_id)
+    if running is not None and running.action_id is not None:
+        running = tx.update_rollback(running.rollback_id, {"action_id": None}, status=running.status)
+    return running
+
+
+def _untouched_success(actions: list[Action]) -> bool:
+    return any(a.status is ActionStatus.SUCCESS and a.undo_status is UndoStatus.NONE for a in actions)
 
 
 def _cursor(job: Rollback, action: Action) -> dict[str, object]:
