@@ -13,8 +13,9 @@ What it measures
       Aim <= 300 us.
     - WRITE ``POST`` on a ``MockTransport`` answering 201 with an id: the same, without a network.
 
-    The loopback service is :class:`agentrein_server.demo.fake_service.FakeService`, started once, in this
-    process, for every loopback row.
+    The loopback service is :class:`agentrein_server.demo.fake_service.FakeService`, started once in a
+    process of its own (as a real service would be, so its threads do not compete with the agent's for the
+    GIL), for every loopback row.
 
 How
     Every path is warmed up first. Raw and wrapped calls then run in alternating blocks (``--rounds`` rounds
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import multiprocessing
 import os
 import platform
 import pstats
@@ -43,6 +45,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import count
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import httpx
@@ -210,6 +213,26 @@ def profile_writes(wrapped: httpx.Client, calls: int, top: int = 15) -> None:
 # main ---------------------------------------------------------------------------------------------------
 
 
+def _serve(urls: multiprocessing.Queue[str], stop: Event) -> None:
+    with FakeService().running() as svc:
+        urls.put(svc.base_url)
+        stop.wait()
+
+
+@contextmanager
+def _service_process() -> Iterator[str]:
+    """Run the fake service in a child process; yield its base URL."""
+    urls: multiprocessing.Queue[str] = multiprocessing.Queue()
+    stop = multiprocessing.Event()
+    child = multiprocessing.Process(target=_serve, args=(urls, stop), daemon=True)
+    child.start()
+    try:
+        yield urls.get(timeout=30)
+    finally:
+        stop.set()
+        child.join(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=200, help="calls per side per round (default 200)")
@@ -230,16 +253,16 @@ def main() -> None:
     plan = f"{args.rounds} rounds x {args.calls} calls per side per row, interleaved"
     print(f"{plan}; warm-up {args.warmup} calls per side")
 
-    with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, FakeService().running() as svc:
+    with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, _service_process() as base_url:
         db_file = Path(tmp) / "bench.db"
         ar = AgentRein(f"sqlite:///{db_file}")
         try:
-            with httpx.Client(base_url=svc.base_url) as setup:
+            with httpx.Client(base_url=base_url) as setup:
                 item_path = f"/v1/things/{setup.post('/v1/things', json={'name': 'read me'}).json()['id']}"
-            print(f"store: embedded SQLite {db_file}; service: FakeService {svc.base_url} (same process)\n")
+            print(f"store: embedded SQLite {db_file}; service: FakeService {base_url} (its own process)\n")
 
             results: list[Result] = []
-            with _clients(ar, svc.base_url) as (raw, wrapped), _clients(ar, None) as (mraw, mwrapped):
+            with _clients(ar, base_url) as (raw, wrapped), _clients(ar, None) as (mraw, mwrapped):
                 body = {"name": "bench", "amount": 1200, "currency": "eur"}
                 rows = [
                     Row(
