@@ -332,7 +332,8 @@ class Engine:
                 self._after_failure(tx, session, f"before-execution approval {status.lower()}", reviewer)
         elif purpose is ApprovalPurpose.AFTER_EXECUTION:
             if status is ApprovalStatus.REJECTED and action.status in rules.UNDOABLE:
-                self._start_rollback(tx, session, reviewer, "after-execution approval rejected", action.action_id)
+                _set_action(tx, action, now, undo_requested=True)
+                self._start_rollback(tx, session, reviewer, "after-execution approval rejected", whole_session=False)
         elif purpose is ApprovalPurpose.ROLLBACK:
             job = tx.rollback(approval.org_id, approval.rollback_id or "")
             if approved:
@@ -437,7 +438,7 @@ class Engine:
                 return running
             view = _view(tx, session)
             rules.check_rollback_allowed(session, view.actions, view.display_status, caller_role)
-            return self._start_rollback(tx, session, _text("requested_by", requested_by, 200), trigger, None)
+            return self._start_rollback(tx, session, _text("requested_by", requested_by, 200), trigger)
 
     def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:
         with self.store.transaction(write=False) as tx:
@@ -467,7 +468,7 @@ class Engine:
 
         Returns the job as it then stands: ``SUCCEEDED``/``FAILED`` when finished, ``WAITING_APPROVAL`` when
         an undo waits for a reviewer, ``RUNNING`` when another worker holds it or ``executor`` cannot reach a
-        service. Safe to call again at any time: a job resumes from its cursor, and an undo interrupted after
+        service. Safe to call again at any time: a job resumes where it stopped, and an undo interrupted after
         it was marked ``IN_PROGRESS`` is repeated with the same idempotency key."""
         token = secrets.token_hex(16)
         job = self._claim(org_id, rollback_id, token)
@@ -536,7 +537,7 @@ class Engine:
                 return self._renew(tx, job, token), step
             if isinstance(step, rollback.Skip):
                 _set_action(tx, step.action, now, undo_status=UndoStatus.SKIPPED)
-                job = self._renew(tx, job, token, **_cursor(job, step.action))
+                job = self._renew(tx, job, token)
             elif isinstance(step, rollback.AskApproval):
                 _set_action(tx, step.action, now, undo_status=UndoStatus.AWAITING_APPROVAL)
                 approval = _new_approval(
@@ -550,12 +551,7 @@ class Engine:
                 error = f"the undo of {step.action.api_name} was declined"
                 return self._renew(tx, job, token, **_finished(RollbackStatus.FAILED, now), error=error), None
             else:
-                if job.action_id is None and job.cursor_seq is not None and _untouched_success(actions):
-                    # A call in flight when the rollback began was confirmed after the chain passed it:
-                    # walk again from the top so it is undone too.
-                    job = self._renew(tx, job, token, cursor_seq=None)
-                    continue
-                if job.action_id is None:
+                if job.whole_session:
                     _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
                 return self._renew(tx, job, token, **_finished(RollbackStatus.SUCCEEDED, now)), None
 
@@ -574,7 +570,7 @@ class Engine:
                 tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None
             )
             _close_pending_approvals(tx, done, now, "the action was rolled back")
-            return self._renew(tx, job, token, **_cursor(job, action))
+            return self._renew(tx, job, token)
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
         now = self.clock()
@@ -597,8 +593,9 @@ class Engine:
             log.exception("could not release the lease of rollback %s", job.rollback_id)
 
     def _start_rollback(
-        self, tx: Tx, session: Session, requested_by: str, trigger: str, action_id: str | None
+        self, tx: Tx, session: Session, requested_by: str, trigger: str, *, whole_session: bool = True
     ) -> Rollback:
+        """Start a rollback job, or return the one under way (it takes in any action marked for undo)."""
         now = self.clock()
         job = Rollback(
             rollback_id=new_id("rbk"),
@@ -608,22 +605,22 @@ class Engine:
             trigger=_text("trigger", trigger, 200),
             requested_by=requested_by,
             created_at=now,
-            action_id=action_id,
+            whole_session=whole_session,
         )
         if session.sandbox:
             return self._sandbox_rollback(tx, session, job)
         return tx.insert_rollback(job)
 
     def _sandbox_rollback(self, tx: Tx, session: Session, job: Rollback) -> Rollback:
-        """Sandbox sessions ran nothing real: flip every SUCCESS and PENDING_APPROVAL action (or the one
-        action in scope) to ROLLED_BACK in this one transaction; no inverse runs."""
+        """Sandbox sessions ran nothing real: flip every SUCCESS and PENDING_APPROVAL action (or those a
+        reviewer asked to undo) to ROLLED_BACK in this one transaction; no inverse runs."""
         now = self.clock()
         flipped = (ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL)
         for action in tx.actions_of(session.session_id):
-            if action.status in flipped and job.action_id in (None, action.action_id):
+            if action.status in flipped and (job.whole_session or action.undo_requested):
                 rolled_back = _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
                 _close_pending_approvals(tx, rolled_back, now, "sandbox session rolled back")
-        if job.action_id is None:
+        if job.whole_session:
             actions = tx.actions_of(session.session_id)
             _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
         done = evolve(job, status=RollbackStatus.SUCCEEDED, finished_at=now)
@@ -635,7 +632,7 @@ class Engine:
         if _session_rollback_under_way(tx, session.session_id) is not None:
             return
         if any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id)):
-            self._start_rollback(tx, session, requested_by, trigger, None)
+            self._start_rollback(tx, session, requested_by, trigger)
         elif SessionStatus.FAILED in rules.SESSION_TRANSITIONS[session.status]:
             _set_session_status(tx, session, SessionStatus.FAILED)
 
@@ -699,18 +696,9 @@ def _session_rollback_under_way(tx: Tx, session_id: str) -> Rollback | None:
     after-execution rejection) is widened to the whole session, so a session rollback asked for now is not
     lost when that one action is undone."""
     running = tx.active_rollback(session_id)
-    if running is not None and running.action_id is not None:
-        running = tx.update_rollback(running.rollback_id, {"action_id": None}, status=running.status)
+    if running is not None and not running.whole_session:
+        running = tx.update_rollback(running.rollback_id, {"whole_session": True}, status=running.status)
     return running
-
-
-def _untouched_success(actions: list[Action]) -> bool:
-    return any(a.status is ActionStatus.SUCCESS and a.undo_status is UndoStatus.NONE for a in actions)
-
-
-def _cursor(job: Rollback, action: Action) -> dict[str, object]:
-    """Move the chain's cursor past ``action`` (a one-action job has no chain, so no cursor)."""
-    return {"cursor_seq": action.seq} if job.action_id is None else {}
 
 
 def _finished(status: RollbackStatus, now: datetime) -> dict[str, object]:

@@ -92,6 +92,8 @@ class Action:
     #: after-execution review, which is opened when the call is confirmed.
     policy_name: str | None = None
     review_after: bool = False
+    #: A reviewer rejected this executed action after the fact: undo it alone (status reference §4).
+    undo_requested: bool = False
 
     @property
     def undo_idempotency_key(self) -> str:
@@ -133,10 +135,12 @@ class Policy:
 
 @frozen
 class Rollback:
-    """A rollback job: the undo chain of one session (or of one action, after an after-execution rejection).
+    """A rollback job: the undo chain of a whole session, or (``whole_session`` false) of the actions whose
+    undo a reviewer requested by rejecting them after execution.
 
-    ``cursor_seq`` is the seq of the last action the chain has dealt with, so a job interrupted by a crash
-    resumes where it stopped; ``lease_token`` names the one worker allowed to advance it until ``lease_until``.
+    The chain is derived from the actions themselves (what is executed and not yet undone or skipped), so a
+    job interrupted by a crash resumes where it stopped; ``lease_token`` names the one worker allowed to
+    advance it until ``lease_until``.
     """
 
     rollback_id: str
@@ -146,8 +150,7 @@ class Rollback:
     trigger: str
     requested_by: str
     created_at: datetime
-    action_id: str | None = None
-    cursor_seq: int | None = None
+    whole_session: bool = True
     lease_token: str | None = None
     lease_until: datetime | None = None
     finished_at: datetime | None = None

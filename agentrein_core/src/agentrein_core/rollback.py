@@ -14,7 +14,7 @@ from attrs import frozen
 
 from agentrein_core.model import Action, Approval, Rollback
 from agentrein_core.rules import UNDOABLE
-from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, UndoStatus
 
 
 class UndoExecutor(Protocol):
@@ -73,13 +73,13 @@ Step = Finish | Skip | AskApproval | WaitForApproval | Declined | RunUndo
 
 
 def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
-    """The actions the job still has to deal with, last executed first (LIFO)."""
+    """The actions the job still has to deal with, last executed first (LIFO): executed (or whose undo
+    failed before) and neither undone nor skipped yet; for a job that is not ``whole_session``, only the
+    ones a reviewer asked to undo. A call confirmed while the rollback runs joins the chain at its place."""
     todo = [
         a
         for a in actions
-        if a.status in UNDOABLE
-        and (job.action_id is None or a.action_id == job.action_id)
-        and (job.cursor_seq is None or a.seq < job.cursor_seq)
+        if a.status in UNDOABLE and a.undo_status is not UndoStatus.SKIPPED and (job.whole_session or a.undo_requested)
     ]
     return sorted(todo, key=lambda a: a.seq, reverse=True)
 
