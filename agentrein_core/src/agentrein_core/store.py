@@ -12,6 +12,8 @@ through psycopg 3 and is the path for several processes or machines.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -132,11 +134,25 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin (see _sqlite_on_begin).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    _switch_to_wal(cursor)
     cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """WAL mode is kept in the file; switching to it needs a moment alone with the database. SQLite refuses
+    at once (no busy wait, to avoid a deadlock) while another connection is creating the schema, so retry."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
