@@ -194,3 +194,21 @@ def test_another_organisations_records_are_not_found(engine: Engine) -> None:
         engine.get_session(mine.org_id, session.session_id)
     with pytest.raises(NotFoundError):
         engine.request_rollback(mine.org_id, session.session_id, caller_role="operator", requested_by="t")
+
+
+def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engine, clock: Clock) -> None:
+    org = engine.ensure_organisation("o")
+    session = engine.new_session(org.org_id, "agent", "intent")
+    logged = engine.log_action(
+        org.org_id,
+        session.session_id,
+        connector="fake",
+        api_name="x.create",
+        operation_type=OperationType.CREATE,
+        payload={},
+    )
+    clock.advance(hours=3)
+    engine.fail_action(org.org_id, logged.action.action_id, error="boom")
+    view = engine.get_session(org.org_id, session.session_id)
+    assert view.status is SessionStatus.FAILED
+    assert view.last_activity_at == clock.now

@@ -8,7 +8,8 @@ rollback guarantees: no inverse runs twice, inverses run last-first, pending and
 undone, one unfinished rollback per session, a rolled-back session takes no new action and keeps no executed
 action that was never undone.
 
-Two sequences the random search found are replayed as plain tests at the end, so they fail every run.
+Sequences the random search found engine bugs with are replayed as plain tests at the end, so that a
+regression fails every run rather than only when the search happens upon it again.
 """
 
 from __future__ import annotations
@@ -775,14 +776,17 @@ def test_call_confirmed_behind_the_rollback_cursor_is_not_left_behind() -> None:
         m.log(sid, "issues.create", then="confirm")
         running = m.log(sid, "repos.delete")  # CLEARED: the call is under way
         m.observe()
-        m.rollback(sid, "operator")  # undoes #2, then waits for a reviewer on #1's undo
+        m.rollback(sid, "operator")  # undoes #2, then waits for a reviewer on #1's undo (#3 is not executed)
         m.observe()
         assert running is not None
-        m.confirm(running, UNDO)  # the call under way succeeded: #3 is SUCCESS, past the cursor
+        m.confirm(running, UNDO)  # the call under way succeeded: #3 is SUCCESS, above where the chain is
         m.observe()
         m.decide_approval(next(p for p in m.pending_approvals() if p.purpose == ApprovalPurpose.ROLLBACK), True)
         m.observe()
-        m.run_pending()  # undoes #1 and finishes: #3 must not be left SUCCESS in a ROLLED_BACK session
+        # #3, then #1 (LIFO), and only then is the session ROLLED_BACK: #3 is not left SUCCESS in it.
+        m.run_pending()
+        view = m.session(sid)
+        assert [a.status for a in view.actions] == [A.ROLLED_BACK] * 3 and view.status == S.ROLLED_BACK
 
     replay(script)
 
@@ -812,5 +816,7 @@ def test_after_execution_rejection_of_an_action_without_inverse_finishes() -> No
         m.decide_approval(pending_for(m, done), approve=False)  # one-action rollback of `done` opens
         m.observe()
         m.run_pending()
+        assert [(a.status, a.undo_status) for a in m.session(sid).actions] == [(A.SUCCESS, U.SKIPPED)]
+        assert m.active_job(sid) is None
 
     replay(script)

@@ -241,7 +241,6 @@ class Engine:
         with self.store.transaction() as tx:
             action = _action(tx, org_id, action_id)
             rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
-            session = _session(tx, org_id, action.session_id)
             was_approved = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
                 for p in tx.approvals_of_action(action_id)
@@ -266,6 +265,8 @@ class Engine:
                 failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
                 _replace(tx, failed, status=action.status)
                 tx.touch_session(action.session_id, now)
+            # Read after the writes above, so the session's new activity time is not written back stale.
+            session = _session(tx, org_id, action.session_id)
             self._after_failure(tx, session, f"action {action.api_name} failed", SYSTEM)
             return failed
 
