@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from agentrein_core.engine import Engine
+from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import ApprovalRejectedError, NotFoundError
 from agentrein_core.model import Action, UndoConfig
 from agentrein_core.statuses import (
@@ -59,17 +60,18 @@ def engine(database_url: str, clock: Clock) -> Engine:
     return Engine(Store(database_url), clock=clock)
 
 
+def log(engine: Engine, org_id: str, session_id: str, api_name: str = "things.create", **options: Any) -> LoggedAction:
+    """Record one call of the fake connector before it runs."""
+    operation = OperationType.DELETE if api_name.endswith(".delete") else OperationType.CREATE
+    return engine.log_action(
+        org_id, session_id, connector="fake", api_name=api_name, operation_type=operation, payload={}, **options
+    )
+
+
 def run_actions(engine: Engine, org_id: str, session_id: str, n: int, undo: str = "fake-delete") -> list[Action]:
     done = []
     for i in range(n):
-        logged = engine.log_action(
-            org_id,
-            session_id,
-            connector="fake",
-            api_name=f"things.create#{i}",
-            operation_type=OperationType.CREATE,
-            payload={"i": i},
-        )
+        logged = log(engine, org_id, session_id, f"things.create#{i}")
         done.append(engine.confirm_action(org_id, logged.action.action_id, response={}, undo=UndoConfig(undo)))
     return done
 
@@ -77,13 +79,11 @@ def run_actions(engine: Engine, org_id: str, session_id: str, n: int, undo: str 
 def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(engine: Engine, clock: Clock) -> None:
     org = engine.ensure_organisation("o")
     session = engine.new_session(org.org_id, "agent", "intent")
-    logged = engine.log_action(
+    logged = log(
+        engine,
         org.org_id,
         session.session_id,
-        connector="fake",
-        api_name="payouts.create",
-        operation_type=OperationType.CREATE,
-        payload={},
+        "payouts.create",
         requires_approval=True,
         approval_timeout=timedelta(hours=2),
     )
@@ -129,15 +129,7 @@ def test_the_free_plan_has_no_approval_gates(engine: Engine) -> None:
     session = engine.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
     with pytest.raises(ApprovalRejectedError, match="plan has no approval gates"):
-        engine.log_action(
-            org.org_id,
-            session.session_id,
-            connector="fake",
-            api_name="x.delete",
-            operation_type=OperationType.DELETE,
-            payload={},
-            requires_approval=True,
-        )
+        log(engine, org.org_id, session.session_id, "x.delete", requires_approval=True)
     view = engine.get_session(org.org_id, session.session_id)
     assert [a.status for a in view.actions] == [ActionStatus.SUCCESS, ActionStatus.FAILED]
     assert view.approvals == []
@@ -199,14 +191,7 @@ def test_another_organisations_records_are_not_found(engine: Engine) -> None:
 def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engine, clock: Clock) -> None:
     org = engine.ensure_organisation("o")
     session = engine.new_session(org.org_id, "agent", "intent")
-    logged = engine.log_action(
-        org.org_id,
-        session.session_id,
-        connector="fake",
-        api_name="x.create",
-        operation_type=OperationType.CREATE,
-        payload={},
-    )
+    logged = log(engine, org.org_id, session.session_id)
     clock.advance(hours=3)
     engine.fail_action(org.org_id, logged.action.action_id, error="boom")
     view = engine.get_session(org.org_id, session.session_id)
