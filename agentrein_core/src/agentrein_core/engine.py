@@ -7,12 +7,16 @@ guarded by the statuses it read. Losing a race raises :class:`InvalidTransitionE
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import secrets
 import threading
 import time
 from datetime import datetime, timedelta
+from enum import Enum
+from typing import TypeVar
 
 from attrs import evolve, frozen
 
@@ -25,6 +29,7 @@ from agentrein_core.errors import (
     LeaseLostError,
     NotFoundError,
     PolicyBlockedError,
+    UnauthorizedError,
     UndoUnavailableError,
     ValidationError,
 )
@@ -32,7 +37,9 @@ from agentrein_core.ids import new_id
 from agentrein_core.model import (
     JSON,
     Action,
+    ApiKey,
     Approval,
+    ConnectorConfig,
     Organisation,
     Policy,
     Rollback,
@@ -43,17 +50,20 @@ from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
     ApprovalStatus,
+    DisplayStatus,
     OperationType,
     Plan,
     PolicyEffect,
+    Role,
     RollbackStatus,
     SessionStatus,
     UndoStatus,
 )
-from agentrein_core.store import Store, Tx
-from agentrein_core.views import ApprovalInfo, SessionInfo
+from agentrein_core.store import EVENTS_CHANNEL, Store, Tx
+from agentrein_core.views import ApprovalInfo, SessionInfo, SessionPage
 
 log = logging.getLogger("agentrein")
+E = TypeVar("E", bound=Enum)
 
 DEFAULT_ORGANISATION = "default"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
@@ -62,6 +72,8 @@ DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
 ROLLBACK_LEASE = timedelta(seconds=60)
 #: Who decides approvals that expire or are closed by a sandbox rollback.
 SYSTEM = "agentrein"
+#: API keys: a recognisable prefix, then 256 random bits; only their sha256 is stored.
+API_KEY_PREFIX = "ar_"
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 MAX_TEXT = 10_000
 
@@ -86,7 +98,7 @@ class Engine:
     def __init__(self, store: Store, clock: Clock = utcnow) -> None:
         self.store = store
         self.clock = clock
-        self._decided = threading.Condition()
+        self._changed = threading.Condition()  # an approval decided or a rollback ended or paused
         self._policies: dict[str, tuple[int, list[Policy]]] = {}  # org -> (policy version, enabled policies)
 
     # organisations ------------------------------------------------------------------------------------
@@ -99,6 +111,91 @@ class Engine:
             org = Organisation(new_id("org"), _text("name", name, 200), Plan(plan), self.clock())
             tx.insert(org)
             return org
+
+    def create_organisation(self, name: str, plan: Plan | str = Plan.TEAM) -> Organisation:
+        """A new organisation; its name must be new."""
+        plan = _enum("plan", Plan, plan)
+        with self.store.transaction() as tx:
+            if tx.org_by_name(name) is not None:
+                raise ValidationError("name", f"an organisation named {name!r} already exists")
+            org = Organisation(new_id("org"), _text("name", name, 200), plan, self.clock())
+            tx.insert(org)
+            return org
+
+    def list_organisations(self) -> list[Organisation]:
+        with self.store.transaction(write=False) as tx:
+            return tx.organisations()
+
+    def organisation(self, org_id: str) -> Organisation:
+        with self.store.transaction(write=False) as tx:
+            org = tx.org(org_id)
+            if org is None:
+                raise NotFoundError("organisation", org_id)
+            return org
+
+    def organisation_named(self, name: str) -> Organisation:
+        with self.store.transaction(write=False) as tx:
+            org = tx.org_by_name(name)
+            if org is None:
+                raise NotFoundError("organisation", name)
+            return org
+
+    # api keys -----------------------------------------------------------------------------------------
+    def create_api_key(self, org_id: str, role: Role | str) -> tuple[ApiKey, str]:
+        """A new key of ``role`` for the organisation: the record, and the secret, which is never stored and
+        so can be shown only now."""
+        role = _enum("role", Role, role)
+        secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
+        key = ApiKey(new_id("key"), org_id, role, _hash_key(secret), secret[:10], self.clock())
+        with self.store.transaction() as tx:
+            if tx.org(org_id) is None:
+                raise NotFoundError("organisation", org_id)
+            tx.insert(key)
+        return key, secret
+
+    def authenticate(self, secret: str) -> ApiKey:
+        """The key whose secret this is; :class:`UnauthorizedError` for an unknown or revoked one."""
+        if not secret.startswith(API_KEY_PREFIX):
+            raise UnauthorizedError("the API key is not an AgentRein key (they start with 'ar_')")
+        with self.store.transaction(write=False) as tx:
+            key = tx.api_key_by_hash(_hash_key(secret))
+        if key is None or key.revoked_at is not None:
+            raise UnauthorizedError("the API key is unknown or revoked")
+        return key
+
+    def list_api_keys(self, org_id: str) -> list[ApiKey]:
+        with self.store.transaction(write=False) as tx:
+            return tx.api_keys_of(org_id)
+
+    # connector configurations -------------------------------------------------------------------------
+    def configure_connector(
+        self, org_id: str, connector: str, *, enabled: bool, config: JSON, credentials: str | None
+    ) -> ConnectorConfig:
+        """Store the organisation's settings for ``connector``; ``credentials`` is an encrypted token (the
+        caller encrypts), kept as it is when ``None`` is given and settings existed."""
+        _json("config", config)
+        with self.store.transaction() as tx:
+            existing = tx.connector_config(org_id, connector)
+            if credentials is None and existing is not None:
+                credentials = existing.credentials
+            stored = ConnectorConfig(
+                org_id=org_id,
+                connector=_text("connector", connector, 100),
+                enabled=_bool("enabled", enabled),
+                config=config,
+                updated_at=self.clock(),
+                credentials=credentials,
+            )
+            tx.put_connector_config(stored)
+            return stored
+
+    def connector_config(self, org_id: str, connector: str) -> ConnectorConfig | None:
+        with self.store.transaction(write=False) as tx:
+            return tx.connector_config(org_id, connector)
+
+    def list_connector_configs(self, org_id: str) -> list[ConnectorConfig]:
+        with self.store.transaction(write=False) as tx:
+            return tx.connector_configs(org_id)
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False) -> Session:
@@ -123,12 +220,48 @@ class Engine:
         with self.store.transaction(write=False) as tx:
             return _view(tx, _session(tx, org_id, session_id))
 
-    def list_sessions(self, org_id: str, limit: int = 100) -> list[SessionInfo]:
-        """The organisation's sessions, newest first (at most ``limit``, 1 to 1000)."""
+    def list_sessions(
+        self,
+        org_id: str,
+        limit: int = 100,
+        *,
+        status: SessionStatus | str | None = None,
+        display_status: DisplayStatus | str | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """One page of the organisation's sessions, newest first (at most ``limit``, 1 to 1000), filtered.
+        Pass the page's ``next_cursor`` back as ``cursor`` for the next page (keyset pagination: pages do
+        not shift when sessions are added meanwhile)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        stored = _enum("status", SessionStatus, status) if status is not None else None
+        shown = _enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
+        position = _decode_cursor(cursor) if cursor else None
+        found: list[SessionInfo] = []
         with self.store.transaction(write=False) as tx:
-            return [_view(tx, s) for s in tx.list_sessions(org_id, limit)]
+            while True:
+                batch = tx.list_sessions(
+                    org_id,
+                    limit,
+                    status=stored,
+                    agent_id=agent_id,
+                    created_after=created_after,
+                    created_before=created_before,
+                    after=position,
+                )
+                for session in batch:
+                    position = (session.created_at, session.session_id)
+                    view = _view(tx, session)
+                    # The display status is derived, so it is filtered here rather than in SQL.
+                    if shown is None or view.display_status is shown:
+                        found.append(view)
+                        if len(found) == limit:
+                            return SessionPage(found, _encode_cursor(position))
+                if len(batch) < limit:
+                    return SessionPage(found, None)
 
     def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
         with self.store.transaction() as tx:
@@ -297,8 +430,8 @@ class Engine:
             remaining = deadline - time.monotonic()
             if view.status is not ApprovalStatus.PENDING or remaining <= 0:
                 return view
-            with self._decided:
-                self._decided.wait(min(remaining, 1.0))
+            with self._changed:
+                self._changed.wait(min(remaining, 1.0))
 
     def _decide(
         self, org_id: str, approval_id: str, status: ApprovalStatus, reviewer: str, reason: str | None
@@ -307,7 +440,7 @@ class Engine:
         reason = _text("reason", reason, MAX_TEXT, allow_empty=True) if reason is not None else None
         with self.store.transaction() as tx:
             decided = self._apply_decision(tx, _approval(tx, org_id, approval_id), status, reviewer, reason)
-        self._notify_decided()
+        self.wake_waiters()
         return decided
 
     def _apply_decision(
@@ -320,6 +453,7 @@ class Engine:
         now = self.clock()
         decided = evolve(approval, status=status, resolved_at=now, resolved_by=reviewer, reason=reason)
         _replace(tx, decided, status=ApprovalStatus.PENDING)
+        tx.notify(EVENTS_CHANNEL, approval.approval_id)
         action = _action(tx, approval.org_id, approval.action_id)
         session = _session(tx, approval.org_id, approval.session_id)
         approved = status is ApprovalStatus.APPROVED
@@ -358,9 +492,11 @@ class Engine:
                     _replace(tx, finished, status=job.status)
         return decided
 
-    def _notify_decided(self) -> None:
-        with self._decided:
-            self._decided.notify_all()
+    def wake_waiters(self) -> None:
+        """Wake every :meth:`wait_for_decision` and :meth:`wait_for_rollback` of this process to look again.
+        The engine calls it for its own changes; a server calls it on another replica's NOTIFY."""
+        with self._changed:
+            self._changed.notify_all()
 
     # policies -----------------------------------------------------------------------------------------
     def _enabled_policies(self, tx: Tx, org_id: str, version: int) -> list[Policy]:
@@ -475,11 +611,50 @@ class Engine:
         job = self._claim(org_id, rollback_id, token)
         if job is None:
             return self.get_rollback(org_id, rollback_id)
+        return self._advance(job, token, executor, approval_timeout)
+
+    def run_next_rollback(
+        self, executor: rollback.UndoExecutor, approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT
+    ) -> Rollback | None:
+        """Claim any one running rollback whose lease is free (of any organisation) and advance it; ``None``
+        when there is none. The server's rollback workers call this; replicas never claim the same job."""
+        token = secrets.token_hex(16)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            job = tx.claim_due_rollback(now, token, now + ROLLBACK_LEASE)
+        if job is None:
+            return None
+        return self._advance(job, token, executor, approval_timeout)
+
+    def wait_for_rollback(self, org_id: str, session_id: str, timeout: float) -> Rollback | None:
+        """The session's latest rollback once it has ended or waits for a reviewer, or as it stands after
+        ``timeout`` seconds; ``None`` if the session was never rolled back."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            job = self.latest_rollback(org_id, session_id)
+            remaining = deadline - time.monotonic()
+            if job is None or job.status is not RollbackStatus.RUNNING or remaining <= 0:
+                return job
+            with self._changed:
+                self._changed.wait(min(remaining, 0.25))
+
+    def latest_rollback(self, org_id: str, session_id: str) -> Rollback | None:
+        with self.store.transaction(write=False) as tx:
+            _session(tx, org_id, session_id)
+            return tx.active_rollback(session_id) or tx.latest_rollback(session_id)
+
+    def _advance(
+        self, job: Rollback, token: str, executor: rollback.UndoExecutor, approval_timeout: timedelta
+    ) -> Rollback:
+        """Run the claimed ``job`` (held by ``token``) until it ends, pauses, or cannot go on here."""
         try:
             while True:
                 with self.store.transaction() as tx:
                     job, step = self._plan_step(tx, job, token, approval_timeout)
+                    if step is None:
+                        tx.notify(EVENTS_CHANNEL, job.rollback_id)
                 if step is None:
+                    self.wake_waiters()
                     return job
                 if not executor.can_run(step.action):
                     job = self._release(job, token)
@@ -492,7 +667,9 @@ class Engine:
                 try:
                     executor.run_undo(action)
                 except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
-                    return self._undo_failed(job, token, action, exc)
+                    failed = self._undo_failed(job, token, action, exc)
+                    self.wake_waiters()
+                    return failed
                 job = self._undo_done(job, token, action)
         except (UndoUnavailableError, LeaseLostError):
             raise
@@ -581,6 +758,7 @@ class Engine:
                 tx, action, now, status=ActionStatus.ROLLBACK_FAILED, undo_status=UndoStatus.FAILED, error=error
             )
             _set_session_status(tx, _session(tx, job.org_id, job.session_id), SessionStatus.FAILED)
+            tx.notify(EVENTS_CHANNEL, job.rollback_id)
             return self._renew(tx, job, token, **_finished(RollbackStatus.FAILED, now), error=error)
 
     def _release(self, job: Rollback, token: str) -> Rollback:
@@ -656,7 +834,7 @@ class Engine:
             except InvalidTransitionError:
                 continue  # decided by someone else meanwhile
         if expired:
-            self._notify_decided()
+            self.wake_waiters()
         for session in idle:
             with self.store.transaction() as tx:
                 if tx.replace(
@@ -846,3 +1024,28 @@ def _json(field: str, value: object) -> None:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(field, f"must be JSON-serialisable ({exc})") from None
+
+
+def _enum(field: str, cls: type[E], value: object) -> E:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in cls)
+        raise ValidationError(field, f"{value!r} is not one of {allowed}") from None
+
+
+def _hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _encode_cursor(position: tuple[datetime, str]) -> str:
+    raw = json.dumps([position[0].isoformat(), position[1]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, session_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(session_id)
+    except (ValueError, TypeError):
+        raise ValidationError("cursor", "is not a cursor given out by a listing (pass nextCursor back as is)") from None

@@ -41,6 +41,18 @@ class UnknownConnectorError(ValidationError):
         self.installed = sorted(installed)
 
 
+class UnauthorizedError(AgentReinError):
+    """No API key, or one that is unknown or revoked."""
+
+    problem_type = "unauthorized"
+
+
+class ForbiddenError(AgentReinError):
+    """The API key is valid but its role may not do this."""
+
+    problem_type = "forbidden"
+
+
 class InvalidTransitionError(AgentReinError):
     """A status change the rules forbid, or one that lost a race to a concurrent change."""
 

@@ -18,6 +18,7 @@ from agentrein_core.statuses import (
     OperationType,
     Plan,
     PolicyEffect,
+    Role,
     RollbackStatus,
     SessionStatus,
     UndoStatus,
@@ -155,3 +156,31 @@ class Rollback:
     lease_until: datetime | None = None
     finished_at: datetime | None = None
     error: str | None = None
+
+
+@frozen
+class ApiKey:
+    """An API key: only ``key_hash`` (sha256 of the secret) is stored; the secret is shown once, at creation.
+    ``prefix`` is the secret's first characters, so a human can tell keys apart in a list."""
+
+    key_id: str
+    org_id: str
+    role: Role
+    key_hash: str
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@frozen
+class ConnectorConfig:
+    """An organisation's settings for one connector, used by the server's rollback worker to run inverses.
+
+    ``credentials`` is an encrypted token (the server's secret key encrypts it); the core never reads it."""
+
+    org_id: str
+    connector: str
+    enabled: bool
+    config: JSON
+    updated_at: datetime
+    credentials: str | None = None

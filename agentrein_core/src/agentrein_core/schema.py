@@ -161,3 +161,26 @@ rollbacks = Table(
     ),
     Index("ix_rollbacks_status", "status", "lease_until"),
 )
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("role", String(20), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(20), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+)
+
+connector_configs = Table(
+    "connector_configs",
+    metadata,
+    Column("org_id", ID, ForeignKey("organisations.org_id"), primary_key=True),
+    Column("connector", String(100), primary_key=True),
+    Column("enabled", Boolean, nullable=False),
+    Column("config", JSON, nullable=False),
+    Column("credentials", Text),  # a Fernet token, never plaintext
+    Column("updated_at", UTCDateTime, nullable=False),
+)

@@ -103,3 +103,11 @@ class Plan(StrEnum):
 
     FREE = "free"
     TEAM = "team"
+
+
+class Role(StrEnum):
+    """What an API key may do: an ``agent`` records its own work and rolls back ``ACTIVE`` sessions; an
+    ``operator`` also reviews, manages policies, connectors and keys, and rolls back per status reference §3."""
+
+    AGENT = "agent"
+    OPERATOR = "operator"

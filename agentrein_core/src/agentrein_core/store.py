@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from importlib.resources import files
@@ -30,7 +31,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from agentrein_core import schema
 from agentrein_core.converter import from_row, to_row
 from agentrein_core.errors import AgentReinUnavailableError, ValidationError
-from agentrein_core.model import Action, Approval, Organisation, Policy, Rollback, Session
+from agentrein_core.model import Action, ApiKey, Approval, ConnectorConfig, Organisation, Policy, Rollback, Session
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, Plan, RollbackStatus, SessionStatus
 
 T = TypeVar("T")
@@ -45,7 +46,12 @@ _TABLES: dict[type[Any], tuple[sa.Table, str]] = {
     Approval: (schema.approvals, "approval_id"),
     Policy: (schema.policies, "policy_id"),
     Rollback: (schema.rollbacks, "rollback_id"),
+    ApiKey: (schema.api_keys, "key_id"),
 }
+#: The PostgreSQL channel on which approval decisions and rollback outcomes are announced, so long-polls on
+#: every replica wake at once.
+EVENTS_CHANNEL = "agentrein_events"
+_NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
 
 _ACTIVE_ROLLBACK = (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
 
@@ -58,7 +64,9 @@ def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[A
 
 
 _INSERT = {cls: table.insert() for cls, (table, _) in _TABLES.items()}
-_BY_ID = {cls: _select_by_id(table, key, scoped=cls is not Organisation) for cls, (table, key) in _TABLES.items()}
+_BY_ID = {
+    cls: _select_by_id(table, key, scoped=cls not in (Organisation, ApiKey)) for cls, (table, key) in _TABLES.items()
+}
 _S, _A, _P, _O = schema.sessions, schema.actions, schema.approvals, schema.organisations
 _ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == _S.c.org_id)
 _TAKE_SEQ = (
@@ -201,6 +209,18 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def listen(self, channel: str, on_notify: Callable[[str], None], stop: threading.Event) -> None:
+        """PostgreSQL only: call ``on_notify(payload)`` for every ``NOTIFY channel`` until ``stop`` is set.
+        Blocks; run it in a thread of its own. Connection errors propagate (the caller reconnects)."""
+        import psycopg
+
+        dsn = sa.engine.make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sa.text(f"LISTEN {channel}").text)
+            while not stop.is_set():
+                for note in conn.notifies(timeout=0.5):
+                    on_notify(note.payload)
+
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
         try:
@@ -248,6 +268,46 @@ class Tx:
     def _all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]:
         return [from_row(row, cls) for row in self.conn.execute(stmt, params)]
 
+    def notify(self, channel: str, payload: str) -> None:
+        """Announce ``payload`` on ``channel`` when this transaction commits (PostgreSQL; a no-op on SQLite,
+        where every reader is in the same process and is woken by the engine itself)."""
+        if self.dialect == "postgresql":
+            self.conn.execute(_NOTIFY, {"channel": channel, "payload": payload})
+
+    # organisations ------------------------------------------------------------------------------------
+    def organisations(self) -> list[Organisation]:
+        t = schema.organisations
+        return self._all(Organisation, sa.select(t).order_by(t.c.created_at, t.c.name))
+
+    # api keys -----------------------------------------------------------------------------------------
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        t = schema.api_keys
+        row = self.conn.execute(sa.select(t).where(t.c.key_hash == key_hash)).first()
+        return from_row(row, ApiKey) if row is not None else None
+
+    def api_keys_of(self, org_id: str) -> list[ApiKey]:
+        t = schema.api_keys
+        return self._all(ApiKey, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at))
+
+    # connector configurations -------------------------------------------------------------------------
+    def connector_config(self, org_id: str, connector: str) -> ConnectorConfig | None:
+        t = schema.connector_configs
+        row = self.conn.execute(sa.select(t).where(t.c.org_id == org_id, t.c.connector == connector)).first()
+        return from_row(row, ConnectorConfig) if row is not None else None
+
+    def connector_configs(self, org_id: str) -> list[ConnectorConfig]:
+        t = schema.connector_configs
+        return self._all(ConnectorConfig, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.connector))
+
+    def put_connector_config(self, config: ConnectorConfig) -> None:
+        t = schema.connector_configs
+        row = to_row(config)
+        updated = self.conn.execute(
+            t.update().where(t.c.org_id == config.org_id, t.c.connector == config.connector).values(**row)
+        )
+        if updated.rowcount == 0:
+            self.conn.execute(t.insert(), row)
+
     # organisations ------------------------------------------------------------------------------------
     def org_by_name(self, name: str) -> Organisation | None:
         t = schema.organisations
@@ -279,12 +339,32 @@ class Tx:
         stmt = sa.select(t).where(t.c.status == SessionStatus.ACTIVE, t.c.last_activity_at <= cutoff).limit(limit)
         return self._all(Session, stmt)
 
-    def list_sessions(self, org_id: str, limit: int = 100) -> list[Session]:
+    def list_sessions(
+        self,
+        org_id: str,
+        limit: int = 100,
+        *,
+        status: SessionStatus | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Session]:
+        """The organisation's sessions, newest first, filtered; ``after`` is the keyset position
+        (``created_at``, ``session_id``) of the last session of the previous page."""
         t = schema.sessions
-        stmt = (
-            sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit)
-        )
-        return self._all(Session, stmt)
+        stmt = sa.select(t).where(t.c.org_id == org_id)
+        if status is not None:
+            stmt = stmt.where(t.c.status == status)
+        if agent_id is not None:
+            stmt = stmt.where(t.c.agent_id == agent_id)
+        if created_after is not None:
+            stmt = stmt.where(t.c.created_at >= created_after)
+        if created_before is not None:
+            stmt = stmt.where(t.c.created_at < created_before)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
+        return self._all(Session, stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit))
 
     # actions ------------------------------------------------------------------------------------------
     def action(self, org_id: str, action_id: str) -> Action | None:
@@ -376,6 +456,12 @@ class Tx:
         ).first()
         return from_row(row, Rollback) if row is not None else None
 
+    def latest_rollback(self, session_id: str) -> Rollback | None:
+        t = schema.rollbacks
+        stmt = sa.select(t).where(t.c.session_id == session_id).order_by(t.c.created_at.desc()).limit(1)
+        row = self.conn.execute(stmt).first()
+        return from_row(row, Rollback) if row is not None else None
+
     def update_rollback(self, rollback_id: str, values: dict[str, Any], **expected: Any) -> Rollback | None:
         """Set only ``values`` on the job if it still has the ``expected`` column values; the job as stored
         afterwards, or None if it did not match."""
@@ -397,6 +483,25 @@ class Tx:
                 raise
             return existing
         return job
+
+    def claim_due_rollback(self, now: datetime, token: str, lease_until: datetime) -> Rollback | None:
+        """Lease one running job whose lease is free or expired to ``token``. On PostgreSQL the row is taken
+        ``FOR UPDATE SKIP LOCKED``, so replicas claiming at once each get a different job, never the same."""
+        t = schema.rollbacks
+        due = (
+            sa.select(t.c.rollback_id, t.c.lease_token)
+            .where(t.c.status == RollbackStatus.RUNNING, sa.or_(t.c.lease_until.is_(None), t.c.lease_until < now))
+            .order_by(t.c.created_at)
+            .limit(1)
+        )
+        if self.dialect == "postgresql":
+            due = due.with_for_update(skip_locked=True)
+        row = self.conn.execute(due).first()
+        if row is None:
+            return None
+        values = {"lease_token": token, "lease_until": lease_until}
+        # Guarded by the lease it had, for SQLite (one writer at a time) and as a second lock on PostgreSQL.
+        return self.update_rollback(row.rollback_id, values, lease_token=row.lease_token, status=RollbackStatus.RUNNING)
 
     def rollbacks_to_run(self, org_id: str | None, now: datetime, limit: int = 100) -> list[Rollback]:
         """Running jobs whose lease is free or expired (a crashed worker's jobs included)."""

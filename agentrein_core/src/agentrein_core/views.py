@@ -37,7 +37,7 @@ class SessionInfo:
 
 @frozen
 class ApprovalInfo:
-    """One approval request with the fields of the status reference §4 (plus its ``purpose``)."""
+    """One approval request with the fields of the status reference §4, and its ``purpose``."""
 
     approval_id: str
     action_id: str
@@ -45,7 +45,6 @@ class ApprovalInfo:
     operation_type: OperationType
     session_id: str
     agent_id: str
-    purpose: ApprovalPurpose
     payload_summary: str
     requested_at: datetime
     timeout_at: datetime
@@ -56,3 +55,14 @@ class ApprovalInfo:
     reason: str | None
     action_status: ActionStatus
     unconfirmed: bool
+    #: Not among the fields the status reference fixes for ``GET /approvals``, so absent (``None``) from that
+    #: list over HTTP; set everywhere else.
+    purpose: ApprovalPurpose | None = None
+
+
+@frozen
+class SessionPage:
+    """One page of sessions; ``next_cursor`` fetches the next (``None``: this was the last)."""
+
+    sessions: list[SessionInfo]
+    next_cursor: str | None

@@ -80,7 +80,7 @@ class LocalBackend:
         return self.engine.get_session(self.org_id, session_id)
 
     def list_sessions(self, limit: int) -> list[SessionInfo]:
-        return self.engine.list_sessions(self.org_id, limit)
+        return self.engine.list_sessions(self.org_id, limit).sessions
 
     def complete_session(self, session_id: str) -> SessionInfo:
         return self.engine.complete_session(self.org_id, session_id)
