@@ -11,6 +11,10 @@ approvals, retries, rollback) is the same for every service:
 3. *How is it undone?* :meth:`Connector.undo_for` derives an :class:`UndoConfig` from the call and its
    result; :meth:`Connector.run_undo` runs it, with the undo's own idempotency key.
 4. *What must never be stored?* :attr:`Connector.sensitive_fields` extends the default redaction list.
+
+In server mode inverses run in the server, through a client the connector builds from the organisation's
+stored configuration and credentials (:meth:`Connector.server_client`, checked by
+:meth:`Connector.check_config` when an operator stores them).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from typing import Any, ClassVar
 
 from attrs import frozen
 
-from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.errors import UndoError, ValidationError
+from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
+from agentrein_core.retry import retrying
 from agentrein_core.statuses import OperationType
 
 #: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
@@ -89,6 +94,18 @@ class Connector(ABC):
         the effect is gone, including when the service says it was already gone; raise otherwise."""
         raise ValidationError("undo", f"connector {self.name!r} cannot run undo type {undo.type!r}")
 
+    def check_config(self, config: JSON, credentials: JSON) -> None:
+        """Reject settings (``PUT /connectors/{name}``) that :meth:`server_client` could not use, naming the
+        field at fault (:class:`ValidationError`). By default a connector takes no settings."""
+        for field, value in (("config", config), ("credentials", credentials)):
+            if value:
+                raise ValidationError(field, f"connector {self.name!r} takes no {field}")
+
+    def server_client(self, config: JSON, credentials: JSON) -> Any:
+        """A client through which the server runs this connector's inverses, built from the organisation's
+        settings. Closed after use if it has ``close()``. By default the connector has no server-side undo."""
+        raise UndoError(f"connector {self.name!r} cannot run inverses in the server")
+
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
         """Reject, at ``wrap()`` time, an undo override this connector could not run."""
         undo_type = override.get("type")
@@ -113,3 +130,12 @@ def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoC
     if "type" in override and override["type"] != derived.type:
         return UndoConfig(str(override["type"]), params, require_approval)
     return UndoConfig(derived.type, {**derived.params, **params}, require_approval)
+
+
+def run_undo_retrying(connector: Connector, action: Action, client: Any, settle: Callable[[Any], Any]) -> None:
+    """Run ``action``'s inverse through ``client`` with its undo idempotency key, retrying what the connector
+    judges transient; ``settle`` receives each attempt's outcome (and awaits it, for an async client)."""
+    assert action.undo is not None
+    for attempt in retrying(connector.is_transient):
+        with attempt:
+            settle(connector.run_undo(action.undo, client, action.undo_idempotency_key))

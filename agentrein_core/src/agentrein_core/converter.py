@@ -1,6 +1,7 @@
 """Conversion between records and plain data, in one place (cattrs).
 
-``storage`` turns records into database rows and back: snake_case names, datetimes kept as ``datetime``.
+``storage`` turns records into database rows and back: snake_case names, datetimes kept as ``datetime``;
+``wire`` into the REST API's JSON and back: camelCase names, datetimes as ISO 8601 strings.
 An :class:`UndoConfig` is stored (and sent) in its wire form ``{"type", "requireApproval", ...params}``.
 """
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from agentrein_core.connector import REQUIRE_APPROVAL_KEY
 from agentrein_core.model import UndoConfig
@@ -41,3 +44,44 @@ def to_row(record: Any) -> dict[str, Any]:
 
 def from_row(row: Any, cls: type[T]) -> T:
     return storage.structure(dict(row._mapping), cls)
+
+
+# The wire: camelCase JSON for the REST API, and back into records in the SDK's HTTP transport ---------------
+
+
+def camel(name: str) -> str:
+    """``approval_id`` -> ``approvalId``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+wire = cattrs.Converter()
+wire.register_unstructure_hook(datetime, lambda dt: dt.isoformat())
+wire.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+
+
+def _camel_names(cls: Any) -> dict[str, Any]:
+    return {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
+
+
+def _unstructure_camel(cls: Any) -> Any:
+    return make_dict_unstructure_fn(cls, wire, **_camel_names(cls))
+
+
+def _structure_camel(cls: Any) -> Any:
+    return make_dict_structure_fn(cls, wire, **_camel_names(cls))
+
+
+wire.register_unstructure_hook_factory(attrs.has, _unstructure_camel)
+wire.register_structure_hook_factory(attrs.has, _structure_camel)
+wire.register_unstructure_hook(UndoConfig, undo_to_wire)
+wire.register_structure_hook(UndoConfig, undo_from_wire)
+
+
+def to_wire(record: Any) -> Any:
+    """A record (or a list of them) as camelCase JSON-ready data."""
+    return wire.unstructure(record)
+
+
+def from_wire(data: Any, cls: type[T]) -> T:
+    return wire.structure(data, cls)

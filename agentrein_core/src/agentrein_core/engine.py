@@ -346,10 +346,17 @@ class Engine:
         return LoggedAction(action, approval)
 
     def confirm_action(
-        self, org_id: str, action_id: str, *, response: JSON | None = None, undo: UndoConfig | None = None
+        self,
+        org_id: str,
+        action_id: str,
+        *,
+        response: JSON | None = None,
+        undo: UndoConfig | None = None,
+        session_id: str | None = None,
     ) -> Action:
         """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
-        If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens."""
+        If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens.
+        ``session_id``, when given, must be the action's session."""
         _json("response", response)
         now = self.clock()
         with self.store.transaction() as tx:
@@ -360,11 +367,13 @@ class Engine:
                 action = _action(tx, org_id, action_id)  # NotFoundError if it does not exist
                 rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
                 raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
+            if session_id is not None and done.session_id != session_id:
+                raise NotFoundError("action", action_id)  # raised inside the transaction: nothing is written
             if done.review_after:
                 tx.insert(_new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
             return done
 
-    def fail_action(self, org_id: str, action_id: str, *, error: str) -> Action:
+    def fail_action(self, org_id: str, action_id: str, *, error: str, session_id: str | None = None) -> Action:
         """The call failed: record why and roll the session back (a job the caller then runs).
 
         An action a reviewer approved stays ``CLEARED`` (status reference §1): its failure is recorded as a
@@ -373,6 +382,8 @@ class Engine:
         error = _text("error", error or "failed", MAX_TEXT)
         with self.store.transaction() as tx:
             action = _action(tx, org_id, action_id)
+            if session_id is not None and action.session_id != session_id:
+                raise NotFoundError("action", action_id)
             rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
             was_approved = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
@@ -414,6 +425,11 @@ class Engine:
         now = self.clock()
         with self.store.transaction(write=False) as tx:
             return [_approval_view(tx, p, now) for p in tx.list_approvals(org_id, status)]
+
+    def count_pending_approvals(self) -> int:
+        """Approvals waiting for a decision, in all organisations (for metrics)."""
+        with self.store.transaction(write=False) as tx:
+            return tx.count_pending_approvals()
 
     def approve(self, org_id: str, approval_id: str, reviewer: str, reason: str | None = None) -> Approval:
         return self._decide(org_id, approval_id, ApprovalStatus.APPROVED, reviewer, reason)

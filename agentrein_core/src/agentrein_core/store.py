@@ -416,6 +416,12 @@ class Tx:
         pending_first = sa.case((t.c.status == ApprovalStatus.PENDING, 0), else_=1)
         return self._all(Approval, stmt.order_by(pending_first, t.c.requested_at, t.c.approval_id))
 
+    def count_pending_approvals(self) -> int:
+        t = schema.approvals
+        return int(
+            self.conn.execute(sa.select(sa.func.count()).where(t.c.status == ApprovalStatus.PENDING)).scalar_one()
+        )
+
     def approvals_due(self, now: datetime, limit: int = 500) -> list[Approval]:
         t = schema.approvals
         stmt = (

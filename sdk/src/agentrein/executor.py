@@ -9,10 +9,10 @@ from typing import Any
 
 from attrs import define, field
 
+from agentrein_core.connector import run_undo_retrying
 from agentrein_core.errors import AgentReinError
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
-from agentrein_core.retry import retrying
 
 
 @define
@@ -57,14 +57,14 @@ class ClientUndoExecutor:
 
     def run_undo(self, action: Action) -> None:
         ref = self._ref(action)
-        assert ref is not None and action.undo is not None
-        connector = self.connectors.get(action.connector)
-        undo = action.undo
-        for attempt in retrying(connector.is_transient):
-            with attempt:
-                outcome = connector.run_undo(undo, ref.client, action.undo_idempotency_key)
-                if asyncio.iscoroutine(outcome):
-                    _await_from_thread(outcome, ref.loop)
+        assert ref is not None
+        loop = ref.loop
+
+        def settle(outcome: Any) -> None:
+            if asyncio.iscoroutine(outcome):
+                _await_from_thread(outcome, loop)
+
+        run_undo_retrying(self.connectors.get(action.connector), action, ref.client, settle)
 
 
 def _await_from_thread(coro: Any, loop: asyncio.AbstractEventLoop | None) -> Any:

@@ -7,6 +7,10 @@
   other calls are not undone unless the caller gives an undo (``http-delete`` or ``http-request``).
 - An error status (>= 400) raises ``httpx.HTTPStatusError``; connect/read errors and 429/502/503/504 are
   transient.
+- In the server, inverses go only to hosts the organisation allows: config ``{"allowedHosts": ["api.example.com",
+  "*.internal:8443"]}`` (globs; one without a port matches any port), credentials ``{"headers": {...}}``
+  added to every inverse (an ``Authorization`` header, say). An undo URL elsewhere is refused, so no agent
+  can make the server call an address of its choosing.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl
 
@@ -144,6 +149,36 @@ class HttpConnector(Connector):
                 "an http-request undo needs a method among POST, PUT, PATCH, DELETE",
             )
 
+    def check_config(self, config: JSON, credentials: JSON) -> None:
+        _only_keys("config", config, {"allowedHosts"})
+        hosts = config.get("allowedHosts", [])
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise ValidationError(
+                "config.allowedHosts", "must be a list of host[:port] globs, e.g. ['api.example.com']"
+            )
+        _only_keys("credentials", credentials, {"headers"})
+        headers = credentials.get("headers", {})
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            raise ValidationError("credentials.headers", "must map header names to string values")
+
+    def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
+        allowed = tuple(config.get("allowedHosts", []))
+
+        def refuse_other_hosts(request: httpx.Request) -> None:
+            host, port = request.url.host, request.url.port or (443 if request.url.scheme == "https" else 80)
+            if not any(fnmatchcase(f"{host}:{port}" if ":" in glob else host, glob) for glob in allowed):
+                raise UndoError(
+                    f"undo refused: {host}:{port} is not in the http connector's allowedHosts "
+                    f"({', '.join(allowed) or 'none configured'})"
+                )
+
+        return httpx.Client(
+            headers=credentials.get("headers", {}),
+            event_hooks={"request": [refuse_other_hosts]},
+            follow_redirects=False,  # a redirect must not lead an inverse off the allowed hosts
+            timeout=30.0,
+        )
+
     def is_transient(self, error: BaseException) -> bool:
         if isinstance(error, httpx.HTTPStatusError):
             return error.response.status_code in TRANSIENT_STATUSES
@@ -162,6 +197,12 @@ class HttpConnector(Connector):
         if isinstance(client, httpx.AsyncClient):
             return _undo_async(client, request)
         return _undo_outcome(client.send(request))
+
+
+def _only_keys(field: str, value: JSON, allowed: set[str]) -> None:
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ValidationError(f"{field}.{unknown[0]}", f"unknown setting (allowed: {', '.join(sorted(allowed))})")
 
 
 def _checked(response: httpx.Response) -> httpx.Response:

@@ -1,0 +1,93 @@
+"""Approval requests: the reviewer's queue, one request (long-poll), and decisions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, get, post
+from litestar.params import Parameter
+
+from agentrein_core.converter import to_wire
+from agentrein_core.statuses import ApprovalStatus
+from agentrein_core.views import ApprovalInfo
+from agentrein_server.api import bodies
+from agentrein_server.auth import Caller
+from agentrein_server.services import Services
+
+MAX_WAIT = 60.0
+#: The fields of ``GET /approvals``, exactly as the status reference §4 lists them.
+LISTED_FIELDS = (
+    "approvalId",
+    "actionId",
+    "apiName",
+    "operationType",
+    "sessionId",
+    "agentId",
+    "payloadSummary",
+    "requestedAt",
+    "timeoutAt",
+    "timeRemaining",
+    "status",
+    "resolvedAt",
+    "resolvedBy",
+    "reason",
+    "actionStatus",
+    "unconfirmed",
+)
+
+
+class ApprovalController(Controller):
+    path = "/approvals"
+    tags = ("approvals",)
+
+    @get(sync_to_thread=True)
+    def list(self, caller: Caller, services: Services, status: ApprovalStatus | None = None) -> list[dict[str, Any]]:
+        """Pending first, oldest first. ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved
+        action whose execution was never confirmed within an hour."""
+        infos = services.engine.list_approvals(caller.org_id, status)
+        return [{k: v for k, v in to_wire(info).items() if k in LISTED_FIELDS} for info in infos]
+
+    @get("/{approval_id:str}", sync_to_thread=True)
+    def show(
+        self,
+        approval_id: str,
+        caller: Caller,
+        services: Services,
+        wait: Annotated[float, Parameter(ge=0, le=MAX_WAIT)] = 0.0,
+    ) -> dict[str, Any]:
+        """One request, with its ``purpose``. ``wait=N`` long-polls: the answer comes the moment the request
+        is decided (on any replica), or after N seconds with it still ``PENDING``."""
+        engine = services.engine
+        if wait > 0:
+            return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait))
+        return _wire(engine.get_approval(caller.org_id, approval_id))
+
+    @post("/{approval_id:str}/approve", status_code=200, sync_to_thread=True)
+    def approve(
+        self, approval_id: str, caller: Caller, services: Services, data: bodies.Decision | None = None
+    ) -> dict[str, Any]:
+        return self._decide(approval_id, caller, services, data, approve=True)
+
+    @post("/{approval_id:str}/reject", status_code=200, sync_to_thread=True)
+    def reject(
+        self, approval_id: str, caller: Caller, services: Services, data: bodies.Decision | None = None
+    ) -> dict[str, Any]:
+        """What a rejection does depends on the purpose (status reference §4); the server carries it out,
+        rolling back where the rules say so. ``409`` if the request was already decided."""
+        return self._decide(approval_id, caller, services, data, approve=False)
+
+    @staticmethod
+    def _decide(
+        approval_id: str, caller: Caller, services: Services, data: bodies.Decision | None, *, approve: bool
+    ) -> dict[str, Any]:
+        caller.require_operator("decide approval requests")
+        decision = data or bodies.Decision()
+        reviewer = decision.reviewer or caller.label
+        decide = services.engine.approve if approve else services.engine.reject
+        decide(caller.org_id, approval_id, reviewer, decision.reason)
+        services.workers.wake()  # a decision may start or resume a rollback
+        return _wire(services.engine.get_approval(caller.org_id, approval_id))
+
+
+def _wire(info: ApprovalInfo) -> dict[str, Any]:
+    return to_wire(info)  # type: ignore[no-any-return]

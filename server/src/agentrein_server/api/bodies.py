@@ -1,0 +1,71 @@
+"""Request bodies. Litestar decodes and checks them (types, required fields, no unknown fields) before a
+handler runs, and documents them in the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from agentrein_core.statuses import OperationType, PolicyEffect, Role
+
+
+class Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    pass
+
+
+class NewSession(Body):
+    agent_id: str
+    intent: str = ""
+    sandbox: bool = False
+
+
+class NewAction(Body):
+    connector: str
+    api_name: str
+    operation_type: OperationType
+    payload: dict[str, Any] = {}
+    requires_approval: bool = False
+    approval_timeout_ms: int | None = None
+
+
+class ActionOutcome(Body):
+    """``SUCCESS`` with the call's (redacted) response and undo config, or ``FAILED`` with its error."""
+
+    status: Literal["SUCCESS", "FAILED"]
+    response: dict[str, Any] | None = None
+    undo: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class RollbackRequest(Body):
+    reason: str | None = None
+
+
+class Decision(Body):
+    reviewer: str | None = None
+    reason: str | None = None
+
+
+class NewPolicy(Body):
+    name: str
+    effect: PolicyEffect
+    connector: str | None = None
+    api_name: str | None = None
+    agent_id: str | None = None
+    operation_type: str | None = None
+    enabled: bool = True
+
+
+class PolicyChange(Body):
+    enabled: bool
+
+
+class ConnectorSettings(Body):
+    enabled: bool
+    config: dict[str, Any] = {}
+    credentials: dict[str, Any] | None = None
+
+
+class NewApiKey(Body):
+    role: Role

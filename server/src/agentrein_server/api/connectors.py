@@ -1,0 +1,54 @@
+"""Connectors: which are installed, and the organisation's settings for running their inverses in the
+server. Credentials are write-only: stored encrypted, never returned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get, put
+
+from agentrein_core.model import ConnectorConfig
+from agentrein_server.api import bodies
+from agentrein_server.auth import Caller
+from agentrein_server.services import Services
+
+
+class ConnectorController(Controller):
+    path = "/connectors"
+    tags = ("connectors",)
+
+    @get(sync_to_thread=True)
+    def list(self, caller: Caller, services: Services) -> list[dict[str, Any]]:
+        """Every installed connector, with the organisation's settings for it."""
+        stored = {c.connector: c for c in services.engine.list_connector_configs(caller.org_id)}
+        return [_describe(name, stored.get(name)) for name in services.connectors.names()]
+
+    @get("/{name:str}", sync_to_thread=True)
+    def show(self, name: str, caller: Caller, services: Services) -> dict[str, Any]:
+        services.connectors.get(name)  # 400 naming the installed ones, for a name no plugin provides
+        return _describe(name, services.engine.connector_config(caller.org_id, name))
+
+    @put("/{name:str}", sync_to_thread=True)
+    def configure(
+        self, name: str, data: bodies.ConnectorSettings, caller: Caller, services: Services
+    ) -> dict[str, Any]:
+        """Enable (or disable) the connector for server-side rollback. ``credentials`` omitted keeps the
+        stored ones."""
+        caller.require_operator("configure connectors")
+        connector = services.connectors.get(name)
+        connector.check_config(data.config, data.credentials or {})
+        token = services.vault.encrypt(data.credentials) if data.credentials is not None else None
+        stored = services.engine.configure_connector(
+            caller.org_id, name, enabled=data.enabled, config=data.config, credentials=token
+        )
+        return _describe(name, stored)
+
+
+def _describe(name: str, stored: ConnectorConfig | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "enabled": bool(stored and stored.enabled),
+        "config": stored.config if stored else {},
+        "hasCredentials": bool(stored and stored.credentials),
+        "updatedAt": stored.updated_at.isoformat() if stored else None,
+    }

@@ -1,0 +1,38 @@
+"""API keys of the caller's organisation. A new key's secret is in the creation response only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get, post
+
+from agentrein_core.model import ApiKey
+from agentrein_server.api import bodies
+from agentrein_server.auth import Caller
+from agentrein_server.services import Services
+
+
+class ApiKeyController(Controller):
+    path = "/api-keys"
+    tags = ("api keys",)
+
+    @post(sync_to_thread=True)
+    def create(self, data: bodies.NewApiKey, caller: Caller, services: Services) -> dict[str, Any]:
+        caller.require_operator("create API keys")
+        key, secret = services.engine.create_api_key(caller.org_id, data.role)
+        return _describe(key) | {"key": secret}
+
+    @get(sync_to_thread=True)
+    def list(self, caller: Caller, services: Services) -> list[dict[str, Any]]:
+        caller.require_operator("list API keys")
+        return [_describe(k) for k in services.engine.list_api_keys(caller.org_id)]
+
+
+def _describe(key: ApiKey) -> dict[str, Any]:
+    return {
+        "keyId": key.key_id,
+        "role": key.role,
+        "prefix": key.prefix,
+        "createdAt": key.created_at.isoformat(),
+        "revokedAt": key.revoked_at.isoformat() if key.revoked_at else None,
+    }

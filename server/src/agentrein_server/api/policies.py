@@ -1,0 +1,48 @@
+"""The organisation's policies: ``ALLOW`` < ``REQUIRE_APPROVAL`` < ``BLOCK``, the strictest match wins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, delete, get, patch, post
+
+from agentrein_core.converter import to_wire
+from agentrein_server.api import bodies
+from agentrein_server.auth import Caller
+from agentrein_server.services import Services
+
+
+class PolicyController(Controller):
+    path = "/policies"
+    tags = ("policies",)
+
+    @get(sync_to_thread=True)
+    def list(self, caller: Caller, services: Services) -> list[dict[str, Any]]:
+        return to_wire(services.engine.list_policies(caller.org_id))  # type: ignore[no-any-return]
+
+    @post(sync_to_thread=True)
+    def create(self, data: bodies.NewPolicy, caller: Caller, services: Services) -> dict[str, Any]:
+        """Each given glob (``connector``, ``apiName``, ``agentId``, ``operationType``) must match for the
+        policy to apply."""
+        caller.require_operator("manage policies")
+        policy = services.engine.add_policy(
+            caller.org_id,
+            data.name,
+            data.effect,
+            connector=data.connector,
+            api_name=data.api_name,
+            agent_id=data.agent_id,
+            operation_type=data.operation_type,
+            enabled=data.enabled,
+        )
+        return to_wire(policy)  # type: ignore[no-any-return]
+
+    @patch("/{policy_id:str}", sync_to_thread=True)
+    def change(self, policy_id: str, data: bodies.PolicyChange, caller: Caller, services: Services) -> dict[str, Any]:
+        caller.require_operator("manage policies")
+        return to_wire(services.engine.set_policy_enabled(caller.org_id, policy_id, data.enabled))  # type: ignore[no-any-return]
+
+    @delete("/{policy_id:str}", sync_to_thread=True)
+    def remove(self, policy_id: str, caller: Caller, services: Services) -> None:
+        caller.require_operator("manage policies")
+        services.engine.delete_policy(caller.org_id, policy_id)

@@ -1,0 +1,162 @@
+"""Sessions, their actions (write-ahead record and outcome), completion and rollback."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from litestar import Controller, get, patch, post
+from litestar.params import Parameter
+from litestar.status_codes import HTTP_202_ACCEPTED
+
+from agentrein_core.converter import from_wire, to_wire
+from agentrein_core.engine import DEFAULT_APPROVAL_TIMEOUT
+from agentrein_core.errors import NotFoundError, PolicyBlockedError, ValidationError
+from agentrein_core.model import UndoConfig
+from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
+from agentrein_server import metrics
+from agentrein_server.api import bodies
+from agentrein_server.auth import Caller
+from agentrein_server.services import Services
+
+MAX_WAIT = 60.0
+
+
+class SessionController(Controller):
+    path = "/sessions"
+    tags = ("sessions",)
+
+    @post(sync_to_thread=True)
+    def create(self, data: bodies.NewSession, caller: Caller, services: Services) -> dict[str, Any]:
+        engine = services.engine
+        session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox)
+        return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
+
+    @get(sync_to_thread=True)
+    def list(
+        self,
+        caller: Caller,
+        services: Services,
+        status: SessionStatus | None = None,
+        display_status: Annotated[DisplayStatus | None, Parameter(query="displayStatus")] = None,
+        agent_id: Annotated[str | None, Parameter(query="agentId")] = None,
+        created_after: Annotated[datetime | None, Parameter(query="createdAfter")] = None,
+        created_before: Annotated[datetime | None, Parameter(query="createdBefore")] = None,
+        limit: Annotated[int, Parameter(ge=1, le=1000)] = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Sessions newest first; filters combine; ``nextCursor`` (when not null) fetches the next page."""
+        page = services.engine.list_sessions(
+            caller.org_id,
+            limit,
+            status=status,
+            display_status=display_status,
+            agent_id=agent_id,
+            created_after=_aware(created_after),
+            created_before=_aware(created_before),
+            cursor=cursor,
+        )
+        return {"sessions": to_wire(page.sessions), "nextCursor": page.next_cursor}
+
+    @get("/{session_id:str}", sync_to_thread=True)
+    def show(self, session_id: str, caller: Caller, services: Services) -> dict[str, Any]:
+        return to_wire(services.engine.get_session(caller.org_id, session_id))  # type: ignore[no-any-return]
+
+    @post("/{session_id:str}/complete", status_code=200, sync_to_thread=True)
+    def complete(self, session_id: str, caller: Caller, services: Services) -> dict[str, Any]:
+        return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
+
+    @post("/{session_id:str}/actions", sync_to_thread=True)
+    def log_action(self, session_id: str, data: bodies.NewAction, caller: Caller, services: Services) -> dict[str, Any]:
+        """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
+        ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates."""
+        timeout = DEFAULT_APPROVAL_TIMEOUT
+        if data.approval_timeout_ms is not None:
+            if data.approval_timeout_ms <= 0:
+                raise ValidationError("approvalTimeoutMs", "must be a positive number of milliseconds")
+            timeout = timedelta(milliseconds=data.approval_timeout_ms)
+        try:
+            logged = services.engine.log_action(
+                caller.org_id,
+                session_id,
+                connector=data.connector,
+                api_name=data.api_name,
+                operation_type=data.operation_type,
+                payload=data.payload,
+                requires_approval=data.requires_approval,
+                approval_timeout=timeout,
+            )
+        except PolicyBlockedError:
+            metrics.ACTIONS_LOGGED.labels(status=ActionStatus.FAILED).inc()
+            raise
+        except Exception:
+            services.workers.wake()  # a plan without approval gates rolls the session back
+            raise
+        metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
+        return {"action": to_wire(logged.action), "approval": to_wire(logged.approval)}
+
+    @patch("/{session_id:str}/actions/{action_id:str}", sync_to_thread=True)
+    def record_outcome(
+        self, session_id: str, action_id: str, data: bodies.ActionOutcome, caller: Caller, services: Services
+    ) -> dict[str, Any]:
+        """``CLEARED -> SUCCESS`` (with response and undo), or ``FAILED`` (with error; the session is rolled
+        back by the server)."""
+        engine = services.engine
+        if data.status == "SUCCESS":
+            if data.error is not None:
+                raise ValidationError("error", "only a FAILED outcome has an error")
+            undo = _undo(data.undo)
+            action = engine.confirm_action(
+                caller.org_id, action_id, response=data.response, undo=undo, session_id=session_id
+            )
+        else:
+            if data.response is not None or data.undo is not None:
+                raise ValidationError("status", "a FAILED outcome has an error, not a response or undo")
+            action = engine.fail_action(caller.org_id, action_id, error=data.error or "failed", session_id=session_id)
+            services.workers.wake()
+        return to_wire(action)  # type: ignore[no-any-return]
+
+    @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True)
+    def rollback(
+        self, session_id: str, caller: Caller, services: Services, data: bodies.RollbackRequest | None = None
+    ) -> dict[str, Any]:
+        """Start the session's rollback (or return the one under way); the server's workers run it.
+        ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
+        trigger = f"requested: {data.reason}" if data is not None and data.reason else "requested"
+        job = services.engine.request_rollback(
+            caller.org_id, session_id, caller_role=caller.role, requested_by=caller.label, trigger=trigger[:200]
+        )
+        services.workers.wake()
+        return to_wire(job)  # type: ignore[no-any-return]
+
+    @get("/{session_id:str}/rollback", sync_to_thread=True)
+    def rollback_status(
+        self,
+        session_id: str,
+        caller: Caller,
+        services: Services,
+        wait: Annotated[float, Parameter(ge=0, le=MAX_WAIT)] = 0.0,
+    ) -> dict[str, Any]:
+        """The session's latest rollback; with ``wait=N`` answers once it has ended or waits for a reviewer
+        (or after N seconds)."""
+        job = services.engine.wait_for_rollback(caller.org_id, session_id, wait)
+        if job is None:
+            raise NotFoundError("rollback of session", session_id)
+        return to_wire(job)  # type: ignore[no-any-return]
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """Times without a zone are taken as UTC."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment
+
+
+def _undo(data: dict[str, Any] | None) -> UndoConfig | None:
+    if data is None:
+        return None
+    if not isinstance(data.get("type"), str) or not data["type"]:
+        raise ValidationError("undo.type", "an undo config needs a 'type' (such as 'none' or 'http-delete')")
+    if not isinstance(data.get("requireApproval", False), bool):
+        raise ValidationError("undo.requireApproval", "must be true or false")
+    return from_wire(data, UndoConfig)

@@ -1,0 +1,105 @@
+"""The AgentRein server: a Litestar app over one :class:`~agentrein_core.engine.Engine`.
+
+Layers, outermost first: HTTP (routes in :mod:`agentrein_server.api`, problem+json in
+:mod:`~agentrein_server.problems`), who is calling (:mod:`~agentrein_server.auth`), then the engine's use
+cases, the same ones the embedded SDK calls. Background work runs in :mod:`~agentrein_server.workers`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio.to_thread
+from litestar import Litestar, Request
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+
+from agentrein_core.engine import Engine
+from agentrein_core.plugins import installed_connectors
+from agentrein_core.store import Store
+from agentrein_server import metrics, problems
+from agentrein_server.api.approvals import ApprovalController
+from agentrein_server.api.connectors import ConnectorController
+from agentrein_server.api.keys import ApiKeyController
+from agentrein_server.api.policies import PolicyController
+from agentrein_server.api.sessions import SessionController
+from agentrein_server.api.system import healthz, prometheus_metrics
+from agentrein_server.auth import Authenticator, Caller
+from agentrein_server.services import Services, provide_services
+from agentrein_server.undo import ServerUndoExecutor
+from agentrein_server.vault import Vault
+from agentrein_server.workers import Workers
+
+#: Request bodies larger than this are refused with 413 before they are read in full.
+MAX_BODY_BYTES = 1024 * 1024
+#: Threads for request handlers; long-polls hold one each while they wait.
+HANDLER_THREADS = 200
+
+
+def open_services(database_url: str | None = None, *, rollback_threads: int = 2) -> Services:
+    store = Store(database_url)
+    engine = Engine(store)
+    connectors = installed_connectors()
+    vault = Vault.from_environment(secret_key_file(store.url))
+    workers = Workers(engine, ServerUndoExecutor(engine, connectors, vault), rollback_threads)
+    return Services(engine, connectors, vault, workers, Authenticator(engine))
+
+
+def secret_key_file(database_url: str) -> Path:
+    """Where the generated secret key lives when ``$AGENTREIN_SECRET_KEY`` is not set: beside a SQLite
+    database, else in the working directory (replicas must then share ``$AGENTREIN_SECRET_KEY``)."""
+    if database_url.startswith("sqlite:///") and database_url != "sqlite:///:memory:":
+        return Path(database_url.removeprefix("sqlite:///") + ".secret-key")
+    return Path("agentrein.secret-key")
+
+
+def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
+    """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica that runs
+    workers)."""
+
+    def provide_caller(request: Request, services: Services) -> Caller:  # type: ignore[type-arg]
+        return services.authenticator(request)
+
+    def start() -> None:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = HANDLER_THREADS
+        if run_workers:
+            services.workers.start()
+
+    def stop() -> None:
+        services.workers.stop()
+        services.engine.store.close()
+
+    return Litestar(
+        route_handlers=[
+            SessionController,
+            ApprovalController,
+            PolicyController,
+            ConnectorController,
+            ApiKeyController,
+            healthz,
+            prometheus_metrics,
+        ],
+        dependencies={
+            "services": Provide(provide_services, sync_to_thread=False),
+            "caller": Provide(provide_caller, sync_to_thread=True),
+        },
+        state=State({"services": services}),
+        exception_handlers=problems.HANDLERS,
+        middleware=[metrics.prometheus.middleware],
+        on_startup=[start],
+        on_shutdown=[stop],
+        request_max_body_size=MAX_BODY_BYTES,
+        openapi_config=OpenAPIConfig(
+            title="AgentRein",
+            version="0.1.0",
+            description="Record, review and roll back what AI agents do through real APIs.",
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin()],
+            components=Components(security_schemes={"apiKey": SecurityScheme(type="http", scheme="bearer")}),
+            security=[{"apiKey": []}],
+        ),
+        debug=False,
+    )

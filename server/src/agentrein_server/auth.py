@@ -1,0 +1,48 @@
+"""Who is calling: ``Authorization: Bearer <api key>`` resolved to the key's organisation and role."""
+
+from __future__ import annotations
+
+import time
+
+from attrs import frozen
+from litestar import Request
+
+from agentrein_core.engine import Engine
+from agentrein_core.errors import ForbiddenError, UnauthorizedError
+from agentrein_core.model import ApiKey
+from agentrein_core.statuses import Role
+
+#: How long a resolved key is remembered, sparing a database read per request.
+KEY_CACHE_SECONDS = 30.0
+
+
+@frozen
+class Caller:
+    key_id: str
+    org_id: str
+    role: Role
+    label: str  # how the caller is named in records it decides (resolvedBy, requestedBy)
+
+    def require_operator(self, doing: str) -> None:
+        if self.role is not Role.OPERATOR:
+            raise ForbiddenError(f"an {self.role} key may not {doing}; use an operator key")
+
+
+class Authenticator:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._cache: dict[str, tuple[float, ApiKey]] = {}
+
+    def __call__(self, request: Request) -> Caller:  # type: ignore[type-arg]
+        header = request.headers.get("authorization", "")
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise UnauthorizedError("send the API key as 'Authorization: Bearer <key>'")
+        secret = secret.strip()
+        cached = self._cache.get(secret)
+        if cached is not None and cached[0] > time.monotonic():
+            key = cached[1]
+        else:
+            key = self.engine.authenticate(secret)
+            self._cache[secret] = (time.monotonic() + KEY_CACHE_SECONDS, key)
+        return Caller(key.key_id, key.org_id, key.role, f"{key.role} key {key.prefix}…")

@@ -1,0 +1,96 @@
+"""The server's background work, in threads of its own:
+
+- rollback workers claim running rollback jobs (leases; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and run
+  their inverses through :class:`ServerUndoExecutor`; a job left by a killed server is taken over when its
+  lease runs out, here or on another replica;
+- maintenance expires approvals at ``timeoutAt`` and marks sessions idle for 24 h ``ABANDONED``;
+- on PostgreSQL a listener turns other replicas' NOTIFYs into wake-ups of this replica's long-polls.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+from agentrein_core.engine import Engine
+from agentrein_core.rollback import UndoExecutor
+from agentrein_core.statuses import RollbackStatus
+from agentrein_core.store import EVENTS_CHANNEL
+from agentrein_server import metrics
+
+log = logging.getLogger("agentrein.server")
+
+#: How long a rollback approval opened by the server's workers waits for a reviewer.
+ROLLBACK_APPROVAL_TIMEOUT = timedelta(hours=24)
+#: Idle rollback workers look for jobs this often (a request that starts one wakes them at once).
+IDLE_POLL = 0.5
+MAINTENANCE_EVERY = 1.0
+
+
+class Workers:
+    def __init__(self, engine: Engine, executor: UndoExecutor, rollback_threads: int = 2) -> None:
+        self.engine = engine
+        self.executor = executor
+        self.rollback_threads = rollback_threads
+        self._stop = threading.Event()
+        self._work = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def wake(self) -> None:
+        """A rollback may have been started or resumed: look now rather than at the next poll."""
+        self._work.set()
+
+    def start(self) -> None:
+        loops: list[tuple[str, Callable[[], None]]] = [("maintenance", self._maintain)]
+        loops += [(f"rollback-{n}", self._run_rollbacks) for n in range(self.rollback_threads)]
+        if self.engine.store.dialect == "postgresql":
+            loops.append(("listener", self._listen))
+        for name, loop in loops:
+            thread = threading.Thread(target=loop, name=f"agentrein-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._work.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads.clear()
+
+    def _run_rollbacks(self) -> None:
+        while not self._stop.is_set():
+            try:
+                job = self.engine.run_next_rollback(self.executor, ROLLBACK_APPROVAL_TIMEOUT)
+            except Exception:
+                log.exception("rollback worker: a job could not be advanced; it will be retried")
+                self._stop.wait(IDLE_POLL)
+                continue
+            if job is None:
+                self._work.wait(IDLE_POLL)
+                self._work.clear()
+            elif job.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED):
+                metrics.ROLLBACKS_FINISHED.labels(outcome=job.status.lower()).inc()
+
+    def _maintain(self) -> None:
+        while not self._stop.wait(MAINTENANCE_EVERY):
+            try:
+                report = self.engine.maintain()
+                if report.expired_approvals:
+                    self.wake()  # an expiry may have started or ended a rollback
+                metrics.APPROVALS_PENDING.set(self.engine.count_pending_approvals())
+            except Exception:
+                log.exception("maintenance failed; retrying")
+
+    def _listen(self) -> None:
+        def on_notify(_payload: str) -> None:
+            self.engine.wake_waiters()
+            self.wake()
+
+        while not self._stop.is_set():
+            try:
+                self.engine.store.listen(EVENTS_CHANNEL, on_notify, self._stop)
+            except Exception:
+                log.exception("listening for PostgreSQL notifications failed; reconnecting")
+                self._stop.wait(1.0)
