@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from urllib.parse import urlsplit
 
 import pytest
 from pytest_postgresql.janitor import DatabaseJanitor
+from serving import RunningServer
 
 from agentrein import AgentRein
 from agentrein_server.demo.fake_service import FakeService
@@ -18,9 +20,9 @@ POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it)"
 
 
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test module, dropped afterwards."""
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A new PostgreSQL database, dropped afterwards."""
     server = os.environ.get(POSTGRES_ENV)
     if not server:
         pytest.skip(NO_POSTGRES)
@@ -37,6 +39,13 @@ def postgres_url() -> Iterator[str]:
         yield f"postgresql+psycopg://{parts.netloc}/{dbname}"
 
 
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test module."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Each test that asks for a database runs once on SQLite and once on PostgreSQL."""
@@ -45,9 +54,61 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'agentrein.db'}"
 
 
+class Servers:
+    """Real servers for a test module, started when first asked for: one per database kind, each on a
+    database of its own (a server's workers roll back every organisation of its database, so embedded tests
+    must not share it)."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._running: dict[str, RunningServer] = {}
+        self._databases = ExitStack()
+
+    def on(self, database_url: str) -> RunningServer:
+        kind = "postgresql" if database_url.startswith("postgresql") else "sqlite"
+        if kind not in self._running:
+            if kind == "postgresql":
+                url = self._databases.enter_context(fresh_postgres_database())
+            else:
+                url = f"sqlite:///{self._tmp.mktemp('server') / 'agentrein.db'}"
+            self._running[kind] = RunningServer(url)
+        return self._running[kind]
+
+    def stop(self) -> None:
+        for server in self._running.values():
+            server.stop()
+        self._databases.close()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    pool = Servers(tmp_path_factory)
+    yield pool
+    pool.stop()
+
+
 @pytest.fixture
-def ar(database_url: str) -> Iterator[AgentRein]:
-    """An embedded AgentRein in an organisation of its own (so policies never leak between tests)."""
+def server(database_url: str, servers: Servers) -> RunningServer:
+    """A real server on 127.0.0.1 over the test's kind of database (shared by the module's tests, each of
+    which works in an organisation of its own)."""
+    return servers.on(database_url)
+
+
+@pytest.fixture(params=["embedded", "server"])
+def ar(request: pytest.FixtureRequest, database_url: str) -> Iterator[AgentRein]:
+    """The SDK in an organisation of its own (so policies never leak between tests): embedded on the
+    database, and through a real server over HTTP on the same kind of database, with an operator key."""
+    if request.param == "embedded":
+        client = AgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
+    else:
+        client = request.getfixturevalue("server").tenant().client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def embedded(database_url: str) -> Iterator[AgentRein]:
+    """The SDK embedded (no server), for what only embedded mode does (inverses through wrapped clients)."""
     client = AgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
     yield client
     client.close()

@@ -237,19 +237,19 @@ def test_a_rollback_that_only_skips_leaves_the_session_readable_and_active(ar: A
 
 
 def test_rolling_back_a_session_widens_a_one_action_rollback_under_way(
-    ar: AgentRein, database_url: str, service: FakeService
+    embedded: AgentRein, database_url: str, service: FakeService
 ) -> None:
-    ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
-    client, session_id = start(ar, service)
+    embedded.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
+    client, session_id = start(embedded, service)
     client.post("/v1/orders", json={})
     client.post("/v1/refunds", json={})
     client.post("/v1/notes", json={})
     # a reviewer in another process rejects the refund: that process cannot run the undo itself
-    reviewer = AgentRein(database_url, organisation=ar.organisation)
+    reviewer = AgentRein(database_url, organisation=embedded.organisation)
     (pending,) = reviewer.list_approvals(status="PENDING")
     reviewer.reject(pending.approval_id, reviewer="lead", reason="no refunds today")
     reviewer.close()
-    session = ar.rollback_session(session_id)
+    session = embedded.rollback_session(session_id)
     assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 3
     assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["notes", "refunds", "orders"]
     assert session.status is SessionStatus.ROLLED_BACK
@@ -271,12 +271,12 @@ def test_a_session_being_rolled_back_accepts_no_new_action(ar: AgentRein, servic
 
 
 def test_another_process_finishes_a_rollback_once_it_wraps_a_client(
-    ar: AgentRein, database_url: str, service: FakeService
+    embedded: AgentRein, database_url: str, service: FakeService
 ) -> None:
-    client, session_id = start(ar, service)
+    client, session_id = start(embedded, service)
     client.post("/v1/orders", json={})
     client.post("/v1/things", json={})
-    later = AgentRein(database_url, organisation=ar.organisation)  # a new process: it holds no client yet
+    later = AgentRein(database_url, organisation=embedded.organisation)  # a new process: it holds no client yet
     try:
         with pytest.raises(UndoUnavailableError, match="connector 'http'"):
             later.rollback_session(session_id)

@@ -578,12 +578,22 @@ class Engine:
 
     # rollback -----------------------------------------------------------------------------------------
     def request_rollback(
-        self, org_id: str, session_id: str, *, caller_role: str, requested_by: str, trigger: str = "requested"
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        caller_role: str,
+        requested_by: str,
+        trigger: str = "requested",
+        approval_timeout: timedelta | None = None,
     ) -> Rollback:
-        """Start rolling a session back, within the rules of the status reference §3.
+        """Start rolling a session back, within the rules of the status reference §3; a rollback approval it
+        opens waits ``approval_timeout`` (default: the runner's).
 
         A session with a rollback under way gets that rollback back: two requests start one rollback. A
         sandbox session is rolled back at once, in this transaction, with no inverse call."""
+        if approval_timeout is not None and approval_timeout <= timedelta(0):
+            raise ValidationError("approval_timeout", "must be positive")
         with self.store.transaction() as tx:
             session = _session(tx, org_id, session_id, lock=True)
             running = _session_rollback_under_way(tx, session_id)
@@ -591,7 +601,9 @@ class Engine:
                 return running
             view = _view(tx, session)
             rules.check_rollback_allowed(session, view.actions, view.display_status, caller_role)
-            return self._start_rollback(tx, session, _text("requested_by", requested_by, 200), trigger)
+            return self._start_rollback(
+                tx, session, _text("requested_by", requested_by, 200), trigger, approval_timeout=approval_timeout
+            )
 
     def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:
         with self.store.transaction(write=False) as tx:
@@ -722,6 +734,8 @@ class Engine:
     ) -> tuple[Rollback, rollback.RunUndo | None]:
         """Apply every step that needs no inverse call; stop at one that does (returned) or at a pause."""
         now = self.clock()
+        if job.approval_timeout_ms:
+            approval_timeout = timedelta(milliseconds=job.approval_timeout_ms)
         session = _session(tx, job.org_id, job.session_id)
         paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
         while True:
@@ -788,7 +802,14 @@ class Engine:
             log.exception("could not release the lease of rollback %s", job.rollback_id)
 
     def _start_rollback(
-        self, tx: Tx, session: Session, requested_by: str, trigger: str, *, whole_session: bool = True
+        self,
+        tx: Tx,
+        session: Session,
+        requested_by: str,
+        trigger: str,
+        *,
+        whole_session: bool = True,
+        approval_timeout: timedelta | None = None,
     ) -> Rollback:
         """Start a rollback job, or return the one under way (it takes in any action marked for undo)."""
         now = self.clock()
@@ -801,6 +822,7 @@ class Engine:
             requested_by=requested_by,
             created_at=now,
             whole_session=whole_session,
+            approval_timeout_ms=round(approval_timeout.total_seconds() * 1000) if approval_timeout else None,
         )
         if session.sandbox:
             return self._sandbox_rollback(tx, session, job)

@@ -66,6 +66,8 @@ class LeaseLostError(InvalidTransitionError):
 class RollbackRefusedError(InvalidTransitionError):
     """A rollback the rules of the status reference (§3) do not allow for this session or caller."""
 
+    problem_type = "rollback-refused"
+
 
 class PolicyBlockedError(AgentReinError):
     """A ``BLOCK`` policy matched: the action is stored ``FAILED`` and the call never ran."""

@@ -152,6 +152,8 @@ class Rollback:
     requested_by: str
     created_at: datetime
     whole_session: bool = True
+    #: How long a rollback approval this job opens waits for a reviewer (None: the runner's default).
+    approval_timeout_ms: int | None = None
     lease_token: str | None = None
     lease_until: datetime | None = None
     finished_at: datetime | None = None

@@ -55,8 +55,8 @@ class ApprovalInfo:
     reason: str | None
     action_status: ActionStatus
     unconfirmed: bool
-    #: Not among the fields the status reference fixes for ``GET /approvals``, so absent (``None``) from that
-    #: list over HTTP; set everywhere else.
+    #: Not among the fields the status reference fixes for ``GET /approvals``: that list carries it only when
+    #: asked (``?include=purpose``, as the SDK does).
     purpose: ApprovalPurpose | None = None
 
 

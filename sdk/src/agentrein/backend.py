@@ -2,7 +2,8 @@
 
 :class:`Backend` is what the SDK needs; :class:`LocalBackend` implements it on an in-process
 :class:`~agentrein_core.engine.Engine` (embedded mode, no server). A server transport implements the same
-interface over HTTP, so the public API and its errors are the same in both modes.
+interface over HTTP (:class:`agentrein.remote.RemoteBackend`), so the public API and its errors are the same in
+both modes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from agentrein_core.views import ApprovalInfo, SessionInfo
 
 
 class Backend(Protocol):
+    #: Whether rollbacks run in this process (embedded: through the wrapped clients) or in the server.
+    runs_undos: bool
+
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo: ...
     def get_session(self, session_id: str) -> SessionInfo: ...
     def list_sessions(self, limit: int) -> list[SessionInfo]: ...
@@ -33,8 +37,10 @@ class Backend(Protocol):
         requires_approval: bool,
         approval_timeout: timedelta,
     ) -> LoggedAction: ...
-    def confirm_action(self, action_id: str, *, response: JSON | None, undo: UndoConfig | None) -> Action: ...
-    def fail_action(self, action_id: str, *, error: str) -> Action: ...
+    def confirm_action(
+        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
+    ) -> Action: ...
+    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...
     def get_approval(self, approval_id: str) -> ApprovalInfo: ...
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
@@ -53,9 +59,11 @@ class Backend(Protocol):
     def list_policies(self) -> list[Policy]: ...
     def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy: ...
     def remove_policy(self, policy_id: str) -> None: ...
-    def request_rollback(self, session_id: str, *, requested_by: str, trigger: str) -> Rollback: ...
+    def request_rollback(
+        self, session_id: str, *, requested_by: str, trigger: str, approval_timeout: timedelta | None
+    ) -> Rollback: ...
     def active_rollback(self, session_id: str) -> Rollback | None: ...
-    def run_rollback(self, rollback_id: str, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback: ...
+    def run_rollback(self, job: Rollback, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback: ...
     def rollbacks_to_run(self) -> list[Rollback]: ...
     def maintain(self) -> None: ...
 
@@ -67,6 +75,7 @@ class LocalBackend:
     session it already completed)."""
 
     role = "operator"
+    runs_undos = True
 
     def __init__(self, engine: Engine, org_id: str) -> None:
         self.engine = engine
@@ -107,11 +116,13 @@ class LocalBackend:
             approval_timeout=approval_timeout,
         )
 
-    def confirm_action(self, action_id: str, *, response: JSON | None, undo: UndoConfig | None) -> Action:
-        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo)
+    def confirm_action(
+        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
+    ) -> Action:
+        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
 
-    def fail_action(self, action_id: str, *, error: str) -> Action:
-        return self.engine.fail_action(self.org_id, action_id, error=error)
+    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
+        return self.engine.fail_action(self.org_id, action_id, error=error, session_id=session_id)
 
     def get_approval(self, approval_id: str) -> ApprovalInfo:
         return self.engine.get_approval(self.org_id, approval_id)
@@ -159,16 +170,23 @@ class LocalBackend:
     def remove_policy(self, policy_id: str) -> None:
         self.engine.delete_policy(self.org_id, policy_id)
 
-    def request_rollback(self, session_id: str, *, requested_by: str, trigger: str) -> Rollback:
+    def request_rollback(
+        self, session_id: str, *, requested_by: str, trigger: str, approval_timeout: timedelta | None
+    ) -> Rollback:
         return self.engine.request_rollback(
-            self.org_id, session_id, caller_role=self.role, requested_by=requested_by, trigger=trigger
+            self.org_id,
+            session_id,
+            caller_role=self.role,
+            requested_by=requested_by,
+            trigger=trigger,
+            approval_timeout=approval_timeout,
         )
 
     def active_rollback(self, session_id: str) -> Rollback | None:
         return self.engine.active_rollback(self.org_id, session_id)
 
-    def run_rollback(self, rollback_id: str, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback:
-        return self.engine.run_rollback(self.org_id, rollback_id, executor, approval_timeout)
+    def run_rollback(self, job: Rollback, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback:
+        return self.engine.run_rollback(self.org_id, job.rollback_id, executor, approval_timeout)
 
     def rollbacks_to_run(self) -> list[Rollback]:
         return self.engine.rollbacks_to_run(self.org_id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from agentrein.backend import Backend, LocalBackend
@@ -10,6 +12,7 @@ from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.options import WrapOptions
 from agentrein.proxy import WrappedClient
+from agentrein.remote import API_KEY_ENV, URL_ENV, RemoteBackend
 from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import ValidationError
@@ -25,31 +28,49 @@ SessionRef = SessionInfo | str
 
 
 class AgentRein:
-    """AgentRein for one agent process.
+    """AgentRein for one agent process, embedded or through a server; the API is the same.
 
-    ``AgentRein()`` runs embedded, with no server: records go to the SQLite file ``./agentrein.db``, or to the
-    database named by ``database_url`` or ``$AGENTREIN_DATABASE_URL`` (``postgresql+psycopg://…``).
+    - Server mode: ``AgentRein(base_url="http://127.0.0.1:8000", api_key="ar_…")``, or ``$AGENTREIN_URL`` and
+      ``$AGENTREIN_API_KEY``. The key decides the organisation and the role; rollbacks run in the server.
+    - Embedded (no server): records go to the SQLite file ``./agentrein.db``, or to the database named by
+      ``database_url`` or ``$AGENTREIN_DATABASE_URL`` (``postgresql+psycopg://…``), in ``organisation``.
     """
 
     def __init__(
         self,
         database_url: str | None = None,
         *,
+        base_url: str | None = None,
+        api_key: str | None = None,
         organisation: str = DEFAULT_ORGANISATION,
         connectors: Connectors | None = None,
     ) -> None:
         self.organisation = organisation
         self._connectors = connectors or installed_connectors()
-        self._store = Store(database_url)
-        engine = Engine(self._store)
-        org = engine.ensure_organisation(organisation)
-        self._backend: Backend = LocalBackend(engine, org.org_id)
+        self._store: Store | None = None
+        self._remote: RemoteBackend | None = None
+        base_url = base_url or (os.environ.get(URL_ENV) if database_url is None else None)
+        if base_url:
+            if database_url is not None:
+                raise ValidationError("database_url", "give a database_url (embedded) or a base_url (server), not both")
+            self._remote = RemoteBackend(base_url, api_key or os.environ.get(API_KEY_ENV, ""))
+            self._backend: Backend = self._remote
+        else:
+            self._store = Store(database_url)
+            engine = Engine(self._store)
+            org = engine.ensure_organisation(organisation)
+            self._backend = LocalBackend(engine, org.org_id)
         self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors))
 
     @property
-    def database_url(self) -> str:
-        """Where the records go (embedded mode)."""
-        return self._store.url
+    def database_url(self) -> str | None:
+        """Where the records go in embedded mode (``None`` in server mode)."""
+        return self._store.url if self._store is not None else None
+
+    @property
+    def base_url(self) -> str | None:
+        """The server, in server mode (``None`` when embedded)."""
+        return self._remote.base_url if self._remote is not None else None
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str = "", sandbox: bool = False) -> SessionInfo:
@@ -77,8 +98,10 @@ class AgentRein:
         through the clients wrapped in this session; :class:`UndoUnavailableError` says which connector has
         none here."""
         session_id = _session_id(session)
-        self._backend.request_rollback(session_id, requested_by="sdk", trigger="rollback_session()")
         timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
+        self._backend.request_rollback(
+            session_id, requested_by="sdk", trigger="rollback_session()", approval_timeout=timedelta(seconds=timeout)
+        )
         self._runtime.settle_rollback(session_id, wait=timeout, approval_timeout=timeout, poll_interval=0.5)
         return self._backend.get_session(session_id)
 
@@ -140,9 +163,12 @@ class AgentRein:
         return decided
 
     def _resume_rollback(self, decided: ApprovalInfo) -> None:
-        """A decision may start or resume a rollback (an after-execution rejection, an approved undo);
-        run it here when this process holds the session's clients (a waiting agent thread may also)."""
-        if self._runtime.executor.knows_session(decided.session_id):
+        """A decision may start or resume a rollback (an after-execution rejection, an approved undo). In
+        embedded mode run it here when this process holds the session's clients (a waiting agent thread may
+        also); in server mode wait for the server to run it, so the decision returns with its outcome."""
+        if not self._backend.runs_undos:
+            self._runtime.follow_server_rollback(decided.session_id, wait=DEFAULT_TIMEOUT)
+        elif self._runtime.executor.knows_session(decided.session_id):
             self._runtime.settle_rollback_quietly(
                 decided.session_id, wait=0, approval_timeout=DEFAULT_TIMEOUT, poll_interval=DEFAULT_POLL_INTERVAL
             )
@@ -179,7 +205,16 @@ class AgentRein:
         self._backend.remove_policy(policy_id)
 
     def close(self) -> None:
-        self._store.close()
+        if self._store is not None:
+            self._store.close()
+        if self._remote is not None:
+            self._remote.close()
+
+    def __enter__(self) -> AgentRein:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def _session_id(session: SessionRef) -> str:

@@ -151,7 +151,9 @@ class Guard:
         try:
             undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
             response = self.redactor.redact(connector.record_result(call, result))
-            confirmed = self.runtime.backend.confirm_action(action.action_id, response=response, undo=undo)
+            confirmed = self.runtime.backend.confirm_action(
+                self.session_id, action.action_id, response=response, undo=undo
+            )
         except AgentReinUnavailableError as exc:
             # The call did happen: its write-ahead record stays CLEARED, for a human to confirm.
             self.runtime.warn_unavailable(exc)
@@ -163,7 +165,9 @@ class Guard:
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
         try:
-            self.runtime.backend.fail_action(action.action_id, error=f"{type(error).__name__}: {error}")
+            self.runtime.backend.fail_action(
+                self.session_id, action.action_id, error=f"{type(error).__name__}: {error}"
+            )
         except AgentReinUnavailableError as exc:
             self.runtime.warn_unavailable(exc)
             return

@@ -62,7 +62,7 @@ class Runtime:
             job = self.backend.active_rollback(session_id)
             if job is None:
                 return
-            job = self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=approval_timeout))
+            job = self.backend.run_rollback(job, self.executor, timedelta(seconds=approval_timeout))
             if job.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED):
                 continue  # another rollback may have been started meanwhile
             remaining = deadline - time.monotonic()
@@ -83,7 +83,8 @@ class Runtime:
                         continue
             if remaining <= 0:
                 return
-            time.sleep(min(poll_interval, remaining))
+            if self.backend.runs_undos:  # a server's run_rollback has waited for its workers already
+                time.sleep(min(poll_interval, remaining))
 
     def settle_rollback_quietly(
         self, session_id: str, *, wait: float, approval_timeout: float, poll_interval: float
@@ -97,9 +98,24 @@ class Runtime:
         except AgentReinError:
             log.exception("AgentRein could not finish rolling back session %s", session_id)
 
+    def follow_server_rollback(self, session_id: str, *, wait: float) -> None:
+        """Server mode: wait, at most ``wait`` seconds, until the session's rollback (if any) has ended or
+        waits for a reviewer. Problems are logged, not raised: the decision that started it was made."""
+        deadline = time.monotonic() + wait
+        try:
+            while time.monotonic() < deadline:
+                job = self.backend.active_rollback(session_id)
+                if job is None or job.status is RollbackStatus.WAITING_APPROVAL:
+                    return
+                self.backend.run_rollback(job, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
+        except AgentReinError:
+            log.exception("AgentRein could not follow the rollback of session %s", session_id)
+
     def maintain_now_and_then(self) -> None:
         """Embedded mode has no workers: expire approvals, abandon idle sessions and resume rollbacks of
-        sessions wrapped here, lazily, at most every ``MAINTENANCE_EVERY`` seconds."""
+        sessions wrapped here, lazily, at most every ``MAINTENANCE_EVERY`` seconds. A server does this itself."""
+        if not self.backend.runs_undos:
+            return
         now = time.monotonic()
         with self._lock:
             if now - self._last_maintenance < MAINTENANCE_EVERY:
@@ -109,6 +125,6 @@ class Runtime:
             self.backend.maintain()
             for job in self.backend.rollbacks_to_run():
                 if self.executor.knows_session(job.session_id):
-                    self.backend.run_rollback(job.rollback_id, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
+                    self.backend.run_rollback(job, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
         except AgentReinError as exc:
             log.warning("AgentRein maintenance stopped: %s", exc)

@@ -18,7 +18,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from agentrein_core.engine import Engine
-from agentrein_core.plugins import installed_connectors
+from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
 from agentrein_server import metrics, problems
 from agentrein_server.api.approvals import ApprovalController
@@ -28,7 +28,7 @@ from agentrein_server.api.policies import PolicyController
 from agentrein_server.api.sessions import SessionController
 from agentrein_server.api.system import healthz, prometheus_metrics
 from agentrein_server.auth import Authenticator, Caller
-from agentrein_server.services import Services, provide_services
+from agentrein_server.services import Services, ServicesDep, provide_services
 from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
@@ -39,11 +39,18 @@ MAX_BODY_BYTES = 1024 * 1024
 HANDLER_THREADS = 200
 
 
-def open_services(database_url: str | None = None, *, rollback_threads: int = 2) -> Services:
+def open_services(
+    database_url: str | None = None,
+    *,
+    rollback_threads: int = 2,
+    vault: Vault | None = None,
+    connectors: Connectors | None = None,
+) -> Services:
+    """Open the database (migrating it) and make what the handlers and workers share."""
     store = Store(database_url)
     engine = Engine(store)
-    connectors = installed_connectors()
-    vault = Vault.from_environment(secret_key_file(store.url))
+    connectors = connectors or installed_connectors()
+    vault = vault or Vault.from_environment(secret_key_file(store.url))
     workers = Workers(engine, ServerUndoExecutor(engine, connectors, vault), rollback_threads)
     return Services(engine, connectors, vault, workers, Authenticator(engine))
 
@@ -60,7 +67,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
     """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica that runs
     workers)."""
 
-    def provide_caller(request: Request, services: Services) -> Caller:  # type: ignore[type-arg]
+    def provide_caller(request: Request, services: ServicesDep) -> Caller:  # type: ignore[type-arg]
         return services.authenticator(request)
 
     def start() -> None:

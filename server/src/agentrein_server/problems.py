@@ -54,6 +54,8 @@ def agentrein_error(_: Request[Any, Any, Any], exc: errors.AgentReinError) -> Re
     extra: dict[str, Any] = {}
     if isinstance(exc, errors.ValidationError):
         extra["field"] = exc.field
+    if isinstance(exc, errors.NotFoundError):
+        extra |= {"kind": exc.kind, "id": exc.record_id}
     if isinstance(exc, errors.PolicyBlockedError):
         extra |= {"actionId": exc.action_id, "policyName": exc.policy_name}
     if isinstance(exc, errors.ApprovalRejectedError):

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from agentrein_core.converter import to_wire
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import ApprovalInfo
 from agentrein_server.api import bodies
-from agentrein_server.auth import Caller
-from agentrein_server.services import Services
+from agentrein_server.services import CallerDep, ServicesDep
 
 MAX_WAIT = 60.0
 #: The fields of ``GET /approvals``, exactly as the status reference §4 lists them.
@@ -41,19 +40,27 @@ class ApprovalController(Controller):
     tags = ("approvals",)
 
     @get(sync_to_thread=True)
-    def list(self, caller: Caller, services: Services, status: ApprovalStatus | None = None) -> list[dict[str, Any]]:
-        """Pending first, oldest first. ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved
+    def list(
+        self,
+        caller: CallerDep,
+        services: ServicesDep,
+        status: FromQuery[ApprovalStatus | None] = None,
+        include: FromQuery[Literal["purpose"] | None] = None,
+    ) -> list[dict[str, Any]]:
+        """Pending first, oldest first, with exactly the fields of the status reference §4 (``include=purpose``
+        adds each request's purpose). ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved
         action whose execution was never confirmed within an hour."""
+        fields = (*LISTED_FIELDS, include) if include else LISTED_FIELDS
         infos = services.engine.list_approvals(caller.org_id, status)
-        return [{k: v for k, v in to_wire(info).items() if k in LISTED_FIELDS} for info in infos]
+        return [{k: v for k, v in to_wire(info).items() if k in fields} for info in infos]
 
     @get("/{approval_id:str}", sync_to_thread=True)
     def show(
         self,
-        approval_id: str,
-        caller: Caller,
-        services: Services,
-        wait: Annotated[float, Parameter(ge=0, le=MAX_WAIT)] = 0.0,
+        approval_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        wait: Annotated[float, QueryParameter(ge=0, le=MAX_WAIT)] = 0.0,
     ) -> dict[str, Any]:
         """One request, with its ``purpose``. ``wait=N`` long-polls: the answer comes the moment the request
         is decided (on any replica), or after N seconds with it still ``PENDING``."""
@@ -64,13 +71,21 @@ class ApprovalController(Controller):
 
     @post("/{approval_id:str}/approve", status_code=200, sync_to_thread=True)
     def approve(
-        self, approval_id: str, caller: Caller, services: Services, data: bodies.Decision | None = None
+        self,
+        approval_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        data: JSONBody[bodies.Decision | None] = None,
     ) -> dict[str, Any]:
         return self._decide(approval_id, caller, services, data, approve=True)
 
     @post("/{approval_id:str}/reject", status_code=200, sync_to_thread=True)
     def reject(
-        self, approval_id: str, caller: Caller, services: Services, data: bodies.Decision | None = None
+        self,
+        approval_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        data: JSONBody[bodies.Decision | None] = None,
     ) -> dict[str, Any]:
         """What a rejection does depends on the purpose (status reference §4); the server carries it out,
         rolling back where the rules say so. ``409`` if the request was already decided."""
@@ -78,7 +93,12 @@ class ApprovalController(Controller):
 
     @staticmethod
     def _decide(
-        approval_id: str, caller: Caller, services: Services, data: bodies.Decision | None, *, approve: bool
+        approval_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        data: bodies.Decision | None,
+        *,
+        approve: bool,
     ) -> dict[str, Any]:
         caller.require_operator("decide approval requests")
         decision = data or bodies.Decision()

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentrein_core.statuses import OperationType, PolicyEffect, Role
+from agentrein_core.statuses import OperationType, Role
 
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -40,6 +40,8 @@ class ActionOutcome(Body):
 
 class RollbackRequest(Body):
     reason: str | None = None
+    #: How long a rollback approval this rollback opens waits for a reviewer (default 24 hours).
+    approval_timeout_ms: int | None = None
 
 
 class Decision(Body):
@@ -49,7 +51,7 @@ class Decision(Body):
 
 class NewPolicy(Body):
     name: str
-    effect: PolicyEffect
+    effect: str  # checked by the engine, whose error lists the effects
     connector: str | None = None
     api_name: str | None = None
     agent_id: str | None = None

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, get, put
+from litestar.params import FromPath, JSONBody
 
 from agentrein_core.model import ConnectorConfig
 from agentrein_server.api import bodies
-from agentrein_server.auth import Caller
-from agentrein_server.services import Services
+from agentrein_server.services import CallerDep, ServicesDep
 
 
 class ConnectorController(Controller):
@@ -18,19 +18,19 @@ class ConnectorController(Controller):
     tags = ("connectors",)
 
     @get(sync_to_thread=True)
-    def list(self, caller: Caller, services: Services) -> list[dict[str, Any]]:
+    def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
         """Every installed connector, with the organisation's settings for it."""
         stored = {c.connector: c for c in services.engine.list_connector_configs(caller.org_id)}
         return [_describe(name, stored.get(name)) for name in services.connectors.names()]
 
     @get("/{name:str}", sync_to_thread=True)
-    def show(self, name: str, caller: Caller, services: Services) -> dict[str, Any]:
+    def show(self, name: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         services.connectors.get(name)  # 400 naming the installed ones, for a name no plugin provides
         return _describe(name, services.engine.connector_config(caller.org_id, name))
 
     @put("/{name:str}", sync_to_thread=True)
     def configure(
-        self, name: str, data: bodies.ConnectorSettings, caller: Caller, services: Services
+        self, name: FromPath[str], data: JSONBody[bodies.ConnectorSettings], caller: CallerDep, services: ServicesDep
     ) -> dict[str, Any]:
         """Enable (or disable) the connector for server-side rollback. ``credentials`` omitted keeps the
         stored ones."""
@@ -44,7 +44,7 @@ class ConnectorController(Controller):
         return _describe(name, stored)
 
 
-def _describe(name: str, stored: ConnectorConfig | None) -> dict[str, Any]:
+def _describe(name: FromPath[str], stored: ConnectorConfig | None) -> dict[str, Any]:
     return {
         "name": name,
         "enabled": bool(stored and stored.enabled),

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, get, post
+from litestar.params import JSONBody
 
 from agentrein_core.model import ApiKey
 from agentrein_server.api import bodies
-from agentrein_server.auth import Caller
-from agentrein_server.services import Services
+from agentrein_server.services import CallerDep, ServicesDep
 
 
 class ApiKeyController(Controller):
@@ -17,13 +17,13 @@ class ApiKeyController(Controller):
     tags = ("api keys",)
 
     @post(sync_to_thread=True)
-    def create(self, data: bodies.NewApiKey, caller: Caller, services: Services) -> dict[str, Any]:
+    def create(self, data: JSONBody[bodies.NewApiKey], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         caller.require_operator("create API keys")
         key, secret = services.engine.create_api_key(caller.org_id, data.role)
         return _describe(key) | {"key": secret}
 
     @get(sync_to_thread=True)
-    def list(self, caller: Caller, services: Services) -> list[dict[str, Any]]:
+    def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
         caller.require_operator("list API keys")
         return [_describe(k) for k in services.engine.list_api_keys(caller.org_id)]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, delete, get, patch, post
+from litestar.params import FromPath, JSONBody
 
 from agentrein_core.converter import to_wire
 from agentrein_server.api import bodies
-from agentrein_server.auth import Caller
-from agentrein_server.services import Services
+from agentrein_server.services import CallerDep, ServicesDep
 
 
 class PolicyController(Controller):
@@ -17,11 +17,11 @@ class PolicyController(Controller):
     tags = ("policies",)
 
     @get(sync_to_thread=True)
-    def list(self, caller: Caller, services: Services) -> list[dict[str, Any]]:
+    def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
         return to_wire(services.engine.list_policies(caller.org_id))  # type: ignore[no-any-return]
 
     @post(sync_to_thread=True)
-    def create(self, data: bodies.NewPolicy, caller: Caller, services: Services) -> dict[str, Any]:
+    def create(self, data: JSONBody[bodies.NewPolicy], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         """Each given glob (``connector``, ``apiName``, ``agentId``, ``operationType``) must match for the
         policy to apply."""
         caller.require_operator("manage policies")
@@ -38,11 +38,13 @@ class PolicyController(Controller):
         return to_wire(policy)  # type: ignore[no-any-return]
 
     @patch("/{policy_id:str}", sync_to_thread=True)
-    def change(self, policy_id: str, data: bodies.PolicyChange, caller: Caller, services: Services) -> dict[str, Any]:
+    def change(
+        self, policy_id: FromPath[str], data: JSONBody[bodies.PolicyChange], caller: CallerDep, services: ServicesDep
+    ) -> dict[str, Any]:
         caller.require_operator("manage policies")
         return to_wire(services.engine.set_policy_enabled(caller.org_id, policy_id, data.enabled))  # type: ignore[no-any-return]
 
     @delete("/{policy_id:str}", sync_to_thread=True)
-    def remove(self, policy_id: str, caller: Caller, services: Services) -> None:
+    def remove(self, policy_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
         caller.require_operator("manage policies")
         services.engine.delete_policy(caller.org_id, policy_id)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from litestar import Controller, get, patch, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_202_ACCEPTED
 
 from agentrein_core.converter import from_wire, to_wire
@@ -16,8 +16,7 @@ from agentrein_core.model import UndoConfig
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
 from agentrein_server import metrics
 from agentrein_server.api import bodies
-from agentrein_server.auth import Caller
-from agentrein_server.services import Services
+from agentrein_server.services import CallerDep, ServicesDep
 
 MAX_WAIT = 60.0
 
@@ -27,7 +26,7 @@ class SessionController(Controller):
     tags = ("sessions",)
 
     @post(sync_to_thread=True)
-    def create(self, data: bodies.NewSession, caller: Caller, services: Services) -> dict[str, Any]:
+    def create(self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         engine = services.engine
         session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox)
         return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
@@ -35,15 +34,15 @@ class SessionController(Controller):
     @get(sync_to_thread=True)
     def list(
         self,
-        caller: Caller,
-        services: Services,
-        status: SessionStatus | None = None,
-        display_status: Annotated[DisplayStatus | None, Parameter(query="displayStatus")] = None,
-        agent_id: Annotated[str | None, Parameter(query="agentId")] = None,
-        created_after: Annotated[datetime | None, Parameter(query="createdAfter")] = None,
-        created_before: Annotated[datetime | None, Parameter(query="createdBefore")] = None,
-        limit: Annotated[int, Parameter(ge=1, le=1000)] = 50,
-        cursor: str | None = None,
+        caller: CallerDep,
+        services: ServicesDep,
+        status: FromQuery[SessionStatus | None] = None,
+        display_status: Annotated[DisplayStatus | None, QueryParameter(name="displayStatus")] = None,
+        agent_id: Annotated[str | None, QueryParameter(name="agentId")] = None,
+        created_after: Annotated[datetime | None, QueryParameter(name="createdAfter")] = None,
+        created_before: Annotated[datetime | None, QueryParameter(name="createdBefore")] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
+        cursor: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
         """Sessions newest first; filters combine; ``nextCursor`` (when not null) fetches the next page."""
         page = services.engine.list_sessions(
@@ -59,15 +58,17 @@ class SessionController(Controller):
         return {"sessions": to_wire(page.sessions), "nextCursor": page.next_cursor}
 
     @get("/{session_id:str}", sync_to_thread=True)
-    def show(self, session_id: str, caller: Caller, services: Services) -> dict[str, Any]:
+    def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         return to_wire(services.engine.get_session(caller.org_id, session_id))  # type: ignore[no-any-return]
 
     @post("/{session_id:str}/complete", status_code=200, sync_to_thread=True)
-    def complete(self, session_id: str, caller: Caller, services: Services) -> dict[str, Any]:
+    def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
 
     @post("/{session_id:str}/actions", sync_to_thread=True)
-    def log_action(self, session_id: str, data: bodies.NewAction, caller: Caller, services: Services) -> dict[str, Any]:
+    def log_action(
+        self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
+    ) -> dict[str, Any]:
         """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
         ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates."""
         timeout = DEFAULT_APPROVAL_TIMEOUT
@@ -97,7 +98,12 @@ class SessionController(Controller):
 
     @patch("/{session_id:str}/actions/{action_id:str}", sync_to_thread=True)
     def record_outcome(
-        self, session_id: str, action_id: str, data: bodies.ActionOutcome, caller: Caller, services: Services
+        self,
+        session_id: FromPath[str],
+        action_id: FromPath[str],
+        data: JSONBody[bodies.ActionOutcome],
+        caller: CallerDep,
+        services: ServicesDep,
     ) -> dict[str, Any]:
         """``CLEARED -> SUCCESS`` (with response and undo), or ``FAILED`` (with error; the session is rolled
         back by the server)."""
@@ -118,13 +124,27 @@ class SessionController(Controller):
 
     @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True)
     def rollback(
-        self, session_id: str, caller: Caller, services: Services, data: bodies.RollbackRequest | None = None
+        self,
+        session_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        data: JSONBody[bodies.RollbackRequest | None] = None,
     ) -> dict[str, Any]:
         """Start the session's rollback (or return the one under way); the server's workers run it.
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
-        trigger = f"requested: {data.reason}" if data is not None and data.reason else "requested"
+        request = data or bodies.RollbackRequest()
+        timeout = None
+        if request.approval_timeout_ms is not None:
+            if request.approval_timeout_ms <= 0:
+                raise ValidationError("approvalTimeoutMs", "must be a positive number of milliseconds")
+            timeout = timedelta(milliseconds=request.approval_timeout_ms)
         job = services.engine.request_rollback(
-            caller.org_id, session_id, caller_role=caller.role, requested_by=caller.label, trigger=trigger[:200]
+            caller.org_id,
+            session_id,
+            caller_role=caller.role,
+            requested_by=caller.label,
+            trigger=(f"requested: {request.reason}" if request.reason else "requested")[:200],
+            approval_timeout=timeout,
         )
         services.workers.wake()
         return to_wire(job)  # type: ignore[no-any-return]
@@ -132,10 +152,10 @@ class SessionController(Controller):
     @get("/{session_id:str}/rollback", sync_to_thread=True)
     def rollback_status(
         self,
-        session_id: str,
-        caller: Caller,
-        services: Services,
-        wait: Annotated[float, Parameter(ge=0, le=MAX_WAIT)] = 0.0,
+        session_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        wait: Annotated[float, QueryParameter(ge=0, le=MAX_WAIT)] = 0.0,
     ) -> dict[str, Any]:
         """The session's latest rollback; with ``wait=N`` answers once it has ended or waits for a reviewer
         (or after N seconds)."""

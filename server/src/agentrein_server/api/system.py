@@ -8,18 +8,18 @@ from litestar import Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from agentrein_server import metrics
-from agentrein_server.services import Services
+from agentrein_server.services import ServicesDep
 
 
 @get("/healthz", sync_to_thread=True, tags=["system"])
-def healthz(services: Services) -> dict[str, Any]:
+def healthz(services: ServicesDep) -> dict[str, Any]:
     """``200`` when the database answers."""
     pending = services.engine.count_pending_approvals()
     return {"status": "ok", "database": services.engine.store.dialect, "approvalsPending": pending}
 
 
 @get("/metrics", sync_to_thread=True, tags=["system"], media_type=CONTENT_TYPE_LATEST)
-def prometheus_metrics(services: Services) -> Response[bytes]:
+def prometheus_metrics(services: ServicesDep) -> Response[bytes]:
     """Prometheus text format."""
     metrics.APPROVALS_PENDING.set(services.engine.count_pending_approvals())
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -1,4 +1,4 @@
-"""API keys and per-organisation connector configurations (server mode)
+"""API keys, per-organisation connector configurations, and rollback approval timeouts (server mode)
 
 Revision ID: 0002
 Revises: 0001
@@ -17,6 +17,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("rollbacks") as batch:
+        batch.add_column(sa.Column("approval_timeout_ms", sa.Integer(), nullable=True))
     op.create_table(
         "api_keys",
         sa.Column("key_id", sa.String(length=40), nullable=False),
@@ -46,3 +48,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("connector_configs")
     op.drop_table("api_keys")
+    with op.batch_alter_table("rollbacks") as batch:
+        batch.drop_column("approval_timeout_ms")

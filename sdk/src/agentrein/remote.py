@@ -1,0 +1,256 @@
+"""Server mode: the :class:`~agentrein.backend.Backend` interface over the AgentRein REST API (httpx).
+
+Every answer is turned back into the same records embedded mode returns (``agentrein_core.converter.wire``),
+and every problem+json error into the same named exception, so agent code cannot tell the modes apart. A
+server that cannot be reached, or answers 5xx, is :class:`AgentReinUnavailableError` (``failure_mode``
+decides what the agent's call does then). Rollbacks run in the server; this side waits for them.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from agentrein_core import errors
+from agentrein_core.converter import from_wire, to_wire
+from agentrein_core.engine import LoggedAction
+from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
+from agentrein_core.retry import retrying
+from agentrein_core.rollback import UndoExecutor
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
+from agentrein_core.views import ApprovalInfo, SessionInfo
+
+T = TypeVar("T")
+
+URL_ENV = "AGENTREIN_URL"
+API_KEY_ENV = "AGENTREIN_API_KEY"
+#: The longest single long-poll asked of the server; longer waits are several in a row.
+LONG_POLL = 30.0
+#: How long a rollback is waited for in one request before the caller's loop looks again.
+ROLLBACK_POLL = 10.0
+
+
+class RemoteBackend:
+    runs_undos = False
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 10.0) -> None:
+        if not api_key:
+            raise errors.ValidationError("api_key", f"server mode needs an API key (api_key= or ${API_KEY_ENV})")
+        self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "agentrein-sdk"},
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    # HTTP ---------------------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0) -> Any:
+        """One request; its JSON answer, or the named error its problem+json describes. Reads are retried on
+        connection failures (they change nothing); writes are not, as the server may have applied them."""
+        timeout = self._timeout + wait
+        attempts = 3 if method == "GET" else 1
+        try:
+            for attempt in retrying(_is_connection_error, attempts):
+                with attempt:
+                    response = self._http.request(method, path, json=json, params=params, timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise errors.AgentReinUnavailableError(f"AgentRein server {self.base_url} unreachable: {exc}") from exc
+        if response.status_code == 204:
+            return None
+        if response.is_success:
+            return response.json()
+        raise _error_from(response)
+
+    # sessions -----------------------------------------------------------------------------------------
+    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+        body = {"agentId": agent_id, "intent": intent, "sandbox": sandbox}
+        return from_wire(self._call("POST", "/sessions", json=body), SessionInfo)
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        return from_wire(self._call("GET", f"/sessions/{_seg(session_id)}"), SessionInfo)
+
+    def list_sessions(self, limit: int) -> list[SessionInfo]:
+        page = self._call("GET", "/sessions", params={"limit": limit})
+        return from_wire(page["sessions"], list[SessionInfo])
+
+    def complete_session(self, session_id: str) -> SessionInfo:
+        return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/complete"), SessionInfo)
+
+    # actions ------------------------------------------------------------------------------------------
+    def log_action(
+        self,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool,
+        approval_timeout: timedelta,
+    ) -> LoggedAction:
+        body = {
+            "connector": connector,
+            "apiName": api_name,
+            "operationType": operation_type,
+            "payload": payload,
+            "requiresApproval": requires_approval,
+            "approvalTimeoutMs": max(1, round(approval_timeout.total_seconds() * 1000)),
+        }
+        logged = self._call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
+        approval = from_wire(logged["approval"], Approval) if logged["approval"] is not None else None
+        return LoggedAction(from_wire(logged["action"], Action), approval)
+
+    def confirm_action(
+        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
+    ) -> Action:
+        body = {"status": "SUCCESS", "response": response, "undo": to_wire(undo) if undo is not None else None}
+        return from_wire(self._call("PATCH", _action_path(session_id, action_id), json=body), Action)
+
+    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
+        body = {"status": "FAILED", "error": error}
+        return from_wire(self._call("PATCH", _action_path(session_id, action_id), json=body), Action)
+
+    # approvals ----------------------------------------------------------------------------------------
+    def get_approval(self, approval_id: str) -> ApprovalInfo:
+        return from_wire(self._call("GET", f"/approvals/{_seg(approval_id)}"), ApprovalInfo)
+
+    def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
+        """Long-polls: the server answers the moment the approval is decided."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            wait = min(LONG_POLL, max(0.0, deadline - time.monotonic()))
+            info = from_wire(
+                self._call("GET", f"/approvals/{_seg(approval_id)}", params={"wait": round(wait, 3)}, wait=wait),
+                ApprovalInfo,
+            )
+            if info.status is not ApprovalStatus.PENDING or time.monotonic() >= deadline:
+                return info
+
+    def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
+        params = {"status": status, "include": "purpose"} if status is not None else {"include": "purpose"}
+        return from_wire(self._call("GET", "/approvals", params=params), list[ApprovalInfo])
+
+    def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+        return self._decide(approval_id, "approve", reviewer, reason)
+
+    def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+        return self._decide(approval_id, "reject", reviewer, reason)
+
+    def _decide(self, approval_id: str, verb: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+        body = {"reviewer": reviewer, "reason": reason}
+        return from_wire(self._call("POST", f"/approvals/{_seg(approval_id)}/{verb}", json=body), ApprovalInfo)
+
+    # policies -----------------------------------------------------------------------------------------
+    def add_policy(
+        self,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None,
+        api_name: str | None,
+        agent_id: str | None,
+        operation_type: str | None,
+    ) -> Policy:
+        body = {
+            "name": name,
+            "effect": effect,
+            "connector": connector,
+            "apiName": api_name,
+            "agentId": agent_id,
+            "operationType": operation_type,
+        }
+        return from_wire(self._call("POST", "/policies", json=body), Policy)
+
+    def list_policies(self) -> list[Policy]:
+        return from_wire(self._call("GET", "/policies"), list[Policy])
+
+    def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy:
+        return from_wire(self._call("PATCH", f"/policies/{_seg(policy_id)}", json={"enabled": enabled}), Policy)
+
+    def remove_policy(self, policy_id: str) -> None:
+        self._call("DELETE", f"/policies/{_seg(policy_id)}")
+
+    # rollback -----------------------------------------------------------------------------------------
+    def request_rollback(
+        self, session_id: str, *, requested_by: str, trigger: str, approval_timeout: timedelta | None
+    ) -> Rollback:
+        body: JSON = {"reason": trigger}
+        if approval_timeout is not None:
+            body["approvalTimeoutMs"] = max(1, round(approval_timeout.total_seconds() * 1000))
+        job = self._call("POST", f"/sessions/{_seg(session_id)}/rollback", json=body)
+        return from_wire(job, Rollback)
+
+    def active_rollback(self, session_id: str) -> Rollback | None:
+        try:
+            job = from_wire(self._call("GET", f"/sessions/{_seg(session_id)}/rollback"), Rollback)
+        except errors.NotFoundError as exc:
+            if exc.kind == "session":
+                raise
+            return None  # never rolled back
+        return job if job.status in (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL) else None
+
+    def run_rollback(self, job: Rollback, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback:
+        """The server's workers run it: wait (a while) until it ends or waits for a reviewer."""
+        params = {"wait": ROLLBACK_POLL}
+        answer = self._call("GET", f"/sessions/{_seg(job.session_id)}/rollback", params=params, wait=ROLLBACK_POLL)
+        return from_wire(answer, Rollback)
+
+    def rollbacks_to_run(self) -> list[Rollback]:
+        return []  # the server's workers run them
+
+    def maintain(self) -> None:
+        """The server's workers expire approvals and abandon idle sessions."""
+
+
+def _seg(record_id: str) -> str:
+    """An id as one path segment: an id with a slash in it must not reach another route."""
+    return quote(record_id, safe="")
+
+
+def _action_path(session_id: str, action_id: str) -> str:
+    return f"/sessions/{_seg(session_id)}/actions/{_seg(action_id)}"
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.RemoteProtocolError)
+
+
+def _error_from(response: httpx.Response) -> errors.AgentReinError:
+    """The named error a problem+json answer stands for."""
+    try:
+        problem: dict[str, Any] = response.json()
+    except ValueError:
+        problem = {}
+    status = response.status_code
+    detail = str(problem.get("detail") or f"HTTP {status} from the AgentRein server")
+    slug = str(problem.get("type", "")).rsplit("/", 1)[-1]
+    if status >= 500:
+        return errors.AgentReinUnavailableError(f"the AgentRein server failed: {detail}")
+    if slug == "not-found":
+        error: errors.AgentReinError = errors.NotFoundError(problem.get("kind", "record"), problem.get("id", "?"))
+    elif slug == "policy-blocked":
+        error = errors.PolicyBlockedError(problem.get("actionId", ""), problem.get("policyName", ""))
+    elif slug == "approval-rejected":
+        error = errors.ApprovalRejectedError(problem.get("reason"), problem.get("approvalId"), problem.get("actionId"))
+    elif slug == "rollback-refused":
+        error = errors.RollbackRefusedError(detail)
+    elif slug == "invalid-transition":
+        error = errors.InvalidTransitionError(detail)
+    elif slug == "unauthorized":
+        error = errors.UnauthorizedError(detail)
+    elif slug == "forbidden":
+        error = errors.ForbiddenError(detail)
+    elif slug == "unavailable":
+        error = errors.AgentReinUnavailableError(detail)
+    else:
+        field = str(problem.get("field", "request"))
+        error = errors.ValidationError(field, detail.removeprefix(f"{field}: "))
+    return error

@@ -1,0 +1,72 @@
+"""A real AgentRein server on 127.0.0.1 for tests: the Litestar app under uvicorn in a thread, with its
+workers, on a real database. Each test takes a :class:`Tenant` of its own (organisation + API key)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+
+import uvicorn
+from attrs import frozen
+from cryptography.fernet import Fernet
+
+from agentrein import AgentRein
+from agentrein_core.statuses import Plan, Role
+from agentrein_server.app import create_app, open_services
+from agentrein_server.vault import Vault
+
+#: The http connector's settings that let the server undo calls made to the loopback fake service.
+LOOPBACK_HTTP = {"allowedHosts": ["127.0.0.1"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@frozen
+class Tenant:
+    org_id: str
+    key: str
+    url: str
+
+    def client(self) -> AgentRein:
+        return AgentRein(base_url=self.url, api_key=self.key)
+
+
+class RunningServer:
+    def __init__(self, database_url: str, *, run_workers: bool = True, rollback_threads: int = 2) -> None:
+        self.services = open_services(
+            database_url, rollback_threads=rollback_threads, vault=Vault(Fernet.generate_key())
+        )
+        self.engine = self.services.engine
+        app = create_app(self.services, run_workers=run_workers)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="agentrein-test-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+
+    def tenant(self, plan: Plan = Plan.TEAM, *, http_undo: bool = True) -> Tenant:
+        """A new organisation with an operator key; ``http_undo`` enables server-side undo of loopback calls."""
+        org = self.engine.create_organisation(f"test-{uuid.uuid4().hex[:10]}", plan)
+        _, key = self.engine.create_api_key(org.org_id, Role.OPERATOR)
+        if http_undo:
+            self.engine.configure_connector(org.org_id, "http", enabled=True, config=LOOPBACK_HTTP, credentials=None)
+        return Tenant(org.org_id, key, self.url)
+
+    def key(self, tenant: Tenant, role: Role) -> str:
+        return self.engine.create_api_key(tenant.org_id, role)[1]
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
