@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from agentrein_core.engine import Engine, LoggedAction
-from agentrein_core.errors import ApprovalRejectedError, NotFoundError
+from agentrein_core.errors import ApprovalRejectedError, NotFoundError, PolicyBlockedError
 from agentrein_core.model import Action, UndoConfig
 from agentrein_core.statuses import (
     ActionStatus,
@@ -197,3 +198,17 @@ def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engin
     view = engine.get_session(org.org_id, session.session_id)
     assert view.status is SessionStatus.FAILED
     assert view.last_activity_at == clock.now
+
+
+def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
+    team = engine.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    free = engine.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)
+    engine.add_policy(free.org_id, "no creates", "BLOCK", operation_type="CREATE")
+    team_session = engine.new_session(team.org_id, "agent")
+    free_session = engine.new_session(free.org_id, "agent")
+    assert log(engine, team.org_id, team_session.session_id, requires_approval=True).approval is not None
+    assert log(engine, team.org_id, team_session.session_id).action.status is ActionStatus.CLEARED
+    with pytest.raises(PolicyBlockedError):
+        log(engine, free.org_id, free_session.session_id)
+    with pytest.raises(ApprovalRejectedError, match="plan"):
+        log(engine, free.org_id, free_session.session_id, "things.delete", requires_approval=True)

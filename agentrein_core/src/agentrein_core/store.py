@@ -68,7 +68,9 @@ _BY_ID = {
     cls: _select_by_id(table, key, scoped=cls not in (Organisation, ApiKey)) for cls, (table, key) in _TABLES.items()
 }
 _S, _A, _P, _O = schema.sessions, schema.actions, schema.approvals, schema.organisations
-_ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == _S.c.org_id)
+# Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
+# unqualified, so a correlated ``org_id = org_id`` would match every organisation.
+_ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == sa.bindparam("org"))
 _TAKE_SEQ = (
     _S.update()
     .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))

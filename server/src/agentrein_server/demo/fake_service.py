@@ -34,6 +34,7 @@ class Recorded:
     path: str
     idempotency_key: str | None
     body: Any
+    authorization: str | None = None
 
 
 @define
@@ -161,7 +162,7 @@ def _handler_for(service: FakeService) -> type[BaseHTTPRequestHandler]:
             key = self.headers.get("Idempotency-Key")
             method, path = self.command, self.path
             with service._lock:
-                service.requests.append(Recorded(method, path, key, body))
+                service.requests.append(Recorded(method, path, key, body, self.headers.get("Authorization")))
                 fault = service._fault_for(method, path)
                 if fault is not None and not fault.after_effect:
                     return self._fail(fault)

@@ -1,0 +1,486 @@
+"""The REST API through a real server on 127.0.0.1: keys, organisations and roles, problem+json errors,
+long-polls, concurrent reviewers, connector settings and server-side undo."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from serving import RunningServer, Tenant
+
+from agentrein import ActionStatus, ApprovalRejectedError, PolicyBlockedError, SessionStatus, UndoStatus
+from agentrein_core import schema
+from agentrein_core.statuses import Plan, Role
+from agentrein_server.demo.fake_service import FakeService
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def tenant(server: RunningServer) -> Tenant:
+    return server.tenant()
+
+
+@pytest.fixture
+def api(tenant: Tenant) -> Iterator[httpx.Client]:
+    """Raw HTTP with the tenant's operator key."""
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as client:
+        yield client
+
+
+def as_key(tenant: Tenant, key: str) -> httpx.Client:
+    return httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {key}"})
+
+
+def slug(response: httpx.Response) -> str:
+    assert response.headers["content-type"].startswith(PROBLEM), response.text
+    problem: dict[str, Any] = response.json()
+    assert problem["status"] == response.status_code and problem["detail"]
+    return str(problem["type"]).rsplit("/", 1)[-1]
+
+
+def session_with_a_created_order(api: httpx.Client, service: FakeService) -> tuple[str, str]:
+    """A session whose one action really created an order on the fake service; (session id, order id)."""
+    session_id = api.post("/sessions", json={"agentId": "billing", "intent": "orders"}).json()["id"]
+    logged = api.post(
+        f"/sessions/{session_id}/actions",
+        json={"connector": "http", "apiName": "POST /v1/orders", "operationType": "CREATE", "payload": {}},
+    ).json()
+    order = httpx.post(f"{service.base_url}/v1/orders", json={}).json()
+    undo = {"type": "http-delete", "url": f"{service.base_url}/v1/orders/{order['id']}"}
+    confirmed = api.patch(
+        f"/sessions/{session_id}/actions/{logged['action']['actionId']}",
+        json={"status": "SUCCESS", "response": {"id": order["id"]}, "undo": undo},
+    )
+    assert confirmed.status_code == 200, confirmed.text
+    return session_id, order["id"]
+
+
+def rolled_back(api: httpx.Client, session_id: str) -> dict[str, Any]:
+    started = api.post(f"/sessions/{session_id}/rollback", json={})
+    assert started.status_code == 202, started.text
+    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] in ("SUCCEEDED", "FAILED")
+    session: dict[str, Any] = api.get(f"/sessions/{session_id}").json()
+    return session
+
+
+# keys, organisations, roles ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header", [None, "Basic dXNlcjpwYXNz", "Bearer", "Bearer not-an-agentrein-key", "Bearer ar_unknownkey"]
+)
+def test_a_request_without_a_valid_key_is_refused_with_401(tenant: Tenant, header: str | None) -> None:
+    headers = {"Authorization": header} if header else {}
+    response = httpx.get(f"{tenant.url}/sessions", headers=headers)
+    assert response.status_code == 401
+    assert slug(response) == "unauthorized"
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_another_organisations_records_answer_404_and_show_nothing(
+    server: RunningServer, api: httpx.Client, tenant: Tenant
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a", "intent": "secret plans"}).json()["id"]
+    policy_id = api.post("/policies", json={"name": "p", "effect": "BLOCK"}).json()["policyId"]
+    other = server.tenant()
+    with as_key(other, other.key) as intruder:
+        for response in (
+            intruder.get(f"/sessions/{session_id}"),
+            intruder.post(f"/sessions/{session_id}/rollback", json={}),
+            intruder.post(
+                f"/sessions/{session_id}/actions", json={"connector": "http", "apiName": "x", "operationType": "CREATE"}
+            ),
+            intruder.patch(f"/policies/{policy_id}", json={"enabled": False}),
+        ):
+            assert response.status_code == 404
+            assert "secret plans" not in response.text
+        assert intruder.get("/sessions").json()["sessions"] == []
+    assert api.get(f"/sessions/{session_id}").json()["actions"] == []
+    assert api.get("/policies").json()[0]["enabled"] is True
+
+
+def test_an_agent_key_records_work_but_may_not_review_or_manage(
+    server: RunningServer, api: httpx.Client, tenant: Tenant
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    logged = api.post(
+        f"/sessions/{session_id}/actions",
+        json={"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True},
+    ).json()
+    approval_id = logged["approval"]["approvalId"]
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        assert agent.post("/sessions", json={"agentId": "a"}).status_code == 201
+        assert agent.get(f"/approvals/{approval_id}").json()["status"] == "PENDING"
+        for response in (
+            agent.post(f"/approvals/{approval_id}/approve", json={}),
+            agent.post("/policies", json={"name": "p", "effect": "BLOCK"}),
+            agent.put("/connectors/http", json={"enabled": False}),
+            agent.post("/api-keys", json={"role": "operator"}),
+        ):
+            assert response.status_code == 403
+            assert slug(response) == "forbidden"
+    assert api.get(f"/approvals/{approval_id}").json()["status"] == "PENDING"
+    assert api.get("/policies").json() == []
+
+
+def test_agents_roll_back_only_active_sessions_and_operators_completed_ones_too(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
+) -> None:
+    session_id, order_id = session_with_a_created_order(api, service)
+    api.post(f"/sessions/{session_id}/complete")
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        refused = agent.post(f"/sessions/{session_id}/rollback", json={})
+    assert refused.status_code == 409
+    assert slug(refused) == "rollback-refused"
+    assert "COMPLETED" in refused.json()["detail"]
+    session = rolled_back(api, session_id)
+    assert session["displayStatus"] == "REVERTED"
+    assert order_id not in service.collection("orders")
+
+
+def test_a_session_with_nothing_executed_or_already_reverted_is_refused(
+    api: httpx.Client, service: FakeService
+) -> None:
+    empty = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    assert slug(api.post(f"/sessions/{empty}/rollback", json={})) == "rollback-refused"
+    session_id, _ = session_with_a_created_order(api, service)
+    rolled_back(api, session_id)
+    again = api.post(f"/sessions/{session_id}/rollback", json={})
+    assert again.status_code == 409
+    assert slug(again) == "rollback-refused"
+
+
+def test_an_operator_creates_keys_whose_secret_is_shown_once(api: httpx.Client, tenant: Tenant) -> None:
+    created = api.post("/api-keys", json={"role": "agent"})
+    assert created.status_code == 201
+    secret = created.json()["key"]
+    listed = api.get("/api-keys").json()
+    assert created.json()["keyId"] in [k["keyId"] for k in listed]
+    assert secret not in api.get("/api-keys").text
+    with as_key(tenant, secret) as agent:
+        assert agent.post("/sessions", json={"agentId": "a"}).status_code == 201
+
+
+def test_a_free_plan_has_no_approval_gates(server: RunningServer, service: FakeService) -> None:
+    ar = server.tenant(Plan.FREE).client()
+    session = ar.new_session(agent_id="a", intent="i")
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", requires_approval=["POST *"])
+    with pytest.raises(ApprovalRejectedError) as rejected:
+        client.post("/v1/orders", json={})
+    assert rejected.value.reason is not None and "plan" in rejected.value.reason
+    assert service.calls() == []
+    stored = ar.get_session(session)
+    assert [a.status for a in stored.actions] == [ActionStatus.FAILED]
+    assert stored.status is SessionStatus.FAILED
+    ar.close()
+
+
+def test_a_blocked_action_is_403_and_stored_failed(api: httpx.Client, tenant: Tenant, service: FakeService) -> None:
+    api.post("/policies", json={"name": "no deletes", "effect": "BLOCK", "operationType": "DELETE"})
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    blocked = api.post(
+        f"/sessions/{session_id}/actions",
+        json={"connector": "http", "apiName": "DELETE /v1/orders/1", "operationType": "DELETE"},
+    )
+    assert blocked.status_code == 403
+    assert slug(blocked) == "policy-blocked"
+    assert blocked.json()["policyName"] == "no deletes"
+    (action,) = api.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["actionId"] == blocked.json()["actionId"]
+    assert action["status"] == "FAILED"
+    ar = tenant.client()
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session_id, connector="http")
+    with pytest.raises(PolicyBlockedError, match="no deletes"):
+        client.delete("/v1/orders/1")
+    assert service.calls() == []
+    ar.close()
+
+
+# bad input -----------------------------------------------------------------------------------------------
+
+NEW_ACTION = {"connector": "http", "apiName": "POST /x", "operationType": "CREATE", "payload": {}}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "expected_slug", "in_detail"),
+    [
+        ("POST", "/sessions", b"{not json", 400, "validation-error", "malformed"),
+        ("POST", "/sessions", {"agentId": 7}, 400, "validation-error", "agentId"),
+        ("POST", "/sessions", {"agentId": "a", "colour": "red"}, 400, "validation-error", "colour"),
+        ("POST", "/sessions", {"intent": "no agent"}, 400, "validation-error", "agentId"),
+        ("POST", "/sessions", {"agentId": "   "}, 400, "validation-error", "agent_id"),
+        ("POST", "/sessions", {"agentId": "a", "sandbox": "yes"}, 400, "validation-error", "sandbox"),
+        ("POST", "/sessions", b"[" + b"1," * 600_000 + b"1]", 413, "payload-too-large", ""),
+        ("GET", "/sessions?limit=0", None, 400, "validation-error", "limit"),
+        ("GET", "/sessions?status=SOMEWHERE", None, 400, "validation-error", "status"),
+        ("GET", "/sessions?cursor=garbage", None, 400, "validation-error", "cursor"),
+        ("GET", "/sessions/ses_doesnotexist", None, 404, "not-found", "ses_doesnotexist"),
+        ("GET", "/approvals/apr_nope?wait=61", None, 400, "validation-error", "wait"),
+        (
+            "POST",
+            "/sessions/{session}/actions",
+            {**NEW_ACTION, "operationType": "SMASH"},
+            400,
+            "validation-error",
+            "operationType",
+        ),
+        (
+            "POST",
+            "/sessions/{session}/actions",
+            {**NEW_ACTION, "approvalTimeoutMs": -5},
+            400,
+            "validation-error",
+            "approvalTimeoutMs",
+        ),
+        ("PATCH", "/sessions/{session}/actions/act_nope", {"status": "SUCCESS"}, 404, "not-found", "act_nope"),
+        ("PATCH", "/sessions/{session}/actions/{action}", {"status": "DONE"}, 400, "validation-error", "status"),
+        (
+            "PATCH",
+            "/sessions/{session}/actions/{action}",
+            {"status": "SUCCESS", "undo": {"url": "x"}},
+            400,
+            "validation-error",
+            "undo.type",
+        ),
+        ("PATCH", "/sessions/{session}/actions/{done}", {"status": "SUCCESS"}, 409, "invalid-transition", "SUCCESS"),
+        (
+            "PATCH",
+            "/sessions/{session}/actions/{action}",
+            {"status": "FAILED", "response": {}},
+            400,
+            "validation-error",
+            "FAILED",
+        ),
+        ("POST", "/policies", {"name": "p", "effect": "DENY"}, 400, "validation-error", "effect"),
+        (
+            "POST",
+            "/policies",
+            {"name": "p", "effect": "BLOCK", "apiName": "[unclosed"},
+            400,
+            "validation-error",
+            "api_name",
+        ),
+        (
+            "PUT",
+            "/connectors/http",
+            {"enabled": True, "config": {"allowedHosts": "everything"}},
+            400,
+            "validation-error",
+            "allowedHosts",
+        ),
+        ("PUT", "/connectors/nosuch", {"enabled": True}, 400, "validation-error", "nosuch"),
+        ("DELETE", "/sessions", None, 405, "method-not-allowed", ""),
+        ("GET", "/nowhere", None, 404, "not-found", ""),
+    ],
+)
+def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
+    api: httpx.Client,
+    method: str,
+    path: str,
+    body: Any,
+    status: int,
+    expected_slug: str,
+    in_detail: str,
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    logged = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+    done = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+    api.patch(f"/sessions/{session_id}/actions/{done}", json={"status": "SUCCESS"})
+    before = api.get(f"/sessions/{session_id}").json()
+    url = path.format(session=session_id, action=logged, done=done)
+    kwargs: dict[str, Any] = {"content": body, "headers": {"content-type": "application/json"}}
+    if not isinstance(body, bytes):
+        kwargs = {"json": body} if body is not None else {}
+    response = api.request(method, url, **kwargs)
+    assert response.status_code == status, response.text
+    assert slug(response) == expected_slug
+    assert in_detail in response.json()["detail"]
+    assert api.get(f"/sessions/{session_id}").json() == before
+    assert len(api.get("/sessions").json()["sessions"]) == 1
+    assert api.get("/policies").json() == []
+
+
+# reading ---------------------------------------------------------------------------------------------------
+
+
+def test_sessions_filter_and_page_by_keyset(api: httpx.Client) -> None:
+    made = [api.post("/sessions", json={"agentId": f"agent-{n % 2}"}).json()["id"] for n in range(7)]
+    api.post(f"/sessions/{made[0]}/complete")
+    pages: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = api.get("/sessions", params=params).json()
+        pages += [s["id"] for s in page["sessions"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert pages == list(reversed(made))
+    by_agent = api.get("/sessions", params={"agentId": "agent-1"}).json()["sessions"]
+    assert {s["id"] for s in by_agent} == set(made[1::2])
+    completed = api.get("/sessions", params={"status": "COMPLETED"}).json()["sessions"]
+    assert [s["id"] for s in completed] == [made[0]]
+    shown = api.get("/sessions", params={"displayStatus": "ACTIVE", "limit": 2}).json()
+    assert [s["id"] for s in shown["sessions"]] == [made[6], made[5]]
+    later = api.get("/sessions", params={"createdAfter": "2999-01-01T00:00:00"}).json()["sessions"]
+    assert later == []
+
+
+def test_the_approval_list_has_exactly_the_status_reference_fields(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+    (listed,) = api.get("/approvals").json()
+    assert list(listed) == [
+        "approvalId",
+        "actionId",
+        "apiName",
+        "operationType",
+        "sessionId",
+        "agentId",
+        "payloadSummary",
+        "requestedAt",
+        "timeoutAt",
+        "timeRemaining",
+        "status",
+        "resolvedAt",
+        "resolvedBy",
+        "reason",
+        "actionStatus",
+        "unconfirmed",
+    ]
+    assert listed["status"] == "PENDING" and listed["actionStatus"] == "PENDING_APPROVAL"
+    assert 0 < listed["timeRemaining"] <= 24 * 3600
+    assert api.get(f"/approvals/{listed['approvalId']}").json()["purpose"] == "BEFORE_EXECUTION"
+
+
+def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None:
+    schema_doc = api.get("/schema/openapi.json").json()
+    assert schema_doc["openapi"].startswith("3.1")
+    assert {"/sessions", "/sessions/{session_id}/actions", "/approvals/{approval_id}"} <= set(schema_doc["paths"])
+    assert "text/html" in api.get("/schema").headers["content-type"]
+    assert httpx.get(f"{api.base_url}/healthz").json()["status"] == "ok"
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    text = httpx.get(f"{api.base_url}/metrics").text
+    assert 'agentrein_actions_logged_total{status="CLEARED"}' in text
+    assert "agentrein_approvals_pending" in text
+    assert 'agentrein_requests_total{app_name="agentrein",method="POST",path="/sessions"' in text
+
+
+# approvals: long-poll and races ----------------------------------------------------------------------------
+
+
+def pending_approval(api: httpx.Client) -> str:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    logged = api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True}).json()
+    return str(logged["approval"]["approvalId"])
+
+
+def test_a_long_poll_answers_as_soon_as_the_approval_is_decided(api: httpx.Client, tenant: Tenant) -> None:
+    approval_id = pending_approval(api)
+    answers: list[tuple[float, dict[str, Any]]] = []
+
+    def wait() -> None:
+        with as_key(tenant, tenant.key) as waiter:
+            got = waiter.get(f"/approvals/{approval_id}", params={"wait": 30}, timeout=60).json()
+        answers.append((time.monotonic(), got))
+
+    waiting = threading.Thread(target=wait)
+    waiting.start()
+    time.sleep(0.3)
+    decided_at = time.monotonic()
+    api.post(f"/approvals/{approval_id}/approve", json={"reviewer": "lead"})
+    waiting.join(timeout=30)
+    ((answered_at, answer),) = answers
+    assert answer["status"] == "APPROVED" and answer["resolvedBy"] == "lead"
+    assert answered_at - decided_at < 10  # woken by the decision, long before the 30 s wait ran out
+
+
+def test_a_long_poll_returns_the_pending_approval_when_the_wait_runs_out(api: httpx.Client) -> None:
+    approval_id = pending_approval(api)
+    assert api.get(f"/approvals/{approval_id}", params={"wait": 0.2}).json()["status"] == "PENDING"
+
+
+def test_two_reviewers_deciding_at_once_exactly_one_wins(
+    server: RunningServer, api: httpx.Client, tenant: Tenant
+) -> None:
+    def decide(approval_id: str, verb: str, key: str, barrier: threading.Barrier, outcomes: dict[str, int]) -> None:
+        with as_key(tenant, key) as reviewer:
+            barrier.wait()
+            outcomes[verb] = reviewer.post(f"/approvals/{approval_id}/{verb}", json={"reviewer": verb}).status_code
+
+    for _ in range(5):
+        approval_id = pending_approval(api)
+        barrier = threading.Barrier(2)
+        outcomes: dict[str, int] = {}
+        threads = [
+            threading.Thread(
+                target=decide, args=(approval_id, verb, server.key(tenant, Role.OPERATOR), barrier, outcomes)
+            )
+            for verb in ("approve", "reject")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes.values()) == [200, 409]
+        winner = next(verb for verb, code in outcomes.items() if code == 200)
+        decided = api.get(f"/approvals/{approval_id}").json()
+        assert decided["resolvedBy"] == winner
+        assert decided["status"] == ("APPROVED" if winner == "approve" else "REJECTED")
+
+
+# connectors and server-side undo ------------------------------------------------------------------------
+
+
+def test_connector_credentials_are_encrypted_at_rest_used_for_undo_and_never_returned(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
+) -> None:
+    settings = {
+        "enabled": True,
+        "config": {"allowedHosts": ["127.0.0.1"]},
+        "credentials": {"headers": {"Authorization": "Bearer sk_live_s3cret"}},
+    }
+    shown = api.put("/connectors/http", json=settings)
+    assert shown.status_code == 200, shown.text
+    for response in (shown, api.get("/connectors/http"), api.get("/connectors")):
+        assert "s3cret" not in response.text
+    assert api.get("/connectors/http").json()["hasCredentials"] is True
+    table = schema.connector_configs
+    with server.engine.store.engine.connect() as conn:
+        stored = conn.execute(sa.select(table.c.credentials).where(table.c.org_id == tenant.org_id)).scalar_one()
+    assert "s3cret" not in stored
+    session_id, order_id = session_with_a_created_order(api, service)
+    assert rolled_back(api, session_id)["displayStatus"] == "REVERTED"
+    (undo,) = service.calls("DELETE")
+    assert undo.authorization == "Bearer sk_live_s3cret"
+    assert order_id not in service.collection("orders")
+
+
+def test_an_undo_to_a_host_not_allowed_is_refused(api: httpx.Client, service: FakeService) -> None:
+    api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": ["api.example.com"]}})
+    session_id, order_id = session_with_a_created_order(api, service)
+    session = rolled_back(api, session_id)
+    (action,) = session["actions"]
+    assert action["status"] == ActionStatus.ROLLBACK_FAILED
+    assert action["undoStatus"] == UndoStatus.FAILED
+    assert "allowedHosts" in action["error"] and "127.0.0.1" in action["error"]
+    assert session["displayStatus"] == "ROLLBACK_FAILED"
+    assert service.calls("DELETE") == []
+    assert order_id in service.collection("orders")
+
+
+def test_an_undo_through_a_connector_not_enabled_fails_clearly(api: httpx.Client, service: FakeService) -> None:
+    api.put("/connectors/http", json={"enabled": False})
+    session_id, order_id = session_with_a_created_order(api, service)
+    (action,) = rolled_back(api, session_id)["actions"]
+    assert action["status"] == ActionStatus.ROLLBACK_FAILED
+    assert "not enabled" in action["error"] and "PUT /connectors/http" in action["error"]
+    assert order_id in service.collection("orders")
