@@ -3,11 +3,16 @@ workers, on a real database. Each test takes a :class:`Tenant` of its own (organ
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 
+import httpx
 import uvicorn
 from attrs import frozen
 from cryptography.fernet import Fernet
@@ -70,3 +75,55 @@ class RunningServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=30)
+
+
+class ServerProcess:
+    """``agentrein serve`` in a process of its own, which a test may kill (SIGKILL) as a crash would."""
+
+    def __init__(self, database_url: str, secret_key: str, *, lease_seconds: float | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "AGENTREIN_SECRET_KEY": secret_key, "COLUMNS": "200"}
+        if lease_seconds is not None:
+            env["AGENTREIN_ROLLBACK_LEASE_SECONDS"] = str(lease_seconds)
+        command = [sys.executable, "-c", "from agentrein_server.cli import app; app()", "serve"]
+        self.process = subprocess.Popen(
+            [*command, "--port", str(self.port), "--database-url", database_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        self.output: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError("agentrein serve exited:\n" + "".join(self.output))
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("agentrein serve did not answer:\n" + "".join(self.output))
+            time.sleep(0.05)
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    @property
+    def printed_keys(self) -> list[str]:
+        return [line.strip() for line in self.output if line.startswith("ar_")]
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

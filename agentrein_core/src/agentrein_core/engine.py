@@ -95,9 +95,11 @@ class MaintenanceReport:
 class Engine:
     """AgentRein's use cases over one :class:`Store`. Thread-safe; share one per process."""
 
-    def __init__(self, store: Store, clock: Clock = utcnow) -> None:
+    def __init__(self, store: Store, clock: Clock = utcnow, *, rollback_lease: timedelta = ROLLBACK_LEASE) -> None:
         self.store = store
         self.clock = clock
+        #: How long a worker holds a rollback job between steps; a crashed worker's job waits this long.
+        self.rollback_lease = rollback_lease
         self._changed = threading.Condition()  # an approval decided or a rollback ended or paused
         self._policies: dict[str, tuple[int, list[Policy]]] = {}  # org -> (policy version, enabled policies)
 
@@ -649,7 +651,7 @@ class Engine:
         token = secrets.token_hex(16)
         now = self.clock()
         with self.store.transaction() as tx:
-            job = tx.claim_due_rollback(now, token, now + ROLLBACK_LEASE)
+            job = tx.claim_due_rollback(now, token, now + self.rollback_lease)
         if job is None:
             return None
         return self._advance(job, token, executor, approval_timeout)
@@ -717,13 +719,13 @@ class Engine:
                 return None
             if job.lease_until is not None and job.lease_until > now:
                 return None
-            values = {"lease_token": token, "lease_until": now + ROLLBACK_LEASE}
+            values = {"lease_token": token, "lease_until": now + self.rollback_lease}
             return tx.update_rollback(rollback_id, values, lease_token=job.lease_token, status=job.status)
 
     def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
         """Write ``changes`` (only those columns) and renew the lease, while ``token`` still holds the job.
         Returns the job as stored, so a scope widened meanwhile by another request is seen at once."""
-        values = {"lease_until": self.clock() + ROLLBACK_LEASE, **changes}
+        values = {"lease_until": self.clock() + self.rollback_lease, **changes}
         renewed = tx.update_rollback(job.rollback_id, values, lease_token=token)
         if renewed is None:
             raise LeaseLostError(f"rollback {job.rollback_id} is no longer held by this worker")

@@ -7,6 +7,8 @@ cases, the same ones the embedded SDK calls. Background work runs in :mod:`~agen
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from pathlib import Path
 
 import anyio.to_thread
@@ -17,7 +19,8 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
-from agentrein_core.engine import Engine
+from agentrein_core.engine import ROLLBACK_LEASE, Engine
+from agentrein_core.errors import ValidationError
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
 from agentrein_server import metrics, problems
@@ -33,6 +36,7 @@ from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
 
+LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
 #: Request bodies larger than this are refused with 413 before they are read in full.
 MAX_BODY_BYTES = 1024 * 1024
 #: Threads for request handlers; long-polls hold one each while they wait.
@@ -48,11 +52,25 @@ def open_services(
 ) -> Services:
     """Open the database (migrating it) and make what the handlers and workers share."""
     store = Store(database_url)
-    engine = Engine(store)
+    engine = Engine(store, rollback_lease=_lease_from_environment())
     connectors = connectors or installed_connectors()
     vault = vault or Vault.from_environment(secret_key_file(store.url))
     workers = Workers(engine, ServerUndoExecutor(engine, connectors, vault), rollback_threads)
     return Services(engine, connectors, vault, workers, Authenticator(engine))
+
+
+def _lease_from_environment() -> timedelta:
+    """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``: how soon a rollback left by a crashed server is taken over."""
+    raw = os.environ.get(LEASE_ENV)
+    if not raw:
+        return ROLLBACK_LEASE
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise ValidationError(LEASE_ENV, f"must be a positive number of seconds, not {raw!r}")
+    return timedelta(seconds=seconds)
 
 
 def secret_key_file(database_url: str) -> Path:

@@ -47,6 +47,7 @@ class FakeService:
     _faults: list[Fault] = field(factory=list)
     _replays: dict[str, tuple[int, dict[str, str], bytes]] = field(factory=dict)
     _counter: int = 0
+    _holds: dict[tuple[str, str], tuple[threading.Event, threading.Event]] = field(factory=dict)
     _lock: threading.Lock = field(factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -84,6 +85,14 @@ class FakeService:
     ) -> None:
         with self._lock:
             self._faults.append(Fault(method.upper(), path_glob, status, times, after_effect))
+
+    def hold(self, method: str, path: str) -> tuple[threading.Event, threading.Event]:
+        """Make the next ``method path`` request wait before it takes effect: returns (arrived, release);
+        ``arrived`` is set when the request is in, and it goes on once ``release`` is set."""
+        gates = (threading.Event(), threading.Event())
+        with self._lock:
+            self._holds[(method, path)] = gates
+        return gates
 
     def collection(self, name: str) -> dict[str, dict[str, Any]]:
         with self._lock:
@@ -161,6 +170,12 @@ def _handler_for(service: FakeService) -> type[BaseHTTPRequestHandler]:
                 body = raw.decode("utf-8", "replace")
             key = self.headers.get("Idempotency-Key")
             method, path = self.command, self.path
+            with service._lock:
+                held = service._holds.pop((method, path), None)
+            if held is not None:
+                arrived, release = held
+                arrived.set()
+                release.wait(timeout=120)
             with service._lock:
                 service.requests.append(Recorded(method, path, key, body, self.headers.get("Authorization")))
                 fault = service._fault_for(method, path)

@@ -1,0 +1,125 @@
+"""``agentrein serve`` as real processes: its first start, a crash in the middle of a rollback, and two
+replicas on one PostgreSQL racing for the same rollbacks. No inverse is ever applied twice."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+from serving import LOOPBACK_HTTP, ServerProcess
+
+from agentrein import AgentRein, SessionInfo
+from agentrein_server.demo.fake_service import FakeService
+
+
+@pytest.fixture
+def secret_key() -> str:
+    return Fernet.generate_key().decode()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'agentrein.db'}"
+
+
+def operator(server: ServerProcess, key: str) -> httpx.Client:
+    client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    assert client.put("/connectors/http", json={"enabled": True, "config": LOOPBACK_HTTP}).status_code == 200
+    return client
+
+
+def session_creating(ar: AgentRein, service: FakeService, orders: int) -> SessionInfo:
+    session = ar.new_session(agent_id="agent", intent=f"create {orders} orders")
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    for _ in range(orders):
+        client.post("/v1/orders", json={})
+    return session
+
+
+def test_a_fresh_server_creates_the_default_organisation_and_prints_one_operator_key_once(
+    sqlite_url: str, secret_key: str
+) -> None:
+    first = ServerProcess(sqlite_url, secret_key)
+    try:
+        (key,) = first.printed_keys
+        assert "Created organisation 'default'" in "".join(first.output)
+        assert operator(first, key).get("/sessions").status_code == 200
+    finally:
+        first.stop()
+    again = ServerProcess(sqlite_url, secret_key)
+    try:
+        assert again.printed_keys == []
+        assert operator(again, key).get("/sessions").status_code == 200
+    finally:
+        again.stop()
+
+
+def test_a_server_killed_mid_rollback_finishes_it_after_restart_applying_nothing_twice(
+    sqlite_url: str, secret_key: str, service: FakeService
+) -> None:
+    server = ServerProcess(sqlite_url, secret_key, lease_seconds=1)
+    (key,) = server.printed_keys
+    api = operator(server, key)
+    ar = AgentRein(base_url=server.url, api_key=key)
+    session = session_creating(ar, service, 3)
+    orders = [a.response["body"]["id"] for a in ar.get_session(session).actions if a.response]
+    ar.close()
+    # The second undo (last first: orders[1]) reaches the service, which holds it; the server dies meanwhile.
+    arrived, release = service.hold("DELETE", f"/v1/orders/{orders[1]}")
+    assert api.post(f"/sessions/{session.id}/rollback", json={}).status_code == 202
+    assert arrived.wait(timeout=30)
+    server.kill()
+    release.set()  # the held undo now takes effect, but the dead server never learns of it
+    restarted = ServerProcess(sqlite_url, secret_key, lease_seconds=1)
+    try:
+        api = httpx.Client(base_url=restarted.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        job = api.get(f"/sessions/{session.id}/rollback", params={"wait": 30}).json()
+        assert job["status"] == "SUCCEEDED"
+        finished = api.get(f"/sessions/{session.id}").json()
+    finally:
+        restarted.stop()
+    assert finished["displayStatus"] == "REVERTED"
+    assert service.collection("orders") == {}
+    deletes = service.calls("DELETE")
+    assert [d.path.rsplit("/", 1)[1] for d in deletes] == [orders[2], orders[1], orders[1], orders[0]]
+    # the repeated undo carried the same idempotency key, so the service replayed it instead of applying it
+    assert deletes[1].idempotency_key == deletes[2].idempotency_key
+    assert len({d.idempotency_key for d in deletes}) == 3
+
+
+@pytest.fixture
+def replicas(postgres_url: str, secret_key: str) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    first = ServerProcess(postgres_url, secret_key)
+    second = ServerProcess(postgres_url, secret_key)
+    yield first, second
+    first.stop()
+    second.stop()
+
+
+def test_two_replicas_racing_to_roll_back_the_same_50_sessions_run_each_undo_once(
+    replicas: tuple[ServerProcess, ServerProcess], service: FakeService
+) -> None:
+    first, second = replicas
+    (key,) = first.printed_keys + second.printed_keys  # only one of them created the default organisation
+    apis = [operator(first, key), operator(second, key)]
+    ar = AgentRein(base_url=first.url, api_key=key)
+    sessions = [session_creating(ar, service, 2) for _ in range(50)]
+    ar.close()
+    for session in sessions:  # both replicas are asked to roll back every session
+        for api in apis:
+            assert api.post(f"/sessions/{session.id}/rollback", json={}).status_code in (202, 409)
+    for n, session in enumerate(sessions):
+        job = apis[n % 2].get(f"/sessions/{session.id}/rollback", params={"wait": 60}).json()
+        assert job["status"] == "SUCCEEDED", job
+    deletes = Counter(d.path for d in service.calls("DELETE"))
+    assert len(deletes) == 100
+    assert set(deletes.values()) == {1}
+    assert service.collection("orders") == {}
+    for api in apis:
+        assert {s["displayStatus"] for s in api.get("/sessions", params={"limit": 100}).json()["sessions"]} == {
+            "REVERTED"
+        }
