@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -44,6 +45,14 @@ def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this test module."""
     with fresh_postgres_database() as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def journal_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the SDK journals calls made while AgentRein is unavailable: never the working directory."""
+    path = tmp_path / "agentrein-journal.db"
+    monkeypatch.setenv("AGENTREIN_JOURNAL", str(path))
+    return path
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -3,56 +3,15 @@ before any side effect. The outage is real: PostgreSQL is reached through a loop
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
-from contextlib import suppress
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+from relay import Relay
 
 from agentrein import AgentRein, AgentReinUnavailableError
 from agentrein_server.demo.fake_service import FakeService
-
-
-class Relay:
-    """A TCP relay on 127.0.0.1 to PostgreSQL; `cut()` closes it and every connection through it."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        with suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        with suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def cut(self) -> None:
-        with suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
-        self.listener.close()
-        for s in self.sockets:
-            with suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
 
 
 @pytest.fixture

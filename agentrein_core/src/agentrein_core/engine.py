@@ -416,6 +416,68 @@ class Engine:
             self._after_failure(tx, session, f"action {action.api_name} failed", SYSTEM)
             return failed
 
+    def record_executed_action(
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        idempotency_key: str,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        succeeded: bool,
+        response: JSON | None = None,
+        undo: UndoConfig | None = None,
+        error: str | None = None,
+    ) -> Action:
+        """Record a call that already ran without a write-ahead record, because AgentRein was unreachable
+        (``failure_mode="open"``): the SDK replays it from its local journal once AgentRein answers again.
+
+        It is recorded as it happened, once: a second replay with the same ``idempotency_key`` (the key the
+        call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
+        noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
+        A failed call rolls the session back, as it would have online."""
+        operation_type = OperationType(operation_type)
+        _text("idempotency_key", idempotency_key, 100)
+        _text("api_name", api_name, 500)
+        _json("payload", payload)
+        _json("response", response)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            existing = tx.action_by_key(org_id, session_id, idempotency_key)
+            if existing is not None:
+                return existing
+            taken = tx.take_seq(org_id, session_id, now, only_active=False)
+            if taken is None:
+                raise NotFoundError("session", session_id)
+            subject = policies.Subject(connector, api_name, taken.agent_id, operation_type)
+            decision = policies.decide(self._enabled_policies(tx, org_id, taken.policy_version), subject)
+            action = Action(
+                action_id=new_id("act"),
+                session_id=session_id,
+                org_id=org_id,
+                seq=taken.seq,
+                connector=_text("connector", connector, 100),
+                api_name=api_name,
+                operation_type=operation_type,
+                payload=payload,
+                status=ActionStatus.SUCCESS if succeeded else ActionStatus.FAILED,
+                idempotency_key=idempotency_key,
+                created_at=now,
+                updated_at=now,
+                response=response if succeeded else None,
+                undo=undo if succeeded else None,
+                error=None if succeeded else _text("error", error or "failed", MAX_TEXT),
+                policy_name=decision.policy.name if decision.policy is not None else None,
+            )
+            tx.insert(action)
+            if not succeeded:
+                self._after_failure(tx, _session(tx, org_id, session_id), f"action {api_name} failed", SYSTEM)
+            elif decision.effect is not PolicyEffect.ALLOW:
+                tx.insert(_new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
+            return action
+
     # approvals ----------------------------------------------------------------------------------------
     def get_approval(self, org_id: str, approval_id: str) -> ApprovalInfo:
         with self.store.transaction(write=False) as tx:

@@ -95,6 +95,8 @@ actions = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Index("ux_actions_session_seq", "session_id", "seq", unique=True),
+    # A call is recorded once: a journal replay finds the record its key already made.
+    Index("ux_actions_session_key", "session_id", "idempotency_key", unique=True),
 )
 
 approvals = Table(

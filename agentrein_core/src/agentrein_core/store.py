@@ -372,6 +372,14 @@ class Tx:
     def action(self, org_id: str, action_id: str) -> Action | None:
         return self._one(Action, action_id, org_id)
 
+    def action_by_key(self, org_id: str, session_id: str, idempotency_key: str) -> Action | None:
+        t = schema.actions
+        stmt = sa.select(t).where(
+            t.c.org_id == org_id, t.c.session_id == session_id, t.c.idempotency_key == idempotency_key
+        )
+        row = self.conn.execute(stmt).first()
+        return from_row(row, Action) if row is not None else None
+
     def actions_of(self, session_id: str) -> list[Action]:
         return self._all(Action, _ACTIONS_OF, {"sid": session_id})
 

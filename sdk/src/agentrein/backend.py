@@ -9,13 +9,16 @@ both modes.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
 from agentrein_core.rollback import UndoExecutor
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
 from agentrein_core.views import ApprovalInfo, SessionInfo
+
+if TYPE_CHECKING:
+    from agentrein.journal import ExecutedCall
 
 
 class Backend(Protocol):
@@ -41,6 +44,7 @@ class Backend(Protocol):
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> Action: ...
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...
+    def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action: ...
     def get_approval(self, approval_id: str) -> ApprovalInfo: ...
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
@@ -123,6 +127,21 @@ class LocalBackend:
 
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
         return self.engine.fail_action(self.org_id, action_id, error=error, session_id=session_id)
+
+    def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
+        return self.engine.record_executed_action(
+            self.org_id,
+            session_id,
+            idempotency_key=call.idempotency_key,
+            connector=call.connector,
+            api_name=call.api_name,
+            operation_type=call.operation_type,
+            payload=call.payload,
+            succeeded=call.succeeded,
+            response=call.response,
+            undo=call.undo,
+            error=call.error,
+        )
 
     def get_approval(self, approval_id: str) -> ApprovalInfo:
         return self.engine.get_approval(self.org_id, approval_id)

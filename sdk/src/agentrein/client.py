@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 from agentrein.backend import Backend, LocalBackend
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
+from agentrein.journal import Journal
 from agentrein.options import WrapOptions
 from agentrein.proxy import WrappedClient
 from agentrein.remote import API_KEY_ENV, URL_ENV, RemoteBackend
-from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime
+from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime, log
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
-from agentrein_core.errors import ValidationError
+from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import Policy
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.redaction import Redactor
@@ -44,6 +45,7 @@ class AgentRein:
         api_key: str | None = None,
         organisation: str = DEFAULT_ORGANISATION,
         connectors: Connectors | None = None,
+        journal_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.organisation = organisation
         self._connectors = connectors or installed_connectors()
@@ -60,7 +62,7 @@ class AgentRein:
             engine = Engine(self._store)
             org = engine.ensure_organisation(organisation)
             self._backend = LocalBackend(engine, org.org_id)
-        self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors))
+        self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors), Journal(journal_path))
 
     @property
     def database_url(self) -> str | None:
@@ -205,6 +207,11 @@ class AgentRein:
         self._backend.remove_policy(policy_id)
 
     def close(self) -> None:
+        """Replay what is still journaled (if AgentRein answers), then let go of connections."""
+        try:
+            self._runtime.replay_journal()
+        except AgentReinError as exc:
+            log.warning("AgentRein journal not replayed at close: %s", exc)
         if self._store is not None:
             self._store.close()
         if self._remote is not None:

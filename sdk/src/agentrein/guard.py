@@ -22,12 +22,13 @@ from typing import Any
 from attrs import define
 
 from agentrein.executor import ClientRef
+from agentrein.journal import Entry, ExecutedCall, LateOutcome
 from agentrein.options import WrapOptions
 from agentrein.runtime import Runtime, log
 from agentrein_core.connector import PreparedCall
 from agentrein_core.engine import LoggedAction
 from agentrein_core.errors import AgentReinUnavailableError, ApprovalRejectedError, ApprovalTimeoutError
-from agentrein_core.model import Action
+from agentrein_core.model import JSON, Action, UndoConfig
 from agentrein_core.redaction import Redactor
 from agentrein_core.retry import async_retrying, retrying
 from agentrein_core.statuses import ApprovalStatus
@@ -62,7 +63,14 @@ class Guard:
     def _call_sync(self, call: PreparedCall) -> Any:
         logged = self._write_ahead(call)
         if logged is None:
-            return self._execute(call, _unrecorded_key())
+            key = _journal_key()
+            try:
+                result = self._execute(call, key)
+            except Exception as exc:
+                self._journal_call(call, key, error=exc)
+                raise
+            self._journal_call(call, key, result=result)
+            return result
         if logged.approval is not None:
             self._await_approval(logged)
         try:
@@ -87,7 +95,14 @@ class Guard:
         self.runtime.executor.remember_session(self.session_id, self.connector_name, ref)
         logged = await asyncio.to_thread(self._write_ahead, call)
         if logged is None:
-            return await self._execute_async(call, _unrecorded_key())
+            key = _journal_key()
+            try:
+                result = await self._execute_async(call, key)
+            except Exception as exc:
+                await asyncio.to_thread(self._journal_call, call, key, error=exc)
+                raise
+            await asyncio.to_thread(self._journal_call, call, key, result=result)
+            return result
         if logged.approval is not None:
             await asyncio.to_thread(self._await_approval, logged)
         try:
@@ -110,6 +125,7 @@ class Guard:
     def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:
         """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``."""
         try:
+            self.runtime.replay_journal()
             return self.runtime.backend.log_action(
                 self.session_id,
                 connector=self.connector_name,
@@ -147,16 +163,16 @@ class Guard:
             raise ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
 
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
-        connector = self.options.connector
         try:
-            undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
-            response = self.redactor.redact(connector.record_result(call, result))
+            response, undo = self._outcome(call, result)
             confirmed = self.runtime.backend.confirm_action(
                 self.session_id, action.action_id, response=response, undo=undo
             )
         except AgentReinUnavailableError as exc:
-            # The call did happen: its write-ahead record stays CLEARED, for a human to confirm.
+            # The call did happen: the journal confirms it once AgentRein is back.
             self.runtime.warn_unavailable(exc)
+            late = LateOutcome(action.action_id, True, response, undo)
+            self.runtime.journal.append(Entry(self.session_id, outcome=late))
             return
         except Exception:  # the agent's call succeeded; our bookkeeping failing must not say otherwise
             log.exception("AgentRein could not confirm action %s; it stays CLEARED", action.action_id)
@@ -164,17 +180,45 @@ class Guard:
         self.runtime.executor.remember(confirmed, ref)
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
+        message = _describe(error)
         try:
-            self.runtime.backend.fail_action(
-                self.session_id, action.action_id, error=f"{type(error).__name__}: {error}"
-            )
+            self.runtime.backend.fail_action(self.session_id, action.action_id, error=message)
         except AgentReinUnavailableError as exc:
             self.runtime.warn_unavailable(exc)
+            late = LateOutcome(action.action_id, False, error=message)
+            self.runtime.journal.append(Entry(self.session_id, outcome=late))
             return
         except Exception:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
             return
         self._settle()
+
+    def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
+        """What is recorded of a successful call: its redacted result and how to undo it."""
+        connector = self.options.connector
+        undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
+        return self.redactor.redact(connector.record_result(call, result)), undo
+
+    def _journal_call(
+        self, call: PreparedCall, key: str, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        """A call that ran while AgentRein was unavailable: keep it for replay (never fail the agent's call)."""
+        try:
+            response, undo = self._outcome(call, result) if error is None else (None, None)
+            executed = ExecutedCall(
+                idempotency_key=key,
+                connector=self.connector_name,
+                api_name=call.api_name,
+                operation_type=call.operation_type,
+                payload=self.redactor.redact(call.payload),
+                succeeded=error is None,
+                response=response,
+                undo=undo,
+                error=_describe(error) if error is not None else None,
+            )
+            self.runtime.journal.append(Entry(self.session_id, call=executed))
+        except Exception:
+            log.exception("AgentRein could not journal the call %s", call.api_name)
 
     def _settle(self) -> None:
         """See the session's rollback through before the agent's call raises."""
@@ -184,5 +228,10 @@ class Guard:
         )
 
 
-def _unrecorded_key() -> str:
-    return f"agentrein-unrecorded-{secrets.token_hex(16)}"
+def _journal_key() -> str:
+    """The idempotency key of a call made while AgentRein is unavailable; its journal entry carries it too."""
+    return f"agentrein-journal-{secrets.token_hex(16)}"
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -23,6 +23,9 @@ from agentrein_core.retry import retrying
 from agentrein_core.rollback import UndoExecutor
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
 from agentrein_core.views import ApprovalInfo, SessionInfo
+
+if TYPE_CHECKING:
+    from agentrein.journal import ExecutedCall
 
 T = TypeVar("T")
 
@@ -117,6 +120,20 @@ class RemoteBackend:
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
         body = {"status": "FAILED", "error": error}
         return from_wire(self._call("PATCH", _action_path(session_id, action_id), json=body), Action)
+
+    def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
+        body = {
+            "idempotencyKey": call.idempotency_key,
+            "connector": call.connector,
+            "apiName": call.api_name,
+            "operationType": call.operation_type,
+            "status": "SUCCESS" if call.succeeded else "FAILED",
+            "payload": call.payload,
+            "response": call.response,
+            "undo": to_wire(call.undo) if call.undo is not None else None,
+            "error": call.error,
+        }
+        return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/journal", json=body), Action)
 
     # approvals ----------------------------------------------------------------------------------------
     def get_approval(self, approval_id: str) -> ApprovalInfo:

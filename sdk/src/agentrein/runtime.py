@@ -13,6 +13,7 @@ from attrs import define, field
 
 from agentrein.backend import Backend
 from agentrein.executor import ClientUndoExecutor
+from agentrein.journal import Journal
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError
 from agentrein_core.statuses import ApprovalStatus, RollbackStatus
 
@@ -28,6 +29,7 @@ DEFAULT_POLL_INTERVAL = 2.0
 class Runtime:
     backend: Backend
     executor: ClientUndoExecutor
+    journal: Journal
     _warned: bool = False
     _last_maintenance: float = field(default=float("-inf"))
     _lock: threading.Lock = field(factory=threading.Lock)
@@ -38,11 +40,19 @@ class Runtime:
             first, self._warned = not self._warned, True
         if first:
             warnings.warn(
-                f"AgentRein is unavailable ({error}); calls run without recording, approvals or rollback",
+                f"AgentRein is unavailable ({error}); calls run without approvals or rollback, and are journaled "
+                f"in {self.journal.path} until AgentRein is back",
                 RuntimeWarning,
                 stacklevel=6,  # the agent's own call through the wrapped client
             )
         log.warning("AgentRein unavailable: %s", error)
+
+    def replay_journal(self) -> None:
+        """Send what was journaled while AgentRein was unavailable, before anything newer is recorded."""
+        if self.journal.has_entries():
+            replayed = self.journal.replay(self.backend)
+            if replayed:
+                log.warning("AgentRein is back: replayed %d journaled record(s)", replayed)
 
     def settle_rollback(
         self,

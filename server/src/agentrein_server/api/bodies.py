@@ -38,6 +38,20 @@ class ActionOutcome(Body):
     error: str | None = None
 
 
+class ExecutedAction(Body):
+    """A call that ran while AgentRein was unreachable, replayed from the SDK's journal."""
+
+    idempotency_key: str
+    connector: str
+    api_name: str
+    operation_type: OperationType
+    status: Literal["SUCCESS", "FAILED"]
+    payload: dict[str, Any] = {}
+    response: dict[str, Any] | None = None
+    undo: dict[str, Any] | None = None
+    error: str | None = None
+
+
 class RollbackRequest(Body):
     reason: str | None = None
     #: How long a rollback approval this rollback opens waits for a reviewer (default 24 hours).

@@ -122,6 +122,28 @@ class SessionController(Controller):
             services.workers.wake()
         return to_wire(action)  # type: ignore[no-any-return]
 
+    @post("/{session_id:str}/journal", sync_to_thread=True)
+    def replay(
+        self, session_id: FromPath[str], data: JSONBody[bodies.ExecutedAction], caller: CallerDep, services: ServicesDep
+    ) -> dict[str, Any]:
+        """Record a call that already ran while this server was unreachable (the SDK's ``failure_mode="open"``
+        journal). Idempotent by ``idempotencyKey``: a repeated replay returns the first record."""
+        action = services.engine.record_executed_action(
+            caller.org_id,
+            session_id,
+            idempotency_key=data.idempotency_key,
+            connector=data.connector,
+            api_name=data.api_name,
+            operation_type=data.operation_type,
+            payload=data.payload,
+            succeeded=data.status == "SUCCESS",
+            response=data.response,
+            undo=_undo(data.undo),
+            error=data.error,
+        )
+        services.workers.wake()  # a failed call rolls the session back
+        return to_wire(action)  # type: ignore[no-any-return]
+
     @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True)
     def rollback(
         self,

@@ -1,4 +1,4 @@
-"""API keys, per-organisation connector configurations, and rollback approval timeouts (server mode)
+"""API keys, per-organisation connector configurations, rollback approval timeouts, one record per call key
 
 Revision ID: 0002
 Revises: 0001
@@ -19,6 +19,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("rollbacks") as batch:
         batch.add_column(sa.Column("approval_timeout_ms", sa.Integer(), nullable=True))
+    op.create_index("ux_actions_session_key", "actions", ["session_id", "idempotency_key"], unique=True)
     op.create_table(
         "api_keys",
         sa.Column("key_id", sa.String(length=40), nullable=False),
@@ -48,5 +49,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("connector_configs")
     op.drop_table("api_keys")
+    op.drop_index("ux_actions_session_key", table_name="actions")
     with op.batch_alter_table("rollbacks") as batch:
         batch.drop_column("approval_timeout_ms")

@@ -1,0 +1,138 @@
+"""``failure_mode="open"`` through a server that goes away and comes back: the calls made meanwhile run,
+are journaled locally, and are replayed in order once the server answers, each recorded exactly once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from relay import Relay
+from serving import RunningServer, Tenant
+
+from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus
+from agentrein_core.statuses import OperationType
+from agentrein_server.demo.fake_service import FakeService
+
+
+@pytest.fixture
+def tenant(server: RunningServer) -> Tenant:
+    return server.tenant()
+
+
+@pytest.fixture
+def relay(server: RunningServer) -> Iterator[Relay]:
+    """The agents' way to the server, which the test can interrupt."""
+    port = int(server.url.rsplit(":", 1)[1])
+    relay = Relay(("127.0.0.1", port))
+    yield relay
+    relay.cut()
+
+
+@pytest.fixture
+def agent(tenant: Tenant, relay: Relay) -> Iterator[AgentRein]:
+    ar = AgentRein(base_url=f"http://127.0.0.1:{relay.port}", api_key=tenant.key)
+    yield ar
+    ar.close()
+
+
+def test_calls_made_while_the_server_is_away_are_replayed_in_order_once_it_is_back(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService, journal_in_tmp: Path
+) -> None:
+    session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    client.post("/v1/orders", json={"n": 1})
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="journaled"):
+        client.post("/v1/orders", json={"n": 2})
+    client.post("/v1/orders", json={"n": 3})
+    assert len(service.collection("orders")) == 3
+    assert journal_in_tmp.exists()
+    relay.resume()
+    client.post("/v1/orders", json={"n": 4})  # the journal goes first, so the order of the records is kept
+    reader = tenant.client()
+    stored = reader.get_session(session)
+    assert [a.payload["body"]["n"] for a in stored.actions] == [1, 2, 3, 4]
+    assert [a.status for a in stored.actions] == [ActionStatus.SUCCESS] * 4
+    sent_keys = [r.idempotency_key for r in service.calls("POST")]
+    assert [a.idempotency_key for a in stored.actions] == sent_keys
+    rolled_back = reader.rollback_session(session)
+    assert rolled_back.display_status is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}
+    reader.close()
+
+
+def test_an_outcome_the_server_missed_is_confirmed_from_the_journal(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    arrived, release = service.hold("POST", "/v1/orders")
+    call = threading.Thread(target=client.post, args=("/v1/orders",), kwargs={"json": {}})
+    with pytest.warns(RuntimeWarning, match="unavailable"):
+        call.start()
+        assert arrived.wait(timeout=30)  # recorded write-ahead; now the server goes away mid-call
+        relay.pause()
+        release.set()
+        call.join(timeout=30)
+    reader = tenant.client()
+    assert [a.status for a in reader.get_session(session).actions] == [ActionStatus.CLEARED]
+    relay.resume()
+    agent.close()  # replays what is left
+    (action,) = reader.get_session(session).actions
+    assert action.status is ActionStatus.SUCCESS
+    assert action.undo is not None and action.undo.type == "http-delete"
+    reader.close()
+
+
+def test_closed_mode_refuses_before_any_side_effect_when_the_server_is_away(
+    agent: AgentRein, relay: Relay, service: FakeService, journal_in_tmp: Path
+) -> None:
+    session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http", failure_mode="closed")
+    relay.pause()
+    with pytest.raises(AgentReinUnavailableError):
+        client.post("/v1/orders", json={})
+    assert service.calls() == []
+    assert not journal_in_tmp.exists()
+
+
+def test_replaying_the_same_journal_entry_twice_records_it_once(tenant: Tenant) -> None:
+    ar = tenant.client()
+    session = ar.new_session(agent_id="billing", intent="orders")
+    body = {
+        "idempotencyKey": "agentrein-journal-abc",
+        "connector": "http",
+        "apiName": "POST /v1/orders",
+        "operationType": OperationType.CREATE,
+        "status": "SUCCESS",
+        "response": {"statusCode": 201},
+        "undo": {"type": "http-delete", "url": "http://127.0.0.1:9/v1/orders/1"},
+    }
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        first = api.post(f"/sessions/{session.id}/journal", json=body).json()
+        second = api.post(f"/sessions/{session.id}/journal", json=body).json()
+    assert first["actionId"] == second["actionId"]
+    assert [a.action_id for a in ar.get_session(session).actions] == [first["actionId"]]
+    ar.close()
+
+
+def test_a_journaled_call_that_a_policy_would_have_blocked_is_held_for_review(tenant: Tenant) -> None:
+    ar = tenant.client()
+    ar.add_policy(name="no deletes", effect="BLOCK", operation_type="DELETE")
+    session = ar.new_session(agent_id="billing", intent="orders")
+    body = {
+        "idempotencyKey": "agentrein-journal-def",
+        "connector": "http",
+        "apiName": "DELETE /v1/orders/1",
+        "operationType": OperationType.DELETE,
+        "status": "SUCCESS",
+    }
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        recorded = api.post(f"/sessions/{session.id}/journal", json=body).json()
+    assert recorded["status"] == "SUCCESS" and recorded["policyName"] == "no deletes"
+    (review,) = ar.list_approvals(status="PENDING")
+    assert review.action_id == recorded["actionId"]
+    ar.close()
