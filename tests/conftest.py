@@ -47,6 +47,13 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture
+def own_postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test alone."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
 @pytest.fixture(autouse=True)
 def journal_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where the SDK journals calls made while AgentRein is unavailable: never the working directory."""

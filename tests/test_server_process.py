@@ -3,6 +3,8 @@ replicas on one PostgreSQL racing for the same rollbacks. No inverse is ever app
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,9 +94,10 @@ def test_a_server_killed_mid_rollback_finishes_it_after_restart_applying_nothing
 
 
 @pytest.fixture
-def replicas(postgres_url: str, secret_key: str) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    first = ServerProcess(postgres_url, secret_key)
-    second = ServerProcess(postgres_url, secret_key)
+def replicas(own_postgres_url: str, secret_key: str) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """Two servers on one new PostgreSQL database (one of them prints the default organisation's key)."""
+    first = ServerProcess(own_postgres_url, secret_key)
+    second = ServerProcess(own_postgres_url, secret_key)
     yield first, second
     first.stop()
     second.stop()
@@ -123,3 +126,33 @@ def test_two_replicas_racing_to_roll_back_the_same_50_sessions_run_each_undo_onc
         assert {s["displayStatus"] for s in api.get("/sessions", params={"limit": 100}).json()["sessions"]} == {
             "REVERTED"
         }
+
+
+def test_a_long_poll_on_one_replica_wakes_when_a_reviewer_decides_on_the_other(
+    replicas: tuple[ServerProcess, ServerProcess],
+) -> None:
+    first, second = replicas
+    (key,) = first.printed_keys + second.printed_keys
+    waiter, reviewer = (httpx.Client(base_url=r.url, headers={"Authorization": f"Bearer {key}"}) for r in replicas)
+    session_id = waiter.post("/sessions", json={"agentId": "a"}).json()["id"]
+    logged = waiter.post(
+        f"/sessions/{session_id}/actions",
+        json={"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True},
+    ).json()
+    approval_id = logged["approval"]["approvalId"]
+    answers: list[tuple[float, str]] = []
+
+    def wait() -> None:
+        answer = waiter.get(f"/approvals/{approval_id}", params={"wait": 30}, timeout=60).json()
+        answers.append((time.monotonic(), answer["status"]))
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.5)
+    decided_at = time.monotonic()
+    assert reviewer.post(f"/approvals/{approval_id}/approve", json={}).status_code == 200
+    thread.join(timeout=60)
+    ((answered_at, status),) = answers
+    assert status == "APPROVED"
+    # Woken by PostgreSQL's NOTIFY: well before the replica's own 5 s re-check, let alone the 30 s wait.
+    assert answered_at - decided_at < 2.5

@@ -100,6 +100,10 @@ class Engine:
         self.clock = clock
         #: How long a worker holds a rollback job between steps; a crashed worker's job waits this long.
         self.rollback_lease = rollback_lease
+        #: How often a waiting long-poll looks again by itself, for changes made where no notification reaches
+        #: this process (another process on the same SQLite file). A server listening to PostgreSQL's NOTIFY
+        #: is woken at once and looks less often.
+        self.recheck_every = 1.0
         self._changed = threading.Condition()  # an approval decided or a rollback ended or paused
         self._policies: dict[str, tuple[int, list[Policy]]] = {}  # org -> (policy version, enabled policies)
 
@@ -503,7 +507,8 @@ class Engine:
 
     def wait_for_decision(self, org_id: str, approval_id: str, timeout: float) -> ApprovalInfo:
         """The approval once it is decided, or as it stands after ``timeout`` seconds. Decisions made through
-        this engine wake the wait at once; ones made elsewhere are seen at the next look (every second)."""
+        this engine, or announced to it (:meth:`wake_waiters`), wake the wait at once; others are seen at the
+        next look (every ``recheck_every`` seconds)."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             view = self.get_approval(org_id, approval_id)
@@ -511,7 +516,7 @@ class Engine:
             if view.status is not ApprovalStatus.PENDING or remaining <= 0:
                 return view
             with self._changed:
-                self._changed.wait(min(remaining, 1.0))
+                self._changed.wait(min(remaining, self.recheck_every))
 
     def _decide(
         self, org_id: str, approval_id: str, status: ApprovalStatus, reviewer: str, reason: str | None
@@ -728,7 +733,7 @@ class Engine:
             if job is None or job.status is not RollbackStatus.RUNNING or remaining <= 0:
                 return job
             with self._changed:
-                self._changed.wait(min(remaining, 0.25))
+                self._changed.wait(min(remaining, self.recheck_every))
 
     def latest_rollback(self, org_id: str, session_id: str) -> Rollback | None:
         with self.store.transaction(write=False) as tx:

@@ -27,6 +27,8 @@ ROLLBACK_APPROVAL_TIMEOUT = timedelta(hours=24)
 #: Idle rollback workers look for jobs this often (a request that starts one wakes them at once).
 IDLE_POLL = 0.5
 MAINTENANCE_EVERY = 1.0
+#: Long-polls look again by themselves this often once NOTIFY wakes them (a safety net for a lost connection).
+LISTENING_RECHECK = 5.0
 
 
 class Workers:
@@ -47,6 +49,7 @@ class Workers:
         loops += [(f"rollback-{n}", self._run_rollbacks) for n in range(self.rollback_threads)]
         if self.engine.store.dialect == "postgresql":
             loops.append(("listener", self._listen))
+            self.engine.recheck_every = LISTENING_RECHECK
         for name, loop in loops:
             thread = threading.Thread(target=loop, name=f"agentrein-{name}", daemon=True)
             thread.start()

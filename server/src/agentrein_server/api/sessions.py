@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_202_ACCEPTED
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.engine import DEFAULT_APPROVAL_TIMEOUT
 from agentrein_core.errors import NotFoundError, PolicyBlockedError, ValidationError
-from agentrein_core.model import UndoConfig
+from agentrein_core.model import Rollback, UndoConfig
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
 from agentrein_server import metrics
 from agentrein_server.api import bodies
@@ -169,7 +169,7 @@ class SessionController(Controller):
             approval_timeout=timeout,
         )
         services.workers.wake()
-        return to_wire(job)  # type: ignore[no-any-return]
+        return _job(job)
 
     @get("/{session_id:str}/rollback", sync_to_thread=True)
     def rollback_status(
@@ -184,7 +184,14 @@ class SessionController(Controller):
         job = services.engine.wait_for_rollback(caller.org_id, session_id, wait)
         if job is None:
             raise NotFoundError("rollback of session", session_id)
-        return to_wire(job)  # type: ignore[no-any-return]
+        return _job(job)
+
+
+def _job(job: Rollback) -> dict[str, Any]:
+    """A rollback job as shown: its lease token is the worker's own business."""
+    shown: dict[str, Any] = to_wire(job)
+    del shown["leaseToken"]
+    return shown
 
 
 def _aware(moment: datetime | None) -> datetime | None:
