@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import getpass
+import json
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
+from attrs import frozen
+from click.testing import Result
+from cryptography.fernet import Fernet
+from serving import LOOPBACK_HTTP, RunningServer
 from typer.testing import CliRunner
 
-from agentrein import ActionStatus, AgentRein, DisplayStatus
+from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
+from agentrein_core.engine import Engine
+from agentrein_core.plugins import installed_connectors
+from agentrein_core.statuses import ApprovalPurpose
+from agentrein_core.store import Store
 from agentrein_server.cli import app
 from agentrein_server.demo.fake_service import FakeService
+from agentrein_server.vault import SECRET_KEY_ENV
 
 runner = CliRunner()
 
@@ -74,3 +90,240 @@ def test_a_waiting_agent_is_approved_from_the_command_line(tmp_path: Path) -> No
     assert outcome == [201]
     shown = runner.invoke(app, ["sessions", "show", session.id, "--database-url", url], env={"COLUMNS": "200"})
     assert "POST /v1/jobs" in shown.output and "SUCCESS" in shown.output
+
+
+# The commands that work on a server or on a database, tested in both modes -----------------------------
+
+#: Every invocation is hermetic: no server or database from the caller's environment, and a secret key for
+#: connector credentials (on PostgreSQL the key file would otherwise land in the working directory).
+ENV: dict[str, str | None] = {
+    "COLUMNS": "160",
+    SECRET_KEY_ENV: Fernet.generate_key().decode(),
+    "AGENTREIN_URL": None,
+    "AGENTREIN_API_KEY": None,
+    "AGENTREIN_DATABASE_URL": None,
+}
+
+
+def cli(*args: str, env: dict[str, str | None] | None = None) -> Result:
+    return runner.invoke(app, list(args), env={**ENV, **(env or {})})
+
+
+@frozen
+class Target:
+    """Where the commands under test work (their options), an agent's AgentRein on the same records, and the
+    engine behind both, to check what the commands stored."""
+
+    mode: str
+    options: list[str]
+    agent: AgentRein
+    engine: Engine
+    org_id: str
+    reviewer: str  # how a decision without --reviewer is recorded
+
+
+@pytest.fixture(params=["database", "server"])
+def target(request: pytest.FixtureRequest, database_url: str) -> Iterator[Target]:
+    if request.param == "server":
+        server: RunningServer = request.getfixturevalue("server")
+        tenant = server.tenant(http_undo=False)
+        options = ["--url", tenant.url, "--api-key", tenant.key]
+        with tenant.client() as agent:
+            yield Target("server", options, agent, server.engine, tenant.org_id, f"operator key {tenant.key[:10]}…")
+        return
+    org = f"cli-{uuid.uuid4().hex[:8]}"
+    with AgentRein(database_url, organisation=org) as agent, closing(Store(database_url)) as store:
+        engine = Engine(store)
+        org_id = engine.organisation_named(org).org_id
+        options = ["--database-url", database_url, "--org", org]
+        yield Target("database", options, agent, engine, org_id, getpass.getuser())
+
+
+def place_orders(target: Target, service: FakeService, count: int, **wrap: Any) -> tuple[SessionInfo, list[str]]:
+    """An agent's session that created ``count`` orders on the fake service: the session and the order ids."""
+    session = target.agent.new_session(agent_id="order-agent", intent="Place the orders")
+    api = target.agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http", **wrap)
+    ids = [api.post("/v1/orders", json={"number": n}).json()["id"] for n in range(count)]
+    return session, ids
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The cells of each body row of the tables in ``output``."""
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
+
+
+def enable_http(target: Target) -> None:
+    """Let rollbacks run http inverses against the loopback fake service."""
+    result = cli("connectors", "enable", "http", "--config", json.dumps(LOOPBACK_HTTP), *target.options)
+    assert result.exit_code == 0, result.output
+
+
+def test_sessions_are_listed_and_shown(target: Target, service: FakeService) -> None:
+    session, _ = place_orders(target, service, 2)
+    listed = cli("sessions", "list", *target.options)
+    assert listed.exit_code == 0, listed.output
+    assert session.id in listed.output and "order-agent" in listed.output and "ACTIVE" in listed.output
+    shown = cli("sessions", "show", session.id, *target.options)
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("POST /v1/orders") == 2 and shown.output.count("SUCCESS") == 2
+    assert "intent: Place the orders" in shown.output
+
+
+def test_an_unknown_session_is_a_clear_error(target: Target) -> None:
+    for command in (["sessions", "show"], ["rollback"]):
+        result = cli(*command, "ses_missing", *target.options)
+        assert result.exit_code == 1
+        assert "error: no session with id 'ses_missing'" in result.output
+
+
+def test_rollback_shows_its_progress_and_undoes_last_first(target: Target, service: FakeService) -> None:
+    session, ids = place_orders(target, service, 3)
+    enable_http(target)
+    result = cli("rollback", session.id, *target.options)
+    assert result.exit_code == 0, result.output
+    assert service.collection("orders") == {}
+    assert [call.path for call in service.calls("DELETE")] == [f"/v1/orders/{i}" for i in reversed(ids)]
+    out = result.output
+    assert "undoing" in out and "3/3" in out
+    assert table_rows(out) == [  # the outcomes, in the order the chain went
+        [str(seq), "POST /v1/orders", "ROLLED_BACK", "DONE", ""] for seq in (3, 2, 1)
+    ]
+    assert "display status REVERTED" in out
+    assert target.agent.get_session(session).display_status is DisplayStatus.REVERTED
+
+
+def test_a_failed_undo_stops_the_chain_and_the_command_fails(target: Target, service: FakeService) -> None:
+    session, ids = place_orders(target, service, 3)
+    enable_http(target)
+    service.fail_next("DELETE", "/v1/orders/*", status=500)  # the first undo (of the last order) fails
+    result = cli("rollback", session.id, *target.options)
+    assert result.exit_code == 1
+    assert len(service.collection("orders")) == 3
+    assert [call.path for call in service.calls("DELETE")] == [f"/v1/orders/{ids[2]}"]
+    out = result.output
+    assert "1/3" in out and "ROLLBACK_FAILED" in out and "undo failed" in out
+    assert "display status ROLLBACK_FAILED" in out and "error: the rollback failed" in out
+
+
+def test_an_undo_that_needs_approval_waits_for_the_reviewer(target: Target, service: FakeService) -> None:
+    session, _ = place_orders(target, service, 1, undo={"POST *": {"requireApproval": True}})
+    enable_http(target)
+    waiting = cli("rollback", session.id, *target.options)
+    assert waiting.exit_code == 0, waiting.output
+    assert "The rollback waits for a reviewer" in waiting.output and "display status ROLLING_BACK" in waiting.output
+    assert len(service.collection("orders")) == 1
+    listed = cli("approvals", "list", "--status", "PENDING", *target.options)
+    (approval,) = target.agent.list_approvals(status="PENDING")
+    assert approval.approval_id in listed.output and "ROLLBACK" in listed.output
+    approved = cli("approvals", "approve", approval.approval_id, *target.options)
+    assert approved.exit_code == 0, approved.output
+    assert f"APPROVED by {target.reviewer}" in approved.output
+    if target.mode == "database":  # no server to carry on: the command line runs the rest
+        assert f"agentrein rollback {session.id}" in approved.output
+        resumed = cli("rollback", session.id, *target.options)
+        assert resumed.exit_code == 0, resumed.output
+    assert service.collection("orders") == {}
+    assert target.agent.get_session(session).display_status is DisplayStatus.REVERTED
+
+
+def test_a_rejection_with_a_reason_undoes_the_reviewed_call(target: Target, service: FakeService) -> None:
+    review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
+    assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
+    session, ids = place_orders(target, service, 1)
+    (approval,) = target.agent.list_approvals(status="PENDING")
+    assert approval.purpose is ApprovalPurpose.AFTER_EXECUTION
+    enable_http(target)
+    result = cli("approvals", "reject", approval.approval_id, "--reason", "wrong customer", *target.options)
+    assert result.exit_code == 0, result.output
+    assert f"REJECTED by {target.reviewer}" in result.output
+    assert target.agent.get_approval(approval.approval_id).reason == "wrong customer"
+    if target.mode == "database":
+        assert cli("rollback", session.id, *target.options).exit_code == 0
+    assert service.collection("orders") == {}
+    assert [call.path for call in service.calls("DELETE")] == [f"/v1/orders/{ids[0]}"]
+
+
+def test_policies_are_added_listed_and_removed(target: Target, service: FakeService) -> None:
+    block = ["--effect", "BLOCK", "--connector", "http", "--api-name", "DELETE *"]
+    added = cli("policies", "add", "no deletes", *block, *target.options)
+    assert added.exit_code == 0, added.output
+    (policy,) = target.agent.list_policies()
+    assert (policy.name, policy.effect, policy.api_name, policy.agent_id) == ("no deletes", "BLOCK", "DELETE *", None)
+    assert f"Added policy {policy.policy_id} 'no deletes': BLOCK" in added.output
+    listed = cli("policies", "list", *target.options)
+    assert table_rows(listed.output) == [[policy.policy_id, "BLOCK", "yes", "http", "DELETE *", "*", "*", "no deletes"]]
+    session = target.agent.new_session(agent_id="cleaner")
+    api = target.agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    with pytest.raises(PolicyBlockedError):
+        api.delete("/v1/orders/ord_1")
+    removed = cli("policies", "remove", policy.policy_id, *target.options)
+    assert removed.exit_code == 0 and f"Removed policy {policy.policy_id}" in removed.output
+    assert target.agent.list_policies() == []
+    missing = cli("policies", "remove", policy.policy_id, *target.options)
+    assert missing.exit_code == 1 and f"no policy with id '{policy.policy_id}'" in missing.output
+    unknown = cli("policies", "add", "maybe", "--effect", "MAYBE", *target.options)
+    assert unknown.exit_code == 2 and "'MAYBE' is not one of 'ALLOW', 'REQUIRE_APPROVAL', 'BLOCK'" in unknown.output
+    assert target.agent.list_policies() == []
+
+
+def test_connectors_are_listed_enabled_and_disabled(target: Target) -> None:
+    listed = cli("connectors", "list", *target.options)
+    assert listed.exit_code == 0, listed.output
+    rows = {row[0]: row for row in table_rows(listed.output)}
+    assert set(rows) == set(installed_connectors().names())
+    assert rows["http"] == ["http", "no", "—", "{}"]
+    secret = {"headers": {"Authorization": "Bearer s3cret"}}
+    config = ["--config", json.dumps(LOOPBACK_HTTP), "--credentials", json.dumps(secret)]
+    enabled = cli("connectors", "enable", "http", *config, *target.options)
+    assert enabled.exit_code == 0, enabled.output
+    assert 'Connector http enabled; config {"allowedHosts": ["127.0.0.1"]}; credentials stored' in enabled.output
+    stored = target.engine.connector_config(target.org_id, "http")
+    assert stored is not None and stored.enabled and stored.credentials and "s3cret" not in stored.credentials
+    relisted = {row[0]: row for row in table_rows(cli("connectors", "list", *target.options).output)}
+    assert relisted["http"] == ["http", "yes", "stored", '{"allowedHosts": ["127.0.0.1"]}']
+    disabled = cli("connectors", "disable", "http", *target.options)
+    assert disabled.exit_code == 0, disabled.output
+    assert 'Connector http disabled; config {"allowedHosts": ["127.0.0.1"]}; credentials stored' in disabled.output
+    stored = target.engine.connector_config(target.org_id, "http")
+    assert stored is not None and not stored.enabled
+
+
+def test_bad_connector_settings_are_clear_errors(target: Target) -> None:
+    cases = [
+        (["http", "--config", "{allowedHosts"], "--config: not valid JSON"),
+        (["http", "--credentials", "[1, 2]"], "--credentials: must be a JSON object"),
+        (["http", "--config", '{"allowedHosts": 5}'], "config.allowedHosts: must be a list"),
+        (["nope"], "no connector named 'nope' is installed"),
+    ]
+    for args, message in cases:
+        result = cli("connectors", "enable", *args, *target.options)
+        assert result.exit_code == 1, result.output
+        assert message in result.output
+    assert target.engine.connector_config(target.org_id, "http") is None  # nothing was stored
+
+
+def test_rollback_on_a_database_needs_the_connector_enabled(database_url: str, service: FakeService) -> None:
+    with AgentRein(database_url, organisation=f"cli-{uuid.uuid4().hex[:8]}") as agent:
+        session = agent.new_session(agent_id="order-agent")
+        api = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+        api.post("/v1/orders", json={})
+        result = cli("rollback", session.id, "--database-url", database_url, "--org", agent.organisation)
+        assert result.exit_code == 1
+        assert "error: nothing was rolled back" in result.output and "http is not enabled" in result.output
+        assert len(service.collection("orders")) == 1
+        assert agent.get_session(session).display_status is DisplayStatus.ACTIVE
+
+
+def test_the_server_and_its_key_come_from_the_environment(server: RunningServer) -> None:
+    tenant = server.tenant()
+    with tenant.client() as client:
+        session = client.new_session(agent_id="env-agent")
+    listed = cli("sessions", "list", env={"AGENTREIN_URL": tenant.url, "AGENTREIN_API_KEY": tenant.key})
+    assert listed.exit_code == 0, listed.output
+    assert session.id in listed.output
+    for command in (["sessions", "list"], ["connectors", "list"]):
+        result = cli(*command, "--url", tenant.url)
+        assert result.exit_code == 1
+        assert "API key" in result.output
+    wrong = cli("sessions", "list", "--url", tenant.url, "--api-key", "ar_not-a-key")
+    assert wrong.exit_code == 1 and "error:" in wrong.output

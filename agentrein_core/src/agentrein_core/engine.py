@@ -143,7 +143,7 @@ class Engine:
         with self.store.transaction(write=False) as tx:
             org = tx.org_by_name(name)
             if org is None:
-                raise NotFoundError("organisation", name)
+                raise NotFoundError("organisation", name, key="name")
             return org
 
     # api keys -----------------------------------------------------------------------------------------

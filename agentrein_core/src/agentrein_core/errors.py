@@ -15,8 +15,8 @@ class NotFoundError(AgentReinError, LookupError):
 
     problem_type = "not-found"
 
-    def __init__(self, kind: str, record_id: str) -> None:
-        super().__init__(f"no {kind} with id {record_id!r}")
+    def __init__(self, kind: str, record_id: str, *, key: str = "id") -> None:
+        super().__init__(f"no {kind} with {key} {record_id!r}")
         self.kind = kind
         self.record_id = record_id
 
