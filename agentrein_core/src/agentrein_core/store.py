@@ -37,6 +37,9 @@ from agentrein_core.statuses import ActionStatus, ApprovalStatus, Plan, Rollback
 T = TypeVar("T")
 
 DEFAULT_DATABASE_URL = "sqlite:///agentrein.db"
+#: Connections kept per process: a server's request threads and workers share them (a waiting long-poll
+#: holds none).
+POOL = {"pool_size": 10, "max_overflow": 20, "pool_timeout": 30}
 DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
 
 _TABLES: dict[type[Any], tuple[sa.Table, str]] = {
@@ -131,12 +134,12 @@ def create_db_engine(url: str) -> Engine:
         raise ValidationError("database_url", f"{url!r} is not a database URL") from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        engine = sa.create_engine(parsed, connect_args={"timeout": 30})
+        engine = sa.create_engine(parsed, connect_args={"timeout": 30}, **POOL)
         sa.event.listen(engine, "connect", _sqlite_on_connect)
         sa.event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend == "postgresql":
-        return sa.create_engine(parsed, pool_pre_ping=True)
+        return sa.create_engine(parsed, pool_pre_ping=True, **POOL)
     raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
 
 
@@ -231,6 +234,8 @@ class Store:
         except OperationalError as exc:
             # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.
             raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
+        except sa.exc.TimeoutError as exc:
+            raise AgentReinUnavailableError(f"no database connection free in time ({exc})") from exc
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
