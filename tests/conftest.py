@@ -110,6 +110,15 @@ def server(database_url: str, servers: Servers) -> RunningServer:
     return servers.on(database_url)
 
 
+@pytest.fixture
+def own_database_url(database_url: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database of this test alone, of the test's kind: for what looks at every organisation at once (the
+    server's rollback workers claim any organisation's jobs)."""
+    if database_url.startswith("postgresql"):
+        return str(request.getfixturevalue("own_postgres_url"))
+    return f"sqlite:///{tmp_path / 'own.db'}"
+
+
 @pytest.fixture(params=["embedded", "server"])
 def ar(request: pytest.FixtureRequest, database_url: str) -> Iterator[AgentRein]:
     """The SDK in an organisation of its own (so policies never leak between tests): embedded on the

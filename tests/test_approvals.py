@@ -87,11 +87,9 @@ def test_an_approved_call_runs_and_succeeds(ar: AgentRein, service: FakeService)
     assert session.actions[1].status is ActionStatus.SUCCESS
     assert session.display_status is DisplayStatus.ACTIVE
     decided = ar.list_approvals()[0]
-    assert (decided.status, decided.resolved_by, decided.reason) == (
-        ApprovalStatus.APPROVED,
-        "lead@example.com",
-        "stale",
-    )
+    assert (decided.status, decided.reason) == (ApprovalStatus.APPROVED, "stale")
+    # through a server, the record also names the key the reviewer used
+    assert decided.resolved_by is not None and decided.resolved_by.startswith("lead@example.com")
 
 
 def test_a_rejection_fails_the_action_rolls_back_and_carries_the_reason(ar: AgentRein, service: FakeService) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -212,3 +214,70 @@ def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) 
         log(engine, free.org_id, free_session.session_id)
     with pytest.raises(ApprovalRejectedError, match="plan"):
         log(engine, free.org_id, free_session.session_id, "things.delete", requires_approval=True)
+
+
+def test_a_job_that_fails_by_our_own_fault_does_not_hold_up_the_others(own_database_url: str, clock: Clock) -> None:
+    engine = Engine(Store(own_database_url), clock=clock)
+    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    stuck, fine = (engine.new_session(org.org_id, "agent") for _ in range(2))
+    for session in (stuck, fine):
+        run_actions(engine, org.org_id, session.session_id, 1)
+        engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+        clock.advance(seconds=1)
+
+    class Broken(RecordingExecutor):
+        def can_run(self, action: Action) -> bool:
+            if action.session_id == stuck.session_id:
+                raise RuntimeError("a bug of ours")
+            return True
+
+    executor = Broken()
+    with pytest.raises(RuntimeError):
+        engine.run_next_rollback(executor)  # the oldest job first
+    done = engine.run_next_rollback(executor)
+    assert done is not None and done.session_id == fine.session_id and done.status is RollbackStatus.SUCCEEDED
+    assert engine.run_next_rollback(executor) is None  # the broken one waits a little before it is tried again
+    clock.advance(seconds=6)
+    with pytest.raises(RuntimeError):
+        engine.run_next_rollback(executor)
+
+
+def test_a_slow_inverse_keeps_its_job_so_no_other_worker_repeats_it(own_database_url: str) -> None:
+    engine = Engine(Store(own_database_url), rollback_lease=timedelta(seconds=0.3))
+    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.new_session(org.org_id, "agent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+    engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+    started = threading.Event()
+
+    class Slow(RecordingExecutor):
+        def run_undo(self, action: Action) -> None:
+            started.set()
+            time.sleep(1.2)  # four leases long
+            super().run_undo(action)
+
+    slow, other = Slow(), RecordingExecutor()
+    worker = threading.Thread(target=engine.run_next_rollback, args=(slow,))
+    worker.start()
+    started.wait(timeout=10)
+    try:
+        while worker.is_alive():
+            assert engine.run_next_rollback(other) is None
+            time.sleep(0.05)
+    finally:
+        worker.join()
+    assert len(slow.undone) == 1 and other.undone == []
+    assert engine.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
+
+
+def test_reporting_the_failure_of_an_approved_action_twice_records_it_once(engine: Engine) -> None:
+    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.new_session(org.org_id, "agent")
+    logged = log(engine, org.org_id, session.session_id, "things.delete", requires_approval=True)
+    assert logged.approval is not None
+    engine.approve(org.org_id, logged.approval.approval_id, "lead")
+    first = engine.fail_action(org.org_id, logged.action.action_id, error="boom")
+    again = engine.fail_action(org.org_id, logged.action.action_id, error="boom")
+    assert again == first
+    statuses = [a.status for a in engine.get_session(org.org_id, session.session_id).actions]
+    assert statuses == [ActionStatus.CLEARED, ActionStatus.FAILED]

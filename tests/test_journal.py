@@ -6,13 +6,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
 from relay import Relay
 from serving import RunningServer, Tenant
 
-from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus
+from agentrein import ActionStatus, AgentRein, AgentReinError, AgentReinUnavailableError, DisplayStatus, remote
+from agentrein.backend import Backend
+from agentrein.journal import Entry, ExecutedCall, Journal
 from agentrein_core.statuses import OperationType
 from agentrein_server.demo.fake_service import FakeService
 
@@ -136,3 +139,22 @@ def test_a_journaled_call_that_a_policy_would_have_blocked_is_held_for_review(te
     (review,) = ar.list_approvals(status="PENDING")
     assert review.action_id == recorded["actionId"]
     ar.close()
+
+
+def test_entries_are_replayed_only_to_the_backend_that_journaled_them(journal_in_tmp: Path) -> None:
+    call = ExecutedCall("agentrein-journal-x", "http", "POST /v1/orders", OperationType.CREATE, {}, succeeded=True)
+    Journal("server one, key a", journal_in_tmp).append(Entry("ses_1", call=call))
+    other = Journal("server two, key b", journal_in_tmp)
+    assert not other.has_entries()
+    assert other.replay(cast(Backend, object())) == 0  # not even looked at: the backend would fail if asked
+    assert Journal("server one, key a", journal_in_tmp).has_entries()
+
+
+@pytest.mark.parametrize(("status", "unavailable"), [(500, False), (502, True), (503, True), (504, True)])
+def test_only_an_unavailable_server_lets_open_mode_run_calls_unrecorded(status: int, unavailable: bool) -> None:
+    """A server that answers 500 is up and failing: the call must not run as if it were unreachable."""
+    request = httpx.Request("POST", "http://127.0.0.1:9/sessions/s/actions")
+    problem = {"type": "https://agentrein.dev/problems/internal-error", "status": status, "detail": "boom"}
+    error = remote.error_from(httpx.Response(status, json=problem, request=request))
+    assert isinstance(error, AgentReinError)
+    assert isinstance(error, AgentReinUnavailableError) is unavailable

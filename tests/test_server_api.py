@@ -276,6 +276,59 @@ NEW_ACTION = {"connector": "http", "apiName": "POST /x", "operationType": "CREAT
             "allowedHosts",
         ),
         ("PUT", "/connectors/nosuch", {"enabled": True}, 400, "validation-error", "nosuch"),
+        (
+            "POST",
+            "/sessions/{session}/actions",
+            {**NEW_ACTION, "approvalTimeoutMs": 10**20},
+            400,
+            "validation-error",
+            "approvalTimeoutMs",
+        ),
+        (
+            "POST",
+            "/sessions/{session}/rollback",
+            {"approvalTimeoutMs": 10**15},
+            400,
+            "validation-error",
+            "approvalTimeoutMs",
+        ),
+        ("GET", "/sessions?createdAfter=9999-12-31T23:59:59-14:00", None, 400, "validation-error", "createdAfter"),
+        ("POST", "/sessions", b"[" * 100_000, 400, "validation-error", "nested"),
+        ("POST", "/sessions", {"agentId": "a\u0000b"}, 400, "validation-error", "NUL"),
+        ("GET", "/sessions/ses_%00", None, 404, "not-found", ""),
+        (
+            "POST",
+            "/policies",
+            {"name": "p", "effect": "BLOCK", "apiName": "x" * 1000},
+            400,
+            "validation-error",
+            "api_name",
+        ),
+        (
+            "PATCH",
+            "/sessions/{session}/actions/{action}",
+            {"status": "SUCCESS", "undo": {"type": "http-delete"}},
+            400,
+            "validation-error",
+            "undo.url",
+        ),
+        (
+            "PATCH",
+            "/sessions/{session}/actions/{action}",
+            {"status": "SUCCESS", "undo": {"type": "teleport", "url": "http://x/"}},
+            400,
+            "validation-error",
+            "teleport",
+        ),
+        (
+            "PUT",
+            "/connectors/http",
+            {"enabled": True, "credentials": {"headers": {"Bad Header\n": "x"}}},
+            400,
+            "validation-error",
+            "headers",
+        ),
+        ("POST", "/approvals/{approval}/approve", {"reviewer": "  "}, 400, "validation-error", "reviewer"),
         ("DELETE", "/sessions", None, 405, "method-not-allowed", ""),
         ("GET", "/nowhere", None, 404, "not-found", ""),
     ],
@@ -293,8 +346,9 @@ def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
     logged = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
     done = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
     api.patch(f"/sessions/{session_id}/actions/{done}", json={"status": "SUCCESS"})
+    held = api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True}).json()
     before = api.get(f"/sessions/{session_id}").json()
-    url = path.format(session=session_id, action=logged, done=done)
+    url = path.format(session=session_id, action=logged, done=done, approval=held["approval"]["approvalId"])
     kwargs: dict[str, Any] = {"content": body, "headers": {"content-type": "application/json"}}
     if not isinstance(body, bytes):
         kwargs = {"json": body} if body is not None else {}
@@ -399,7 +453,7 @@ def test_a_long_poll_answers_as_soon_as_the_approval_is_decided(api: httpx.Clien
     api.post(f"/approvals/{approval_id}/approve", json={"reviewer": "lead"})
     waiting.join(timeout=30)
     ((answered_at, answer),) = answers
-    assert answer["status"] == "APPROVED" and answer["resolvedBy"] == "lead"
+    assert answer["status"] == "APPROVED" and answer["resolvedBy"] == "lead (operator key " + tenant.key[:10] + "…)"
     assert answered_at - decided_at < 10  # woken by the decision, long before the 30 s wait ran out
 
 
@@ -433,7 +487,7 @@ def test_two_reviewers_deciding_at_once_exactly_one_wins(
         assert sorted(outcomes.values()) == [200, 409]
         winner = next(verb for verb, code in outcomes.items() if code == 200)
         decided = api.get(f"/approvals/{approval_id}").json()
-        assert decided["resolvedBy"] == winner
+        assert decided["resolvedBy"].startswith(f"{winner} (operator key ar_")
         assert decided["status"] == ("APPROVED" if winner == "approve" else "REJECTED")
 
 
@@ -484,3 +538,88 @@ def test_an_undo_through_a_connector_not_enabled_fails_clearly(api: httpx.Client
     assert action["status"] == ActionStatus.ROLLBACK_FAILED
     assert "not enabled" in action["error"] and "PUT /connectors/http" in action["error"]
     assert order_id in service.collection("orders")
+
+
+def test_requests_keep_being_served_while_many_long_polls_wait(api: httpx.Client, tenant: Tenant) -> None:
+    approval_id = pending_approval(api)
+    waiting = [
+        threading.Thread(
+            target=lambda: as_key(tenant, tenant.key).get(f"/approvals/{approval_id}", params={"wait": 8}, timeout=30)
+        )
+        for _ in range(12)
+    ]
+    for thread in waiting:
+        thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert api.get("/sessions").status_code == 200
+    assert time.monotonic() - started < 4  # answered while the 8 s long-polls still wait
+    for thread in waiting:
+        thread.join()
+
+
+def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
+) -> None:
+    session_id, order_id = session_with_a_created_order(api, service)
+    late = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+    api.post(f"/sessions/{session_id}/complete")
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        journaled = {**NEW_ACTION, "idempotencyKey": "agentrein-journal-1", "status": "FAILED", "error": "boom"}
+        assert agent.post(f"/sessions/{session_id}/journal", json=journaled).status_code == 201
+        assert agent.patch(f"/sessions/{session_id}/actions/{late}", json={"status": "FAILED"}).status_code == 200
+    time.sleep(0.5)  # the workers would have started on a rollback by now
+    session = api.get(f"/sessions/{session_id}").json()
+    assert session["status"] == "COMPLETED"
+    assert api.get(f"/sessions/{session_id}/rollback").status_code == 404
+    assert order_id in service.collection("orders")
+
+
+def test_a_server_side_undo_may_not_use_a_method_the_organisation_did_not_allow(
+    api: httpx.Client, service: FakeService
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    action_id = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+    undo = {
+        "type": "http-request",
+        "method": "POST",
+        "url": f"{service.base_url}/v1/transfers",
+        "json": {"amount": 10**6},
+    }
+    assert (
+        api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "SUCCESS", "undo": undo}).status_code
+        == 200
+    )
+    (action,) = rolled_back(api, session_id)["actions"]
+    assert action["status"] == "ROLLBACK_FAILED" and "allowedMethods" in action["error"]
+    assert service.calls() == []
+
+
+def test_concurrent_writes_of_one_record_never_fail_with_a_server_error(api: httpx.Client, tenant: Tenant) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    journaled = {**NEW_ACTION, "idempotencyKey": "agentrein-journal-race", "status": "SUCCESS"}
+    codes: list[int] = []
+
+    def write(n: int) -> None:
+        with as_key(tenant, tenant.key) as client:
+            if n % 2:
+                codes.append(client.post(f"/sessions/{session_id}/journal", json=journaled).status_code)
+            else:
+                codes.append(client.put("/connectors/http", json={"enabled": True, "config": {}}).status_code)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(codes) <= {200, 201, 409}, codes
+    assert len(api.get(f"/sessions/{session_id}").json()["actions"]) == 1
+
+
+def test_a_revoked_key_stops_working(server: RunningServer, api: httpx.Client, tenant: Tenant) -> None:
+    created = api.post("/api-keys", json={"role": "agent"}).json()
+    with as_key(tenant, created["key"]) as agent:
+        assert agent.get("/sessions").status_code == 200
+        assert api.delete(f"/api-keys/{created['keyId']}").status_code == 204
+        assert agent.get("/sessions").status_code == 401
+    assert [k["revokedAt"] is not None for k in api.get("/api-keys").json() if k["keyId"] == created["keyId"]] == [True]

@@ -499,10 +499,17 @@ class EngineMachine(RuleBasedStateMachine):
         if approved:
             # Status reference §1: an approved action stays CLEARED; the failure is a separate FAILED action.
             assert original.status == A.CLEARED and failed.action_id != action.action_id
-            assert len(after.actions) == len(before.actions) + 1
+            # ... once: a repeated report of the same failure finds the record the first one made
+            reported = any(a.idempotency_key == f"{action.idempotency_key}-failed" for a in before.actions)
+            assert len(after.actions) == len(before.actions) + (0 if reported else 1)
         else:
             assert original.status == A.FAILED and failed.action_id == action.action_id
-        self.check_session_rollback_started(action.session_id, "a failed action")
+        if before.status == S.ACTIVE:
+            self.check_session_rollback_started(action.session_id, "a failed action")
+        else:
+            # Reported after the session ended: recorded only; rolling it back is an operator's call (§3).
+            assert after.status == before.status
+            assert {j.rollback_id for j in self.jobs()} == {j.rollback_id for j in self.job_list}
 
     def decide_approval(self, approval: Approval, approve: bool) -> None:
         decide = self.engine.approve if approve else self.engine.reject

@@ -94,6 +94,13 @@ class Connector(ABC):
         the effect is gone, including when the service says it was already gone; raise otherwise."""
         raise ValidationError("undo", f"connector {self.name!r} cannot run undo type {undo.type!r}")
 
+    def check_undo(self, undo: UndoConfig) -> None:
+        """Reject, when an action is confirmed, an undo config this connector could not run (the config comes
+        from the agent, so the server checks it before storing it)."""
+        if not undo.is_none and undo.type not in self.undo_types:
+            known = ", ".join(sorted({UNDO_NONE, *self.undo_types}))
+            raise ValidationError("undo.type", f"{undo.type!r} is not an undo type of {self.name!r} ({known})")
+
     def check_config(self, config: JSON, credentials: JSON) -> None:
         """Reject settings (``PUT /connectors/{name}``) that :meth:`server_client` could not use, naming the
         field at fault (:class:`ValidationError`). By default a connector takes no settings."""

@@ -14,6 +14,8 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import TypeVar
@@ -76,6 +78,13 @@ SYSTEM = "agentrein"
 API_KEY_PREFIX = "ar_"
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 MAX_TEXT = 10_000
+#: The longest a reviewer may be given for any approval.
+MAX_APPROVAL_TIMEOUT = timedelta(days=365)
+#: A rollback job whose advance failed through AgentRein's own fault waits this long before it is retried.
+RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
+#: A listing filtered by display status (derived, so filtered after reading) reads at most this many
+#: sessions per page, then answers with what it found and a cursor to go on from.
+MAX_SCANNED = 2_000
 
 
 @frozen
@@ -100,6 +109,9 @@ class Engine:
         self.clock = clock
         #: How long a worker holds a rollback job between steps; a crashed worker's job waits this long.
         self.rollback_lease = rollback_lease
+        #: Checks an undo config an agent sent (connector name, config) before it is stored; the server sets
+        #: it to ask the installed connectors. ValidationError refuses the config.
+        self.check_undo: Callable[[str, UndoConfig], None] | None = None
         #: How often a waiting long-poll looks again by itself, for changes made where no notification reaches
         #: this process (another process on the same SQLite file). A server listening to PostgreSQL's NOTIFY
         #: is woken at once and looks less often.
@@ -132,13 +144,6 @@ class Engine:
         with self.store.transaction(write=False) as tx:
             return tx.organisations()
 
-    def organisation(self, org_id: str) -> Organisation:
-        with self.store.transaction(write=False) as tx:
-            org = tx.org(org_id)
-            if org is None:
-                raise NotFoundError("organisation", org_id)
-            return org
-
     def organisation_named(self, name: str) -> Organisation:
         with self.store.transaction(write=False) as tx:
             org = tx.org_by_name(name)
@@ -168,6 +173,18 @@ class Engine:
         if key is None or key.revoked_at is not None:
             raise UnauthorizedError("the API key is unknown or revoked")
         return key
+
+    def revoke_api_key(self, org_id: str, key_id: str) -> ApiKey:
+        """The key stops working (at once on this server; within ``KEY_CACHE_SECONDS`` on other replicas)."""
+        with self.store.transaction() as tx:
+            key = tx.api_key(org_id, key_id)
+            if key is None:
+                raise NotFoundError("API key", key_id)
+            if key.revoked_at is not None:
+                return key
+            revoked = evolve(key, revoked_at=self.clock())
+            _replace(tx, revoked, revoked_at=None)
+            return revoked
 
     def list_api_keys(self, org_id: str) -> list[ApiKey]:
         with self.store.transaction(write=False) as tx:
@@ -247,6 +264,7 @@ class Engine:
         shown = _enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
         position = _decode_cursor(cursor) if cursor else None
         found: list[SessionInfo] = []
+        scanned = 0
         with self.store.transaction(write=False) as tx:
             while True:
                 batch = tx.list_sessions(
@@ -260,12 +278,15 @@ class Engine:
                 )
                 for session in batch:
                     position = (session.created_at, session.session_id)
+                    scanned += 1
                     view = _view(tx, session)
                     # The display status is derived, so it is filtered here rather than in SQL.
                     if shown is None or view.display_status is shown:
                         found.append(view)
                         if len(found) == limit:
                             return SessionPage(found, _encode_cursor(position))
+                    if scanned >= MAX_SCANNED:  # a rare display status: answer now, go on from here next time
+                        return SessionPage(found, _encode_cursor(position))
                 if len(batch) < limit:
                     return SessionPage(found, None)
 
@@ -375,6 +396,8 @@ class Engine:
                 raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
             if session_id is not None and done.session_id != session_id:
                 raise NotFoundError("action", action_id)  # raised inside the transaction: nothing is written
+            if undo is not None and self.check_undo is not None:
+                self.check_undo(done.connector, undo)
             if done.review_after:
                 tx.insert(_new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
             return done
@@ -395,6 +418,9 @@ class Engine:
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
                 for p in tx.approvals_of_action(action_id)
             )
+            sibling_key = f"{action.idempotency_key}-failed"
+            if was_approved and (reported := tx.action_by_key(org_id, action.session_id, sibling_key)) is not None:
+                return reported  # this failure was reported already (a retried or replayed report)
             if was_approved:
                 taken = tx.take_seq(org_id, action.session_id, now, only_active=False)
                 assert taken is not None  # the session exists and only_active=False always takes a seq
@@ -405,7 +431,7 @@ class Engine:
                     action_id=failed_id,
                     seq=seq,
                     status=ActionStatus.FAILED,
-                    idempotency_key=f"agentrein-{failed_id}",
+                    idempotency_key=sibling_key,
                     error=error,
                     created_at=now,
                     updated_at=now,
@@ -417,7 +443,7 @@ class Engine:
                 tx.touch_session(action.session_id, now)
             # Read after the writes above, so the session's new activity time is not written back stale.
             session = _session(tx, org_id, action.session_id)
-            self._after_failure(tx, session, f"action {action.api_name} failed", SYSTEM)
+            self._after_agent_failure(tx, session, f"action {action.api_name} failed")
             return failed
 
     def record_executed_action(
@@ -444,6 +470,8 @@ class Engine:
         A failed call rolls the session back, as it would have online."""
         operation_type = OperationType(operation_type)
         _text("idempotency_key", idempotency_key, 100)
+        if undo is not None and self.check_undo is not None:
+            self.check_undo(connector, undo)
         _text("api_name", api_name, 500)
         _json("payload", payload)
         _json("response", response)
@@ -475,9 +503,12 @@ class Engine:
                 error=None if succeeded else _text("error", error or "failed", MAX_TEXT),
                 policy_name=decision.policy.name if decision.policy is not None else None,
             )
-            tx.insert(action)
+            if not tx.insert_once(action):  # a concurrent replay of the same call won
+                existing = tx.action_by_key(org_id, session_id, idempotency_key)
+                assert existing is not None
+                return existing
             if not succeeded:
-                self._after_failure(tx, _session(tx, org_id, session_id), f"action {api_name} failed", SYSTEM)
+                self._after_agent_failure(tx, _session(tx, org_id, session_id), f"action {api_name} failed")
             elif decision.effect is not PolicyEffect.ALLOW:
                 tx.insert(_new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
             return action
@@ -661,8 +692,8 @@ class Engine:
 
         A session with a rollback under way gets that rollback back: two requests start one rollback. A
         sandbox session is rolled back at once, in this transaction, with no inverse call."""
-        if approval_timeout is not None and approval_timeout <= timedelta(0):
-            raise ValidationError("approval_timeout", "must be positive")
+        if approval_timeout is not None:
+            _check_approval_timeout(approval_timeout, "approval_timeout")
         with self.store.transaction() as tx:
             session = _session(tx, org_id, session_id, lock=True)
             running = _session_rollback_under_way(tx, session_id)
@@ -762,7 +793,8 @@ class Engine:
                     )
                 action, job = self._mark_in_progress(job, token, step.action)
                 try:
-                    executor.run_undo(action)
+                    with self._lease_kept(job, token):
+                        executor.run_undo(action)
                 except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
                     failed = self._undo_failed(job, token, action, exc)
                     self.wake_waiters()
@@ -771,8 +803,9 @@ class Engine:
         except (UndoUnavailableError, LeaseLostError):
             raise
         except Exception:
-            # Our own failure (not the inverse's): hand the job back at once rather than at lease expiry.
-            self._release_quietly(job, token)
+            # Our own failure (not the inverse's): hand the job back after a pause, so that a job that keeps
+            # failing does not hold up the jobs queued behind it.
+            self._release_quietly(job, token, retry_after=RETRY_AFTER_OWN_FAILURE)
             raise
 
     def _claim(self, org_id: str, rollback_id: str, token: str) -> Rollback | None:
@@ -864,9 +897,31 @@ class Engine:
         with self.store.transaction() as tx:
             return self._renew(tx, job, token, lease_token=None, lease_until=None)
 
-    def _release_quietly(self, job: Rollback, token: str) -> None:
+    @contextmanager
+    def _lease_kept(self, job: Rollback, token: str) -> Iterator[None]:
+        """Renew the job's lease while a slow inverse runs, so no other worker takes it over meanwhile."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.rollback_lease.total_seconds() / 3):
+                try:
+                    with self.store.transaction() as tx:
+                        self._renew(tx, job, token)
+                except Exception:
+                    log.exception("could not renew the lease of rollback %s", job.rollback_id)
+
+        heartbeat = threading.Thread(target=renew, name=f"agentrein-lease-{job.rollback_id}", daemon=True)
+        heartbeat.start()
         try:
-            self._release(job, token)
+            yield
+        finally:
+            stop.set()
+            heartbeat.join()
+
+    def _release_quietly(self, job: Rollback, token: str, retry_after: timedelta) -> None:
+        try:
+            with self.store.transaction() as tx:
+                self._renew(tx, job, token, lease_token=None, lease_until=self.clock() + retry_after)
         except Exception:
             log.exception("could not release the lease of rollback %s", job.rollback_id)
 
@@ -912,6 +967,13 @@ class Engine:
         done = evolve(job, status=RollbackStatus.SUCCEEDED, finished_at=now)
         tx.insert(done)
         return done
+
+    def _after_agent_failure(self, tx: Tx, session: Session, trigger: str) -> None:
+        """A call the agent reports failed rolls its session back while the session is ``ACTIVE``. A report
+        that arrives after the session ended is recorded only: the agent's right to roll back ends with the
+        session (status reference §3); an operator decides."""
+        if session.status is SessionStatus.ACTIVE:
+            self._after_failure(tx, session, trigger, SYSTEM)
 
     def _after_failure(self, tx: Tx, session: Session, trigger: str, requested_by: str) -> None:
         """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
@@ -1045,8 +1107,7 @@ def _new_approval(
     timeout: timedelta,
     rollback_id: str | None = None,
 ) -> Approval:
-    if timeout <= timedelta(0):
-        raise ValidationError("timeout_ms", "an approval timeout must be positive")
+    _check_approval_timeout(timeout)
     return Approval(
         approval_id=new_id("apr"),
         org_id=action.org_id,
@@ -1110,9 +1171,18 @@ def summarise(action: Action, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _check_approval_timeout(timeout: timedelta, field: str = "timeout_ms") -> None:
+    if not timedelta(0) < timeout <= MAX_APPROVAL_TIMEOUT:
+        raise ValidationError(
+            field, f"an approval timeout must be positive and at most {MAX_APPROVAL_TIMEOUT.days} days"
+        )
+
+
 def _text(field: str, value: object, max_len: int, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise ValidationError(field, f"must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain NUL characters")
     if not allow_empty and not value.strip():
         raise ValidationError(field, "must not be empty")
     if len(value) > max_len:

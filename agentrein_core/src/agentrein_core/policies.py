@@ -53,6 +53,9 @@ def validate_glob(field_name: str, glob: str | None) -> str | None:
         return None
     if not isinstance(glob, str) or not glob.strip():
         raise ValidationError(field_name, "a glob must be a non-empty string (leave it out to match anything)")
+    longest = 500 if field_name == "api_name" else 200
+    if len(glob) > longest or "\x00" in glob:
+        raise ValidationError(field_name, f"a glob must be at most {longest} characters, with no NUL")
     if _has_unclosed_set(glob):
         raise ValidationError(field_name, f"{glob!r} has a '[' with no closing ']'")
     if field_name == "operation_type" and not any(fnmatchcase(t.value, glob) for t in OperationType):

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -145,7 +146,7 @@ rollbacks = Table(
     Column("org_id", ID, nullable=False),
     Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
     Column("whole_session", Boolean, nullable=False),
-    Column("approval_timeout_ms", Integer),
+    Column("approval_timeout_ms", BigInteger),
     Column("status", String(20), nullable=False),
     Column("trigger", String(200), nullable=False),
     Column("requested_by", String(200), nullable=False),

@@ -26,11 +26,11 @@ from alembic import command
 from alembic.config import Config
 from attrs import frozen
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from agentrein_core import schema
 from agentrein_core.converter import from_row, to_row
-from agentrein_core.errors import AgentReinUnavailableError, ValidationError
+from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.model import Action, ApiKey, Approval, ConnectorConfig, Organisation, Policy, Rollback, Session
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, Plan, RollbackStatus, SessionStatus
 
@@ -116,6 +116,12 @@ _ENABLED_POLICIES = (
 _ACTIONS_OF = sa.select(_A).where(_A.c.session_id == sa.bindparam("sid")).order_by(_A.c.seq)
 _APPROVALS_OF_SESSION = sa.select(_P).where(_P.c.session_id == sa.bindparam("sid")).order_by(_P.c.requested_at)
 _APPROVALS_OF_ACTION = sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at)
+
+
+def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
+    """A rollback job a worker may take now: running, and nobody holds it (or the holder's lease ran out)."""
+    t = schema.rollbacks
+    return t.c.status == RollbackStatus.RUNNING, sa.or_(t.c.lease_until.is_(None), t.c.lease_until < now)
 
 
 def resolve_database_url(url: str | None = None) -> str:
@@ -218,10 +224,11 @@ class Store:
         """PostgreSQL only: call ``on_notify(payload)`` for every ``NOTIFY channel`` until ``stop`` is set.
         Blocks; run it in a thread of its own. Connection errors propagate (the caller reconnects)."""
         import psycopg
+        from psycopg import sql
 
         dsn = sa.engine.make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sa.text(f"LISTEN {channel}").text)
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             while not stop.is_set():
                 for note in conn.notifies(timeout=0.5):
                     on_notify(note.payload)
@@ -239,9 +246,18 @@ class Store:
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
-        """One unit of work: everything inside commits together or not at all."""
-        with self._connect(write) as conn, conn.begin():
-            yield Tx(conn, self.dialect)
+        """One unit of work: everything inside commits together or not at all. A write that a concurrent one
+        made impossible is :class:`InvalidTransitionError`; a value the database cannot hold (PostgreSQL
+        refuses NUL characters, say) is :class:`ValidationError`; either way nothing is written."""
+        try:
+            with self._connect(write) as conn, conn.begin():
+                yield Tx(conn, self.dialect)
+        except IntegrityError as exc:
+            raise InvalidTransitionError(
+                f"a concurrent change conflicts with this one; try again ({exc.orig})"
+            ) from exc
+        except DataError as exc:
+            raise ValidationError("request", f"a value the database cannot store ({exc.orig})") from exc
 
 
 class Tx:
@@ -255,6 +271,15 @@ class Tx:
     def insert(self, record: Any, **extra: Any) -> None:
         self.conn.execute(_INSERT[type(record)], {**to_row(record), **extra})
 
+    def insert_once(self, record: Any) -> bool:
+        """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""
+        try:
+            with self.conn.begin_nested():
+                self.insert(record)
+        except IntegrityError:
+            return False
+        return True
+
     def replace(self, record: T, **expected: Any) -> bool:
         """Write ``record`` over its row if the row still has the ``expected`` column values."""
         table, key = _TABLES[type(record)]
@@ -266,6 +291,8 @@ class Tx:
 
     def _one(self, cls: type[T], key: str, org_id: str | None = None, lock: bool = False) -> T | None:
         """The ``cls`` record with id ``key`` in organisation ``org_id``; ``lock`` holds its row (PostgreSQL)."""
+        if "\x00" in key:
+            return None  # no id holds one (and PostgreSQL cannot even compare it)
         stmt = _BY_ID[cls]
         if lock and self.dialect == "postgresql":
             stmt = stmt.with_for_update()
@@ -292,6 +319,11 @@ class Tx:
         row = self.conn.execute(sa.select(t).where(t.c.key_hash == key_hash)).first()
         return from_row(row, ApiKey) if row is not None else None
 
+    def api_key(self, org_id: str, key_id: str) -> ApiKey | None:
+        t = schema.api_keys
+        row = self.conn.execute(sa.select(t).where(t.c.key_id == key_id, t.c.org_id == org_id)).first()
+        return from_row(row, ApiKey) if row is not None else None
+
     def api_keys_of(self, org_id: str) -> list[ApiKey]:
         t = schema.api_keys
         return self._all(ApiKey, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at))
@@ -313,7 +345,13 @@ class Tx:
             t.update().where(t.c.org_id == config.org_id, t.c.connector == config.connector).values(**row)
         )
         if updated.rowcount == 0:
-            self.conn.execute(t.insert(), row)
+            try:
+                with self.conn.begin_nested():
+                    self.conn.execute(t.insert(), row)
+            except IntegrityError:  # another request stored settings for it meanwhile: ours are newer
+                self.conn.execute(
+                    t.update().where(t.c.org_id == config.org_id, t.c.connector == config.connector).values(**row)
+                )
 
     # organisations ------------------------------------------------------------------------------------
     def org_by_name(self, name: str) -> Organisation | None:
@@ -509,12 +547,7 @@ class Tx:
         """Lease one running job whose lease is free or expired to ``token``. On PostgreSQL the row is taken
         ``FOR UPDATE SKIP LOCKED``, so replicas claiming at once each get a different job, never the same."""
         t = schema.rollbacks
-        due = (
-            sa.select(t.c.rollback_id, t.c.lease_token)
-            .where(t.c.status == RollbackStatus.RUNNING, sa.or_(t.c.lease_until.is_(None), t.c.lease_until < now))
-            .order_by(t.c.created_at)
-            .limit(1)
-        )
+        due = sa.select(t.c.rollback_id, t.c.lease_token).where(*_due(now)).order_by(t.c.created_at).limit(1)
         if self.dialect == "postgresql":
             due = due.with_for_update(skip_locked=True)
         row = self.conn.execute(due).first()
@@ -527,10 +560,7 @@ class Tx:
     def rollbacks_to_run(self, org_id: str | None, now: datetime, limit: int = 100) -> list[Rollback]:
         """Running jobs whose lease is free or expired (a crashed worker's jobs included)."""
         t = schema.rollbacks
-        stmt = sa.select(t).where(
-            t.c.status == RollbackStatus.RUNNING,
-            sa.or_(t.c.lease_until.is_(None), t.c.lease_until < now),
-        )
+        stmt = sa.select(t).where(*_due(now))
         if org_id is not None:
             stmt = stmt.where(t.c.org_id == org_id)
         return self._all(Rollback, stmt.order_by(t.c.created_at).limit(limit))

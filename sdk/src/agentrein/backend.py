@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from agentrein_core.engine import Engine, LoggedAction
+from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
 from agentrein_core.rollback import UndoExecutor
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 class Backend(Protocol):
     #: Whether rollbacks run in this process (embedded: through the wrapped clients) or in the server.
     runs_undos: bool
+    #: Whose records these are (a database and organisation, or a server and key): the journal replays an
+    #: entry only to the backend that journaled it.
+    identity: str
 
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo: ...
     def get_session(self, session_id: str) -> SessionInfo: ...
@@ -48,8 +52,8 @@ class Backend(Protocol):
     def get_approval(self, approval_id: str) -> ApprovalInfo: ...
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
-    def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo: ...
-    def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo: ...
+    def approve(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo: ...
+    def reject(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo: ...
     def add_policy(
         self,
         name: str,
@@ -84,6 +88,7 @@ class LocalBackend:
     def __init__(self, engine: Engine, org_id: str) -> None:
         self.engine = engine
         self.org_id = org_id
+        self.identity = f"{engine.store.url} organisation {org_id}"
 
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
         session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
@@ -152,12 +157,12 @@ class LocalBackend:
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
         return self.engine.list_approvals(self.org_id, status)
 
-    def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
-        self.engine.approve(self.org_id, approval_id, reviewer, reason)
+    def approve(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
+        self.engine.approve(self.org_id, approval_id, _named(reviewer), reason)
         return self.engine.get_approval(self.org_id, approval_id)
 
-    def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
-        self.engine.reject(self.org_id, approval_id, reviewer, reason)
+    def reject(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
+        self.engine.reject(self.org_id, approval_id, _named(reviewer), reason)
         return self.engine.get_approval(self.org_id, approval_id)
 
     def add_policy(
@@ -212,3 +217,9 @@ class LocalBackend:
 
     def maintain(self) -> None:
         self.engine.maintain()
+
+
+def _named(reviewer: str | None) -> str:
+    if reviewer is None:
+        raise ValidationError("reviewer", "name who decides (embedded mode has no API key to name them by)")
+    return reviewer

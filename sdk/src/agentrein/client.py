@@ -16,7 +16,7 @@ from agentrein.proxy import WrappedClient
 from agentrein.remote import API_KEY_ENV, URL_ENV, RemoteBackend
 from agentrein.runtime import DEFAULT_POLL_INTERVAL, DEFAULT_TIMEOUT, Runtime, log
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
-from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import Policy
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.redaction import Redactor
@@ -62,7 +62,8 @@ class AgentRein:
             engine = Engine(self._store)
             org = engine.ensure_organisation(organisation)
             self._backend = LocalBackend(engine, org.org_id)
-        self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors), Journal(journal_path))
+        journal = Journal(self._backend.identity, journal_path)
+        self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors), journal)
 
     @property
     def database_url(self) -> str | None:
@@ -139,7 +140,12 @@ class AgentRein:
             undo=undo,
         )
         session_id = _session_id(session)
-        self._backend.get_session(session_id)  # an unknown session is an error now, not at the first call
+        try:
+            self._backend.get_session(session_id)  # an unknown session is an error now, not at the first call
+        except AgentReinUnavailableError as exc:
+            if options.failure_mode == "closed":
+                raise
+            self._runtime.warn_unavailable(exc)  # checked when AgentRein is back, as the journal is replayed
         # This client can undo the session's actions of this connector, even ones made by another process.
         self._runtime.executor.remember_session(session_id, connector, ClientRef(client))
         guard = Guard(self._runtime, session_id, client, options, Redactor(found.sensitive_fields))
@@ -154,12 +160,15 @@ class AgentRein:
     def get_approval(self, approval_id: str) -> ApprovalInfo:
         return self._backend.get_approval(approval_id)
 
-    def approve(self, approval_id: str, reviewer: str, reason: str | None = None) -> ApprovalInfo:
+    def approve(self, approval_id: str, reviewer: str | None = None, reason: str | None = None) -> ApprovalInfo:
+        """Approve a pending request as ``reviewer`` (through a server, the API key is recorded too, and names
+        the reviewer when none is given)."""
         decided = self._backend.approve(approval_id, reviewer, reason)
         self._resume_rollback(decided)
         return decided
 
-    def reject(self, approval_id: str, reviewer: str, reason: str | None = None) -> ApprovalInfo:
+    def reject(self, approval_id: str, reviewer: str | None = None, reason: str | None = None) -> ApprovalInfo:
+        """Reject a pending request; ``reason`` reaches the agent (``ApprovalRejectedError.reason``)."""
         decided = self._backend.reject(approval_id, reviewer, reason)
         self._resume_rollback(decided)
         return decided

@@ -68,9 +68,12 @@ class Entry:
 
 
 class Journal:
-    """Entries waiting to be replayed. The file is created only when the first entry is written."""
+    """Entries waiting to be replayed to the backend ``identity`` names (one file may hold entries of several
+    backends; each is replayed only to its own). The file is created only when the first entry is written.
+    Processes sharing the file replay one at a time."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, identity: str, path: str | os.PathLike[str] | None = None) -> None:
+        self.identity = identity
         self.path = Path(path or os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL)
         self._lock = threading.RLock()
         self._pending: int | None = None  # unknown until first asked
@@ -78,8 +81,8 @@ class Journal:
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         conn.execute(
-            "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL, "
-            "problem TEXT)"
+            "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, "
+            "body TEXT NOT NULL, problem TEXT)"
         )
         return conn
 
@@ -92,7 +95,8 @@ class Journal:
     def _count(self) -> int:
         conn = self._connect()
         try:
-            return int(conn.execute("SELECT count(*) FROM entries WHERE problem IS NULL").fetchone()[0])
+            pending = "SELECT count(*) FROM entries WHERE backend = ? AND problem IS NULL"
+            return int(conn.execute(pending, (self.identity,)).fetchone()[0])
         finally:
             conn.close()
 
@@ -100,7 +104,8 @@ class Journal:
         with self._lock:
             conn = self._connect()
             try:
-                conn.execute("INSERT INTO entries (body) VALUES (?)", (json.dumps(to_wire(entry)),))
+                row = (self.identity, json.dumps(to_wire(entry)))
+                conn.execute("INSERT INTO entries (backend, body) VALUES (?, ?)", row)
             finally:
                 conn.close()
             self._pending = (self._pending or 0) + 1
@@ -118,7 +123,11 @@ class Journal:
         with self._lock:
             conn = self._connect()
             try:
-                rows = conn.execute("SELECT id, body FROM entries WHERE problem IS NULL ORDER BY id").fetchall()
+                # Held to the end: another process replaying the same file waits, then finds these gone.
+                conn.execute("BEGIN IMMEDIATE")
+                rows = conn.execute(
+                    "SELECT id, body FROM entries WHERE backend = ? AND problem IS NULL ORDER BY id", (self.identity,)
+                ).fetchall()
                 for row_id, body in rows:
                     entry = from_wire(json.loads(body), Entry)
                     try:
@@ -131,8 +140,9 @@ class Journal:
                     else:
                         conn.execute("DELETE FROM entries WHERE id = ?", (row_id,))
                         replayed += 1
+                conn.execute("COMMIT")
             finally:
-                conn.close()
+                conn.close()  # without COMMIT (a crash mid-replay): every entry is replayed again, harmlessly
             self._pending = None
         return replayed
 

@@ -8,6 +8,7 @@ decides what the agent's call does then). Rollbacks run in the server; this side
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,6 +34,8 @@ URL_ENV = "AGENTREIN_URL"
 API_KEY_ENV = "AGENTREIN_API_KEY"
 #: The longest single long-poll asked of the server; longer waits are several in a row.
 LONG_POLL = 30.0
+#: Answers that mean the server (or the database behind it) cannot serve now, rather than that it failed.
+UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 #: How long a rollback is waited for in one request before the caller's loop looks again.
 ROLLBACK_POLL = 10.0
 
@@ -44,6 +47,8 @@ class RemoteBackend:
         if not api_key:
             raise errors.ValidationError("api_key", f"server mode needs an API key (api_key= or ${API_KEY_ENV})")
         self.base_url = base_url.rstrip("/")
+        #: Whose records these are, for the journal: the server and (a digest of) the key.
+        self.identity = f"{self.base_url} key {hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
         self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.base_url,
@@ -70,7 +75,7 @@ class RemoteBackend:
             return None
         if response.is_success:
             return response.json()
-        raise _error_from(response)
+        raise error_from(response)
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
@@ -155,13 +160,13 @@ class RemoteBackend:
         params = {"status": status, "include": "purpose"} if status is not None else {"include": "purpose"}
         return from_wire(self._call("GET", "/approvals", params=params), list[ApprovalInfo])
 
-    def approve(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+    def approve(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
         return self._decide(approval_id, "approve", reviewer, reason)
 
-    def reject(self, approval_id: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+    def reject(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
         return self._decide(approval_id, "reject", reviewer, reason)
 
-    def _decide(self, approval_id: str, verb: str, reviewer: str, reason: str | None) -> ApprovalInfo:
+    def _decide(self, approval_id: str, verb: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
         body = {"reviewer": reviewer, "reason": reason}
         return from_wire(self._call("POST", f"/approvals/{_seg(approval_id)}/{verb}", json=body), ApprovalInfo)
 
@@ -240,7 +245,7 @@ def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.RemoteProtocolError)
 
 
-def _error_from(response: httpx.Response) -> errors.AgentReinError:
+def error_from(response: httpx.Response) -> errors.AgentReinError:
     """The named error a problem+json answer stands for."""
     try:
         problem: dict[str, Any] = response.json()
@@ -249,8 +254,11 @@ def _error_from(response: httpx.Response) -> errors.AgentReinError:
     status = response.status_code
     detail = str(problem.get("detail") or f"HTTP {status} from the AgentRein server")
     slug = str(problem.get("type", "")).rsplit("/", 1)[-1]
+    if status in UNAVAILABLE_STATUSES or slug == "unavailable":
+        return errors.AgentReinUnavailableError(f"the AgentRein server is unavailable: {detail}")
     if status >= 500:
-        return errors.AgentReinUnavailableError(f"the AgentRein server failed: {detail}")
+        # The server is up but failed: not "unavailable", so failure_mode="open" does not let the call run.
+        return errors.AgentReinError(f"the AgentRein server failed: {detail}")
     if slug == "not-found":
         error: errors.AgentReinError = errors.NotFoundError(problem.get("kind", "record"), problem.get("id", "?"))
     elif slug == "policy-blocked":
@@ -265,8 +273,6 @@ def _error_from(response: httpx.Response) -> errors.AgentReinError:
         error = errors.UnauthorizedError(detail)
     elif slug == "forbidden":
         error = errors.ForbiddenError(detail)
-    elif slug == "unavailable":
-        error = errors.AgentReinUnavailableError(detail)
     else:
         field = str(problem.get("field", "request"))
         error = errors.ValidationError(field, detail.removeprefix(f"{field}: "))

@@ -8,11 +8,13 @@ cases, the same ones the embedded SDK calls. Background work runs in :mod:`~agen
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
-import anyio.to_thread
 from litestar import Litestar, Request
+from litestar.concurrency import get_asyncio_executor, set_asyncio_executor
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
@@ -21,6 +23,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
 from agentrein_core.errors import ValidationError
+from agentrein_core.model import UndoConfig
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
 from agentrein_server import metrics, problems
@@ -33,13 +36,14 @@ from agentrein_server.api.system import healthz, prometheus_metrics
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.services import Services, ServicesDep, provide_services
 from agentrein_server.undo import ServerUndoExecutor
-from agentrein_server.vault import Vault
+from agentrein_server.vault import SECRET_KEY_ENV, Vault
 from agentrein_server.workers import Workers
 
 LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
 #: Request bodies larger than this are refused with 413 before they are read in full.
 MAX_BODY_BYTES = 1024 * 1024
-#: Threads for request handlers; long-polls hold one each while they wait.
+#: Threads for the (synchronous) request handlers; a long-poll holds one while it waits, so there must be
+#: many more than there are cores.
 HANDLER_THREADS = 200
 
 
@@ -54,7 +58,16 @@ def open_services(
     store = Store(database_url)
     engine = Engine(store, rollback_lease=_lease_from_environment())
     connectors = connectors or installed_connectors()
-    vault = vault or Vault.from_environment(secret_key_file(store.url))
+    if vault is None:
+        if store.dialect == "postgresql" and not os.environ.get(SECRET_KEY_ENV):
+            raise ValidationError(
+                SECRET_KEY_ENV,
+                "must be set with PostgreSQL, the same for every replica and command (a key file of one machine "
+                "would not decrypt what another stored); make one with: python -c "
+                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+            )
+        vault = Vault.from_environment(secret_key_file(store.url))
+    engine.check_undo = _undo_checker(connectors)
     workers = Workers(engine, ServerUndoExecutor(engine, connectors, vault), rollback_threads)
     return Services(engine, connectors, vault, workers, Authenticator(engine))
 
@@ -75,10 +88,20 @@ def _lease_from_environment() -> timedelta:
 
 def secret_key_file(database_url: str) -> Path:
     """Where the generated secret key lives when ``$AGENTREIN_SECRET_KEY`` is not set: beside a SQLite
-    database, else in the working directory (replicas must then share ``$AGENTREIN_SECRET_KEY``)."""
+    database (PostgreSQL needs the variable)."""
     if database_url.startswith("sqlite:///") and database_url != "sqlite:///:memory:":
         return Path(database_url.removeprefix("sqlite:///") + ".secret-key")
     return Path("agentrein.secret-key")
+
+
+def _undo_checker(connectors: Connectors) -> Callable[[str, UndoConfig], None]:
+    """Undo configs come from agents: each is checked by its connector (when installed here) on arrival."""
+
+    def check(connector: str, undo: UndoConfig) -> None:
+        if connector in connectors.names():
+            connectors.get(connector).check_undo(undo)
+
+    return check
 
 
 def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
@@ -88,8 +111,10 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
     def provide_caller(request: Request, services: ServicesDep) -> Caller:  # type: ignore[type-arg]
         return services.authenticator(request)
 
+    if get_asyncio_executor() is None:  # process-wide, and settable only outside the event loop
+        set_asyncio_executor(ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="agentrein-request"))
+
     def start() -> None:
-        anyio.to_thread.current_default_thread_limiter().total_tokens = HANDLER_THREADS
         if run_workers:
             services.workers.start()
 

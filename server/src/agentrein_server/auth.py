@@ -12,8 +12,9 @@ from agentrein_core.errors import ForbiddenError, UnauthorizedError
 from agentrein_core.model import ApiKey
 from agentrein_core.statuses import Role
 
-#: How long a resolved key is remembered, sparing a database read per request.
-KEY_CACHE_SECONDS = 30.0
+#: How long a resolved key is remembered, sparing a database read per request (and so how long a key
+#: revoked through another replica may still work here).
+KEY_CACHE_SECONDS = 10.0
 
 
 @frozen
@@ -32,6 +33,12 @@ class Authenticator:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._cache: dict[str, tuple[float, ApiKey]] = {}
+
+    def forget(self, key_id: str) -> None:
+        """Drop a revoked key from the cache."""
+        for secret, (_, key) in list(self._cache.items()):
+            if key.key_id == key_id:
+                self._cache.pop(secret, None)
 
     def __call__(self, request: Request) -> Caller:  # type: ignore[type-arg]
         header = request.headers.get("authorization", "")

@@ -29,7 +29,13 @@ from agentrein import AgentRein, ApprovalInfo
 from agentrein.remote import API_KEY_ENV, URL_ENV
 from agentrein_core.converter import from_wire
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
-from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, RollbackRefusedError, ValidationError
+from agentrein_core.errors import (
+    AgentReinError,
+    AgentReinUnavailableError,
+    InvalidTransitionError,
+    RollbackRefusedError,
+    ValidationError,
+)
 from agentrein_core.model import JSON, Action, ConnectorConfig, Rollback
 from agentrein_core.rollback import chain as undo_chain
 from agentrein_core.rules import UNDOABLE
@@ -222,7 +228,7 @@ def _bootstrap(engine: Engine) -> str | None:
         return None
     try:
         org = engine.create_organisation(DEFAULT_ORGANISATION, Plan.TEAM)
-    except ValidationError:
+    except (ValidationError, InvalidTransitionError):
         return None  # another replica starting at the same moment created it
     return engine.create_api_key(org.org_id, Role.OPERATOR)[1]
 
@@ -464,9 +470,9 @@ def approvals_reject(
         _decided(ar.reject(approval_id, reviewer=_reviewer(reviewer, target), reason=reason), target)
 
 
-def _reviewer(given: str | None, target: Target) -> str:
-    """An empty reviewer lets the server record the API key that decided."""
-    return given or ("" if target.url else getpass.getuser())
+def _reviewer(given: str | None, target: Target) -> str | None:
+    """Who decides: as given; else the server names the API key, and on a database the login is used."""
+    return given or (None if target.url else getpass.getuser())
 
 
 def _decided(info: ApprovalInfo, target: Target) -> None:

@@ -77,6 +77,10 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
     return problem(status, HTTP_TYPES.get(status, "http-error" if status < 500 else "internal-error"), detail)
 
 
+def too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:
+    return problem(400, "validation-error", "the JSON body is nested too deeply")
+
+
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "internal-error", "internal error; the server has logged it")
@@ -92,5 +96,6 @@ def _describe(item: Any) -> str:
 HANDLERS: dict[type[Exception] | int, Any] = {
     errors.AgentReinError: agentrein_error,
     HTTPException: http_error,
+    RecursionError: too_deep,
     Exception: unexpected_error,
 }

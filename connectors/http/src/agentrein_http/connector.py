@@ -7,10 +7,11 @@
   other calls are not undone unless the caller gives an undo (``http-delete`` or ``http-request``).
 - An error status (>= 400) raises ``httpx.HTTPStatusError``; connect/read errors and 429/502/503/504 are
   transient.
-- In the server, inverses go only to hosts the organisation allows: config ``{"allowedHosts": ["api.example.com",
-  "*.internal:8443"]}`` (globs; one without a port matches any port), credentials ``{"headers": {...}}``
-  added to every inverse (an ``Authorization`` header, say). An undo URL elsewhere is refused, so no agent
-  can make the server call an address of its choosing.
+- In the server, inverses are sent only where the organisation allows, because an undo is described by the
+  agent while the server adds the organisation's credentials to it. Config: ``allowedHosts`` (host[:port]
+  globs; one without a port matches any port; none: no undo runs), ``allowedMethods`` (default
+  ``["DELETE"]``: an ``http-request`` undo with another method is refused unless listed) and
+  ``allowedPaths`` (path globs, default any). Credentials: ``{"headers": {...}}``, added to every inverse.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ UNRECORDED_HEADERS = frozenset({"accept", "accept-encoding", "connection", "user
 MAX_BODY = 64 * 1024
 _SEND_OPTIONS = ("auth", "follow_redirects")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[^\r\n\x00]*")
 
 
 class HttpConnector(Connector):
@@ -149,32 +152,51 @@ class HttpConnector(Connector):
                 "an http-request undo needs a method among POST, PUT, PATCH, DELETE",
             )
 
+    def check_undo(self, undo: UndoConfig) -> None:
+        super().check_undo(undo)
+        if undo.type in self.undo_types:
+            url = undo.params.get("url")
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValidationError("undo.url", "an http undo needs the absolute http(s) URL to call")
+        if undo.type == HTTP_REQUEST and str(undo.params.get("method", "")).upper() not in OPERATIONS:
+            raise ValidationError("undo.method", "an http-request undo needs a method among POST, PUT, PATCH, DELETE")
+
     def check_config(self, config: JSON, credentials: JSON) -> None:
-        _only_keys("config", config, {"allowedHosts"})
-        hosts = config.get("allowedHosts", [])
-        if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
-            raise ValidationError(
-                "config.allowedHosts", "must be a list of host[:port] globs, e.g. ['api.example.com']"
-            )
+        _only_keys("config", config, {"allowedHosts", "allowedMethods", "allowedPaths"})
+        _globs(config, "allowedHosts", "host[:port] globs, e.g. ['api.example.com']")
+        _globs(config, "allowedPaths", "path globs, e.g. ['/v1/*']")
+        methods = _globs(config, "allowedMethods", "HTTP methods, e.g. ['DELETE', 'POST']")
+        if any(m.upper() not in OPERATIONS for m in methods):
+            raise ValidationError("config.allowedMethods", "methods must be among POST, PUT, PATCH, DELETE")
         _only_keys("credentials", credentials, {"headers"})
         headers = credentials.get("headers", {})
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise ValidationError("credentials.headers", "must map header names to string values")
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and _HEADER_NAME.fullmatch(k) and isinstance(v, str) and _HEADER_VALUE.fullmatch(v)
+            for k, v in headers.items()
+        ):
+            raise ValidationError("credentials.headers", "must map header names to single-line string values")
 
     def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
-        allowed = tuple(config.get("allowedHosts", []))
+        hosts = tuple(config.get("allowedHosts", []))
+        methods = {m.upper() for m in config.get("allowedMethods", ["DELETE"])}
+        paths = tuple(config.get("allowedPaths", ["*"]))
 
-        def refuse_other_hosts(request: httpx.Request) -> None:
+        def refuse_what_is_not_allowed(request: httpx.Request) -> None:
             host, port = request.url.host, request.url.port or (443 if request.url.scheme == "https" else 80)
-            if not any(fnmatchcase(f"{host}:{port}" if ":" in glob else host, glob) for glob in allowed):
+            if not any(fnmatchcase(f"{host}:{port}" if ":" in glob else host, glob) for glob in hosts):
                 raise UndoError(
                     f"undo refused: {host}:{port} is not in the http connector's allowedHosts "
-                    f"({', '.join(allowed) or 'none configured'})"
+                    f"({', '.join(hosts) or 'none configured'})"
                 )
+            if request.method not in methods:
+                allowed = ", ".join(sorted(methods))
+                raise UndoError(f"undo refused: {request.method} is not in allowedMethods ({allowed})")
+            if not any(fnmatchcase(request.url.path, glob) for glob in paths):
+                raise UndoError(f"undo refused: {request.url.path} is not in allowedPaths ({', '.join(paths)})")
 
         return httpx.Client(
             headers=credentials.get("headers", {}),
-            event_hooks={"request": [refuse_other_hosts]},
+            event_hooks={"request": [refuse_what_is_not_allowed]},
             follow_redirects=False,  # a redirect must not lead an inverse off the allowed hosts
             timeout=30.0,
         )
@@ -197,6 +219,13 @@ class HttpConnector(Connector):
         if isinstance(client, httpx.AsyncClient):
             return _undo_async(client, request)
         return _undo_outcome(client.send(request))
+
+
+def _globs(config: JSON, key: str, what: str) -> list[str]:
+    value = config.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValidationError(f"config.{key}", f"must be a list of {what}")
+    return value
 
 
 def _only_keys(field: str, value: JSON, allowed: set[str]) -> None:

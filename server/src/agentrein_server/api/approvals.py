@@ -8,12 +8,12 @@ from litestar import Controller, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from agentrein_core.converter import to_wire
+from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import ApprovalInfo
 from agentrein_server.api import bodies
 from agentrein_server.services import CallerDep, ServicesDep
 
-MAX_WAIT = 60.0
 #: The fields of ``GET /approvals``, exactly as the status reference §4 lists them.
 LISTED_FIELDS = (
     "approvalId",
@@ -60,7 +60,7 @@ class ApprovalController(Controller):
         approval_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
-        wait: Annotated[float, QueryParameter(ge=0, le=MAX_WAIT)] = 0.0,
+        wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
     ) -> dict[str, Any]:
         """One request, with its ``purpose``. ``wait=N`` long-polls: the answer comes the moment the request
         is decided (on any replica), or after N seconds with it still ``PENDING``."""
@@ -102,7 +102,10 @@ class ApprovalController(Controller):
     ) -> dict[str, Any]:
         caller.require_operator("decide approval requests")
         decision = data or bodies.Decision()
-        reviewer = decision.reviewer or caller.label
+        if decision.reviewer is not None and not decision.reviewer.strip():
+            raise ValidationError("reviewer", "must not be empty (leave it out to be named by your API key)")
+        # The record names the key as well as whoever the caller says decided, so it cannot be forged.
+        reviewer = f"{decision.reviewer} ({caller.label})" if decision.reviewer else caller.label
         decide = services.engine.approve if approve else services.engine.reject
         decide(caller.org_id, approval_id, reviewer, decision.reason)
         services.workers.wake()  # a decision may start or resume a rollback

@@ -3,15 +3,25 @@ handler runs, and documents them in the OpenAPI schema."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import timedelta
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from agentrein_core.statuses import OperationType, Role
 
+#: The longest a long-poll (``?wait=``) may wait, in seconds.
+MAX_WAIT = 60.0
+#: An approval timeout in milliseconds: positive, at most 365 days.
+TimeoutMs = Annotated[int, msgspec.Meta(gt=0, le=365 * 24 * 3600 * 1000)]
+
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     pass
+
+
+def timeout(ms: int | None) -> timedelta | None:
+    return timedelta(milliseconds=ms) if ms is not None else None
 
 
 class NewSession(Body):
@@ -26,7 +36,7 @@ class NewAction(Body):
     operation_type: OperationType
     payload: dict[str, Any] = {}
     requires_approval: bool = False
-    approval_timeout_ms: int | None = None
+    approval_timeout_ms: TimeoutMs | None = None
 
 
 class ActionOutcome(Body):
@@ -55,7 +65,7 @@ class ExecutedAction(Body):
 class RollbackRequest(Body):
     reason: str | None = None
     #: How long a rollback approval this rollback opens waits for a reviewer (default 24 hours).
-    approval_timeout_ms: int | None = None
+    approval_timeout_ms: TimeoutMs | None = None
 
 
 class Decision(Body):

@@ -8,6 +8,7 @@ from typing import Any
 from litestar import Controller, get, put
 from litestar.params import FromPath, JSONBody
 
+from agentrein_core.errors import NotFoundError
 from agentrein_core.model import ConnectorConfig
 from agentrein_server.api import bodies
 from agentrein_server.services import CallerDep, ServicesDep
@@ -25,7 +26,8 @@ class ConnectorController(Controller):
 
     @get("/{name:str}", sync_to_thread=True)
     def show(self, name: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
-        services.connectors.get(name)  # 400 naming the installed ones, for a name no plugin provides
+        if name not in services.connectors.names():
+            raise NotFoundError("installed connector", name, key="name")
         return _describe(name, services.engine.connector_config(caller.org_id, name))
 
     @put("/{name:str}", sync_to_thread=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, get, post
-from litestar.params import JSONBody
+from litestar import Controller, delete, get, post
+from litestar.params import FromPath, JSONBody
 
 from agentrein_core.model import ApiKey
 from agentrein_server.api import bodies
@@ -21,6 +21,13 @@ class ApiKeyController(Controller):
         caller.require_operator("create API keys")
         key, secret = services.engine.create_api_key(caller.org_id, data.role)
         return _describe(key) | {"key": secret}
+
+    @delete("/{key_id:str}", sync_to_thread=True)
+    def revoke(self, key_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
+        """The key stops working: at once on this server, within seconds on the others."""
+        caller.require_operator("revoke API keys")
+        services.engine.revoke_api_key(caller.org_id, key_id)
+        services.authenticator.forget(key_id)
 
     @get(sync_to_thread=True)
     def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:

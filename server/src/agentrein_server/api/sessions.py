@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, get, patch, post
@@ -17,8 +17,6 @@ from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
 from agentrein_server import metrics
 from agentrein_server.api import bodies
 from agentrein_server.services import CallerDep, ServicesDep
-
-MAX_WAIT = 60.0
 
 
 class SessionController(Controller):
@@ -51,8 +49,8 @@ class SessionController(Controller):
             status=status,
             display_status=display_status,
             agent_id=agent_id,
-            created_after=_aware(created_after),
-            created_before=_aware(created_before),
+            created_after=_aware("createdAfter", created_after),
+            created_before=_aware("createdBefore", created_before),
             cursor=cursor,
         )
         return {"sessions": to_wire(page.sessions), "nextCursor": page.next_cursor}
@@ -71,11 +69,7 @@ class SessionController(Controller):
     ) -> dict[str, Any]:
         """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
         ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates."""
-        timeout = DEFAULT_APPROVAL_TIMEOUT
-        if data.approval_timeout_ms is not None:
-            if data.approval_timeout_ms <= 0:
-                raise ValidationError("approvalTimeoutMs", "must be a positive number of milliseconds")
-            timeout = timedelta(milliseconds=data.approval_timeout_ms)
+        timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
         try:
             logged = services.engine.log_action(
                 caller.org_id,
@@ -155,18 +149,13 @@ class SessionController(Controller):
         """Start the session's rollback (or return the one under way); the server's workers run it.
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
         request = data or bodies.RollbackRequest()
-        timeout = None
-        if request.approval_timeout_ms is not None:
-            if request.approval_timeout_ms <= 0:
-                raise ValidationError("approvalTimeoutMs", "must be a positive number of milliseconds")
-            timeout = timedelta(milliseconds=request.approval_timeout_ms)
         job = services.engine.request_rollback(
             caller.org_id,
             session_id,
             caller_role=caller.role,
             requested_by=caller.label,
             trigger=(f"requested: {request.reason}" if request.reason else "requested")[:200],
-            approval_timeout=timeout,
+            approval_timeout=bodies.timeout(request.approval_timeout_ms),
         )
         services.workers.wake()
         return _job(job)
@@ -177,7 +166,7 @@ class SessionController(Controller):
         session_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
-        wait: Annotated[float, QueryParameter(ge=0, le=MAX_WAIT)] = 0.0,
+        wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
     ) -> dict[str, Any]:
         """The session's latest rollback; with ``wait=N`` answers once it has ended or waits for a reviewer
         (or after N seconds)."""
@@ -194,11 +183,14 @@ def _job(job: Rollback) -> dict[str, Any]:
     return shown
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    """Times without a zone are taken as UTC."""
-    if moment is not None and moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment
+def _aware(field: str, moment: datetime | None) -> datetime | None:
+    """A time in UTC; one without a zone is taken as UTC."""
+    if moment is None:
+        return None
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(field, f"{moment.isoformat()} is out of range") from None
 
 
 def _undo(data: dict[str, Any] | None) -> UndoConfig | None:

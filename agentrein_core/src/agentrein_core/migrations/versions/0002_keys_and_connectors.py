@@ -18,7 +18,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("rollbacks") as batch:
-        batch.add_column(sa.Column("approval_timeout_ms", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("approval_timeout_ms", sa.BigInteger(), nullable=True))
     op.create_index("ux_actions_session_key", "actions", ["session_id", "idempotency_key"], unique=True)
     op.create_table(
         "api_keys",
