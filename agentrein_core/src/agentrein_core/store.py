@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from importlib.resources import files
 from typing import Any, TypeVar
@@ -204,6 +204,7 @@ class Store:
         # Made once: an engine whose connections take SQLite's write lock when their transaction begins.
         self._writer = self.engine.execution_options(write=True)
         self.dialect = self.engine.dialect.name
+        self._sqlite_writers = threading.RLock()
         if migrate:
             self.upgrade()
 
@@ -235,8 +236,11 @@ class Store:
 
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
+        # SQLite has one writer at a time. Writers of this process queue on a lock, which hands over at once,
+        # rather than in SQLite's busy handler, which sleeps (up to 100 ms) between looks at the file lock.
+        queue = self._sqlite_writers if write and self.dialect == "sqlite" else nullcontext()
         try:
-            with (self._writer if write else self.engine).connect() as conn:
+            with queue, (self._writer if write else self.engine).connect() as conn:
                 yield conn
         except OperationalError as exc:
             # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.

@@ -134,7 +134,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         ],
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),
-            "caller": Provide(provide_caller, sync_to_thread=True),
+            "caller": Provide(provide_caller, sync_to_thread=False),
         },
         state=State({"services": services}),
         exception_handlers=problems.HANDLERS,

@@ -30,6 +30,9 @@ class Caller:
 
 
 class Authenticator:
+    """Resolves API keys, remembering them for ``KEY_CACHE_SECONDS``. Called on the event loop: a remembered
+    key costs no thread hop; only a key not seen lately reads the database (briefly, by primary key)."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._cache: dict[str, tuple[float, ApiKey]] = {}
