@@ -216,9 +216,13 @@ def serve(
         services = open_services(database_url, rollback_threads=rollback_workers)
         created = _bootstrap(services.engine)
     if created is not None:
-        console.print("Created organisation 'default' (plan team). Its operator API key, shown only now:")
+        console.print(
+            "Created organisation 'default' (plan team). Its operator API key, shown only now:", soft_wrap=True
+        )
         print(created, flush=True)
-    console.print(f"AgentRein on http://{host}:{port}  (API docs: /schema)  database: {services.engine.store.url}")
+    console.print(
+        f"AgentRein on http://{host}:{port}  (API docs: /schema)  database: {services.engine.store.url}", soft_wrap=True
+    )
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
 
 
