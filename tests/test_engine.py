@@ -281,3 +281,18 @@ def test_reporting_the_failure_of_an_approved_action_twice_records_it_once(engin
     assert again == first
     statuses = [a.status for a in engine.get_session(org.org_id, session.session_id).actions]
     assert statuses == [ActionStatus.CLEARED, ActionStatus.FAILED]
+
+
+def test_approved_actions_never_confirmed_are_counted_after_an_hour(own_database_url: str, clock: Clock) -> None:
+    engine = Engine(Store(own_database_url), clock=clock)
+    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.new_session(org.org_id, "agent")
+    confirmed, forgotten = (log(engine, org.org_id, session.session_id, requires_approval=True) for _ in range(2))
+    for logged in (confirmed, forgotten):
+        assert logged.approval is not None
+        engine.approve(org.org_id, logged.approval.approval_id, "lead")
+    engine.confirm_action(org.org_id, confirmed.action.action_id, response={})
+    clock.advance(minutes=59)
+    assert engine.count_unconfirmed() == 0
+    clock.advance(minutes=2)
+    assert engine.count_unconfirmed() == 1

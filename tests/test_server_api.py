@@ -424,7 +424,7 @@ def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None
     api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
     text = httpx.get(f"{api.base_url}/metrics").text
     assert 'agentrein_actions_logged_total{status="CLEARED"}' in text
-    assert "agentrein_approvals_pending" in text
+    assert "agentrein_approvals_pending" in text and "agentrein_actions_unconfirmed" in text
     assert 'agentrein_requests_total{app_name="agentrein",method="POST",path="/sessions"' in text
 
 

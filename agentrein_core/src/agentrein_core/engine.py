@@ -530,6 +530,11 @@ class Engine:
         with self.store.transaction(write=False) as tx:
             return tx.count_pending_approvals()
 
+    def count_unconfirmed(self) -> int:
+        """Approved actions whose execution was never confirmed (``unconfirmed``), in all organisations."""
+        with self.store.transaction(write=False) as tx:
+            return tx.count_unconfirmed(self.clock() - rules.UNCONFIRMED_AFTER)
+
     def approve(self, org_id: str, approval_id: str, reviewer: str, reason: str | None = None) -> Approval:
         return self._decide(org_id, approval_id, ApprovalStatus.APPROVED, reviewer, reason)
 

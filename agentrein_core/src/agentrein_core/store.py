@@ -479,6 +479,20 @@ class Tx:
             self.conn.execute(sa.select(sa.func.count()).where(t.c.status == ApprovalStatus.PENDING)).scalar_one()
         )
 
+    def count_unconfirmed(self, approved_before: datetime) -> int:
+        """Actions still ``CLEARED`` whose approval was given before ``approved_before`` (all organisations)."""
+        p, a = schema.approvals, schema.actions
+        stmt = (
+            sa.select(sa.func.count())
+            .select_from(p.join(a, a.c.action_id == p.c.action_id))
+            .where(
+                p.c.status == ApprovalStatus.APPROVED,
+                p.c.resolved_at <= approved_before,
+                a.c.status == ActionStatus.CLEARED,
+            )
+        )
+        return int(self.conn.execute(stmt).scalar_one())
+
     def approvals_due(self, now: datetime, limit: int = 500) -> list[Approval]:
         t = schema.approvals
         stmt = (

@@ -82,7 +82,7 @@ class Workers:
                 report = self.engine.maintain()
                 if report.expired_approvals:
                     self.wake()  # an expiry may have started or ended a rollback
-                metrics.APPROVALS_PENDING.set(self.engine.count_pending_approvals())
+                metrics.refresh(self.engine)
             except Exception:
                 log.exception("maintenance failed; retrying")
 

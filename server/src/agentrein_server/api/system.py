@@ -24,5 +24,5 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
 @get("/metrics", sync_to_thread=True, tags=["system"], media_type=PROMETHEUS_TEXT)
 def prometheus_metrics(services: ServicesDep) -> Response[bytes]:
     """Prometheus text format."""
-    metrics.APPROVALS_PENDING.set(services.engine.count_pending_approvals())
+    metrics.refresh(services.engine)
     return Response(generate_latest(REGISTRY), media_type=PROMETHEUS_TEXT)
