@@ -1,0 +1,342 @@
+"""The stripe connector: calls made through a ``stripe.StripeClient`` (sync and ``*_async``), its deprecated
+``client.customers`` paths, or the legacy ``stripe`` module (``stripe.Customer.create(...)``).
+
+- The api name is the service path without ``v1``: ``customers.create``, ``subscriptions.cancel``,
+  ``invoices.finalize_invoice``, ``checkout.sessions.create``. Reads (``retrieve``, ``list``, ``search``)
+  pass through unrecorded; the proxy descends into service objects only, never into returned data.
+- Every recorded call carries ``options={"idempotency_key": ...}`` (one key for every retry of the action, a
+  key of its own for the undo).
+- Inverses are derived from the call and its result (see ``INVERSES`` and the README's table); an update is
+  undone by restoring the fields it changed, read just before it ran.
+- Transient: connection errors, rate limits, 5xx and ``idempotency_key_in_use``; an ``IdempotencyError`` is
+  never retried. An undo that finds its object already gone, cancelled, voided or refunded has succeeded.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import stripe
+from stripe._stripe_service import StripeService
+
+from agentrein_core.connector import Connector, PreparedCall, merge_undo
+from agentrein_core.errors import UndoError, ValidationError
+from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.statuses import OperationType
+
+STRIPE_DELETE = "stripe-delete"
+STRIPE_CANCEL = "stripe-cancel"
+STRIPE_REFUND = "stripe-refund"
+STRIPE_VOID = "stripe-void"
+STRIPE_RESTORE = "stripe-restore"
+
+#: How each call is undone; a call not listed here is recorded with undo ``none``.
+INVERSES: Mapping[str, str] = {
+    "customers.create": STRIPE_DELETE,
+    "customers.update": STRIPE_RESTORE,
+    "subscriptions.create": STRIPE_CANCEL,
+    "subscriptions.update": STRIPE_RESTORE,
+    "payment_intents.create": STRIPE_CANCEL,  # or a refund, once it has captured money
+    "charges.create": STRIPE_REFUND,
+    "invoices.create": STRIPE_DELETE,
+    "invoices.finalize_invoice": STRIPE_VOID,
+    "coupons.create": STRIPE_DELETE,
+    "products.create": STRIPE_RESTORE,  # deactivated: a product with prices cannot be deleted
+    "prices.create": STRIPE_RESTORE,  # prices cannot be deleted at all
+}
+#: Undoing these moves money back: a human approves first, unless the caller says otherwise.
+MONEY_MOVES = frozenset({STRIPE_REFUND})
+#: Updates restore what they changed: the object is read just before the update runs.
+SNAPSHOT_BEFORE = frozenset(
+    name for name, undo in INVERSES.items() if undo == STRIPE_RESTORE and name.endswith(".update")
+)
+
+READS = frozenset({"retrieve", "list", "search", "auto_paging_iter", "list_line_items", "upcoming"})
+OPERATIONS = {
+    "create": OperationType.CREATE,
+    "update": OperationType.UPDATE,
+    "modify": OperationType.UPDATE,
+    "delete": OperationType.DELETE,
+    "cancel": OperationType.DELETE,
+    "close": OperationType.DELETE,
+}
+#: Legacy module-style method names, as their StripeClient equivalents.
+LEGACY_NAMES = {"modify": "update"}
+#: Request options a legacy call takes among its parameters; they are not part of the recorded payload.
+REQUEST_OPTIONS = frozenset({"api_key", "idempotency_key", "stripe_version", "stripe_account", "stripe_context"})
+TRANSIENT_CODES = frozenset({"idempotency_key_in_use", "lock_timeout"})
+GONE_CODES = frozenset({"resource_missing", "charge_already_refunded"})
+
+
+class StripeConnector(Connector):
+    name: ClassVar[str] = "stripe"
+    sensitive_fields: ClassVar[frozenset[str]] = frozenset({"clientsecret", "number", "routingnumber", "ssnlast4"})
+    undo_types: ClassVar[frozenset[str]] = frozenset(
+        {STRIPE_DELETE, STRIPE_CANCEL, STRIPE_REFUND, STRIPE_VOID, STRIPE_RESTORE}
+    )
+
+    def accepts(self, client: Any) -> bool:
+        return isinstance(client, stripe.StripeClient) or client is stripe
+
+    def descend(self, value: Any) -> bool:
+        return isinstance(value, StripeService) or (isinstance(value, type) and issubclass(value, stripe.APIResource))
+
+    def prepare(
+        self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> PreparedCall | None:
+        resource, method_name, is_async = _describe_path(client, path)
+        if resource is None or method_name in READS or method_name.startswith(("list_", "retrieve_")):
+            return None
+        api_name = f"{resource}.{method_name}"
+        method = _resolve(client, path)
+        call = _Call.bind(method, args, kwargs, legacy=client is stripe)
+        context: dict[str, Any] = {"object_id": call.object_id, "resource": resource}
+
+        def run(idempotency_key: str) -> Any:
+            if api_name not in SNAPSHOT_BEFORE:
+                return call.run(idempotency_key)
+            read = _reader(client, path, is_async)
+            if is_async:
+                return _snapshot_then_async(read, call, idempotency_key, context)
+            context["before"] = read(call.object_id)
+            return call.run(idempotency_key)
+
+        return PreparedCall(
+            api_name=api_name,
+            operation_type=OPERATIONS.get(method_name, OperationType.OTHER),
+            payload={"id": call.object_id, "params": call.params} if call.object_id else {"params": call.params},
+            run=run,
+            is_async=is_async,
+            context=context,
+        )
+
+    def record_result(self, call: PreparedCall, result: Any) -> JSON:
+        """The result's own fields (nested objects and lists are left out: they can be large)."""
+        data = _as_dict(result)
+        return {k: v for k, v in data.items() if isinstance(v, str | int | float | bool) or v is None}
+
+    def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
+        kind = INVERSES.get(call.api_name)
+        data = _as_dict(result)
+        resource = call.context["resource"]
+        derived = UndoConfig(UNDO_NONE)
+        if kind is None:
+            pass
+        elif kind == STRIPE_RESTORE and call.api_name in SNAPSHOT_BEFORE:
+            params = call.payload.get("params", {})
+            restore = _restore(params, _as_dict(call.context.get("before")))
+            derived = UndoConfig(
+                STRIPE_RESTORE, {"resource": resource, "id": call.context["object_id"], "params": restore}
+            )
+        elif kind == STRIPE_RESTORE:  # products and prices: deactivated
+            derived = UndoConfig(
+                STRIPE_RESTORE, {"resource": resource, "id": data.get("id"), "params": {"active": False}}
+            )
+        elif call.api_name == "payment_intents.create" and data.get("status") == "succeeded":
+            derived = UndoConfig(STRIPE_REFUND, {"payment_intent": data.get("id")}, require_approval=True)
+        elif kind == STRIPE_REFUND:
+            derived = UndoConfig(STRIPE_REFUND, {"charge": data.get("id")}, require_approval=True)
+        else:
+            target = call.context["object_id"] if kind == STRIPE_VOID else data.get("id")
+            derived = UndoConfig(kind, {"resource": resource, "id": target})
+        return merge_undo(derived, override)
+
+    def check_undo(self, undo: UndoConfig) -> None:
+        super().check_undo(undo)
+        params = undo.params
+        if undo.type == STRIPE_REFUND and not any(isinstance(params.get(k), str) for k in ("charge", "payment_intent")):
+            raise ValidationError("undo", "a stripe-refund undo names the 'charge' or 'payment_intent' to refund")
+        names_its_object = isinstance(params.get("resource"), str) and isinstance(params.get("id"), str)
+        if undo.type in self.undo_types - {STRIPE_REFUND} and not names_its_object:
+            raise ValidationError("undo", f"a {undo.type} undo names the 'resource' and the 'id' of the object")
+
+    def is_transient(self, error: BaseException) -> bool:
+        if isinstance(error, stripe.IdempotencyError):
+            return False
+        if isinstance(error, stripe.APIConnectionError | stripe.RateLimitError):
+            return True
+        if isinstance(error, stripe.StripeError) and _code(error) in TRANSIENT_CODES:
+            return True  # 409 idempotency_key_in_use arrives as a plain APIError
+        return isinstance(error, stripe.StripeError) and (error.http_status or 0) >= 500
+
+    def run_undo(self, undo: UndoConfig, client: Any, idempotency_key: str) -> None:
+        if undo.type not in self.undo_types:
+            super().run_undo(undo, client, idempotency_key)
+            return
+        api = client if isinstance(client, stripe.StripeClient) else _client_like_the_module()
+        options: Any = {"idempotency_key": idempotency_key}
+        params = undo.params
+        try:
+            if undo.type == STRIPE_REFUND:
+                target = {k: params[k] for k in ("charge", "payment_intent") if k in params}
+                api.v1.refunds.create(params=target, options=options)  # type: ignore[arg-type]
+                return
+            service = _service(api, params["resource"])
+            if undo.type == STRIPE_DELETE:
+                service.delete(params["id"], options=options)
+            elif undo.type == STRIPE_CANCEL:
+                service.cancel(params["id"], options=options)
+            elif undo.type == STRIPE_VOID:
+                service.void_invoice(params["id"], options=options)
+            else:
+                service.update(params["id"], params=params.get("params", {}), options=options)
+        except stripe.StripeError as exc:
+            if _already_undone(exc) or _voided_instead(api, undo):
+                return  # gone, cancelled, voided or refunded already: the effect is undone
+            raise
+
+    def check_config(self, config: JSON, credentials: JSON) -> None:
+        unknown = sorted(set(config) - {"apiBase"})
+        if unknown:
+            raise ValidationError(f"config.{unknown[0]}", "unknown setting (allowed: apiBase)")
+        base = config.get("apiBase")
+        if base is not None and (not isinstance(base, str) or not base.startswith(("https://", "http://"))):
+            raise ValidationError("config.apiBase", "must be the http(s) address of the Stripe API")
+        key = credentials.get("apiKey")
+        if set(credentials) - {"apiKey"} or not isinstance(key, str) or not key.startswith(("sk_", "rk_")):
+            raise ValidationError("credentials.apiKey", "needs the secret or restricted key (sk_… or rk_…) alone")
+
+    def server_client(self, config: JSON, credentials: JSON) -> stripe.StripeClient:
+        base = config.get("apiBase")
+        # Our own retries (same undo key every attempt) replace the SDK's.
+        return stripe.StripeClient(
+            credentials["apiKey"], base_addresses={"api": base} if base else {}, max_network_retries=0
+        )
+
+
+class _Call:
+    """A Stripe method call, its arguments bound, that can be made with an idempotency key.
+
+    Service methods take ``(id, params, options)`` (the id positional-only); legacy class methods take
+    ``(id, **params)`` with request options such as ``idempotency_key`` among the keyword arguments."""
+
+    def __init__(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], legacy: bool):
+        self.method = method
+        self.legacy = legacy
+        self.args = args
+        self.kwargs = kwargs
+        self.bound: inspect.BoundArguments | None = None
+        if not legacy:
+            try:
+                self.bound = inspect.signature(method).bind(*args, **kwargs)
+            except TypeError as exc:
+                raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
+
+    @classmethod
+    def bind(cls, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, legacy: bool) -> _Call:
+        return cls(method, args, kwargs, legacy)
+
+    @property
+    def object_id(self) -> str | None:
+        if self.bound is None:
+            return self.args[0] if self.args and isinstance(self.args[0], str) else None
+        named = self.bound.arguments.items()
+        return next((v for k, v in named if k not in ("params", "options") and isinstance(v, str)), None)
+
+    @property
+    def params(self) -> JSON:
+        if self.bound is None:
+            return {k: v for k, v in self.kwargs.items() if k not in REQUEST_OPTIONS}
+        return dict(self.bound.arguments.get("params") or {})
+
+    def run(self, idempotency_key: str) -> Any:
+        if self.bound is None:
+            return self.method(*self.args, **{**self.kwargs, "idempotency_key": idempotency_key})
+        arguments = dict(self.bound.arguments)
+        arguments["options"] = {**(arguments.get("options") or {}), "idempotency_key": idempotency_key}
+        call = inspect.BoundArguments(self.bound.signature, arguments)
+        return self.method(*call.args, **call.kwargs)
+
+
+async def _snapshot_then_async(
+    read: Callable[[str | None], Any], call: _Call, idempotency_key: str, context: dict[str, Any]
+) -> Any:
+    context["before"] = await read(call.object_id)
+    return await call.run(idempotency_key)
+
+
+def _describe_path(client: Any, path: tuple[str, ...]) -> tuple[str | None, str, bool]:
+    """(resource, method, is_async) of a call path: ``("v1", "customers", "create_async")`` is
+    ``("customers", "create", True)``; the legacy ``("Customer", "modify")`` is ``("customers", "update", False)``."""
+    *head, last = path
+    is_async = last.endswith("_async")
+    method = last.removesuffix("_async")
+    if client is stripe:
+        if len(head) != 1 or not isinstance(getattr(stripe, head[0], None), type):
+            return None, method, is_async
+        resource_class = getattr(stripe, head[0])
+        resource = resource_class.class_url().removeprefix("/v1/").replace("/", ".")
+        return resource, LEGACY_NAMES.get(method, method), is_async
+    head = head[1:] if head[:1] == ["v1"] else head
+    return (".".join(head) or None), method, is_async
+
+
+def _resolve(client: Any, path: tuple[str, ...]) -> Callable[..., Any]:
+    target = client
+    for name in path:
+        target = getattr(target, name)
+    return target  # type: ignore[no-any-return]
+
+
+def _reader(client: Any, path: tuple[str, ...], is_async: bool) -> Callable[[str | None], Any]:
+    """The ``retrieve`` beside the method at ``path`` (its async form for an async call)."""
+    owner = _resolve(client, path[:-1])
+    return getattr(owner, "retrieve_async" if is_async else "retrieve")  # type: ignore[no-any-return]
+
+
+def _service(api: stripe.StripeClient, resource: str) -> Any:
+    target: Any = api.v1
+    for name in resource.split("."):
+        target = getattr(target, name)
+    return target
+
+
+def _client_like_the_module() -> stripe.StripeClient:
+    """Legacy module-style callers configure the module; their undos go through the same key and address."""
+    if not stripe.api_key:
+        raise UndoError("stripe.api_key is not set, so the undo cannot authenticate")
+    return stripe.StripeClient(stripe.api_key, base_addresses={"api": stripe.api_base}, max_network_retries=0)
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, stripe.StripeObject):
+        return value.to_dict()
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _restore(changed: Mapping[str, Any], before: Mapping[str, Any]) -> JSON:
+    """The values of the fields an update changes, as they were before it; ``""`` unsets what was unset
+    (Stripe's way to clear a field or a metadata key)."""
+    restore: JSON = {}
+    for field in changed:
+        old = before.get(field)
+        if field == "metadata" and isinstance(changed[field], Mapping):
+            previous = old if isinstance(old, Mapping) else {}
+            restore["metadata"] = {k: previous.get(k, "") for k in changed[field]}
+        else:
+            restore[field] = "" if old is None else old
+    return restore
+
+
+def _voided_instead(api: stripe.StripeClient, undo: UndoConfig) -> bool:
+    """A finalized invoice cannot be deleted; once voided (by the undo of its finalization) it is undone."""
+    if undo.type != STRIPE_DELETE or undo.params.get("resource") != "invoices":
+        return False
+    return bool(api.v1.invoices.retrieve(undo.params["id"]).status == "void")
+
+
+def _code(error: stripe.StripeError) -> str | None:
+    """Stripe's error code: on the exception for some classes, on its ``error`` object for the others."""
+    code = getattr(error, "code", None) or getattr(error.error, "code", None)
+    return code if isinstance(code, str) else None
+
+
+def _already_undone(error: stripe.StripeError) -> bool:
+    if error.http_status == 404 or _code(error) in GONE_CODES:
+        return True
+    message = str(error).lower()
+    return "already" in message and any(word in message for word in ("cancel", "void", "refund", "deleted"))

@@ -1,0 +1,207 @@
+"""The stripe connector: the real stripe-python SDK, wrapped, against a stateful fake of Stripe on loopback.
+Each scenario runs embedded (inverses through the wrapped client) and through a server (inverses run by the
+server with the organisation's stored Stripe key)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import stripe
+from serving import RunningServer
+
+from agentrein import ActionStatus, AgentRein, ApprovalPurpose, DisplayStatus, UndoStatus
+from agentrein_server.demo.fake_stripe import FakeStripe
+from agentrein_stripe import StripeConnector
+
+KEY = "sk_test_agentrein"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeStripe]:
+    with FakeStripe().running() as running:
+        yield running
+
+
+@pytest.fixture(params=["embedded", "server"])
+def ar(request: pytest.FixtureRequest, database_url: str, fake: FakeStripe) -> Iterator[AgentRein]:
+    """AgentRein embedded, or through a server whose organisation has enabled the stripe connector."""
+    if request.param == "embedded":
+        import uuid
+
+        client = AgentRein(database_url, organisation=f"stripe-{uuid.uuid4().hex[:8]}")
+    else:
+        server: RunningServer = request.getfixturevalue("server")
+        tenant = server.tenant()
+        settings = {"enabled": True, "config": {"apiBase": fake.base_url}, "credentials": {"apiKey": KEY}}
+        headers = {"Authorization": f"Bearer {tenant.key}"}
+        assert httpx.put(f"{tenant.url}/connectors/stripe", json=settings, headers=headers).status_code == 200
+        client = tenant.client()
+    yield client
+    client.close()
+
+
+def stripe_client(fake: FakeStripe) -> stripe.StripeClient:
+    return stripe.StripeClient(KEY, base_addresses={"api": fake.base_url}, max_network_retries=0)
+
+
+def wrapped(ar: AgentRein, fake: FakeStripe, **options: Any) -> tuple[stripe.StripeClient, str]:
+    session = ar.new_session(agent_id="billing-agent", intent="onboard a customer")
+    return ar.wrap(stripe_client(fake), session, connector="stripe", **options), session.id
+
+
+def test_a_wrapped_client_is_still_a_stripe_client_and_reads_pass_through(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    assert isinstance(client, stripe.StripeClient)
+    created = client.v1.customers.create(params={"email": "a@example.com"})
+    assert isinstance(created, stripe.Customer)  # returned data is the SDK's own object, not a proxy
+    assert client.v1.customers.retrieve(created.id).email == "a@example.com"
+    assert [c.id for c in client.v1.customers.list().auto_paging_iter()] == [created.id]
+    (action,) = ar.get_session(session_id).actions
+    assert (action.api_name, action.status) == ("customers.create", ActionStatus.SUCCESS)
+    assert action.payload == {"params": {"email": "a@example.com"}}
+    assert action.undo is not None and action.undo.type == "stripe-delete"
+
+
+def test_a_failed_run_is_undone_last_first_with_the_right_inverse_for_each(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    customer = client.v1.customers.create(params={"email": "a@example.com", "source": "tok_visa"})
+    product = client.v1.products.create(params={"name": "Team plan"})
+    price = client.v1.prices.create(
+        params={"product": product.id, "unit_amount": 4900, "currency": "eur", "recurring": {"interval": "month"}}
+    )
+    subscription = client.v1.subscriptions.create(params={"customer": customer.id, "items": [{"price": price.id}]})
+    coupon = client.v1.coupons.create(params={"percent_off": 10, "duration": "once"})
+    fake.fail_next("POST", "/v1/invoices", status=400, message="the agent got something wrong")
+    with pytest.raises(stripe.InvalidRequestError):
+        client.v1.invoices.create(params={"customer": customer.id})
+    session = ar.get_session(session_id)
+    assert session.display_status is DisplayStatus.REVERTED
+    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 5 + [ActionStatus.FAILED]
+    assert fake.get(coupon.id) is None
+    assert (fake.get(subscription.id) or {}).get("status") == "canceled"
+    assert (fake.get(price.id) or {}).get("active") is False
+    assert (fake.get(product.id) or {}).get("active") is False
+    assert fake.objects("customer") == []
+    undo_calls = [
+        (c.method, c.path.split("/")[2]) for c in fake.calls() if c.method == "DELETE" or "active" in c.params
+    ]
+    assert undo_calls == [
+        ("DELETE", "coupons"),
+        ("DELETE", "subscriptions"),
+        ("POST", "prices"),
+        ("POST", "products"),
+        ("DELETE", "customers"),
+    ]
+
+
+def test_an_update_is_undone_by_restoring_what_it_changed(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    customer = client.v1.customers.create(params={"email": "old@example.com", "metadata": {"tier": "gold"}})
+    client.v1.customers.update(customer.id, params={"email": "new@example.com", "metadata": {"tier": "x", "vip": "1"}})
+    ar.rollback_session(session_id)
+    assert fake.objects("customer") == []  # the create is undone too, last
+    _agents_update, restore = fake.calls("POST", f"/v1/customers/{customer.id}")
+    assert restore.params == {"email": "old@example.com", "metadata": {"tier": "gold", "vip": ""}}
+
+
+def test_refunding_a_charge_waits_for_a_reviewer(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    charge = client.v1.charges.create(params={"amount": 2000, "currency": "eur", "source": "tok_visa"})
+    rolled = threading.Thread(target=ar.rollback_session, args=(session_id,), kwargs={"timeout_ms": 30_000})
+    rolled.start()
+    while not (pending := ar.list_approvals(status="PENDING")):
+        threading.Event().wait(0.05)
+    assert pending[0].purpose is ApprovalPurpose.ROLLBACK and pending[0].api_name == "charges.create"
+    assert fake.objects("refund") == []  # nothing moved before the reviewer said so
+    ar.approve(pending[0].approval_id, reviewer="finance@example.com")
+    rolled.join(timeout=30)
+    (refund,) = fake.objects("refund")
+    assert refund["charge"] == charge.id
+    (action,) = ar.get_session(session_id).actions
+    assert (action.status, action.undo_status) == (ActionStatus.ROLLED_BACK, UndoStatus.DONE)
+
+
+def test_a_finalized_invoice_is_voided_on_rollback(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    customer = client.v1.customers.create(params={"email": "a@example.com"})
+    invoice = client.v1.invoices.create(
+        params={"customer": customer.id, "collection_method": "send_invoice", "days_until_due": 30}
+    )
+    client.v1.invoice_items.create(
+        params={"customer": customer.id, "invoice": invoice.id, "amount": 500, "currency": "eur"}
+    )
+    client.v1.invoices.finalize_invoice(invoice.id)
+    session = ar.rollback_session(session_id)
+    assert (fake.get(invoice.id) or {}).get("status") == "void"
+    assert fake.objects("customer") == []
+    # the invoice item has no inverse of its own (it goes with its voided invoice): left SUCCESS, skipped
+    assert [a.api_name for a in session.actions if a.undo_status is UndoStatus.SKIPPED] == ["invoice_items.create"]
+    assert session.display_status is DisplayStatus.PARTIALLY_REVERTED
+
+
+def test_a_retried_create_whose_answer_was_lost_makes_one_customer(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake, retryable=["customers.create"])
+    fake.fail_next("POST", "/v1/customers", status=500, after_effect=True)
+    client.v1.customers.create(params={"email": "a@example.com"})
+    assert len(fake.objects("customer")) == 1
+    first, retry = fake.calls("POST", "/v1/customers")
+    (action,) = ar.get_session(session_id).actions
+    assert first.idempotency_key == retry.idempotency_key == action.idempotency_key
+    assert retry.replayed
+
+
+def test_the_legacy_module_style_is_recorded_and_undone(
+    ar: AgentRein, fake: FakeStripe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stripe, "api_key", KEY)
+    monkeypatch.setattr(stripe, "api_base", fake.base_url)
+    monkeypatch.setattr(stripe, "max_network_retries", 0)
+    session = ar.new_session(agent_id="legacy-agent", intent="old code")
+    module = ar.wrap(stripe, session, connector="stripe")
+    customer = module.Customer.create(email="a@example.com")
+    module.Customer.modify(customer.id, email="b@example.com")
+    assert [a.api_name for a in ar.get_session(session).actions] == ["customers.create", "customers.update"]
+    ar.rollback_session(session)
+    assert fake.objects("customer") == []
+
+
+def test_async_methods_are_recorded_too(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+
+    async def agent() -> str:
+        created = await client.v1.customers.create_async(params={"email": "a@example.com"})
+        return str(created.id)
+
+    customer_id = asyncio.run(agent())
+    (action,) = ar.get_session(session_id).actions
+    assert (action.api_name, action.response and action.response["id"]) == ("customers.create", customer_id)
+
+
+def test_secrets_never_reach_the_store(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    intent = client.v1.payment_intents.create(params={"amount": 100, "currency": "eur"})
+    assert intent.client_secret
+    (action,) = ar.get_session(session_id).actions
+    assert intent.client_secret not in repr(action)
+    assert action.response is not None and action.response["client_secret"] == "[REDACTED]"
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (stripe.APIConnectionError("reset"), True),
+        (stripe.RateLimitError("slow down", http_status=429), True),
+        (stripe.APIError("boom", http_status=502), True),
+        (stripe.APIError("in use", http_status=409, json_body={"error": {"code": "idempotency_key_in_use"}}), True),
+        (stripe.IdempotencyError("other params", http_status=400), False),
+        (stripe.CardError("declined", None, "card_declined", http_status=402), False),
+        (stripe.InvalidRequestError("no such customer", "id", code="resource_missing", http_status=404), False),
+    ],
+)
+def test_what_is_worth_retrying(error: Exception, transient: bool) -> None:
+    assert StripeConnector().is_transient(error) is transient
