@@ -1,0 +1,179 @@
+"""A conformance suite for connector plugins: the behaviour AgentRein relies on, checked against your own fake.
+Import it in your tests (it needs pytest): ``from agentrein.testing import ConnectorContract, Sample``.
+
+Subclass :class:`ConnectorContract` in your plugin's tests (the class name must start with ``Test`` for pytest to
+collect it), describe your service's calls, and provide four fixtures: ``connector`` (your connector),
+``client`` (a client of your service pointed at your local fake), ``database_url`` (where AgentRein records;
+a SQLite file in ``tmp_path`` will do) and ``service`` (whatever your fake is: it is passed back to the hooks
+below). Then implement the hooks::
+
+    class TestTodoConnector(ConnectorContract):
+        samples = (
+            Sample(("add_item",), kwargs={"title": "milk"}, api_name="items.create",
+                   operation_type=OperationType.CREATE, undo_type="todo-delete"),
+            Sample(("get_item",), args=("i1",)),  # a read: passes through unrecorded
+        )
+        create = samples[0]
+        transient_errors = (ConnectionError("reset"),)
+        permanent_errors = (ValueError("no such list"),)
+        secret = Sample(("add_item",), kwargs={"title": "x", "session_cookie": "s3cr3t"}, api_name="items.create",
+                        operation_type=OperationType.CREATE)
+        secret_value = "s3cr3t"
+
+        def exists(self, service, result): return result.id in service.items
+        def idempotency_keys(self, service): return [r.request_id for r in service.requests]
+
+Every check makes real calls through your client to your fake (nothing of yours is mocked), and the last ones
+go through AgentRein itself: a wrapped client records the create, and a rollback removes it from your fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from attrs import field, frozen
+
+from agentrein.client import AgentRein
+from agentrein_core.connector import Connector, PreparedCall
+from agentrein_core.hookspecs import hookimpl
+from agentrein_core.model import UndoConfig
+from agentrein_core.plugins import Connectors, installed_connectors, new_plugin_manager
+from agentrein_core.statuses import OperationType
+
+__all__ = ["ConnectorContract", "Sample"]
+
+
+@frozen
+class Sample:
+    """One call through the client: ``client.<path>(*args, **kwargs)``. For a write, the ``api_name`` and
+    ``operation_type`` the connector must give it and, where it has one, the ``undo_type`` it must derive;
+    ``api_name=None`` marks a read, which must pass through."""
+
+    path: tuple[str, ...]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(factory=dict)
+    api_name: str | None = None
+    operation_type: OperationType | None = None
+    undo_type: str | None = None
+
+    def call_on(self, target: Any) -> Any:
+        method: Callable[..., Any] = target
+        for name in self.path:
+            method = getattr(method, name)
+        return method(*self.args, **self.kwargs)
+
+
+class ConnectorContract:
+    """The contract every connector keeps. Not collected by itself: subclass it as ``Test<Something>``."""
+
+    #: The calls to classify (writes and reads).
+    samples: ClassVar[tuple[Sample, ...]] = ()
+    #: A write whose undo makes it disappear from the fake (a create, usually).
+    create: ClassVar[Sample]
+    #: Errors that are worth retrying with the same idempotency key, and errors that are not.
+    transient_errors: ClassVar[tuple[BaseException, ...]] = ()
+    permanent_errors: ClassVar[tuple[BaseException, ...]] = ()
+    #: A write whose payload holds ``secret_value`` under a key the connector declares sensitive.
+    secret: ClassVar[Sample | None] = None
+    secret_value: ClassVar[str] = ""
+    #: Whether the connector must be installed through the ``agentrein`` entry point (as shipped plugins are).
+    installed: ClassVar[bool] = True
+
+    # hooks the author implements -----------------------------------------------------------------------
+    def exists(self, service: Any, result: Any) -> bool:
+        """Whether the object ``result`` (what the create returned) still exists on the fake."""
+        raise NotImplementedError
+
+    def idempotency_keys(self, service: Any) -> list[str | None]:
+        """The idempotency keys the fake received, oldest first (``None`` for a request without one)."""
+        raise NotImplementedError
+
+    # the contract ----------------------------------------------------------------------------------------
+    def test_the_connector_is_installed_through_the_entry_point(self, connector: Connector) -> None:
+        if self.installed:
+            assert connector.name in installed_connectors().names()
+
+    def test_writes_are_named_and_classified_and_reads_pass_through(self, connector: Connector, client: Any) -> None:
+        assert self.samples, "list the calls to check in `samples`"
+        for sample in self.samples:
+            prepared = connector.prepare(client, sample.path, sample.args, dict(sample.kwargs))
+            if sample.api_name is None:
+                assert prepared is None, f"{'.'.join(sample.path)} is a read but was recorded as {prepared}"
+                continue
+            assert prepared is not None, f"{'.'.join(sample.path)} was let through unrecorded"
+            assert (prepared.api_name, prepared.operation_type) == (sample.api_name, sample.operation_type)
+
+    def test_a_write_carries_its_idempotency_key_on_every_attempt(
+        self, connector: Connector, client: Any, service: Any
+    ) -> None:
+        key = f"contract-{uuid.uuid4().hex}"
+        before = len(self.idempotency_keys(service))
+        self._run(self._prepare(connector, client, self.create), key)
+        sent = self.idempotency_keys(service)[before:]
+        assert key in sent, f"the service never saw the key {key!r} (it saw {sent})"
+
+    def test_every_write_derives_the_undo_it_should(self, connector: Connector, client: Any) -> None:
+        for sample in self.samples:
+            if sample.api_name is None or sample.undo_type is None:
+                continue
+            prepared = self._prepare(connector, client, sample)
+            result = self._run(prepared, f"contract-{uuid.uuid4().hex}")
+            undo = connector.undo_for(prepared, result, None)
+            assert isinstance(undo, UndoConfig) and undo.type == sample.undo_type, (sample.api_name, undo)
+            connector.check_undo(undo)  # what the server will accept from an agent
+
+    def test_only_transient_errors_are_worth_retrying(self, connector: Connector) -> None:
+        for error in self.transient_errors:
+            assert connector.is_transient(error), f"{error!r} should be retried"
+        for error in self.permanent_errors:
+            assert not connector.is_transient(error), f"{error!r} must not be retried"
+
+    def test_secrets_never_reach_the_store(
+        self, connector: Connector, client: Any, service: Any, database_url: str
+    ) -> None:
+        if self.secret is None:
+            return
+        with _embedded(database_url, connector) as agentrein:
+            session = agentrein.new_session(agent_id="contract", intent="secrets")
+            self.secret.call_on(agentrein.wrap(client, session, connector=connector.name))
+            stored = repr(agentrein.get_session(session).actions)
+        assert self.secret_value not in stored
+
+    def test_a_create_is_recorded_and_undone_by_a_rollback(
+        self, connector: Connector, client: Any, service: Any, database_url: str
+    ) -> None:
+        with _embedded(database_url, connector) as agentrein:
+            session = agentrein.new_session(agent_id="contract", intent="create, then roll back")
+            result = self.create.call_on(agentrein.wrap(client, session, connector=connector.name))
+            assert self.exists(service, result), "the create did not reach the fake"
+            rolled_back = agentrein.rollback_session(session)
+        assert [a.status for a in rolled_back.actions] == ["ROLLED_BACK"]
+        assert not self.exists(service, result), "the rollback did not remove what the create made"
+
+    # helpers -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _prepare(connector: Connector, client: Any, sample: Sample) -> PreparedCall:
+        prepared = connector.prepare(client, sample.path, sample.args, dict(sample.kwargs))
+        assert prepared is not None, f"{sample.api_name} was let through unrecorded"
+        return prepared
+
+    @staticmethod
+    def _run(prepared: PreparedCall, key: str) -> Any:
+        outcome = prepared.run(key)
+        return asyncio.run(outcome) if prepared.is_async else outcome
+
+
+def _embedded(database_url: str, connector: Connector) -> AgentRein:
+    """AgentRein, embedded, wrapping with exactly the ``connector`` under test (not an installed namesake)."""
+
+    class Plugin:
+        @hookimpl
+        def agentrein_register_connectors(self) -> list[Connector]:
+            return [connector]
+
+    manager = new_plugin_manager(load_entry_points=False)
+    manager.register(Plugin())
+    return AgentRein(database_url, organisation=f"contract-{uuid.uuid4().hex[:8]}", connectors=Connectors(manager))
