@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from attrs import define
+from attrs import define, evolve
 
 from agentrein.executor import ClientRef
 from agentrein.journal import Entry, ExecutedCall, LateOutcome
@@ -43,6 +43,10 @@ class Guard:
     client: Any
     options: WrapOptions
     redactor: Redactor
+
+    def rooted_at(self, obj: Any) -> Guard:
+        """The guard of an object a call returned (``repo.create_issue(...)`` is prepared on ``repo``)."""
+        return evolve(self, client=obj)
 
     @property
     def connector_name(self) -> str:

@@ -1,12 +1,16 @@
 """The transparent proxy ``wrap()`` returns.
 
 It stands in for the client: attribute reads go to the client, method calls go through the
-:class:`~agentrein.guard.Guard`, service objects the connector names are wrapped in turn (``client.v1.customers``),
-and ``isinstance(proxy, type(client))`` stays true, so code and type checks written for the client keep working.
+:class:`~agentrein.guard.Guard`, service objects the connector names (:meth:`Connector.descend`) are wrapped in
+turn, whether reached as attributes (``client.v1.customers``) or returned by calls (``gh.get_repo(...)``, and
+the items of a returned list), and ``isinstance(proxy, type(client))`` stays true, so code and type checks
+written for the client keep working.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from agentrein.guard import Guard
@@ -36,7 +40,8 @@ class WrappedClient:
         if callable(value) and not isinstance(value, type):
 
             def guarded(*args: Any, **kwargs: Any) -> Any:
-                return guard.call(path, value, args, kwargs)
+                result = guard.call(path, value, args, kwargs)
+                return _wrap_later(result, guard) if inspect.isawaitable(result) else _wrap(result, guard)
 
             guarded.__name__ = name
             guarded.__doc__ = getattr(value, "__doc__", None)
@@ -44,6 +49,17 @@ class WrappedClient:
         if guard.options.connector.descend(value):
             return WrappedClient(value, guard, path)
         return value
+
+    def __iter__(self) -> Iterator[Any]:
+        guard: Guard = object.__getattribute__(self, _GUARD)
+        for item in object.__getattribute__(self, _TARGET):
+            yield _wrap(item, guard)
+
+    def __getitem__(self, key: Any) -> Any:
+        return _wrap(object.__getattribute__(self, _TARGET)[key], object.__getattribute__(self, _GUARD))
+
+    def __len__(self) -> int:
+        return len(object.__getattribute__(self, _TARGET))
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(object.__getattribute__(self, _TARGET), name, value)
@@ -71,3 +87,14 @@ class WrappedClient:
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         return await object.__getattribute__(self, _TARGET).__aexit__(*exc_info)
+
+
+def _wrap(value: Any, guard: Guard) -> Any:
+    """A call's result: a service object the connector names is wrapped, guarded in its own right."""
+    if guard.options.connector.descend(value):
+        return WrappedClient(value, guard.rooted_at(value))
+    return value
+
+
+async def _wrap_later(result: Awaitable[Any], guard: Guard) -> Any:
+    return _wrap(await result, guard)

@@ -1,0 +1,123 @@
+"""The github connector: real PyGithub, wrapped, against a stateful fake of the GitHub API on loopback. Each
+scenario runs embedded and through a server (which undoes with the organisation's stored token)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import github
+import httpx
+import pytest
+from serving import RunningServer
+
+from agentrein import ActionStatus, AgentRein, DisplayStatus, ValidationError
+from agentrein_server.demo.fake_github import FakeGitHub
+
+TOKEN = "ghp_test"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    fake = FakeGitHub(token=TOKEN)
+    fake.add_repo("acme", "shop")
+    with fake.running() as running:
+        yield running
+
+
+@pytest.fixture(params=["embedded", "server"])
+def ar(request: pytest.FixtureRequest, database_url: str, fake: FakeGitHub) -> Iterator[AgentRein]:
+    if request.param == "embedded":
+        client = AgentRein(database_url, organisation=f"github-{uuid.uuid4().hex[:8]}")
+    else:
+        server: RunningServer = request.getfixturevalue("server")
+        tenant = server.tenant()
+        settings = {"enabled": True, "config": {"baseUrl": fake.base_url}, "credentials": {"token": TOKEN}}
+        headers = {"Authorization": f"Bearer {tenant.key}"}
+        assert httpx.put(f"{tenant.url}/connectors/github", json=settings, headers=headers).status_code == 200
+        client = tenant.client()
+    yield client
+    client.close()
+
+
+def gh(fake: FakeGitHub, **options: object) -> github.Github:
+    return github.Github(
+        auth=github.Auth.Token(TOKEN),
+        base_url=fake.base_url,
+        retry=None,
+        seconds_between_requests=None,
+        seconds_between_writes=None,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def wrapped(ar: AgentRein, fake: FakeGitHub, **options: object) -> tuple[github.Github, str]:
+    session = ar.new_session(agent_id="triage-agent", intent="file and discuss an issue")
+    return ar.wrap(gh(fake), session, connector="github", **options), session.id  # type: ignore[arg-type]
+
+
+def test_returned_objects_are_wrapped_so_their_calls_are_recorded(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake)
+    repo = client.get_repo("acme/shop")
+    assert isinstance(repo, github.Repository.Repository) and repo.full_name == "acme/shop"
+    issue = repo.create_issue(title="Checkout is slow", body="p99 at 4 s")
+    issue.create_comment("Looking into it")
+    issue.add_to_labels("bug")
+    assert [i.title for i in repo.get_issues()] == ["Checkout is slow"]  # PaginatedList still works
+    names = [a.api_name for a in ar.get_session(session_id).actions]
+    assert names == ["issues.create", "issues.comments.create", "labels.add"]
+
+
+def test_a_failed_run_is_undone_last_first(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake)
+    repo = client.get_repo("acme/shop")
+    issue = repo.create_issue(title="Checkout is slow")
+    comment = issue.create_comment("Looking into it")
+    issue.add_to_labels("bug")
+    fake.fail_next("POST", "/repos/acme/shop/issues", status=422)
+    with pytest.raises(github.GithubException):
+        repo.create_issue(title="A second one")
+    session = ar.get_session(session_id)
+    assert session.display_status is DisplayStatus.REVERTED
+    (stored,) = fake.issues("acme", "shop")
+    assert (stored["state"], stored["state_reason"]) == ("closed", "not_planned")
+    assert stored["labels"] == []
+    assert all(c["id"] != comment.id for c in fake.comments("acme", "shop"))
+    undo_order = [(c.method, c.path.rsplit("/", 2)[-2]) for c in fake.calls() if c.method in ("DELETE", "PATCH")]
+    assert undo_order == [("DELETE", "labels"), ("DELETE", "comments"), ("PATCH", "issues")]
+
+
+def test_an_issue_edit_is_undone_by_restoring_its_fields(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake)
+    issue = client.get_repo("acme/shop").create_issue(title="Old title", body="old body")
+    issue.edit(title="New title", body="new body")
+    ar.rollback_session(session_id)
+    (stored,) = fake.issues("acme", "shop")
+    assert (stored["title"], stored["state"]) == ("Old title", "closed")
+    assert stored["body"].startswith("old body")
+
+
+def test_a_retried_create_whose_answer_was_lost_makes_one_issue(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake, retryable=["issues.create"])
+    repo = client.get_repo("acme/shop")
+    fake.fail_next("POST", "/repos/acme/shop/issues", status=502, after_effect=True)
+    issue = repo.create_issue(title="Only once", body="please")
+    (stored,) = fake.issues("acme", "shop")
+    assert stored["number"] == issue.number
+    (action,) = ar.get_session(session_id).actions
+    assert action.status is ActionStatus.SUCCESS and f"agentrein:{action.idempotency_key}" in stored["body"]
+
+
+def test_a_created_repository_is_deleted_only_after_approval(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake)
+    client.get_user().create_repo("scratch")
+    session = ar.rollback_session(session_id, timeout_ms=300)  # nobody approves in time
+    assert fake.repo_exists("octocat", "scratch")
+    assert session.approvals[-1].status == "EXPIRED"
+
+
+def test_a_client_that_retries_posts_itself_is_refused(ar: AgentRein, fake: FakeGitHub) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+    unsafe = github.Github(auth=github.Auth.Token(TOKEN), base_url=fake.base_url)
+    with pytest.raises(ValidationError, match="retry=None"):
+        ar.wrap(unsafe, session, connector="github")
