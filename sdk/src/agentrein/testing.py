@@ -104,7 +104,8 @@ class ConnectorContract:
                 assert prepared is None, f"{'.'.join(sample.path)} is a read but was recorded as {prepared}"
                 continue
             assert prepared is not None, f"{'.'.join(sample.path)} was let through unrecorded"
-            assert (prepared.api_name, prepared.operation_type) == (sample.api_name, sample.operation_type)
+            got, expected = (prepared.api_name, prepared.operation_type), (sample.api_name, sample.operation_type)
+            assert got == expected, f"{'.'.join(sample.path)} was classified {got}, not {expected}"
 
     def test_a_write_carries_its_idempotency_key_on_every_attempt(
         self, connector: Connector, client: Any, service: Any

@@ -84,9 +84,11 @@ class GitHubConnector(Connector):
     )
 
     def accepts(self, client: Any) -> bool:
-        if not isinstance(client, github.Github):
+        """A ``Github``, or one of the resource objects it returns (a ``Repository`` say), made with
+        ``retry=None``."""
+        if not (isinstance(client, github.Github) or self.descend(client)) or isinstance(client, PaginatedList):
             return False
-        if client.requester._Requester__retry:  # type: ignore[attr-defined]
+        if client.requester._Requester__retry:
             raise ValidationError(
                 "client",
                 "make the Github client with retry=None: PyGithub retries POSTs by itself, which can create an "
