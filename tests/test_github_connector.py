@@ -121,3 +121,46 @@ def test_a_client_that_retries_posts_itself_is_refused(ar: AgentRein, fake: Fake
     unsafe = github.Github(auth=github.Auth.Token(TOKEN), base_url=fake.base_url)
     with pytest.raises(ValidationError, match="retry=None"):
         ar.wrap(unsafe, session, connector="github")
+
+
+def a_branch(repo: github.Repository.Repository, name: str) -> None:
+    """A branch with one commit of its own, made with the raw client (set-up, not part of the agent's run)."""
+    repo.create_git_ref(f"refs/heads/{name}", repo.get_branch("main").commit.sha)
+    repo.create_file(f"{name}.txt", "work", "content", branch=name)
+
+
+def test_pulls_refs_and_files_are_undone_with_their_own_inverses(ar: AgentRein, fake: FakeGitHub) -> None:
+    a_branch(gh(fake).get_repo("acme/shop"), "feature")
+    client, session_id = wrapped(ar, fake)
+    repo = client.get_repo("acme/shop")
+    pull = repo.create_pull("main", "feature", title="A feature")
+    repo.create_git_ref("refs/heads/scratch", repo.get_branch("main").commit.sha)
+    repo.create_file("NOTES.md", "notes", "first notes")
+    readme = repo.get_contents("README.md")
+    repo.update_file("README.md", "rewrite", "rewritten", readme.sha)  # type: ignore[union-attr]
+    session = ar.rollback_session(session_id)
+    assert session.display_status is DisplayStatus.REVERTED
+    assert fake.file("acme", "shop", "README.md") != b"rewritten"
+    assert fake.file("acme", "shop", "NOTES.md") is None
+    assert "refs/heads/scratch" not in fake.refs("acme", "shop")
+    (stored,) = fake.pulls("acme", "shop")
+    assert (stored["number"], stored["state"]) == (pull.number, "closed")
+
+
+@pytest.mark.parametrize("create", ["pull", "ref"])
+def test_a_retried_create_told_it_exists_answers_with_what_the_lost_attempt_made(
+    ar: AgentRein, fake: FakeGitHub, create: str
+) -> None:
+    a_branch(gh(fake).get_repo("acme/shop"), "feature")
+    client, session_id = wrapped(ar, fake, retryable=["pulls.create", "git.refs.create"])
+    repo = client.get_repo("acme/shop")
+    if create == "pull":
+        fake.fail_next("POST", "/repos/acme/shop/pulls", status=502, after_effect=True)
+        made = repo.create_pull("main", "feature", title="A feature")
+        assert [p["number"] for p in fake.pulls("acme", "shop")] == [made.number]
+    else:
+        fake.fail_next("POST", "/repos/acme/shop/git/refs", status=502, after_effect=True)
+        made = repo.create_git_ref("refs/heads/scratch", repo.get_branch("main").commit.sha)
+        assert made.ref == "refs/heads/scratch"
+    (action,) = ar.get_session(session_id).actions
+    assert action.status is ActionStatus.SUCCESS and action.undo is not None

@@ -205,3 +205,38 @@ def test_secrets_never_reach_the_store(ar: AgentRein, fake: FakeStripe) -> None:
 )
 def test_what_is_worth_retrying(error: Exception, transient: bool) -> None:
     assert StripeConnector().is_transient(error) is transient
+
+
+def test_the_deprecated_service_paths_are_recorded_under_the_same_names(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    with pytest.warns(DeprecationWarning):
+        services = client.customers
+    services.create(params={"email": "a@example.com"})
+    assert [a.api_name for a in ar.get_session(session_id).actions] == ["customers.create"]
+    ar.rollback_session(session_id)
+    assert fake.objects("customer") == []
+
+
+def test_a_payment_intent_not_yet_paid_is_cancelled_and_a_subscription_update_restored(
+    ar: AgentRein, fake: FakeStripe
+) -> None:
+    client, session_id = wrapped(ar, fake)
+    customer = client.v1.customers.create(params={"email": "a@example.com", "source": "tok_visa"})
+    price = client.v1.prices.create(
+        params={
+            "product_data": {"name": "Team"},
+            "unit_amount": 900,
+            "currency": "eur",
+            "recurring": {"interval": "month"},
+        }
+    )
+    subscription = client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id}], "metadata": {"seats": "5"}}
+    )
+    client.v1.subscriptions.update(subscription.id, params={"metadata": {"seats": "50"}})
+    intent = client.v1.payment_intents.create(params={"amount": 500, "currency": "eur"})
+    ar.rollback_session(session_id)
+    assert (fake.get(intent.id) or {}).get("status") == "canceled"
+    restored = next(c for c in reversed(fake.calls("POST", f"/v1/subscriptions/{subscription.id}")))
+    assert restored.params == {"metadata": {"seats": "5"}}
+    assert (fake.get(subscription.id) or {}).get("status") == "canceled"

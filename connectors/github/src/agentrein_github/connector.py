@@ -124,9 +124,17 @@ class GitHubConnector(Connector):
 
         def run(key: str) -> Any:
             context["attempts"] += 1
+            retry = context["attempts"] > 1
             if api_name in ("issues.create", "issues.comments.create"):
-                return _create_once(client, method, api_name, args, kwargs, key, retry=context["attempts"] > 1)
-            return method(*args, **kwargs)
+                return _create_once(client, method, api_name, args, kwargs, key, retry=retry)
+            try:
+                return method(*args, **kwargs)
+            except GithubException as exc:
+                # A retry told "already exists": the lost attempt made it; answer with what it made.
+                made = _made_by_lost_attempt(client, api_name, args, kwargs) if retry and exc.status == 422 else None
+                if made is None:
+                    raise
+                return made
 
         return PreparedCall(api_name=api_name, operation_type=operation, payload=payload, run=run, context=context)
 
@@ -250,6 +258,30 @@ def _create_once(
         return method(*args, **{**kwargs, "body": f"{body}\n\n{marker}" if body else marker})
     body = kwargs.get("body", args[0] if args else "")
     return method(f"{body}\n\n{marker}", *args[1:], **{k: v for k, v in kwargs.items() if k != "body"})
+
+
+def _made_by_lost_attempt(repo: Any, api_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What an earlier attempt of a pull request, ref or file create made, found by what names it."""
+    bound = {**dict(zip(_POSITIONAL.get(api_name, ()), args, strict=False)), **kwargs}
+    with suppress(GithubException):
+        if api_name == "pulls.create":
+            owner = repo.full_name.split("/")[0]
+            pulls = repo.get_pulls(state="open", base=bound["base"], head=f"{owner}:{bound['head']}")
+            return next(iter(pulls), None)
+        if api_name == "git.refs.create":
+            return repo.get_git_ref(str(bound["ref"]).removeprefix("refs/"))
+        if api_name == "files.create":
+            branch = bound.get("branch")
+            content = repo.get_contents(bound["path"], ref=branch) if branch else repo.get_contents(bound["path"])
+            return {"content": content}
+    return None
+
+
+_POSITIONAL = {
+    "pulls.create": ("base", "head"),
+    "git.refs.create": ("ref", "sha"),
+    "files.create": ("path", "message", "content", "branch"),
+}
 
 
 def _undo_file(requester: Any, repo: str, p: Mapping[str, Any], key: str) -> None:
