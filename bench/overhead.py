@@ -1,9 +1,12 @@
-"""How much latency AgentRein adds to an agent's HTTP calls, on the embedded SQLite store.
+"""How much latency AgentRein adds to an agent's API calls (http, Stripe, GitHub), on the embedded SQLite store.
 
 What it measures
-    One ``httpx.Client`` is wrapped with ``ar.wrap(client, session, connector="http")`` on an embedded
-    ``AgentRein("sqlite:///<tmp>/bench.db")``. The same call is then made through the raw client and through
-    the wrapped one, and the added latency is ``median(wrapped) - median(raw)``:
+    Each client is wrapped with ``ar.wrap(client, session, connector=...)`` on one embedded
+    ``AgentRein("sqlite:///<tmp>/bench.db")``, in a session of its own. The same call is then made through the
+    raw client and through the wrapped one, against the same fake, in one run, and the added latency is
+    ``median(wrapped) - median(raw)``.
+
+    An ``httpx.Client``, ``connector="http"``:
 
     - READ ``GET /v1/things/<id>`` over loopback: the proxy alone (reads are never recorded). Aim <= 5 us.
     - READ ``GET`` on a client whose transport is ``httpx.MockTransport`` answering 200 at once: the same
@@ -13,9 +16,32 @@ What it measures
       Aim <= 300 us.
     - WRITE ``POST`` on a ``MockTransport`` answering 201 with an id: the same, without a network.
 
-    The loopback service is :class:`agentrein_server.demo.fake_service.FakeService`, started once in a
-    process of its own (as a real service would be, so its threads do not compete with the agent's for the
-    GIL), for every loopback row.
+    The real ``stripe`` SDK, ``stripe.StripeClient("sk_test_x", base_addresses={"api": <fake>},
+    max_network_retries=0)`` against :class:`~agentrein_server.demo.fake_stripe.FakeStripe`,
+    ``connector="stripe"``:
+
+    - READ ``client.v1.customers.retrieve(id)``: the whole attribute chain goes through the proxy each call
+      (``v1`` and ``customers`` are service objects it wraps in turn); the connector sees a read and lets it
+      through unrecorded. Aim <= 5 us.
+    - WRITE ``client.v1.customers.create(params={...})``: recorded and confirmed as above, plus the connector
+      binding the call to the method's signature and adding its idempotency key to ``options``. Aim <= 300 us.
+
+    Real PyGithub, ``github.Github(auth=github.Auth.Token("ghp_test"), base_url=<fake>, retry=None,
+    seconds_between_requests=None, seconds_between_writes=None)`` against
+    :class:`~agentrein_server.demo.fake_github.FakeGitHub`, ``connector="github"``; the wrapped side uses the
+    repository that ``ar.wrap(gh, ...).get_repo("acme/shop")`` returns (a read, whose ``Repository`` the proxy
+    wraps so that its calls are guarded):
+
+    - READ ``repo.get_issue(n)``: passes through unrecorded, but the ``Issue`` it returns is wrapped in turn.
+      Aim <= 5 us.
+    - WRITE ``repo.create_issue(title=...)``: recorded and confirmed, the issue's body carrying AgentRein's
+      marker of the action's key (GitHub has no idempotency keys). Aim <= 300 us. The fake numbers an issue by
+      scanning the repository's issues, so each block of writes (warm-up included) gets a fresh repository,
+      made untimed just before it; the issue lists stay at most ``--calls`` long and the two sides alike.
+
+    Each fake (:class:`agentrein_server.demo.fake_service.FakeService` for the loopback http rows, FakeStripe,
+    FakeGitHub) is started once in a process of its own (as a real service would be, so its threads do not
+    compete with the agent's for the GIL or, on two cores, for the measured process's CPU).
 
 How
     Every path is warmed up first. Raw and wrapped calls then run in alternating blocks (``--rounds`` rounds
@@ -25,7 +51,7 @@ How
     difference of the medians, beside the aim. Figures are printed, never asserted.
 
 Run ``uv run python bench/overhead.py`` (``--help`` for options; ``--profile`` adds a cProfile of the wrapped
-POST path).
+http POST over loopback).
 """
 
 from __future__ import annotations
@@ -47,27 +73,44 @@ from importlib.metadata import version
 from itertools import count
 from multiprocessing.synchronize import Event
 from pathlib import Path
+from typing import Any
 
+import github
 import httpx
+import stripe
+from github.Issue import Issue
+from github.Repository import Repository
+from stripe.params import CustomerCreateParams
 
 from agentrein import AgentRein
+from agentrein_server.demo.fake_github import FakeGitHub
 from agentrein_server.demo.fake_service import FakeService
+from agentrein_server.demo.fake_stripe import FakeStripe
 
 READ_AIM_NS = 5_000
 WRITE_AIM_NS = 300_000
+GITHUB_TOKEN = "ghp_test"
+GITHUB_REPO = "acme/shop"
+GITHUB_ORG = GITHUB_REPO.split("/")[0]
 
-Call = Callable[[], httpx.Response]
+Fake = FakeService | FakeStripe | FakeGitHub
+
+Call = Callable[[], Any]
 
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the table: the same call made raw and wrapped."""
+    """One row of the table: the same call made raw and wrapped.
+
+    ``expected_status`` checks an ``httpx.Response``; the SDK rows leave it ``None`` (their SDKs raise on an
+    error status). ``before_block``, if given, runs untimed before every block of calls, warm-ups included."""
 
     label: str
     raw: Call
     wrapped: Call
-    expected_status: int
+    expected_status: int | None
     aim_ns: int
+    before_block: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,22 +130,25 @@ class Result:
 # timing -----------------------------------------------------------------------------------------------
 
 
-def _time_block(call: Call, n: int, expected_status: int, out: list[int]) -> None:
+def _time_block(row: Row, call: Call, n: int, out: list[int]) -> None:
     """Make ``n`` calls, appending each one's duration in ns to ``out`` (the status check is not timed)."""
+    if row.before_block is not None:
+        row.before_block()
+    expected_status = row.expected_status
     clock = time.perf_counter_ns
     for _ in range(n):
         start = clock()
         response = call()
         out.append(clock() - start)
-        if response.status_code != expected_status:
+        if expected_status is not None and response.status_code != expected_status:
             got = f"{response.status_code}: {response.text[:200]}"
             raise RuntimeError(f"expected {expected_status}, got {got}")
 
 
 def measure(row: Row, rounds: int, calls: int, warmup: int) -> Result:
     """Warm both sides up, then interleave raw and wrapped blocks, alternating which goes first."""
-    _time_block(row.raw, warmup, row.expected_status, [])
-    _time_block(row.wrapped, warmup, row.expected_status, [])
+    _time_block(row, row.raw, warmup, [])
+    _time_block(row, row.wrapped, warmup, [])
     raw: list[int] = []
     wrapped: list[int] = []
     for round_no in range(rounds):
@@ -110,7 +156,7 @@ def measure(row: Row, rounds: int, calls: int, warmup: int) -> Result:
         if round_no % 2:
             blocks.reverse()
         for call, out in blocks:
-            _time_block(call, calls, row.expected_status, out)
+            _time_block(row, call, calls, out)
     return Result(row.label, raw, wrapped, row.aim_ns)
 
 
@@ -142,6 +188,93 @@ def _clients(ar: AgentRein, base_url: str | None) -> Iterator[tuple[httpx.Client
     session = ar.new_session(agent_id="bench-overhead", intent="measure the wrapped client's overhead")
     with raw:
         yield raw, ar.wrap(raw, session, connector="http")
+
+
+def stripe_rows(ar: AgentRein, base_url: str) -> list[Row]:
+    """READ and WRITE rows of the real stripe SDK against FakeStripe, raw and wrapped."""
+    raw = stripe.StripeClient("sk_test_x", base_addresses={"api": base_url}, max_network_retries=0)
+    session = ar.new_session(agent_id="bench-overhead", intent="measure the wrapped stripe client's overhead")
+    wrapped = ar.wrap(raw, session, connector="stripe")
+    customer_id = raw.v1.customers.create(params={"email": "read@example.com", "name": "read me"}).id
+    params: CustomerCreateParams = {"email": "bench@example.com", "name": "bench"}
+    return [
+        Row(
+            "READ  stripe customers.retrieve",
+            lambda: raw.v1.customers.retrieve(customer_id),
+            lambda: wrapped.v1.customers.retrieve(customer_id),
+            None,
+            READ_AIM_NS,
+        ),
+        Row(
+            "WRITE stripe customers.create",
+            lambda: raw.v1.customers.create(params=params),
+            lambda: wrapped.v1.customers.create(params=params),
+            None,
+            WRITE_AIM_NS,
+        ),
+    ]
+
+
+class _FreshRepo:
+    """A repository of its own for each block of GitHub writes: ``advance()`` makes one (untimed) and points
+    ``raw`` at it and ``wrapped`` at the same repository reached through the wrapped client."""
+
+    def __init__(self, gh: github.Github, wrapped_gh: github.Github) -> None:
+        self._org = gh.get_organization(GITHUB_ORG)
+        self._wrapped_gh = wrapped_gh
+        self._names = count(1)
+        self.raw: Repository | None = None
+        self.wrapped: Repository | None = None
+
+    def advance(self) -> None:
+        self.raw = self._org.create_repo(f"bench-writes-{next(self._names)}")
+        self.wrapped = self._wrapped_gh.get_repo(self.raw.full_name)
+
+    def create_raw(self) -> Issue:
+        assert self.raw is not None
+        return self.raw.create_issue(title="bench")
+
+    def create_wrapped(self) -> Issue:
+        assert self.wrapped is not None
+        return self.wrapped.create_issue(title="bench")
+
+
+@contextmanager
+def github_rows(ar: AgentRein, base_url: str) -> Iterator[list[Row]]:
+    """READ and WRITE rows of real PyGithub against FakeGitHub, raw and wrapped."""
+    gh = github.Github(
+        auth=github.Auth.Token(GITHUB_TOKEN),
+        base_url=base_url,
+        retry=None,
+        seconds_between_requests=None,
+        seconds_between_writes=None,
+    )
+    session = ar.new_session(agent_id="bench-overhead", intent="measure the wrapped github client's overhead")
+    wrapped_gh = ar.wrap(gh, session, connector="github")
+    raw_repo = gh.get_repo(GITHUB_REPO)
+    wrapped_repo = wrapped_gh.get_repo(GITHUB_REPO)  # a read: the Repository comes back wrapped
+    number = raw_repo.create_issue(title="read me").number
+    fresh = _FreshRepo(gh, wrapped_gh)
+    try:
+        yield [
+            Row(
+                "READ  github repo.get_issue",
+                lambda: raw_repo.get_issue(number),
+                lambda: wrapped_repo.get_issue(number),
+                None,
+                READ_AIM_NS,
+            ),
+            Row(
+                "WRITE github repo.create_issue",
+                fresh.create_raw,
+                fresh.create_wrapped,
+                None,
+                WRITE_AIM_NS,
+                before_block=fresh.advance,
+            ),
+        ]
+    finally:
+        gh.close()
 
 
 # output -------------------------------------------------------------------------------------------------
@@ -213,18 +346,25 @@ def profile_writes(wrapped: httpx.Client, calls: int, top: int = 15) -> None:
 # main ---------------------------------------------------------------------------------------------------
 
 
-def _serve(urls: multiprocessing.Queue[str], stop: Event) -> None:
-    with FakeService().running() as svc:
-        urls.put(svc.base_url)
+def _fake_github() -> FakeGitHub:
+    fake = FakeGitHub(token=GITHUB_TOKEN)
+    owner, name = GITHUB_REPO.split("/")
+    fake.add_repo(owner, name)  # its owner becomes an organisation the token's user may create repositories in
+    return fake
+
+
+def _serve(make_fake: Callable[[], Fake], urls: multiprocessing.Queue[str], stop: Event) -> None:
+    with make_fake().running() as fake:
+        urls.put(fake.base_url)
         stop.wait()
 
 
 @contextmanager
-def _service_process() -> Iterator[str]:
-    """Run the fake service in a child process; yield its base URL."""
+def _service_process(make_fake: Callable[[], Fake] = FakeService) -> Iterator[str]:
+    """Run a fake (by default the http FakeService) in a child process; yield its base URL."""
     urls: multiprocessing.Queue[str] = multiprocessing.Queue()
     stop = multiprocessing.Event()
-    child = multiprocessing.Process(target=_serve, args=(urls, stop), daemon=True)
+    child = multiprocessing.Process(target=_serve, args=(make_fake, urls, stop), daemon=True)
     child.start()
     try:
         yield urls.get(timeout=30)
@@ -244,25 +384,37 @@ def main() -> None:
         parser.error("--calls and --rounds must be >= 1, --warmup >= 0")
 
     started = time.perf_counter()
-    print("AgentRein overhead: raw httpx.Client vs ar.wrap(client, session, connector='http')")
+    print("AgentRein overhead: raw client vs ar.wrap(client, session, connector=...) for http, stripe, github")
     print(
-        f"Python {platform.python_version()}, httpx {version('httpx')}, "
+        f"Python {platform.python_version()}, httpx {version('httpx')}, stripe {version('stripe')}, "
+        f"PyGithub {version('pygithub')}, requests {version('requests')}, "
         f"SQLAlchemy {version('sqlalchemy')}, SQLite {sqlite3.sqlite_version}, "
         f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
     )
     plan = f"{args.rounds} rounds x {args.calls} calls per side per row, interleaved"
     print(f"{plan}; warm-up {args.warmup} calls per side")
 
-    with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, _service_process() as base_url:
+    with (
+        tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp,
+        _service_process() as base_url,
+        _service_process(FakeStripe) as stripe_url,
+        _service_process(_fake_github) as github_url,
+    ):
         db_file = Path(tmp) / "bench.db"
         ar = AgentRein(f"sqlite:///{db_file}")
         try:
             with httpx.Client(base_url=base_url) as setup:
                 item_path = f"/v1/things/{setup.post('/v1/things', json={'name': 'read me'}).json()['id']}"
-            print(f"store: embedded SQLite {db_file}; service: FakeService {base_url} (its own process)\n")
+            print(f"store: embedded SQLite {db_file}")
+            fakes = f"FakeService {base_url}, FakeStripe {stripe_url}, FakeGitHub {github_url}"
+            print(f"fakes, each in a process of its own: {fakes}\n")
 
             results: list[Result] = []
-            with _clients(ar, base_url) as (raw, wrapped), _clients(ar, None) as (mraw, mwrapped):
+            with (
+                _clients(ar, base_url) as (raw, wrapped),
+                _clients(ar, None) as (mraw, mwrapped),
+                github_rows(ar, github_url) as gh_rows,
+            ):
                 body = {"name": "bench", "amount": 1200, "currency": "eur"}
                 rows = [
                     Row(
@@ -293,6 +445,8 @@ def main() -> None:
                         201,
                         WRITE_AIM_NS,
                     ),
+                    *stripe_rows(ar, stripe_url),
+                    *gh_rows,
                 ]
                 for row in rows:
                     results.append(measure(row, args.rounds, args.calls, args.warmup))
