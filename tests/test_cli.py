@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
 from agentrein_core.engine import Engine
 from agentrein_core.plugins import installed_connectors
-from agentrein_core.statuses import ApprovalPurpose
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
 from agentrein_core.store import Store
 from agentrein_server.cli import app
 from agentrein_server.demo.fake_service import FakeService
@@ -31,21 +31,51 @@ from agentrein_server.vault import SECRET_KEY_ENV
 runner = CliRunner()
 
 
-def test_demo_fails_on_step_four_and_shows_the_lifo_rollback(tmp_path: Path) -> None:
+def test_demo_fails_on_the_github_comment_and_undoes_both_services_last_first(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     result = runner.invoke(app, ["demo", "--database-url", url], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
     out = result.output
-    assert (
-        out.index("DELETE /v1/tickets/") < out.index("DELETE /v1/subscriptions/") < out.index("DELETE /v1/customers/")
-    )
+    assert "✗ 4  GitHub  issues.comments.create  GithubException: 500 Internal Server Error" in out
+    # the undo calls, in the order the fakes received them: GitHub first, then Stripe, last step first
+    closed = out.index('PATCH /repos/acme/onboarding/issues/1 {"state": "closed", "state_reason": "not_planned"} → 200')
+    assert closed < out.index("DELETE /v1/subscriptions/sub_") < out.index("DELETE /v1/customers/cus_")
     assert "display status: REVERTED" in out
-    assert "Left on the service: 0 customers, 0 subscriptions, 0 tickets, 0 invoices" in out
+    assert "Left on the services: Stripe: 0 customers, 0 active subscriptions; GitHub: 0 open issues" in out
     # the records are really in the database the demo was pointed at
     ar = AgentRein(url)
     (session,) = ar.list_sessions()
     assert session.display_status is DisplayStatus.REVERTED
-    assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 3 + [ActionStatus.FAILED]
+    assert [(a.connector, a.api_name, a.status) for a in session.actions] == [
+        ("stripe", "customers.create", ActionStatus.ROLLED_BACK),
+        ("stripe", "subscriptions.create", ActionStatus.ROLLED_BACK),
+        ("github", "issues.create", ActionStatus.ROLLED_BACK),
+        ("github", "issues.comments.create", ActionStatus.FAILED),
+    ]
+    undone = sorted(session.actions[:3], key=lambda a: a.updated_at)
+    assert [a.seq for a in undone] == [3, 2, 1]
+    assert not session.approvals
+
+
+def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    args = ["demo", "--approval", "--approve-after", "0.5", "--database-url", url]
+    result = runner.invoke(app, args, env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    (session,) = AgentRein(url).list_sessions()
+    (approval,) = session.approvals
+    command = f"uv run agentrein approvals approve {approval.approval_id} --database-url {url}"
+    assert command in out
+    assert "Nobody decided within 0.5 s: the demo approves it as agentrein-demo (auto)." in out
+    assert "approved by agentrein-demo (auto)" in out
+    assert approval.status is ApprovalStatus.APPROVED and approval.resolved_by == "agentrein-demo (auto)"
+    assert "display status: REVERTED" in out
+    assert "Left on the services: Stripe: 0 customers, 0 active subscriptions; GitHub: 0 open issues" in out
+    # the command shown names this very approval, in this very database
+    again = runner.invoke(app, command.split()[3:], env={"COLUMNS": "160"})
+    assert again.exit_code == 1
+    assert "already APPROVED by agentrein-demo (auto)" in again.output
 
 
 def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:

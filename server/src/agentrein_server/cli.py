@@ -191,12 +191,22 @@ def _rest(http: httpx.Client, method: str, path: str, **request: Any) -> Any:
 
 
 @app.command()
-def demo(database_url: DatabaseUrl = None) -> None:
-    """Run a four-step agent against a loopback fake service; step four fails and AgentRein undoes the rest."""
+def demo(
+    database_url: DatabaseUrl = None,
+    approval: Annotated[
+        bool, typer.Option("--approval", help="Hold the Stripe subscription for a reviewer's approval.")
+    ] = False,
+    approve_after: Annotated[
+        float,
+        typer.Option(min=0, help="With --approval: seconds to wait for a reviewer before the demo approves itself."),
+    ] = 5.0,
+) -> None:
+    """Onboard a customer on loopback fakes of Stripe and GitHub (customer, subscription, issue, comment); the
+    comment fails and AgentRein undoes the rest, last first, across both services."""
     from agentrein_server.demo.run import run_demo
 
     with errors_exit():
-        run_demo(database_url, console)
+        run_demo(database_url, console, approval=approval, approve_after=approve_after)
 
 
 @app.command()
