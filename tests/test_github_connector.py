@@ -164,3 +164,48 @@ def test_a_retried_create_told_it_exists_answers_with_what_the_lost_attempt_made
         assert made.ref == "refs/heads/scratch"
     (action,) = ar.get_session(session_id).actions
     assert action.status is ActionStatus.SUCCESS and action.undo is not None
+
+
+@pytest.mark.parametrize(
+    "undo",
+    [
+        {"type": "github-delete-ref", "repo": "acme/shop", "ref": "../../prod"},
+        {"type": "github-delete-comment", "repo": "acme/shop", "id": "../../../prod"},
+        {"type": "github-close-issue", "repo": "acme/../prod", "number": 1},
+        {"type": "github-restore-issue", "repo": "acme/shop", "number": 1, "fields": {"private": False}},
+        {"type": "github-delete-file", "repo": "acme/shop", "path": "../../prod"},
+        {"type": "github-delete-repo", "repo": "acme/prod", "requireApproval": False},
+    ],
+)
+def test_a_server_refuses_an_undo_that_would_reach_beyond_its_object(
+    server: RunningServer, fake: FakeGitHub, undo: dict[str, object]
+) -> None:
+    tenant = server.tenant()
+    api = httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"})
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    body = {"connector": "github", "apiName": "issues.create", "operationType": "CREATE", "payload": {}}
+    action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+    refused = api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "SUCCESS", "undo": undo})
+    assert refused.status_code == 400, refused.text
+    assert api.get(f"/sessions/{session_id}").json()["actions"][0]["status"] == "CLEARED"
+
+
+def test_calls_are_recorded_by_argument_name_even_through_attributes(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake)
+    repo = client.get_repo("acme/shop")
+    issue = repo.create_issue("Positional title", "positional body")  # body given positionally
+    issue.repository.create_issue(title="Reached through an attribute")
+    (first, second) = ar.get_session(session_id).actions
+    assert first.payload == {"title": "Positional title", "body": "positional body"}
+    assert second.api_name == "issues.create"
+    assert "positional body" in (fake.issue("acme", "shop", issue.number) or {})["body"]
+
+
+def test_secret_values_set_through_the_api_are_redacted() -> None:
+    from agentrein_core.redaction import Redactor
+    from agentrein_github import GitHubConnector
+
+    redacted = Redactor(GitHubConnector.sensitive_fields).redact(
+        {"secret_name": "DEPLOY", "unencrypted_value": "ghp_x"}
+    )
+    assert redacted == {"secret_name": "DEPLOY", "unencrypted_value": "[REDACTED]"}

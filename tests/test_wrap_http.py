@@ -256,3 +256,9 @@ def test_undo_status_starts_as_none_on_success(ar: AgentRein, service: FakeServi
     client, session_id = wrapped(ar, service)
     client.post("/v1/orders", json={})
     assert ar.get_session(session_id).actions[0].undo_status is UndoStatus.NONE
+
+
+def test_a_wrapped_client_is_truthy_like_the_client(ar: AgentRein, service: FakeService) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    assert bool(client) and (client or None) is client

@@ -61,6 +61,9 @@ class WrappedClient:
     def __len__(self) -> int:
         return len(object.__getattribute__(self, _TARGET))
 
+    def __bool__(self) -> bool:  # defined, or the __len__ above would decide (and fail for clients)
+        return bool(object.__getattribute__(self, _TARGET))
+
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(object.__getattribute__(self, _TARGET), name, value)
 

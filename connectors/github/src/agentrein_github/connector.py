@@ -17,10 +17,13 @@ keep working, and plain data passes through.
 from __future__ import annotations
 
 import base64
+import inspect
+import re
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from itertools import islice
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import github
 from github.GithubException import GithubException, UnknownObjectException
@@ -62,6 +65,20 @@ CALLS: Mapping[tuple[str, str], tuple[str, OperationType]] = {
 RESOURCES = frozenset(
     {"Repository", "Issue", "PullRequest", "IssueComment", "GitRef", "Organization", "AuthenticatedUser", "ContentFile"}
 )
+#: What each undo names besides its repository.
+REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
+    CLOSE_ISSUE: ("number",),
+    RESTORE_ISSUE: ("number", "fields"),
+    DELETE_COMMENT: ("id",),
+    REMOVE_LABELS: ("number", "labels"),
+    CLOSE_PULL: ("number",),
+    DELETE_REF: ("ref",),
+    DELETE_FILE: ("path",),
+    RESTORE_FILE: ("path", "content"),
+    DELETE_REPO: (),
+}
+_REPO = re.compile(r"[\w.-]+/[\w.-]+")
+_REF = re.compile(r"refs/(heads|tags)/[\w./-]+")
 READ_PREFIXES = ("get_", "has_", "is_", "list_", "search_", "as_")
 READS = frozenset({"complete", "update", "compare", "setCheckAfterInitFlag", "close", "raw_data", "raw_headers"})
 ISSUE_FIELDS = ("title", "body", "state", "labels", "assignees")
@@ -69,6 +86,8 @@ ISSUE_FIELDS = ("title", "body", "state", "labels", "assignees")
 
 class GitHubConnector(Connector):
     name: ClassVar[str] = "github"
+    #: Secrets set through the API (``create_secret(name, unencrypted_value)``), on top of the default list.
+    sensitive_fields: ClassVar[frozenset[str]] = frozenset({"unencryptedvalue", "encryptedvalue"})
     undo_types: ClassVar[frozenset[str]] = frozenset(
         {
             CLOSE_ISSUE,
@@ -104,38 +123,43 @@ class GitHubConnector(Connector):
     def prepare(
         self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> PreparedCall | None:
-        if len(path) != 1:
-            return None
-        method_name = path[0]
+        *through, method_name = path
         if method_name in READS or method_name.startswith(READ_PREFIXES) or method_name.startswith("_"):
             return None
-        owner = "Github" if isinstance(client, github.Github) else type(client).__name__
+        target: Any = client
+        for name in through:  # issue.repository.create_issue(...): the call is on the repository
+            target = getattr(target, name)
+        if not _is_pygithub(target):
+            return None
+        owner = "Github" if isinstance(target, github.Github) else type(target).__name__
         api_name, operation = CALLS.get((owner, method_name), (f"{owner.lower()}.{method_name}", OperationType.OTHER))
-        method: Callable[..., Any] = getattr(client, method_name)
-        context: dict[str, Any] = {"owner": client, "args": args, "kwargs": kwargs, "attempts": 0}
+        call = _Call(getattr(target, method_name), args, kwargs)
+        context: dict[str, Any] = {"owner": target, "named": call.named, "attempts": 0}
         if api_name == "issues.update":
-            context["before"] = _issue_fields(client)
+            context["before"] = _issue_fields(target)
+        if api_name == "labels.add":
+            context["had_labels"] = {label.name for label in target.labels}
         if api_name == "files.update":
-            path_arg = kwargs.get("path", args[0] if args else None)
-            branch = kwargs.get("branch")
-            current = client.get_contents(path_arg, ref=branch) if branch else client.get_contents(path_arg)
+            branch = call.named.get("branch")
+            path_arg = call.named["path"]
+            current = target.get_contents(path_arg, ref=branch) if branch else target.get_contents(path_arg)
             context["before"] = current.decoded_content
-        payload: JSON = {"args": [_plain(a) for a in args], "kwargs": {k: _plain(v) for k, v in kwargs.items()}}
 
         def run(key: str) -> Any:
             context["attempts"] += 1
             retry = context["attempts"] > 1
             if api_name in ("issues.create", "issues.comments.create"):
-                return _create_once(client, method, api_name, args, kwargs, key, retry=retry)
+                return _create_once(target, call, api_name, key, retry=retry)
             try:
-                return method(*args, **kwargs)
+                return call.run()
             except GithubException as exc:
                 # A retry told "already exists": the lost attempt made it; answer with what it made.
-                made = _made_by_lost_attempt(client, api_name, args, kwargs) if retry and exc.status == 422 else None
+                made = _made_by_lost_attempt(target, api_name, call.named) if retry and exc.status == 422 else None
                 if made is None:
                     raise
                 return made
 
+        payload = {k: _plain(v) for k, v in call.named.items()}
         return PreparedCall(api_name=api_name, operation_type=operation, payload=payload, run=run, context=context)
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
@@ -156,7 +180,10 @@ class GitHubConnector(Connector):
         elif name == "issues.comments.create":
             derived = UndoConfig(DELETE_COMMENT, {"repo": _repo_of(owner), "id": data["id"]})
         elif name == "labels.add":
-            labels = [str(_plain(label)) for label in context["args"]]
+            already = {label.name for label in owner.labels}  # read before the call: only new ones are undone
+            labels = [
+                str(_plain(label)) for label in context["named"].get("labels", []) if _plain(label) not in already
+            ]
             derived = UndoConfig(REMOVE_LABELS, {"repo": _repo_of(owner), "number": owner.number, "labels": labels})
         elif name == "pulls.create":
             derived = UndoConfig(CLOSE_PULL, {"repo": owner.full_name, "number": data["number"]})
@@ -175,10 +202,31 @@ class GitHubConnector(Connector):
         return merge_undo(derived, override)
 
     def check_undo(self, undo: UndoConfig) -> None:
+        """An undo an agent sent names exactly one object of one repository: ids are numbers, refs are branch or
+        tag refs, paths stay inside the repository, and deleting a repository waits for a human's approval."""
         super().check_undo(undo)
-        repo = undo.params.get("repo")
-        if undo.type in self.undo_types and (not isinstance(repo, str) or repo.count("/") != 1):
+        if undo.type not in self.undo_types:
+            return
+        p = undo.params
+        repo = p.get("repo")
+        if not isinstance(repo, str) or not _REPO.fullmatch(repo) or {".", ".."} & set(repo.split("/")):
             raise ValidationError("undo.repo", "a github undo names its repository as 'owner/name'")
+        for key in REQUIRED_PARAMS[undo.type]:
+            if key not in p:
+                raise ValidationError(f"undo.{key}", f"a {undo.type} undo needs {key!r}")
+        for key in ("number", "id"):
+            if key in p and (isinstance(p[key], bool) or not isinstance(p[key], int)):
+                raise ValidationError(f"undo.{key}", "must be a number")
+        if "ref" in p and (not isinstance(p["ref"], str) or not _REF.fullmatch(p["ref"]) or ".." in p["ref"]):
+            raise ValidationError("undo.ref", "must be a branch or tag ref (refs/heads/… or refs/tags/…)")
+        if "path" in p and (not isinstance(p["path"], str) or _escapes(p["path"])):
+            raise ValidationError("undo.path", "must be a path inside the repository")
+        if "labels" in p and not (isinstance(p["labels"], list) and all(isinstance(x, str) for x in p["labels"])):
+            raise ValidationError("undo.labels", "must be a list of label names")
+        if "fields" in p and not (isinstance(p["fields"], dict) and set(p["fields"]) <= set(ISSUE_FIELDS)):
+            raise ValidationError("undo.fields", f"may restore only {', '.join(ISSUE_FIELDS)}")
+        if undo.type == DELETE_REPO and not undo.require_approval:
+            raise ValidationError("undo.requireApproval", "deleting a repository always waits for a human's approval")
 
     def is_transient(self, error: BaseException) -> bool:
         import requests
@@ -193,26 +241,25 @@ class GitHubConnector(Connector):
             return
         requester = client.requester
         p = undo.params
-        repo = f"/repos/{p['repo']}"
+        repo = "/repos/" + "/".join(_segment(part) for part in p["repo"].split("/"))
         try:
             if undo.type == CLOSE_ISSUE:
-                requester.requestJsonAndCheck(
-                    "PATCH", f"{repo}/issues/{p['number']}", input={"state": "closed", "state_reason": "not_planned"}
-                )
+                closed = {"state": "closed", "state_reason": "not_planned"}
+                requester.requestJsonAndCheck("PATCH", f"{repo}/issues/{int(p['number'])}", input=closed)
             elif undo.type == RESTORE_ISSUE:
-                requester.requestJsonAndCheck("PATCH", f"{repo}/issues/{p['number']}", input=p["fields"])
+                requester.requestJsonAndCheck("PATCH", f"{repo}/issues/{int(p['number'])}", input=p["fields"])
             elif undo.type == DELETE_COMMENT:
-                requester.requestJsonAndCheck("DELETE", f"{repo}/issues/comments/{p['id']}")
+                requester.requestJsonAndCheck("DELETE", f"{repo}/issues/comments/{int(p['id'])}")
             elif undo.type == REMOVE_LABELS:
                 for label in p["labels"]:
-                    _gone_is_fine(requester, "DELETE", f"{repo}/issues/{p['number']}/labels/{label}")
+                    _gone_is_fine(requester, "DELETE", f"{repo}/issues/{int(p['number'])}/labels/{_segment(label)}")
             elif undo.type == CLOSE_PULL:
-                requester.requestJsonAndCheck("PATCH", f"{repo}/pulls/{p['number']}", input={"state": "closed"})
+                requester.requestJsonAndCheck("PATCH", f"{repo}/pulls/{int(p['number'])}", input={"state": "closed"})
             elif undo.type == DELETE_REF:
-                requester.requestJsonAndCheck("DELETE", f"{repo}/git/{p['ref']}")
+                requester.requestJsonAndCheck("DELETE", f"{repo}/git/{quote(p['ref'], safe='/')}")
             elif undo.type in (DELETE_FILE, RESTORE_FILE):
                 _undo_file(requester, repo, p, idempotency_key)
-            else:
+            elif undo.type == DELETE_REPO:
                 requester.requestJsonAndCheck("DELETE", repo)
         except UnknownObjectException:
             return  # already gone: the effect is undone
@@ -231,74 +278,92 @@ class GitHubConnector(Connector):
         return github.Github(auth=github.Auth.Token(credentials["token"]), retry=None, **options)
 
 
-def _create_once(
-    client: Any,
-    method: Callable[..., Any],
-    api_name: str,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    key: str,
-    *,
-    retry: bool,
-) -> Any:
+def _create_once(owner: Any, call: _Call, api_name: str, key: str, *, retry: bool) -> Any:
     """Create an issue or comment carrying an invisible marker of ``key``; a retry first looks for the one a
     lost attempt made (GitHub has no idempotency keys)."""
     marker = f"<!-- agentrein:{key} -->"
     if retry:
         recent = (
-            client.get_issues(state="all", sort="created", direction="desc")
+            owner.get_issues(state="all", sort="created", direction="desc")
             if api_name == "issues.create"
-            else client.get_comments()
+            else owner.get_comments()
         )
         made = next((item for item in islice(recent, 50) if marker in (item.body or "")), None)
         if made is not None:
             return made
-    if api_name == "issues.create":
-        body = kwargs.get("body") or ""
-        return method(*args, **{**kwargs, "body": f"{body}\n\n{marker}" if body else marker})
-    body = kwargs.get("body", args[0] if args else "")
-    return method(f"{body}\n\n{marker}", *args[1:], **{k: v for k, v in kwargs.items() if k != "body"})
+    body = call.named.get("body")
+    return call.run(body=f"{body}\n\n{marker}" if isinstance(body, str) and body else marker)
 
 
-def _made_by_lost_attempt(repo: Any, api_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _made_by_lost_attempt(repo: Any, api_name: str, named: Mapping[str, Any]) -> Any:
     """What an earlier attempt of a pull request, ref or file create made, found by what names it."""
-    bound = {**dict(zip(_POSITIONAL.get(api_name, ()), args, strict=False)), **kwargs}
     with suppress(GithubException):
         if api_name == "pulls.create":
             owner = repo.full_name.split("/")[0]
-            pulls = repo.get_pulls(state="open", base=bound["base"], head=f"{owner}:{bound['head']}")
+            pulls = repo.get_pulls(state="open", base=named["base"], head=f"{owner}:{named['head']}")
             return next(iter(pulls), None)
         if api_name == "git.refs.create":
-            return repo.get_git_ref(str(bound["ref"]).removeprefix("refs/"))
+            return repo.get_git_ref(str(named["ref"]).removeprefix("refs/"))
         if api_name == "files.create":
-            branch = bound.get("branch")
-            content = repo.get_contents(bound["path"], ref=branch) if branch else repo.get_contents(bound["path"])
+            branch = named.get("branch")
+            content = repo.get_contents(named["path"], ref=branch) if branch else repo.get_contents(named["path"])
             return {"content": content}
     return None
 
 
-_POSITIONAL = {
-    "pulls.create": ("base", "head"),
-    "git.refs.create": ("ref", "sha"),
-    "files.create": ("path", "message", "content", "branch"),
-}
+class _Call:
+    """A PyGithub method call with its arguments bound to their names (so what is recorded is named, and a
+    positional ``branch`` or ``body`` is found where it was given)."""
+
+    def __init__(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.method = method
+        try:
+            self.bound = inspect.signature(method).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
+        parameters = self.bound.signature.parameters
+        self.named: dict[str, Any] = {}
+        for name, value in self.bound.arguments.items():
+            if parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                self.named.update(value)
+            else:
+                self.named[name] = list(value) if parameters[name].kind is inspect.Parameter.VAR_POSITIONAL else value
+
+    def run(self, **replaced: Any) -> Any:
+        arguments = {**self.bound.arguments, **replaced}
+        call = inspect.BoundArguments(self.bound.signature, arguments)
+        return self.method(*call.args, **call.kwargs)
 
 
 def _undo_file(requester: Any, repo: str, p: Mapping[str, Any], key: str) -> None:
     params = {"ref": p["branch"]} if p.get("branch") else None
-    _, current = requester.requestJsonAndCheck("GET", f"{repo}/contents/{p['path']}", parameters=params)
+    target = f"{repo}/contents/{quote(p['path'], safe='/')}"
+    _, current = requester.requestJsonAndCheck("GET", target, parameters=params)
     body: JSON = {"message": f"AgentRein: undo ({key})", "sha": current["sha"]}
     if p.get("branch"):
         body["branch"] = p["branch"]
     if "content" in p:
-        requester.requestJsonAndCheck("PUT", f"{repo}/contents/{p['path']}", input={**body, "content": p["content"]})
+        requester.requestJsonAndCheck("PUT", target, input={**body, "content": p["content"]})
     else:
-        requester.requestJsonAndCheck("DELETE", f"{repo}/contents/{p['path']}", input=body)
+        requester.requestJsonAndCheck("DELETE", target, input=body)
 
 
 def _gone_is_fine(requester: Any, verb: str, url: str) -> None:
     with suppress(UnknownObjectException):
         requester.requestJsonAndCheck(verb, url)
+
+
+def _segment(value: Any) -> str:
+    """One path segment, quoted: a label called ``a/../b`` or ``#x`` stays a label."""
+    return quote(str(value), safe="")
+
+
+def _escapes(path: str) -> bool:
+    return path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/"))
+
+
+def _is_pygithub(value: Any) -> bool:
+    return isinstance(value, github.Github | GithubObject)
 
 
 def _issue_fields(issue: Any) -> JSON:
@@ -312,9 +377,9 @@ def _issue_fields(issue: Any) -> JSON:
 
 
 def _file_target(context: Mapping[str, Any]) -> tuple[str, str | None]:
-    args, kwargs = context["args"], context["kwargs"]
-    path = kwargs.get("path", args[0] if args else "")
-    return str(path), kwargs.get("branch")
+    named = context["named"]
+    branch = named.get("branch")
+    return str(named["path"]), branch if isinstance(branch, str) else None
 
 
 def _repo_of(obj: Any) -> str:
