@@ -206,6 +206,6 @@ def test_secret_values_set_through_the_api_are_redacted() -> None:
     from agentrein_github import GitHubConnector
 
     redacted = Redactor(GitHubConnector.sensitive_fields).redact(
-        {"secret_name": "DEPLOY", "unencrypted_value": "ghp_x"}
+        {"name": "DEPLOY", "unencrypted_value": "ghp_x"}
     )
-    assert redacted == {"secret_name": "DEPLOY", "unencrypted_value": "[REDACTED]"}
+    assert redacted == {"name": "DEPLOY", "unencrypted_value": "[REDACTED]"}
