@@ -205,7 +205,5 @@ def test_secret_values_set_through_the_api_are_redacted() -> None:
     from agentrein_core.redaction import Redactor
     from agentrein_github import GitHubConnector
 
-    redacted = Redactor(GitHubConnector.sensitive_fields).redact(
-        {"name": "DEPLOY", "unencrypted_value": "ghp_x"}
-    )
+    redacted = Redactor(GitHubConnector.sensitive_fields).redact({"name": "DEPLOY", "unencrypted_value": "ghp_x"})
     assert redacted == {"name": "DEPLOY", "unencrypted_value": "[REDACTED]"}
