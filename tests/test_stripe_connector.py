@@ -240,3 +240,52 @@ def test_a_payment_intent_not_yet_paid_is_cancelled_and_a_subscription_update_re
     restored = next(c for c in reversed(fake.calls("POST", f"/v1/subscriptions/{subscription.id}")))
     assert restored.params == {"metadata": {"seats": "5"}}
     assert (fake.get(subscription.id) or {}).get("status") == "canceled"
+
+
+@pytest.mark.parametrize(
+    "undo",
+    [
+        {"type": "stripe-delete", "resource": "accounts", "id": "acct_1Platform"},
+        {"type": "stripe-delete", "resource": "webhook_endpoints", "id": "we_1"},
+        {"type": "stripe-restore", "resource": "customers", "id": "cus_1", "params": {"invoice_settings": {}}},
+        {"type": "stripe-restore", "resource": "prices", "id": "price_1", "params": {"unit_amount": 1}},
+        {"type": "stripe-delete", "resource": "customers", "id": "cus_1/../../accounts/acct_1"},
+        {"type": "stripe-refund", "charge": "ch_1", "requireApproval": False},
+    ],
+)
+def test_a_server_refuses_an_undo_outside_what_the_connector_means(
+    server: RunningServer, undo: dict[str, object]
+) -> None:
+    tenant = server.tenant()
+    api = httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"})
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    body = {"connector": "stripe", "apiName": "customers.create", "operationType": "CREATE", "payload": {}}
+    action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+    refused = api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "SUCCESS", "undo": undo})
+    assert refused.status_code == 400, refused.text
+
+
+def test_legacy_class_helpers_pass_through_and_isinstance_holds(
+    ar: AgentRein, fake: FakeStripe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stripe, "api_key", KEY)
+    monkeypatch.setattr(stripe, "api_base", fake.base_url)
+    session = ar.new_session(agent_id="legacy-agent", intent="old code")
+    module = ar.wrap(stripe, session, connector="stripe")
+    assert module.Customer.class_url() == "/v1/customers"
+    assert ar.get_session(session).actions == []
+
+
+def test_an_update_of_nothing_restorable_is_recorded_without_an_undo(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    customer = client.v1.customers.create(params={"email": "a@example.com"})
+    client.v1.customers.update(customer.id, params={"source": "tok_visa"})  # a new card: not taken back
+    update = ar.get_session(session_id).actions[1]
+    assert (update.status, update.undo and update.undo.type) == (ActionStatus.SUCCESS, "none")
+
+
+def test_an_undo_goes_to_the_connected_account_the_call_went_to(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    client.v1.coupons.create(params={"percent_off": 5, "duration": "once"}, options={"stripe_account": "acct_123"})
+    (action,) = ar.get_session(session_id).actions
+    assert action.undo is not None and action.undo.params["stripe_account"] == "acct_123"

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import inspect
+import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -46,8 +48,44 @@ INVERSES: Mapping[str, str] = {
     "products.create": STRIPE_RESTORE,  # deactivated: a product with prices cannot be deleted
     "prices.create": STRIPE_RESTORE,  # prices cannot be deleted at all
 }
-#: Undoing these moves money back: a human approves first, unless the caller says otherwise.
-MONEY_MOVES = frozenset({STRIPE_REFUND})
+#: What each undo type may touch, when an agent (or anyone) sends it: the server checks it on arrival.
+UNDOABLE_RESOURCES: Mapping[str, frozenset[str]] = {
+    STRIPE_DELETE: frozenset({"customers", "invoices", "coupons"}),
+    STRIPE_CANCEL: frozenset({"subscriptions", "payment_intents"}),
+    STRIPE_VOID: frozenset({"invoices"}),
+    STRIPE_RESTORE: frozenset({"customers", "subscriptions", "products", "prices"}),
+}
+#: The fields an update's undo writes back (others, such as subscription items or a new card, are not undone).
+RESTORABLE: Mapping[str, frozenset[str]] = {
+    "customers": frozenset({"email", "name", "description", "phone", "metadata", "address", "shipping"}),
+    "subscriptions": frozenset({"metadata", "description", "cancel_at_period_end", "days_until_due"}),
+    "products": frozenset({"active"}),
+    "prices": frozenset({"active"}),
+}
+#: Legacy class methods that send a request; other class attributes are helpers.
+LEGACY_WRITES = frozenset(
+    {
+        "create",
+        "update",
+        "delete",
+        "cancel",
+        "void_invoice",
+        "finalize_invoice",
+        "pay",
+        "capture",
+        "confirm",
+        "mark_uncollectible",
+        "send_invoice",
+        "attach",
+        "detach",
+        "close",
+        "refund",
+        "resume",
+        "pause",
+    }
+)
+_OBJECT_ID = re.compile(r"[A-Za-z0-9_]+")
+_ACCOUNT_ID = re.compile(r"acct_[A-Za-z0-9]+")
 #: Updates restore what they changed: the object is read just before the update runs.
 SNAPSHOT_BEFORE = frozenset(
     name for name, undo in INVERSES.items() if undo == STRIPE_RESTORE and name.endswith(".update")
@@ -89,10 +127,12 @@ class StripeConnector(Connector):
         resource, method_name, is_async = _describe_path(client, path)
         if resource is None or method_name in READS or method_name.startswith(("list_", "retrieve_")):
             return None
+        if client is stripe and method_name not in LEGACY_WRITES:
+            return None  # class helpers (class_url, construct_from…) send nothing
         api_name = f"{resource}.{method_name}"
         method = _resolve(client, path)
         call = _Call.bind(method, args, kwargs, legacy=client is stripe)
-        context: dict[str, Any] = {"object_id": call.object_id, "resource": resource}
+        context: dict[str, Any] = {"object_id": call.object_id, "resource": resource, "stripe_account": call.account}
 
         def run(idempotency_key: str) -> Any:
             if api_name not in SNAPSHOT_BEFORE:
@@ -126,10 +166,11 @@ class StripeConnector(Connector):
             pass
         elif kind == STRIPE_RESTORE and call.api_name in SNAPSHOT_BEFORE:
             params = call.payload.get("params", {})
-            restore = _restore(params, _as_dict(call.context.get("before")))
-            derived = UndoConfig(
-                STRIPE_RESTORE, {"resource": resource, "id": call.context["object_id"], "params": restore}
-            )
+            restore = _restore(params, _as_dict(call.context.get("before")), RESTORABLE[resource])
+            if restore:  # an update of nothing restorable (subscription items, say) is not undone
+                derived = UndoConfig(
+                    STRIPE_RESTORE, {"resource": resource, "id": call.context["object_id"], "params": restore}
+                )
         elif kind == STRIPE_RESTORE:  # products and prices: deactivated
             derived = UndoConfig(
                 STRIPE_RESTORE, {"resource": resource, "id": data.get("id"), "params": {"active": False}}
@@ -141,6 +182,9 @@ class StripeConnector(Connector):
         else:
             target = call.context["object_id"] if kind == STRIPE_VOID else data.get("id")
             derived = UndoConfig(kind, {"resource": resource, "id": target})
+        account = call.context.get("stripe_account")
+        if account and derived.type in self.undo_types:  # the undo goes to the account the call went to
+            derived = UndoConfig(derived.type, {**derived.params, "stripe_account": account}, derived.require_approval)
         return merge_undo(derived, override)
 
     def check_undo(self, undo: UndoConfig) -> None:
@@ -148,9 +192,23 @@ class StripeConnector(Connector):
         params = undo.params
         if undo.type == STRIPE_REFUND and not any(isinstance(params.get(k), str) for k in ("charge", "payment_intent")):
             raise ValidationError("undo", "a stripe-refund undo names the 'charge' or 'payment_intent' to refund")
-        names_its_object = isinstance(params.get("resource"), str) and isinstance(params.get("id"), str)
-        if undo.type in self.undo_types - {STRIPE_REFUND} and not names_its_object:
-            raise ValidationError("undo", f"a {undo.type} undo names the 'resource' and the 'id' of the object")
+        if undo.type == STRIPE_REFUND and not undo.require_approval:
+            raise ValidationError("undo.requireApproval", "a refund always waits for a human's approval")
+        account = params.get("stripe_account")
+        if account is not None and (not isinstance(account, str) or not _ACCOUNT_ID.fullmatch(account)):
+            raise ValidationError("undo.stripe_account", "must be a connected account id (acct_…)")
+        if undo.type in UNDOABLE_RESOURCES:
+            resource, object_id = params.get("resource"), params.get("id")
+            if resource not in UNDOABLE_RESOURCES[undo.type]:
+                allowed = ", ".join(sorted(UNDOABLE_RESOURCES[undo.type]))
+                raise ValidationError("undo.resource", f"a {undo.type} undo applies to {allowed}, not {resource!r}")
+            if not isinstance(object_id, str) or not _OBJECT_ID.fullmatch(object_id):
+                raise ValidationError("undo.id", "must be the id of a Stripe object")
+            restored = params.get("params", {})
+            if undo.type == STRIPE_RESTORE and (
+                not isinstance(restored, dict) or not set(restored) <= RESTORABLE[str(resource)]
+            ):
+                raise ValidationError("undo.params", f"may restore only {', '.join(sorted(RESTORABLE[str(resource)]))}")
 
     def is_transient(self, error: BaseException) -> bool:
         if isinstance(error, stripe.IdempotencyError):
@@ -166,8 +224,10 @@ class StripeConnector(Connector):
             super().run_undo(undo, client, idempotency_key)
             return
         api = client if isinstance(client, stripe.StripeClient) else _client_like_the_module()
-        options: Any = {"idempotency_key": idempotency_key}
         params = undo.params
+        options: Any = {"idempotency_key": idempotency_key}
+        if params.get("stripe_account"):
+            options["stripe_account"] = params["stripe_account"]
         try:
             if undo.type == STRIPE_REFUND:
                 target = {k: params[k] for k in ("charge", "payment_intent") if k in params}
@@ -234,6 +294,15 @@ class _Call:
             return self.args[0] if self.args and isinstance(self.args[0], str) else None
         named = self.bound.arguments.items()
         return next((v for k, v in named if k not in ("params", "options") and isinstance(v, str)), None)
+
+    @property
+    def account(self) -> str | None:
+        """The connected account the call acts on (``stripe_account``), if any."""
+        if self.bound is None:
+            account = self.kwargs.get("stripe_account")
+        else:
+            account = (self.bound.arguments.get("options") or {}).get("stripe_account")
+        return account if isinstance(account, str) else None
 
     @property
     def params(self) -> JSON:
@@ -308,18 +377,21 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _restore(changed: Mapping[str, Any], before: Mapping[str, Any]) -> JSON:
-    """The values of the fields an update changes, as they were before it; ``""`` unsets what was unset
-    (Stripe's way to clear a field or a metadata key)."""
+def _restore(changed: Mapping[str, Any], before: Mapping[str, Any], restorable: frozenset[str]) -> JSON:
+    """The values of the restorable fields an update changes, as they were before it; ``""`` unsets what was
+    unset (Stripe's way to clear a field or a metadata key). JSON-safe, as it is stored."""
     restore: JSON = {}
     for field in changed:
+        if field not in restorable:
+            continue
         old = before.get(field)
         if field == "metadata" and isinstance(changed[field], Mapping):
             previous = old if isinstance(old, Mapping) else {}
             restore["metadata"] = {k: previous.get(k, "") for k in changed[field]}
         else:
             restore[field] = "" if old is None else old
-    return restore
+    safe: JSON = json.loads(json.dumps(restore, default=str))  # Decimal and the like, as Stripe takes them
+    return safe
 
 
 def _voided_instead(api: stripe.StripeClient, undo: UndoConfig) -> bool:
