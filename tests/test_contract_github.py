@@ -48,6 +48,12 @@ class TestGitHubConnector(ConnectorContract):
         Sample(("get_branch",), args=("main",)),
     )
     create = CREATE
+    secret = Sample(
+        ("create_label",),
+        kwargs={"name": "billing", "color": "ff0000", "description": "4242424242424242"},
+        api_name="repository.create_label",
+    )
+    secret_value = "4242424242424242"
     transient_errors = (requests.ConnectionError("reset"), GithubException(502, {"message": "Bad Gateway"}))
     permanent_errors = (GithubException(422, {"message": "Validation Failed"}), UnknownObjectException(404))
 
@@ -79,6 +85,12 @@ class TestGitHubConnector(ConnectorContract):
 
     def exists(self, service: Any, result: Any) -> bool:
         return any(i["number"] == result.number for i in service.issues("acme", "shop", state="open"))
+
+    def count(self, service: Any) -> int:
+        return len(service.issues("acme", "shop"))
+
+    def lose_next_answer(self, service: Any) -> None:
+        service.fail_next("POST", "/repos/acme/shop/issues", status=502, after_effect=True)
 
     def idempotency_keys(self, service: Any) -> list[str | None]:
         bodies = [c.body.get("body") or "" for c in service.calls("POST") if isinstance(c.body, dict)]

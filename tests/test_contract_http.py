@@ -63,3 +63,9 @@ class TestHttpConnector(ConnectorContract):
 
     def idempotency_keys(self, service: Any) -> list[str | None]:
         return [r.idempotency_key for r in service.requests]
+
+    def count(self, service: Any) -> int:
+        return len(service.collection("orders"))
+
+    def lose_next_answer(self, service: Any) -> None:
+        service.fail_next("POST", "/v1/orders", status=502, after_effect=True)

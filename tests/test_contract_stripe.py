@@ -81,3 +81,9 @@ class TestStripeConnector(ConnectorContract):
 
     def idempotency_keys(self, service: Any) -> list[str | None]:
         return [c.idempotency_key for c in service.calls()]
+
+    def count(self, service: Any) -> int:
+        return len(service.objects("customer"))
+
+    def lose_next_answer(self, service: Any) -> None:
+        service.fail_next("POST", "/v1/customers", status=500, after_effect=True)

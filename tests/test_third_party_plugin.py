@@ -49,6 +49,12 @@ class TestTodoConnector(ConnectorContract):
     def idempotency_keys(self, service: Any) -> list[str | None]:
         return list(service.requests)
 
+    def count(self, service: Any) -> int:
+        return len(service.items)
+
+    def lose_next_answer(self, service: Any) -> None:
+        service.lose_next_answer = True
+
 
 def test_the_plugin_is_found_through_its_entry_point_alone() -> None:
     assert "todo" in installed_connectors().names()

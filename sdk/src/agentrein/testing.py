@@ -22,6 +22,8 @@ below). Then implement the hooks::
 
         def exists(self, service, result): return result.id in service.items
         def idempotency_keys(self, service): return [r.request_id for r in service.requests]
+        def count(self, service): return len(service.items)
+        def lose_next_answer(self, service): service.fail_after_next_create()
 
 Every check makes real calls through your client to your fake (nothing of yours is mocked), and the last ones
 go through AgentRein itself: a wrapped client records the create, and a rollback removes it from your fake.
@@ -76,7 +78,7 @@ class ConnectorContract:
     #: Errors that are worth retrying with the same idempotency key, and errors that are not.
     transient_errors: ClassVar[tuple[BaseException, ...]] = ()
     permanent_errors: ClassVar[tuple[BaseException, ...]] = ()
-    #: A write whose payload holds ``secret_value`` under a key the connector declares sensitive.
+    #: A write whose payload holds ``secret_value`` where the connector must redact it.
     secret: ClassVar[Sample | None] = None
     secret_value: ClassVar[str] = ""
     #: Whether the connector must be installed through the ``agentrein`` entry point (as shipped plugins are).
@@ -89,6 +91,15 @@ class ConnectorContract:
 
     def idempotency_keys(self, service: Any) -> list[str | None]:
         """The idempotency keys the fake received, oldest first (``None`` for a request without one)."""
+        raise NotImplementedError
+
+    def count(self, service: Any) -> int:
+        """How many objects of the kind ``create`` makes exist on the fake."""
+        raise NotImplementedError
+
+    def lose_next_answer(self, service: Any) -> None:
+        """Make the fake apply the next ``create`` but lose its answer (a 5xx or a dropped connection after the
+        effect), as a network does: the contract then checks that a retry makes nothing twice."""
         raise NotImplementedError
 
     # the contract ----------------------------------------------------------------------------------------
@@ -126,7 +137,25 @@ class ConnectorContract:
             assert isinstance(undo, UndoConfig) and undo.type == sample.undo_type, (sample.api_name, undo)
             connector.check_undo(undo)  # what the server will accept from an agent
 
+    def test_a_retry_after_a_lost_answer_makes_nothing_twice(
+        self, connector: Connector, client: Any, service: Any, database_url: str
+    ) -> None:
+        before = self.count(service)
+        keys_before = len(self.idempotency_keys(service))
+        self.lose_next_answer(service)
+        with _embedded(database_url, connector) as agentrein:
+            session = agentrein.new_session(agent_id="contract", intent="a lost answer")
+            assert self.create.api_name is not None
+            wrapped = agentrein.wrap(client, session, connector=connector.name, retryable=[self.create.api_name])
+            result = self.create.call_on(wrapped)
+            (action,) = agentrein.get_session(session).actions
+        assert self.count(service) == before + 1, "the retry made the object a second time"
+        assert self.exists(service, result)
+        sent = [key for key in self.idempotency_keys(service)[keys_before:] if key is not None]
+        assert sent and set(sent) == {action.idempotency_key}, f"attempts carried other keys: {sent}"
+
     def test_only_transient_errors_are_worth_retrying(self, connector: Connector) -> None:
+        assert self.transient_errors and self.permanent_errors, "list errors of both kinds"
         for error in self.transient_errors:
             assert connector.is_transient(error), f"{error!r} should be retried"
         for error in self.permanent_errors:
@@ -135,13 +164,13 @@ class ConnectorContract:
     def test_secrets_never_reach_the_store(
         self, connector: Connector, client: Any, service: Any, database_url: str
     ) -> None:
-        if self.secret is None:
-            return
+        assert self.secret is not None and self.secret_value, "give a write whose payload holds a secret"
         with _embedded(database_url, connector) as agentrein:
             session = agentrein.new_session(agent_id="contract", intent="secrets")
             self.secret.call_on(agentrein.wrap(client, session, connector=connector.name))
-            stored = repr(agentrein.get_session(session).actions)
-        assert self.secret_value not in stored
+            actions = agentrein.get_session(session).actions
+        assert actions, "the write holding the secret was not recorded"
+        assert self.secret_value not in repr(actions)  # payload, response and undo alike
 
     def test_a_create_is_recorded_and_undone_by_a_rollback(
         self, connector: Connector, client: Any, service: Any, database_url: str
@@ -151,8 +180,13 @@ class ConnectorContract:
             result = self.create.call_on(agentrein.wrap(client, session, connector=connector.name))
             assert self.exists(service, result), "the create did not reach the fake"
             rolled_back = agentrein.rollback_session(session)
-        assert [a.status for a in rolled_back.actions] == ["ROLLED_BACK"]
+        (action,) = rolled_back.actions
+        assert action.status == "ROLLED_BACK"
         assert not self.exists(service, result), "the rollback did not remove what the create made"
+        # A resumed rollback repeats the inverse whose outcome it lost: that must succeed and change nothing.
+        assert action.undo is not None
+        connector.run_undo(action.undo, client, action.undo_idempotency_key)
+        assert not self.exists(service, result)
 
     # helpers -------------------------------------------------------------------------------------------------
     @staticmethod

@@ -32,6 +32,8 @@ class TodoClient:
 
     items: dict[str, Item] = field(factory=dict)
     requests: list[str | None] = field(factory=list)
+    #: For tests: the next add_item takes effect, then its answer is lost (ConnectionError).
+    lose_next_answer: bool = False
     _made: dict[str, Item] = field(factory=dict)
     _ids: Any = field(factory=lambda: itertools.count(1))
 
@@ -43,6 +45,9 @@ class TodoClient:
         self.items[item.id] = item
         if request_id is not None:
             self._made[request_id] = item
+        if self.lose_next_answer:
+            self.lose_next_answer = False
+            raise ConnectionError("the answer was lost on the way back")
         return item
 
     def get_item(self, item_id: str) -> Item:
