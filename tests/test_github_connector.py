@@ -207,3 +207,19 @@ def test_secret_values_set_through_the_api_are_redacted() -> None:
 
     redacted = Redactor(GitHubConnector.sensitive_fields).redact({"name": "DEPLOY", "unencrypted_value": "ghp_x"})
     assert redacted == {"name": "DEPLOY", "unencrypted_value": "[REDACTED]"}
+
+
+def test_writes_on_any_object_reached_by_slices_pages_or_attributes_are_recorded(
+    ar: AgentRein, fake: FakeGitHub
+) -> None:
+    seed = gh(fake).get_repo("acme/shop")
+    for n in range(3):
+        seed.create_issue(title=f"old {n}")
+    client, session_id = wrapped(ar, fake)
+    repo = client.get_repo("acme/shop")
+    for issue in repo.get_issues()[0:2]:
+        issue.edit(state="closed")
+    repo.get_issues().get_page(0)[0].create_comment("from a page")
+    assert repo.get_issue(1) == repo.get_issue(1) and len({repo.get_issue(1), repo.get_issue(1)}) == 1
+    names = [a.api_name for a in ar.get_session(session_id).actions]
+    assert names == ["issues.update", "issues.update", "issues.comments.create"]

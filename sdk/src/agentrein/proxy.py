@@ -61,6 +61,12 @@ class WrappedClient:
     def __len__(self) -> int:
         return len(object.__getattribute__(self, _TARGET))
 
+    def __eq__(self, other: object) -> bool:
+        return bool(object.__getattribute__(self, _TARGET) == _unwrapped(other))
+
+    def __hash__(self) -> int:
+        return hash(object.__getattribute__(self, _TARGET))
+
     def __bool__(self) -> bool:  # defined, or the __len__ above would decide (and fail for clients)
         return bool(object.__getattribute__(self, _TARGET))
 
@@ -90,6 +96,10 @@ class WrappedClient:
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         return await object.__getattribute__(self, _TARGET).__aexit__(*exc_info)
+
+
+def _unwrapped(value: Any) -> Any:
+    return object.__getattribute__(value, _TARGET) if type(value) is WrappedClient else value
 
 
 def _wrap(value: Any, guard: Guard) -> Any:

@@ -61,10 +61,6 @@ CALLS: Mapping[tuple[str, str], tuple[str, OperationType]] = {
     ("Organization", "create_repo"): ("repos.create", OperationType.CREATE),
     ("Repository", "delete"): ("repos.delete", OperationType.DELETE),
 }
-#: Objects the proxy wraps in turn when a call returns them (so their calls are recorded too).
-RESOURCES = frozenset(
-    {"Repository", "Issue", "PullRequest", "IssueComment", "GitRef", "Organization", "AuthenticatedUser", "ContentFile"}
-)
 #: What each undo names besides its repository.
 REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
     CLOSE_ISSUE: ("number",),
@@ -105,9 +101,9 @@ class GitHubConnector(Connector):
     def accepts(self, client: Any) -> bool:
         """A ``Github``, or one of the resource objects it returns (a ``Repository`` say), made with
         ``retry=None``."""
-        if not (isinstance(client, github.Github) or self.descend(client)) or isinstance(client, PaginatedList):
+        if not isinstance(client, github.Github | GithubObject):
             return False
-        if client.requester._Requester__retry:
+        if getattr(client.requester, "_Requester__retry", None):  # PyGithub keeps it private
             raise ValidationError(
                 "client",
                 "make the Github client with retry=None: PyGithub retries POSTs by itself, which can create an "
@@ -116,9 +112,11 @@ class GitHubConnector(Connector):
         return True
 
     def descend(self, value: Any) -> bool:
-        return isinstance(value, PaginatedList) or (
-            isinstance(value, GithubObject) and type(value).__name__ in RESOURCES
-        )
+        """Every PyGithub object (its writes are recorded, its reads pass through), and what lists them: a
+        ``PaginatedList``, a slice of one, or a plain list of them (``get_page``, ``get_contents`` of a folder)."""
+        if isinstance(value, GithubObject | PaginatedList) or type(value).__name__ == "_Slice":
+            return True
+        return isinstance(value, list) and bool(value) and all(isinstance(v, GithubObject) for v in value)
 
     def prepare(
         self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
