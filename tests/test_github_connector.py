@@ -223,3 +223,12 @@ def test_writes_on_any_object_reached_by_slices_pages_or_attributes_are_recorded
     assert repo.get_issue(1) == repo.get_issue(1) and len({repo.get_issue(1), repo.get_issue(1)}) == 1
     names = [a.api_name for a in ar.get_session(session_id).actions]
     assert names == ["issues.update", "issues.update", "issues.comments.create"]
+
+
+def test_a_retried_repository_create_whose_answer_was_lost_makes_one(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake, retryable=["repos.create"])
+    fake.fail_next("POST", "/user/repos", status=502, after_effect=True)
+    made = client.get_user().create_repo("scratch")
+    assert made.full_name == "octocat/scratch" and fake.repo_exists("octocat", "scratch")
+    (action,) = ar.get_session(session_id).actions
+    assert action.status is ActionStatus.SUCCESS and action.undo is not None

@@ -289,3 +289,11 @@ def test_an_undo_goes_to_the_connected_account_the_call_went_to(ar: AgentRein, f
     client.v1.coupons.create(params={"percent_off": 5, "duration": "once"}, options={"stripe_account": "acct_123"})
     (action,) = ar.get_session(session_id).actions
     assert action.undo is not None and action.undo.params["stripe_account"] == "acct_123"
+
+
+def test_a_confirmed_payment_intent_is_refunded_after_approval_not_cancelled(ar: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(ar, fake)
+    intent = client.v1.payment_intents.create(params={"amount": 700, "currency": "eur"})
+    client.v1.payment_intents.confirm(intent.id, params={"payment_method": "pm_card_visa"})
+    confirm = ar.get_session(session_id).actions[1]
+    assert confirm.undo is not None and (confirm.undo.type, confirm.undo.require_approval) == ("stripe-refund", True)

@@ -302,6 +302,8 @@ def _made_by_lost_attempt(repo: Any, api_name: str, named: Mapping[str, Any]) ->
             return next(iter(pulls), None)
         if api_name == "git.refs.create":
             return repo.get_git_ref(str(named["ref"]).removeprefix("refs/"))
+        if api_name == "repos.create":
+            return repo.get_repo(named["name"])  # on the user or organisation the create was made on
         if api_name == "files.create":
             branch = named.get("branch")
             content = repo.get_contents(named["path"], ref=branch) if branch else repo.get_contents(named["path"])

@@ -42,6 +42,8 @@ INVERSES: Mapping[str, str] = {
     "subscriptions.update": STRIPE_RESTORE,
     "payment_intents.create": STRIPE_CANCEL,  # or a refund, once it has captured money
     "charges.create": STRIPE_REFUND,
+    "payment_intents.confirm": STRIPE_REFUND,  # money moved when it was confirmed (or captured)
+    "payment_intents.capture": STRIPE_REFUND,
     "invoices.create": STRIPE_DELETE,
     "invoices.finalize_invoice": STRIPE_VOID,
     "coupons.create": STRIPE_DELETE,
@@ -175,8 +177,8 @@ class StripeConnector(Connector):
             derived = UndoConfig(
                 STRIPE_RESTORE, {"resource": resource, "id": data.get("id"), "params": {"active": False}}
             )
-        elif call.api_name == "payment_intents.create" and data.get("status") == "succeeded":
-            derived = UndoConfig(STRIPE_REFUND, {"payment_intent": data.get("id")}, require_approval=True)
+        elif call.api_name.startswith("payment_intents."):
+            derived = _payment_intent_undo(data)
         elif kind == STRIPE_REFUND:
             derived = UndoConfig(STRIPE_REFUND, {"charge": data.get("id")}, require_approval=True)
         else:
@@ -375,6 +377,16 @@ def _as_dict(value: Any) -> dict[str, Any]:
     if isinstance(value, stripe.StripeObject):
         return value.to_dict()
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _payment_intent_undo(intent: Mapping[str, Any]) -> UndoConfig:
+    """A payment intent as a call left it: paid is refunded (after approval), still cancellable is cancelled."""
+    status = intent.get("status")
+    if status == "succeeded":
+        return UndoConfig(STRIPE_REFUND, {"payment_intent": intent.get("id")}, require_approval=True)
+    if status in ("requires_payment_method", "requires_confirmation", "requires_action", "requires_capture"):
+        return UndoConfig(STRIPE_CANCEL, {"resource": "payment_intents", "id": intent.get("id")})
+    return UndoConfig(UNDO_NONE)  # processing or canceled: nothing an API call can take back now
 
 
 def _restore(changed: Mapping[str, Any], before: Mapping[str, Any], restorable: frozenset[str]) -> JSON:
