@@ -297,3 +297,20 @@ def test_a_confirmed_payment_intent_is_refunded_after_approval_not_cancelled(ar:
     client.v1.payment_intents.confirm(intent.id, params={"payment_method": "pm_card_visa"})
     confirm = ar.get_session(session_id).actions[1]
     assert confirm.undo is not None and (confirm.undo.type, confirm.undo.require_approval) == ("stripe-refund", True)
+
+
+def test_raw_requests_and_nested_legacy_classes_are_recorded_too(
+    ar: AgentRein, fake: FakeStripe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, session_id = wrapped(ar, fake)
+    client.raw_request("post", "/v1/customers", email="raw@example.com")
+    assert [a.api_name for a in ar.get_session(session_id).actions] == ["raw_request POST /v1/customers"]
+    monkeypatch.setattr(stripe, "api_key", KEY)
+    monkeypatch.setattr(stripe, "api_base", fake.base_url)
+    monkeypatch.setattr(stripe, "max_network_retries", 0)
+    session = ar.new_session(agent_id="legacy-agent", intent="checkout")
+    module = ar.wrap(stripe, session, connector="stripe")
+    with pytest.raises(stripe.StripeError):  # the fake has no checkout: what matters is that it was recorded
+        module.checkout.Session.create(mode="payment", success_url="https://example.com")
+    (action,) = ar.get_session(session).actions
+    assert (action.api_name, action.status) == ("checkout.sessions.create", ActionStatus.FAILED)

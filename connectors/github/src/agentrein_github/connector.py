@@ -281,12 +281,13 @@ def _create_once(owner: Any, call: _Call, api_name: str, key: str, *, retry: boo
     lost attempt made (GitHub has no idempotency keys)."""
     marker = f"<!-- agentrein:{key} -->"
     if retry:
+        # Issues newest first, the latest 50; an issue's comments come oldest first, so all of them.
         recent = (
-            owner.get_issues(state="all", sort="created", direction="desc")
+            islice(owner.get_issues(state="all", sort="created", direction="desc"), 50)
             if api_name == "issues.create"
             else owner.get_comments()
         )
-        made = next((item for item in islice(recent, 50) if marker in (item.body or "")), None)
+        made = next((item for item in recent if marker in (item.body or "")), None)
         if made is not None:
             return made
     body = call.named.get("body")
@@ -296,18 +297,21 @@ def _create_once(owner: Any, call: _Call, api_name: str, key: str, *, retry: boo
 def _made_by_lost_attempt(repo: Any, api_name: str, named: Mapping[str, Any]) -> Any:
     """What an earlier attempt of a pull request, ref or file create made, found by what names it."""
     with suppress(GithubException):
+        # Only what matches the call is taken for its own: a human's pull request or ref of the same name is not.
         if api_name == "pulls.create":
             owner = repo.full_name.split("/")[0]
             pulls = repo.get_pulls(state="open", base=named["base"], head=f"{owner}:{named['head']}")
-            return next(iter(pulls), None)
+            return next((p for p in pulls if p.title == named.get("title")), None)
         if api_name == "git.refs.create":
-            return repo.get_git_ref(str(named["ref"]).removeprefix("refs/"))
+            ref = repo.get_git_ref(str(named["ref"]).removeprefix("refs/"))
+            return ref if ref.object.sha == named["sha"] else None
         if api_name == "repos.create":
             return repo.get_repo(named["name"])  # on the user or organisation the create was made on
         if api_name == "files.create":
             branch = named.get("branch")
             content = repo.get_contents(named["path"], ref=branch) if branch else repo.get_contents(named["path"])
-            return {"content": content}
+            wanted = named["content"].encode() if isinstance(named["content"], str) else named["content"]
+            return {"content": content} if content.decoded_content == wanted else None
     return None
 
 

@@ -18,6 +18,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any, ClassVar
 
 import stripe
@@ -112,7 +113,10 @@ GONE_CODES = frozenset({"resource_missing", "charge_already_refunded"})
 
 class StripeConnector(Connector):
     name: ClassVar[str] = "stripe"
-    sensitive_fields: ClassVar[frozenset[str]] = frozenset({"clientsecret", "number", "routingnumber", "ssnlast4"})
+    #: On top of the defaults: client secrets, bank and identity numbers, and Stripe Apps secret payloads.
+    sensitive_fields: ClassVar[frozenset[str]] = frozenset(
+        {"clientsecret", "number", "routingnumber", "ssnlast4", "payload"}
+    )
     undo_types: ClassVar[frozenset[str]] = frozenset(
         {STRIPE_DELETE, STRIPE_CANCEL, STRIPE_REFUND, STRIPE_VOID, STRIPE_RESTORE}
     )
@@ -121,11 +125,19 @@ class StripeConnector(Connector):
         return isinstance(client, stripe.StripeClient) or client is stripe
 
     def descend(self, value: Any) -> bool:
-        return isinstance(value, StripeService) or (isinstance(value, type) and issubclass(value, stripe.APIResource))
+        """Services (``client.v1.customers``), and in the legacy style resource classes and the modules that
+        hold them (``stripe.checkout.Session``); never returned data."""
+        if isinstance(value, StripeService):
+            return True
+        if isinstance(value, ModuleType):
+            return value.__name__.startswith("stripe.")
+        return isinstance(value, type) and issubclass(value, stripe.APIResource)
 
     def prepare(
         self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> PreparedCall | None:
+        if path == ("raw_request",) or path == ("raw_request_async",):
+            return _raw_request(client, path, args, kwargs)
         resource, method_name, is_async = _describe_path(client, path)
         if resource is None or method_name in READS or method_name.startswith(("list_", "retrieve_")):
             return None
@@ -335,13 +347,36 @@ def _describe_path(client: Any, path: tuple[str, ...]) -> tuple[str | None, str,
     is_async = last.endswith("_async")
     method = last.removesuffix("_async")
     if client is stripe:
-        if len(head) != 1 or not isinstance(getattr(stripe, head[0], None), type):
+        resource_class: Any = stripe
+        for name in head:  # stripe.Customer, stripe.checkout.Session
+            resource_class = getattr(resource_class, name, None)
+        if not (isinstance(resource_class, type) and issubclass(resource_class, stripe.APIResource)):
             return None, method, is_async
-        resource_class = getattr(stripe, head[0])
         resource = resource_class.class_url().removeprefix("/v1/").replace("/", ".")
         return resource, LEGACY_NAMES.get(method, method), is_async
     head = head[1:] if head[:1] == ["v1"] else head
     return (".".join(head) or None), method, is_async
+
+
+def _raw_request(
+    client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> PreparedCall | None:
+    """``client.raw_request("post", "/v1/…", …)``: a write is recorded (as ``raw_request POST /v1/…``, undo
+    ``none``); the caller gives its own ``idempotency_key`` if it wants one."""
+    method_name = str(args[0] if args else kwargs.get("method_", "")).upper()
+    url = str(args[1] if len(args) > 1 else kwargs.get("url_", ""))
+    if method_name == "GET":
+        return None
+    send = getattr(client, path[0])
+    params = {k: v for k, v in kwargs.items() if k not in ("method_", "url_")}
+    return PreparedCall(
+        api_name=f"raw_request {method_name} {url.partition('?')[0]}",
+        operation_type=OPERATIONS.get(method_name.lower(), OperationType.OTHER),
+        payload={"params": params},
+        run=lambda _key: send(*args, **kwargs),
+        is_async=path[0].endswith("_async"),
+        context={"resource": None, "object_id": None},
+    )
 
 
 def _resolve(client: Any, path: tuple[str, ...]) -> Callable[..., Any]:
