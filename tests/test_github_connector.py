@@ -232,3 +232,13 @@ def test_a_retried_repository_create_whose_answer_was_lost_makes_one(ar: AgentRe
     assert made.full_name == "octocat/scratch" and fake.repo_exists("octocat", "scratch")
     (action,) = ar.get_session(session_id).actions
     assert action.status is ActionStatus.SUCCESS and action.undo is not None
+
+
+def test_undoing_an_edit_leaves_fields_it_did_not_change_as_others_set_them(ar: AgentRein, fake: FakeGitHub) -> None:
+    client, session_id = wrapped(ar, fake)
+    issue = client.get_repo("acme/shop").create_issue(title="Old title", body="old body")
+    gh(fake).get_repo("acme/shop").get_issue(issue.number).edit(body="a human's better body")
+    issue.edit(title="New title")
+    ar.rollback_session(session_id)
+    stored = fake.issue("acme", "shop", issue.number) or {}
+    assert (stored["title"], stored["body"]) == ("Old title", "a human's better body")

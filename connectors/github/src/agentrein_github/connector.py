@@ -76,7 +76,7 @@ REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
 _REPO = re.compile(r"[\w.-]+/[\w.-]+")
 _REF = re.compile(r"refs/(heads|tags)/[\w./-]+")
 READ_PREFIXES = ("get_", "has_", "is_", "list_", "search_", "as_")
-READS = frozenset({"complete", "update", "compare", "setCheckAfterInitFlag", "close", "raw_data", "raw_headers"})
+READS = frozenset({"complete", "update", "compare", "setCheckAfterInitFlag", "close"})
 ISSUE_FIELDS = ("title", "body", "state", "labels", "assignees")
 
 
@@ -134,7 +134,9 @@ class GitHubConnector(Connector):
         call = _Call(getattr(target, method_name), args, kwargs)
         context: dict[str, Any] = {"owner": target, "named": call.named, "attempts": 0}
         if api_name == "issues.update":
-            context["before"] = _issue_fields(target)
+            target.update()  # read it fresh: a stale copy would undo someone else's change
+            changed = set(call.named) & set(ISSUE_FIELDS)
+            context["before"] = {k: v for k, v in _issue_fields(target).items() if k in changed}
         if api_name == "labels.add":
             context["had_labels"] = {label.name for label in target.labels}
         if api_name == "files.update":

@@ -94,7 +94,7 @@ SNAPSHOT_BEFORE = frozenset(
     name for name, undo in INVERSES.items() if undo == STRIPE_RESTORE and name.endswith(".update")
 )
 
-READS = frozenset({"retrieve", "list", "search", "auto_paging_iter", "list_line_items", "upcoming"})
+READS = frozenset({"retrieve", "list", "search", "auto_paging_iter"})
 OPERATIONS = {
     "create": OperationType.CREATE,
     "update": OperationType.UPDATE,
@@ -145,7 +145,7 @@ class StripeConnector(Connector):
             return None  # class helpers (class_url, construct_from…) send nothing
         api_name = f"{resource}.{method_name}"
         method = _resolve(client, path)
-        call = _Call.bind(method, args, kwargs, legacy=client is stripe)
+        call = _Call(method, args, kwargs, legacy=client is stripe)
         context: dict[str, Any] = {"object_id": call.object_id, "resource": resource, "stripe_account": call.account}
 
         def run(idempotency_key: str) -> Any:
@@ -297,10 +297,6 @@ class _Call:
                 self.bound = inspect.signature(method).bind(*args, **kwargs)
             except TypeError as exc:
                 raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
-
-    @classmethod
-    def bind(cls, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, legacy: bool) -> _Call:
-        return cls(method, args, kwargs, legacy)
 
     @property
     def object_id(self) -> str | None:
