@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -68,7 +69,7 @@ class Sample:
         return method(*self.args, **self.kwargs)
 
 
-class ConnectorContract:
+class ConnectorContract(ABC):
     """The contract every connector keeps. Not collected by itself: subclass it as ``Test<Something>``."""
 
     #: The calls to classify (writes and reads).
@@ -84,23 +85,23 @@ class ConnectorContract:
     #: Whether the connector must be installed through the ``agentrein`` entry point (as shipped plugins are).
     installed: ClassVar[bool] = True
 
-    # hooks the author implements -----------------------------------------------------------------------
+    # hooks the author implements (abstract: pytest names any one a subclass leaves out) ----------------------
+    @abstractmethod
     def exists(self, service: Any, result: Any) -> bool:
         """Whether the object ``result`` (what the create returned) still exists on the fake."""
-        raise NotImplementedError
 
+    @abstractmethod
     def idempotency_keys(self, service: Any) -> list[str | None]:
         """The idempotency keys the fake received, oldest first (``None`` for a request without one)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def count(self, service: Any) -> int:
         """How many objects of the kind ``create`` makes exist on the fake."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lose_next_answer(self, service: Any) -> None:
         """Make the fake apply the next ``create`` but lose its answer (a 5xx or a dropped connection after the
         effect), as a network does: the contract then checks that a retry makes nothing twice."""
-        raise NotImplementedError
 
     # the contract ----------------------------------------------------------------------------------------
     def test_the_connector_is_installed_through_the_entry_point(self, connector: Connector) -> None:

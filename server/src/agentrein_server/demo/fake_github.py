@@ -39,6 +39,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from attrs import define, field
 
+from agentrein_server.demo.loopback import serve, url_of
+
 JSON = dict[str, Any]
 Reply = tuple[int, dict[str, str], Any]  # status, headers, JSON body (None: no body)
 
@@ -261,27 +263,13 @@ class FakeGitHub:
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "the fake is not running"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return url_of(self._server)
 
     @contextmanager
     def running(self) -> Iterator[FakeGitHub]:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-github",
-            daemon=True,
-        )
-        thread.start()
-        try:
+        with serve(_handler_for(self), "fake-github") as self._server:
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
-            thread.join(5)
-            self._server = None
+        self._server = None
 
     # seeding ------------------------------------------------------------------------------------------
     def add_user(self, login: str, *, token: str | None = None, name: str | None = None) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 from attrs import define, field
 
+from agentrein_server.demo.loopback import serve, url_of
+
 
 @define
 class Fault:
@@ -53,26 +55,13 @@ class FakeService:
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "the service is not running"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return url_of(self._server)
 
     @contextmanager
     def running(self) -> Iterator[FakeService]:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-service",
-            daemon=True,
-        )
-        thread.start()
-        try:
+        with serve(_handler_for(self), "fake-service") as self._server:
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
-            thread.join(5)
+        self._server = None
 
     def fail_next(
         self,

@@ -86,6 +86,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from attrs import define, field
 
+from agentrein_server.demo.loopback import serve, url_of
+
 JSON = dict[str, Any]
 
 #: what the fake answers in ``Stripe-Version`` when a request names none (the SDK always names one)
@@ -627,26 +629,13 @@ class FakeStripe:
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "the fake is not running"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return url_of(self._server)
 
     @contextmanager
     def running(self) -> Iterator[FakeStripe]:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-stripe",
-            daemon=True,
-        )
-        thread.start()
-        try:
+        with serve(_handler_for(self), "fake-stripe") as self._server:
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
-            thread.join(5)
+        self._server = None
 
     # test controls ------------------------------------------------------------------------------------------------
     def fail_next(

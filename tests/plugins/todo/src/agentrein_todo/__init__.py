@@ -17,7 +17,7 @@ from agentrein_core.hookspecs import hookimpl
 from agentrein_core.model import JSON, UndoConfig
 from agentrein_core.statuses import OperationType
 
-TODO_DELETE = "todo-delete"
+DELETE_ITEM = "todo-delete"
 
 
 @define
@@ -61,7 +61,7 @@ class TodoClient:
 class TodoConnector(Connector):
     name: ClassVar[str] = "todo"
     sensitive_fields: ClassVar[frozenset[str]] = frozenset({"sessioncookie"})
-    undo_types: ClassVar[frozenset[str]] = frozenset({TODO_DELETE})
+    undo_types: ClassVar[frozenset[str]] = frozenset({DELETE_ITEM})
 
     def accepts(self, client: Any) -> bool:
         return isinstance(client, TodoClient)
@@ -82,7 +82,7 @@ class TodoConnector(Connector):
         return {"id": result.id}
 
     def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
-        return merge_undo(UndoConfig(TODO_DELETE, {"id": result.id}), override)
+        return merge_undo(UndoConfig(DELETE_ITEM, {"id": result.id}), override)
 
     def is_transient(self, error: BaseException) -> bool:
         return isinstance(error, ConnectionError)
