@@ -8,9 +8,11 @@ guarded by the statuses it read. Losing a race raises :class:`InvalidTransitionE
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -20,6 +22,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import TypeVar
 
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
 from attrs import evolve, frozen
 
 from agentrein_core import policies, rollback, rules
@@ -47,6 +51,7 @@ from agentrein_core.model import (
     Rollback,
     Session,
     UndoConfig,
+    User,
 )
 from agentrein_core.statuses import (
     ActionStatus,
@@ -60,6 +65,7 @@ from agentrein_core.statuses import (
     RollbackStatus,
     SessionStatus,
     UndoStatus,
+    UserRole,
 )
 from agentrein_core.store import EVENTS_CHANNEL, Store, Tx
 from agentrein_core.views import ApprovalInfo, SessionInfo, SessionPage
@@ -189,6 +195,60 @@ class Engine:
     def list_api_keys(self, org_id: str) -> list[ApiKey]:
         with self.store.transaction(write=False) as tx:
             return tx.api_keys_of(org_id)
+
+    # dashboard users ----------------------------------------------------------------------------------
+    def create_user(self, org_id: str, email: str, role: UserRole | str, password: str) -> User:
+        """A dashboard user of the organisation; only an argon2 hash of ``password`` is kept."""
+        user = User(
+            user_id=new_id("usr"),
+            org_id=org_id,
+            email=_email(email),
+            role=_enum("role", UserRole, role),
+            password_hash=_PASSWORDS.hash(_password(password)),
+            created_at=self.clock(),
+        )
+        with self.store.transaction() as tx:
+            if tx.org(org_id) is None:
+                raise NotFoundError("organisation", org_id)
+            if not tx.insert_once(user):
+                raise ValidationError("email", f"a user with the email {user.email!r} exists already")
+        return user
+
+    def sign_in(self, email: str, password: str) -> User:
+        """The user with this email and password; :class:`UnauthorizedError` otherwise, saying not which of
+        the two was wrong (and taking as long for an unknown email, so emails cannot be probed)."""
+        with self.store.transaction(write=False) as tx:
+            user = tx.user_by_email(email.strip().lower()) if isinstance(email, str) else None
+        try:
+            _PASSWORDS.verify(user.password_hash if user else _unknown_user_hash(), str(password)[:1024])
+        except (VerificationError, InvalidHashError):
+            user = None
+        if user is None:
+            raise UnauthorizedError("the email or the password is wrong")
+        return user
+
+    def get_user(self, org_id: str, user_id: str) -> User:
+        with self.store.transaction(write=False) as tx:
+            user = tx.user(org_id, user_id)
+        if user is None:
+            raise NotFoundError("user", user_id)
+        return user
+
+    def list_users(self, org_id: str) -> list[User]:
+        with self.store.transaction(write=False) as tx:
+            return tx.users_of(org_id)
+
+    def delete_user(self, org_id: str, user_id: str) -> None:
+        """Remove a user (their past decisions keep their name). The organisation's last admin stays, so
+        someone can always manage it."""
+        with self.store.transaction() as tx:
+            user = tx.user(org_id, user_id)
+            if user is None:
+                raise NotFoundError("user", user_id)
+            admins = [u for u in tx.users_of(org_id) if u.role is UserRole.ADMIN]
+            if admins == [user]:
+                raise ValidationError("user", f"{user.email} is the organisation's last admin; make another first")
+            tx.delete_user(org_id, user_id)
 
     # connector configurations -------------------------------------------------------------------------
     def configure_connector(
@@ -681,6 +741,38 @@ class Engine:
                 raise NotFoundError("policy", policy_id)
             tx.bump_policy_version(org_id)
 
+    def preview_policy(
+        self,
+        org_id: str,
+        *,
+        connector: str | None = None,
+        api_name: str | None = None,
+        agent_id: str | None = None,
+        operation_type: str | None = None,
+        recent: int = 200,
+    ) -> list[Action]:
+        """Which of the organisation's latest ``recent`` actions a policy with these globs would have
+        matched, newest first: a rule can be tried before it is saved."""
+        rule = Policy(
+            policy_id="preview",
+            org_id=org_id,
+            name="preview",
+            effect=PolicyEffect.BLOCK,
+            enabled=True,
+            created_at=self.clock(),
+            connector=policies.validate_glob("connector", connector),
+            api_name=policies.validate_glob("api_name", api_name),
+            agent_id=policies.validate_glob("agent_id", agent_id),
+            operation_type=policies.validate_glob("operation_type", operation_type),
+        )
+        with self.store.transaction(write=False) as tx:
+            found = tx.recent_actions(org_id, recent)
+        return [
+            action
+            for action, agent in found
+            if policies.matches(rule, policies.Subject(action.connector, action.api_name, agent, action.operation_type))
+        ]
+
     # rollback -----------------------------------------------------------------------------------------
     def request_rollback(
         self,
@@ -1166,6 +1258,7 @@ def _approval_view(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
         reason=approval.reason,
         action_status=action.status,
         unconfirmed=rules.is_unconfirmed(action, approval, now),
+        session_intent=session.intent,
     )
 
 
@@ -1214,6 +1307,31 @@ def _enum(field: str, cls: type[E], value: object) -> E:
     except ValueError:
         allowed = ", ".join(str(m.value) for m in cls)
         raise ValidationError(field, f"{value!r} is not one of {allowed}") from None
+
+
+_PASSWORDS = PasswordHasher()
+MIN_PASSWORD_LENGTH = 10
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+@functools.cache
+def _unknown_user_hash() -> str:
+    """Checked against when the email is unknown, so that a wrong email costs as long as a wrong password."""
+    return _PASSWORDS.hash(secrets.token_urlsafe(16))
+
+
+def _email(value: object) -> str:
+    email = _text("email", value, 254).strip().lower()
+    if not _EMAIL.fullmatch(email):
+        raise ValidationError("email", f"{email!r} is not an email address")
+    return email
+
+
+def _password(value: object) -> str:
+    password = _text("password", value, 1024)
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise ValidationError("password", f"must be at least {MIN_PASSWORD_LENGTH} characters")
+    return password
 
 
 def _hash_key(secret: str) -> str:

@@ -22,6 +22,7 @@ from agentrein_core.statuses import (
     RollbackStatus,
     SessionStatus,
     UndoStatus,
+    UserRole,
 )
 
 JSON = dict[str, Any]
@@ -172,6 +173,19 @@ class ApiKey:
     prefix: str
     created_at: datetime
     revoked_at: datetime | None = None
+
+
+@frozen
+class User:
+    """A person who signs in to the dashboard with ``email`` (unique across organisations, stored lower-case)
+    and a password, of which only an argon2 hash is kept."""
+
+    user_id: str
+    org_id: str
+    email: str
+    role: UserRole
+    password_hash: str = field(repr=False)
+    created_at: datetime
 
 
 @frozen

@@ -76,10 +76,16 @@ def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
     """The actions the job still has to deal with, last executed first (LIFO): executed (or whose undo
     failed before) and neither undone nor skipped yet; for a job that is not ``whole_session``, only the
     ones a reviewer asked to undo. A call confirmed while the rollback runs joins the chain at its place."""
+    return planned(actions, only_requested=not job.whole_session)
+
+
+def planned(actions: Iterable[Action], *, only_requested: bool = False) -> list[Action]:
+    """What a rollback would undo now, in the order it would: executed actions not yet undone or skipped,
+    last executed first (shown to an operator before they confirm a rollback)."""
     todo = [
         a
         for a in actions
-        if a.status in UNDOABLE and a.undo_status is not UndoStatus.SKIPPED and (job.whole_session or a.undo_requested)
+        if a.status in UNDOABLE and a.undo_status is not UndoStatus.SKIPPED and (not only_requested or a.undo_requested)
     ]
     return sorted(todo, key=lambda a: a.seq, reverse=True)
 

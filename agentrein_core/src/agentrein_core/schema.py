@@ -178,6 +178,17 @@ api_keys = Table(
     Column("revoked_at", UTCDateTime),
 )
 
+users = Table(
+    "users",
+    metadata,
+    Column("user_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("email", String(254), nullable=False, unique=True),
+    Column("role", String(20), nullable=False),
+    Column("password_hash", String(200), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
 connector_configs = Table(
     "connector_configs",
     metadata,

@@ -111,3 +111,11 @@ class Role(StrEnum):
 
     AGENT = "agent"
     OPERATOR = "operator"
+
+
+class UserRole(StrEnum):
+    """What a dashboard user may do: a ``reviewer`` decides approvals and reads sessions; an ``admin`` also
+    rolls sessions back and manages policies, connectors, API keys and users."""
+
+    REVIEWER = "reviewer"
+    ADMIN = "admin"

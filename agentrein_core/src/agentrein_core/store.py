@@ -31,7 +31,17 @@ from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from agentrein_core import schema
 from agentrein_core.converter import from_row, to_row
 from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
-from agentrein_core.model import Action, ApiKey, Approval, ConnectorConfig, Organisation, Policy, Rollback, Session
+from agentrein_core.model import (
+    Action,
+    ApiKey,
+    Approval,
+    ConnectorConfig,
+    Organisation,
+    Policy,
+    Rollback,
+    Session,
+    User,
+)
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, Plan, RollbackStatus, SessionStatus
 
 T = TypeVar("T")
@@ -50,6 +60,7 @@ _TABLES: dict[type[Any], tuple[sa.Table, str]] = {
     Policy: (schema.policies, "policy_id"),
     Rollback: (schema.rollbacks, "rollback_id"),
     ApiKey: (schema.api_keys, "key_id"),
+    User: (schema.users, "user_id"),
 }
 #: The PostgreSQL channel on which approval decisions and rollback outcomes are announced, so long-polls on
 #: every replica wake at once.
@@ -332,6 +343,23 @@ class Tx:
         t = schema.api_keys
         return self._all(ApiKey, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at))
 
+    # dashboard users ----------------------------------------------------------------------------------
+    def user(self, org_id: str, user_id: str) -> User | None:
+        return self._one(User, user_id, org_id)
+
+    def user_by_email(self, email: str) -> User | None:
+        t = schema.users
+        row = self.conn.execute(sa.select(t).where(t.c.email == email)).first()
+        return from_row(row, User) if row is not None else None
+
+    def users_of(self, org_id: str) -> list[User]:
+        t = schema.users
+        return self._all(User, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.email))
+
+    def delete_user(self, org_id: str, user_id: str) -> bool:
+        t = schema.users
+        return self.conn.execute(t.delete().where(t.c.user_id == user_id, t.c.org_id == org_id)).rowcount == 1
+
     # connector configurations -------------------------------------------------------------------------
     def connector_config(self, org_id: str, connector: str) -> ConnectorConfig | None:
         t = schema.connector_configs
@@ -426,6 +454,17 @@ class Tx:
         )
         row = self.conn.execute(stmt).first()
         return from_row(row, Action) if row is not None else None
+
+    def recent_actions(self, org_id: str, limit: int) -> list[tuple[Action, str]]:
+        """The organisation's latest ``limit`` actions, newest first, each with its session's agent."""
+        stmt = (
+            sa.select(_A, _S.c.agent_id)
+            .join(_S, _S.c.session_id == _A.c.session_id)
+            .where(_A.c.org_id == org_id)
+            .order_by(_A.c.created_at.desc(), _A.c.action_id.desc())
+            .limit(limit)
+        )
+        return [(from_row(row, Action), row.agent_id) for row in self.conn.execute(stmt)]
 
     def actions_of(self, session_id: str) -> list[Action]:
         return self._all(Action, _ACTIONS_OF, {"sid": session_id})

@@ -58,6 +58,8 @@ class ApprovalInfo:
     #: Not among the fields the status reference fixes for ``GET /approvals``: that list carries it only when
     #: asked (``?include=purpose``, as the SDK does).
     purpose: ApprovalPurpose | None = None
+    #: What the session's agent declared it was doing, for the reviewer to judge the action against.
+    session_intent: str = ""
 
 
 @frozen

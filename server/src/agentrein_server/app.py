@@ -2,7 +2,8 @@
 
 Layers, outermost first: HTTP (routes in :mod:`agentrein_server.api`, problem+json in
 :mod:`~agentrein_server.problems`), who is calling (:mod:`~agentrein_server.auth`), then the engine's use
-cases, the same ones the embedded SDK calls. Background work runs in :mod:`~agentrein_server.workers`.
+cases, the same ones the embedded SDK calls. Background work runs in :mod:`~agentrein_server.workers`; the
+reviewer dashboard (:mod:`~agentrein_server.dashboard`) is served under ``/dashboard``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agentrein_server.api.policies import PolicyController
 from agentrein_server.api.sessions import SessionController
 from agentrein_server.api.system import healthz, prometheus_metrics
 from agentrein_server.auth import Authenticator, Caller
+from agentrein_server.dashboard import dashboard_router, root, template_config
 from agentrein_server.services import Services, ServicesDep, provide_services
 from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import SECRET_KEY_ENV, Vault
@@ -131,6 +133,8 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
             ApiKeyController,
             healthz,
             prometheus_metrics,
+            root,
+            dashboard_router(services.vault),
         ],
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),
@@ -142,6 +146,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         on_startup=[start],
         on_shutdown=[stop],
         request_max_body_size=MAX_BODY_BYTES,
+        template_config=template_config(),
         openapi_config=OpenAPIConfig(
             title="AgentRein",
             version="0.1.0",

@@ -1,7 +1,10 @@
-"""What every request handler works with, made once per server process."""
+"""What every request handler works with, made once per server process, and the few steps that pair an
+engine use case with the server's own follow-up (waking workers, encrypting, forgetting a cached key), so
+that the REST API and the dashboard take them the same way."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TypeAlias
 
 from attrs import define
@@ -9,7 +12,9 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 
 from agentrein_core.engine import Engine
+from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, Rollback
 from agentrein_core.plugins import Connectors
+from agentrein_core.statuses import Role
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
@@ -22,6 +27,50 @@ class Services:
     vault: Vault
     workers: Workers
     authenticator: Authenticator
+
+    def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
+        """Approve or reject; the workers are woken, since a decision may start or resume a rollback."""
+        decide = self.engine.approve if approve else self.engine.reject
+        decided = decide(org_id, approval_id, reviewer, reason)
+        self.workers.wake()
+        return decided
+
+    def request_rollback(
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        caller_role: Role,
+        requested_by: str,
+        trigger: str = "requested",
+        approval_timeout: timedelta | None = None,
+    ) -> Rollback:
+        """Start a session's rollback (or get the one under way) and wake the workers that run it."""
+        job = self.engine.request_rollback(
+            org_id,
+            session_id,
+            caller_role=caller_role,
+            requested_by=requested_by,
+            trigger=trigger,
+            approval_timeout=approval_timeout,
+        )
+        self.workers.wake()
+        return job
+
+    def configure_connector(
+        self, org_id: str, name: str, *, enabled: bool, config: JSON, credentials: JSON | None
+    ) -> ConnectorConfig:
+        """Check the settings with the connector, encrypt the credentials (``None`` keeps the stored ones)
+        and store them."""
+        self.connectors.get(name).check_config(config, credentials or {})
+        token = self.vault.encrypt(credentials) if credentials is not None else None
+        return self.engine.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
+
+    def revoke_api_key(self, org_id: str, key_id: str) -> ApiKey:
+        """The key stops working: at once on this server, within seconds on the others."""
+        revoked = self.engine.revoke_api_key(org_id, key_id)
+        self.authenticator.forget(key_id)
+        return revoked
 
 
 def provide_services(state: State) -> Services:

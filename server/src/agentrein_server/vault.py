@@ -7,6 +7,9 @@ up) apart from the database.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 from pathlib import Path
@@ -25,6 +28,7 @@ class Vault:
     def __init__(self, key: str | bytes) -> None:
         try:
             self._fernet = Fernet(key)
+            self._key = base64.urlsafe_b64decode(key)
         except (ValueError, TypeError):
             raise ValidationError(SECRET_KEY_ENV, "must be a Fernet key (32 url-safe base64-encoded bytes)") from None
 
@@ -40,6 +44,11 @@ class Vault:
             with os.fdopen(fd, "wb") as out:
                 out.write(Fernet.generate_key())
         return cls(key_file.read_bytes().strip())
+
+    def derive(self, purpose: str) -> bytes:
+        """A 32-byte secret for ``purpose`` (signing dashboard cookies, say), derived from the secret key so
+        that every replica sharing the key agrees on it and no second secret needs managing."""
+        return hmac.new(self._key, purpose.encode(), hashlib.sha256).digest()
 
     def encrypt(self, credentials: JSON) -> str:
         return self._fernet.encrypt(json.dumps(credentials).encode()).decode()

@@ -106,9 +106,7 @@ class ApprovalController(Controller):
             raise ValidationError("reviewer", "must not be empty (leave it out to be named by your API key)")
         # The record names the key as well as whoever the caller says decided, so it cannot be forged.
         reviewer = f"{decision.reviewer} ({caller.label})" if decision.reviewer else caller.label
-        decide = services.engine.approve if approve else services.engine.reject
-        decide(caller.org_id, approval_id, reviewer, decision.reason)
-        services.workers.wake()  # a decision may start or resume a rollback
+        services.decide(caller.org_id, approval_id, reviewer, decision.reason, approve=approve)
         return _wire(services.engine.get_approval(caller.org_id, approval_id))
 
 

@@ -37,11 +37,8 @@ class ConnectorController(Controller):
         """Enable (or disable) the connector for server-side rollback. ``credentials`` omitted keeps the
         stored ones."""
         caller.require_operator("configure connectors")
-        connector = services.connectors.get(name)
-        connector.check_config(data.config, data.credentials or {})
-        token = services.vault.encrypt(data.credentials) if data.credentials is not None else None
-        stored = services.engine.configure_connector(
-            caller.org_id, name, enabled=data.enabled, config=data.config, credentials=token
+        stored = services.configure_connector(
+            caller.org_id, name, enabled=data.enabled, config=data.config, credentials=data.credentials
         )
         return _describe(name, stored)
 

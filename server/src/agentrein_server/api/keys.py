@@ -26,8 +26,7 @@ class ApiKeyController(Controller):
     def revoke(self, key_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
         """The key stops working: at once on this server, within seconds on the others."""
         caller.require_operator("revoke API keys")
-        services.engine.revoke_api_key(caller.org_id, key_id)
-        services.authenticator.forget(key_id)
+        services.revoke_api_key(caller.org_id, key_id)
 
     @get(sync_to_thread=True)
     def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:

@@ -149,7 +149,7 @@ class SessionController(Controller):
         """Start the session's rollback (or return the one under way); the server's workers run it.
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
         request = data or bodies.RollbackRequest()
-        job = services.engine.request_rollback(
+        job = services.request_rollback(
             caller.org_id,
             session_id,
             caller_role=caller.role,
@@ -157,7 +157,6 @@ class SessionController(Controller):
             trigger=(f"requested: {request.reason}" if request.reason else "requested")[:200],
             approval_timeout=bodies.timeout(request.approval_timeout_ms),
         )
-        services.workers.wake()
         return _job(job)
 
     @get("/{session_id:str}/rollback", sync_to_thread=True)

@@ -1,0 +1,141 @@
+"""The reviewer dashboard: server-rendered pages under ``/dashboard`` (Jinja2 templates, htmx for the live
+parts, no build step), calling the same :class:`~agentrein_core.engine.Engine` use cases as the REST API.
+
+Layers, outermost first: the session cookie (encrypted, HttpOnly, Secure, SameSite) and CSRF check on every
+form (Litestar's middleware), security headers (a strict Content-Security-Policy: only our own scripts run),
+who is signed in (:mod:`.viewer`), then one module per area: :mod:`.signin`, :mod:`.approvals`,
+:mod:`.sessions` and the admin pages in :mod:`.admin`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlencode
+
+from litestar import Request, Response, Router, get
+from litestar.config.csrf import CSRFConfig
+from litestar.di import Provide
+from litestar.exceptions import HTTPException
+from litestar.middleware import DefineMiddleware
+from litestar.middleware.csrf import CSRFMiddleware
+from litestar.middleware.session import SessionMiddleware
+from litestar.middleware.session.client_side import ClientSideSessionBackend, CookieBackendConfig
+from litestar.response import Redirect, Template
+from litestar.static_files import create_static_files_router
+from litestar.types import ASGIApp
+
+from agentrein_core.errors import AgentReinError
+from agentrein_server.dashboard.admin import ConnectorPages, KeyPages, PolicyPages, UserPages
+from agentrein_server.dashboard.approvals import ApprovalPages
+from agentrein_server.dashboard.rendering import STATIC, template_config
+from agentrein_server.dashboard.sessions import SessionPages
+from agentrein_server.dashboard.signin import SignInController
+from agentrein_server.dashboard.viewer import SignInRequired, provide_member, provide_viewer
+from agentrein_server.problems import STATUS_OF
+from agentrein_server.vault import Vault
+
+__all__ = ["PREFIX", "dashboard_router", "root", "template_config"]
+
+log = logging.getLogger("agentrein.server")
+
+PREFIX = "/dashboard"
+#: How long a sign-in lasts.
+SIGNED_IN_SECONDS = 12 * 3600
+SECURITY_HEADERS = {
+    # Only our own files run, style and load; nothing an agent wrote can become a script or a frame.
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+
+@get("/", include_in_schema=False, sync_to_thread=False)
+def root() -> Redirect:
+    """The server's root URL opens the dashboard."""
+    return Redirect(f"{PREFIX}/approvals")
+
+
+def dashboard_router(vault: Vault) -> Router:
+    """The dashboard's routes, with their cookies' secrets derived from the server's secret key (so that
+    every replica accepts every other's sign-ins)."""
+    session_cookie = CookieBackendConfig(
+        secret=vault.derive("dashboard session"),
+        key="agentrein_session",
+        path=PREFIX,
+        max_age=SIGNED_IN_SECONDS,
+        secure=True,
+        httponly=True,
+        samesite="lax",
+    )
+    csrf = CSRFConfig(
+        secret=vault.derive("dashboard csrf").hex(),
+        cookie_name="agentrein_csrf",
+        cookie_path=PREFIX,
+        cookie_secure=True,
+        cookie_httponly=True,
+        cookie_samesite="strict",
+    )
+    return Router(
+        path=PREFIX,
+        route_handlers=[
+            SignInController,
+            ApprovalPages,
+            SessionPages,
+            PolicyPages,
+            ConnectorPages,
+            KeyPages,
+            UserPages,
+            create_static_files_router(path="/static", directories=[STATIC]),
+        ],
+        dependencies={
+            "signed_in": Provide(provide_viewer, sync_to_thread=True),
+            "viewer": Provide(provide_member, sync_to_thread=False),
+        },
+        middleware=[DefineMiddleware(_sessions, config=session_cookie), DefineMiddleware(CSRFMiddleware, config=csrf)],
+        response_headers=SECURITY_HEADERS,
+        exception_handlers={
+            SignInRequired: _sign_in_first,
+            AgentReinError: _error_page,
+            HTTPException: _error_page,
+            Exception: _error_page,
+        },
+        include_in_schema=False,
+    )
+
+
+def _sessions(app: ASGIApp, config: CookieBackendConfig) -> ASGIApp:
+    """The session middleware, built when the app is (Litestar copies a router's middleware definitions, and
+    the cookie backend's cipher cannot be copied)."""
+    return SessionMiddleware(app, backend=ClientSideSessionBackend(config=config))
+
+
+def _sign_in_first(request: Request[Any, Any, Any], _: SignInRequired) -> Response[Any]:
+    if request.headers.get("hx-request") == "true":  # a live fragment: send the whole page to sign-in
+        return Response(None, status_code=401, headers={"HX-Redirect": f"{PREFIX}/login"})
+    back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return Redirect(f"{PREFIX}/login?{urlencode({'next': back})}", status_code=303)
+
+
+def _error_page(request: Request[Any, Any, Any], exc: Exception) -> Template:
+    status, detail = 500, "Something went wrong on our side; the server has logged it."
+    if isinstance(exc, AgentReinError):
+        status = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)
+        detail = str(exc) if status < 500 else detail
+    elif isinstance(exc, HTTPException):
+        status = exc.status_code
+        detail = exc.detail if status < 500 else detail
+        if "CSRF" in detail:
+            detail = "This form had expired or came from another site. Reload the page and try again."
+    if status >= 500:
+        log.error("dashboard error on %s %s", request.method, request.url.path, exc_info=exc)
+    if request.headers.get("hx-request") == "true":  # shown in the page's message area
+        headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"}
+        return Template("message.html", context={"detail": detail}, status_code=status, headers=headers)
+    context = {"viewer": None, "flash": None, "status": status, "detail": detail}
+    return Template("error.html", context=context, status_code=status)

@@ -1,0 +1,111 @@
+"""The approvals queue: what waits for a decision (pending first, oldest first), then the latest decided;
+decisions in one click, recorded with the signed-in reviewer's email as ``resolvedBy``. The queue polls a
+fragment that answers 204 while nothing changed, so a reason being typed is not swept away."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any
+
+from litestar import Controller, Request, get, post
+from litestar.enums import RequestEncodingType
+from litestar.params import Body, FromPath
+from litestar.response import Redirect, Response, Template
+
+from agentrein_core.errors import InvalidTransitionError
+from agentrein_core.statuses import ApprovalStatus
+from agentrein_core.views import ApprovalInfo
+from agentrein_server.dashboard import forms
+from agentrein_server.dashboard.rendering import fragment, page, redirect, when
+from agentrein_server.dashboard.viewer import ViewerDep
+from agentrein_server.services import ServicesDep
+
+#: Decided approvals shown under the pending ones, newest decision first.
+RECENTLY_DECIDED = 20
+
+
+class ApprovalPages(Controller):
+    path = "/approvals"
+
+    @get(sync_to_thread=True)
+    def queue(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
+        pending, decided = _queue(services, viewer.org_id)
+        return page(
+            request, "approvals.html", viewer, pending=pending, decided=decided, version=_version(pending, decided)
+        )
+
+    @get("/queue", sync_to_thread=True)
+    def live(self, viewer: ViewerDep, services: ServicesDep, version: str = "") -> Template | Response[None]:
+        """The queue's list, or ``204 No Content`` when it is as the page last showed it (``version``)."""
+        pending, decided = _queue(services, viewer.org_id)
+        current = _version(pending, decided)
+        if current == version:
+            return Response(None, status_code=204)
+        return fragment("approval_list.html", viewer=viewer, pending=pending, decided=decided, version=current)
+
+    @post("/{approval_id:str}/approve", sync_to_thread=True, status_code=200)
+    def approve(
+        self,
+        approval_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        data: Annotated[forms.Decision, Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Template | Redirect:
+        return _decide(approval_id, request, viewer, services, data, approve=True)
+
+    @post("/{approval_id:str}/reject", sync_to_thread=True, status_code=200)
+    def reject(
+        self,
+        approval_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        data: Annotated[forms.Decision, Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Template | Redirect:
+        return _decide(approval_id, request, viewer, services, data, approve=False)
+
+
+def _decide(
+    approval_id: str,
+    request: Request[Any, Any, Any],
+    viewer: ViewerDep,
+    services: ServicesDep,
+    data: forms.Decision,
+    *,
+    approve: bool,
+) -> Template | Redirect:
+    """Decide, then show the request as it now stands; if someone else was first, say who and when."""
+    verb = "approved" if approve else "rejected"
+    try:
+        services.decide(viewer.org_id, approval_id, viewer.email, forms.optional(data.reason), approve=approve)
+        message, error = f"You {verb} this request.", False
+    except InvalidTransitionError:
+        message, error = _already_decided(services.engine.get_approval(viewer.org_id, approval_id)), True
+    info = services.engine.get_approval(viewer.org_id, approval_id)
+    if request.headers.get("hx-request") != "true":
+        return redirect(request, "/dashboard/approvals", message, error=error)
+    return fragment("approval_card.html", viewer=viewer, approval=info, message=message, error=error)
+
+
+def _already_decided(info: ApprovalInfo) -> str:
+    if info.status is ApprovalStatus.EXPIRED:
+        return f"This request had already expired at {when(info.resolved_at)}."
+    return f"Already {info.status.lower()} by {info.resolved_by} at {when(info.resolved_at)}."
+
+
+def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
+    everything = services.engine.list_approvals(org_id)
+    pending = [a for a in everything if a.status is ApprovalStatus.PENDING]
+    decided = sorted(
+        (a for a in everything if a.status is not ApprovalStatus.PENDING),
+        key=lambda a: (a.resolved_at or a.requested_at, a.approval_id),
+        reverse=True,
+    )
+    return pending, decided[:RECENTLY_DECIDED]
+
+
+def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo]) -> str:
+    """Changes whenever the list would look different (a request arrives, is decided, or turns unconfirmed)."""
+    seen = "|".join(f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}" for a in [*pending, *decided])
+    return hashlib.sha256(seen.encode()).hexdigest()[:16]

@@ -1,0 +1,108 @@
+"""How the dashboard's pages are rendered: the Jinja2 environment (autoescaping every value, so an agent's
+payload is shown as text and never run) and the filters the templates use to show times, JSON and statuses."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from litestar import Request
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.response import Redirect, Template
+from litestar.template.config import TemplateConfig
+
+from agentrein_server.dashboard.viewer import Viewer
+
+HERE = Path(__file__).parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+
+#: The colour family of each status (text always names the status too: colour is never the only signal).
+TONE = {
+    "good": {"SUCCESS", "APPROVED", "DONE", "COMPLETED", "REVERTED", "SUCCEEDED", "VERIFIED", "ALLOW"},
+    "bad": {
+        "FAILED",
+        "REJECTED",
+        "ROLLBACK_FAILED",
+        "BLOCK",
+        "DECLINED",
+        "PARTIALLY_REVERTED",
+        "DRIFT_DETECTED",
+    },
+    "wait": {
+        "PENDING",
+        "PENDING_APPROVAL",
+        "AWAITING_APPROVAL",
+        "WAITING_APPROVAL",
+        "IN_PROGRESS",
+        "ROLLING_BACK",
+        "RUNNING",
+        "REQUIRE_APPROVAL",
+        "CLEARED",
+    },
+}
+
+
+def when(moment: datetime | None) -> str:
+    """A time as people read it, in UTC (the ``<time>`` element carries the exact value)."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "—"
+
+
+def pretty(value: Any) -> str:
+    """JSON laid out for reading; escaped by the template like any other text."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def tone(status: object) -> str:
+    text = str(status)
+    return next((name for name, members in TONE.items() if text in members), "plain")
+
+
+def duration(seconds: float) -> str:
+    """``4m 05s left``-style text for a countdown's first paint (dashboard.js keeps it current)."""
+    seconds = max(0, int(seconds))
+    if seconds == 0:
+        return "time is up"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h left"
+    if hours:
+        return f"{hours}h {minutes:02d}m left"
+    return f"{minutes}m {secs:02d}s left"
+
+
+def template_config() -> TemplateConfig[JinjaTemplateEngine]:
+    environment = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,  # a misspelt name fails the page in tests instead of rendering blank
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(when=when, pretty=pretty, tone=tone, duration=duration)
+    return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))
+
+
+def page(
+    request: Request[Any, Any, Any], template: str, viewer: Viewer | None, *, status_code: int = 200, **context: Any
+) -> Template:
+    """A whole page: ``template`` with the signed-in viewer and the message left by the last form, if any."""
+    message = request.session.pop("flash", None) if viewer is not None else None
+    return Template(template, context={"viewer": viewer, "flash": message, **context}, status_code=status_code)
+
+
+def fragment(template: str, **context: Any) -> Template:
+    """Part of a page, for htmx to swap in."""
+    return Template(template, context=context)
+
+
+def redirect(request: Request[Any, Any, Any], to: str, message: str | None = None, *, error: bool = False) -> Redirect:
+    """After a form: back to a page (303, so a reload does not post again), with a message shown there once."""
+    if message:
+        request.session["flash"] = {"text": message, "error": error}
+    return Redirect(to, status_code=303)

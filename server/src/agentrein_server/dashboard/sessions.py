@@ -1,0 +1,134 @@
+"""Sessions: a filterable, paginated list, and one session's timeline with its approvals and rollback.
+
+Rolling back takes a confirmation that lists the undos in the order they will run (last action first); the
+session page then follows the rollback live, polling a fragment until the job has ended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from litestar import Controller, Request, get, post
+from litestar.params import FromPath
+from litestar.response import Redirect, Template
+
+from agentrein_core import rollback
+from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_core.model import Rollback
+from agentrein_core.statuses import ActionStatus, DisplayStatus, Role, RollbackStatus, UndoStatus
+from agentrein_core.views import SessionInfo
+from agentrein_server.dashboard.rendering import fragment, page, redirect
+from agentrein_server.dashboard.viewer import ViewerDep, require_admin
+from agentrein_server.services import ServicesDep
+
+PAGE_SIZE = 25
+#: Actions a rollback has dealt with or will deal with: the chain the progress view walks down.
+IN_CHAIN = (ActionStatus.SUCCESS, ActionStatus.ROLLED_BACK, ActionStatus.ROLLBACK_FAILED)
+DEALT_WITH = (UndoStatus.DONE, UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED)
+
+
+class SessionPages(Controller):
+    path = "/sessions"
+
+    @get(sync_to_thread=True)
+    def index(
+        self,
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        display_status: str = "",
+        agent: str = "",
+        since: str = "",
+        until: str = "",
+        cursor: str = "",
+    ) -> Template:
+        filters = {"display_status": display_status, "agent": agent.strip(), "since": since, "until": until}
+        error = None
+        try:
+            found = services.engine.list_sessions(
+                viewer.org_id,
+                PAGE_SIZE,
+                display_status=display_status or None,
+                agent_id=filters["agent"] or None,
+                created_after=_moment("since", since),
+                created_before=_moment("until", until),
+                cursor=cursor or None,
+            )
+            sessions, next_cursor = found.sessions, found.next_cursor
+        except ValidationError as err:
+            sessions, next_cursor, error = [], None, str(err)
+        query = {k: v for k, v in filters.items() if v}
+        return page(
+            request,
+            "sessions.html",
+            viewer,
+            sessions=sessions,
+            filters=filters,
+            statuses=list(DisplayStatus),
+            error=error,
+            first_page=urlencode(query),
+            next_page=urlencode({**query, "cursor": next_cursor}) if next_cursor else None,
+            paged=bool(cursor),
+        )
+
+    @get("/{session_id:str}", sync_to_thread=True)
+    def show(
+        self, session_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+    ) -> Template:
+        session = services.engine.get_session(viewer.org_id, session_id)
+        job = services.engine.latest_rollback(viewer.org_id, session_id)
+        return page(request, "session.html", viewer, session=session, progress=_progress(session, job))
+
+    @get("/{session_id:str}/rollback", sync_to_thread=True)
+    def confirm_rollback(
+        self, session_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+    ) -> Template:
+        """What rolling back will do, for an admin to confirm."""
+        require_admin(viewer)
+        session = services.engine.get_session(viewer.org_id, session_id)
+        return page(request, "rollback_confirm.html", viewer, session=session, undos=rollback.planned(session.actions))
+
+    @post("/{session_id:str}/rollback", sync_to_thread=True, status_code=303)
+    def start_rollback(
+        self, session_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+    ) -> Redirect:
+        require_admin(viewer)
+        here = f"/dashboard/sessions/{session_id}"
+        try:
+            services.request_rollback(
+                viewer.org_id, session_id, caller_role=Role.OPERATOR, requested_by=viewer.email, trigger="dashboard"
+            )
+        except AgentReinError as err:
+            services.engine.get_session(viewer.org_id, session_id)  # an unknown session is a 404, not a message
+            return redirect(request, here, f"Not rolled back: {err}", error=True)
+        return redirect(request, here, "Rollback started.")
+
+    @get("/{session_id:str}/rollback/progress", sync_to_thread=True)
+    def rollback_progress(self, session_id: FromPath[str], viewer: ViewerDep, services: ServicesDep) -> Template:
+        """The rollback as it stands; the fragment keeps polling itself while the job runs."""
+        session = services.engine.get_session(viewer.org_id, session_id)
+        job = services.engine.latest_rollback(viewer.org_id, session_id)
+        return fragment("rollback_progress.html", session=session, progress=_progress(session, job))
+
+
+def _progress(session: SessionInfo, job: Rollback | None) -> dict[str, Any] | None:
+    """The latest rollback and the chain it walks (last action first), or None if there was none."""
+    if job is None:
+        return None
+    steps = sorted((a for a in session.actions if a.status in IN_CHAIN), key=lambda a: a.seq, reverse=True)
+    if not job.whole_session:
+        steps = [a for a in steps if a.undo_requested]
+    finished = sum(1 for a in steps if a.undo_status in DEALT_WITH)
+    return {"job": job, "steps": steps, "finished": finished, "running": job.status is RollbackStatus.RUNNING}
+
+
+def _moment(field: str, text: str) -> datetime | None:
+    """A ``datetime-local`` field's value, taken as UTC."""
+    if not text.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(field, f"{text!r} is not a date and time like 2026-11-29T14:30") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
