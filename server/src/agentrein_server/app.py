@@ -13,11 +13,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from litestar import Litestar, Request
+from litestar import Litestar, Request, Response
 from litestar.concurrency import get_asyncio_executor, set_asyncio_executor
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
@@ -35,7 +37,7 @@ from agentrein_server.api.policies import PolicyController
 from agentrein_server.api.sessions import SessionController
 from agentrein_server.api.system import healthz, prometheus_metrics
 from agentrein_server.auth import Authenticator, Caller
-from agentrein_server.dashboard import dashboard_router, root, template_config
+from agentrein_server.dashboard import dashboard_router, error_page, is_dashboard, root, template_config
 from agentrein_server.services import Services, ServicesDep, provide_services
 from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import SECRET_KEY_ENV, Vault
@@ -106,6 +108,11 @@ def _undo_checker(connectors: Connectors) -> Callable[[str, UndoConfig], None]:
     return check
 
 
+def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # type: ignore[type-arg]
+    """Errors raised before a route is found (an unknown path): a page under the dashboard, else problem+json."""
+    return error_page(request, exc) if is_dashboard(request) else problems.http_error(request, exc)
+
+
 def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
     """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica that runs
     workers)."""
@@ -141,7 +148,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
             "caller": Provide(provide_caller, sync_to_thread=False),
         },
         state=State({"services": services}),
-        exception_handlers=problems.HANDLERS,
+        exception_handlers={**problems.HANDLERS, HTTPException: _problem_or_page},
         middleware=[metrics.prometheus.middleware],
         on_startup=[start],
         on_shutdown=[stop],

@@ -11,6 +11,7 @@ import functools
 import getpass
 import inspect
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from agentrein_core.errors import (
     AgentReinError,
     AgentReinUnavailableError,
     InvalidTransitionError,
+    NotFoundError,
     RollbackRefusedError,
     ValidationError,
 )
@@ -48,6 +50,7 @@ from agentrein_core.statuses import (
     Role,
     RollbackStatus,
     UndoStatus,
+    UserRole,
 )
 from agentrein_core.store import Store
 from agentrein_core.views import SessionInfo
@@ -63,6 +66,7 @@ policies = typer.Typer(help="The organisation's policies: ALLOW < REQUIRE_APPROV
 connectors = typer.Typer(help="Connector plugins, and which may run inverses for rollbacks.", no_args_is_help=True)
 orgs = typer.Typer(help="Organisations (run on the server's database).", no_args_is_help=True)
 keys = typer.Typer(help="API keys (run on the server's database; keys are shown once).", no_args_is_help=True)
+users = typer.Typer(help="Dashboard users (run on the server's database).", no_args_is_help=True)
 app.add_typer(db, name="db")
 app.add_typer(sessions, name="sessions")
 app.add_typer(approvals, name="approvals")
@@ -70,7 +74,10 @@ app.add_typer(policies, name="policies")
 app.add_typer(connectors, name="connectors")
 app.add_typer(orgs, name="orgs")
 app.add_typer(keys, name="keys")
+app.add_typer(users, name="users")
 console = Console()
+#: The dashboard admin a fresh server creates (its password is printed once).
+BOOTSTRAP_ADMIN = "admin@localhost"
 
 #: How long one look at a running rollback waits for it to move.
 POLL = 0.25
@@ -226,25 +233,34 @@ def serve(
         services = open_services(database_url, rollback_threads=rollback_workers)
         created = _bootstrap(services.engine)
     if created is not None:
+        key, password = created
         console.print(
-            "Created organisation 'default' (plan team). Its operator API key, shown only now:", soft_wrap=True
+            f"Created organisation 'default' (plan team). Dashboard: sign in at http://{host}:{port}/ as "
+            f"{BOOTSTRAP_ADMIN} with the password {password} (shown only now; add users under Users, or with "
+            "'agentrein users create'). The operator API key, shown only now:",
+            soft_wrap=True,
+            highlight=False,
         )
-        print(created, flush=True)
+        print(key, flush=True)
     console.print(
-        f"AgentRein on http://{host}:{port}  (API docs: /schema)  database: {services.engine.store.url}", soft_wrap=True
+        f"AgentRein on http://{host}:{port}  (dashboard: /, API docs: /schema)  database: {services.engine.store.url}",
+        soft_wrap=True,
     )
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
 
 
-def _bootstrap(engine: Engine) -> str | None:
-    """On an empty database: organisation 'default' and an operator key (its secret), else None."""
+def _bootstrap(engine: Engine) -> tuple[str, str] | None:
+    """On an empty database: organisation 'default' with an operator key and a dashboard admin; their
+    secrets (key, password), else None."""
     if engine.list_organisations():
         return None
     try:
         org = engine.create_organisation(DEFAULT_ORGANISATION, Plan.TEAM)
     except (ValidationError, InvalidTransitionError):
         return None  # another replica starting at the same moment created it
-    return engine.create_api_key(org.org_id, Role.OPERATOR)[1]
+    password = secrets.token_urlsafe(12)
+    engine.create_user(org.org_id, BOOTSTRAP_ADMIN, UserRole.ADMIN, password)
+    return engine.create_api_key(org.org_id, Role.OPERATOR)[1], password
 
 
 @contextmanager
@@ -290,6 +306,44 @@ def keys_create(
         key, secret = engine.create_api_key(engine.organisation_named(org).org_id, role)
         console.print(f"Created {key.role} key {key.key_id} for organisation {org!r}. The key, shown only now:")
         print(secret, flush=True)
+
+
+@users.command("create")
+def users_create(
+    email: str,
+    password: Annotated[
+        str, typer.Option(prompt=True, hide_input=True, confirmation_prompt=True, help="Asked for when left out.")
+    ],
+    role: Annotated[UserRole, typer.Option(help="reviewer decides; admin also manages.")] = UserRole.REVIEWER,
+    org: Organisation = DEFAULT_ORGANISATION,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Add a dashboard user, who signs in with EMAIL and the password at the server's root URL."""
+    with _engine(database_url) as engine:
+        user = engine.create_user(engine.organisation_named(org).org_id, email, role, password)
+        console.print(f"{user.email} can now sign in to the dashboard as {user.role} of {org!r}.", highlight=False)
+
+
+@users.command("list")
+def users_list(org: Organisation = DEFAULT_ORGANISATION, database_url: DatabaseUrl = None) -> None:
+    """The organisation's dashboard users."""
+    with _engine(database_url) as engine:
+        table = _table("email", "role", "added")
+        for user in engine.list_users(engine.organisation_named(org).org_id):
+            table.add_row(user.email, user.role, user.created_at.strftime("%Y-%m-%d %H:%M"))
+        console.print(table)
+
+
+@users.command("remove")
+def users_remove(email: str, org: Organisation = DEFAULT_ORGANISATION, database_url: DatabaseUrl = None) -> None:
+    """Remove a dashboard user (their past decisions keep their name)."""
+    with _engine(database_url) as engine:
+        org_id = engine.organisation_named(org).org_id
+        found = [u for u in engine.list_users(org_id) if u.email == email.strip().lower()]
+        if not found:
+            raise NotFoundError("user", email, key="email")
+        engine.delete_user(org_id, found[0].user_id)
+        console.print(f"Removed {found[0].email}.", highlight=False)
 
 
 @db.command("upgrade")

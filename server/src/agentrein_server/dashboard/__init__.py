@@ -35,7 +35,7 @@ from agentrein_server.dashboard.viewer import SignInRequired, provide_member, pr
 from agentrein_server.problems import STATUS_OF
 from agentrein_server.vault import Vault
 
-__all__ = ["PREFIX", "dashboard_router", "root", "template_config"]
+__all__ = ["PREFIX", "dashboard_router", "error_page", "is_dashboard", "root", "template_config"]
 
 log = logging.getLogger("agentrein.server")
 
@@ -101,9 +101,9 @@ def dashboard_router(vault: Vault) -> Router:
         response_headers=SECURITY_HEADERS,
         exception_handlers={
             SignInRequired: _sign_in_first,
-            AgentReinError: _error_page,
-            HTTPException: _error_page,
-            Exception: _error_page,
+            AgentReinError: error_page,
+            HTTPException: error_page,
+            Exception: error_page,
         },
         include_in_schema=False,
     )
@@ -122,7 +122,13 @@ def _sign_in_first(request: Request[Any, Any, Any], _: SignInRequired) -> Respon
     return Redirect(f"{PREFIX}/login?{urlencode({'next': back})}", status_code=303)
 
 
-def _error_page(request: Request[Any, Any, Any], exc: Exception) -> Template:
+def is_dashboard(request: Request[Any, Any, Any]) -> bool:
+    """Whether a request was for a dashboard page (errors are then pages, not problem+json)."""
+    return request.url.path == PREFIX or request.url.path.startswith(PREFIX + "/")
+
+
+def error_page(request: Request[Any, Any, Any], exc: Exception) -> Template:
+    """An error as a page (or, for htmx, a message in the page's message area)."""
     status, detail = 500, "Something went wrong on our side; the server has logged it."
     if isinstance(exc, AgentReinError):
         status = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)

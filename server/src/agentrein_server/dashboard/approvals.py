@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.enums import RequestEncodingType
-from litestar.params import Body, FromPath
+from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
 
 from agentrein_core.errors import InvalidTransitionError
@@ -35,7 +35,7 @@ class ApprovalPages(Controller):
         )
 
     @get("/queue", sync_to_thread=True)
-    def live(self, viewer: ViewerDep, services: ServicesDep, version: str = "") -> Template | Response[None]:
+    def live(self, viewer: ViewerDep, services: ServicesDep, version: FromQuery[str] = "") -> Template | Response[None]:
         """The queue's list, or ``204 No Content`` when it is as the page last showed it (``version``)."""
         pending, decided = _queue(services, viewer.org_id)
         current = _version(pending, decided)

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from litestar import Controller, Request, get, post
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Template
 
 from agentrein_core import rollback
@@ -37,11 +37,11 @@ class SessionPages(Controller):
         request: Request[Any, Any, Any],
         viewer: ViewerDep,
         services: ServicesDep,
-        display_status: str = "",
-        agent: str = "",
-        since: str = "",
-        until: str = "",
-        cursor: str = "",
+        display_status: FromQuery[str] = "",
+        agent: FromQuery[str] = "",
+        since: FromQuery[str] = "",
+        until: FromQuery[str] = "",
+        cursor: FromQuery[str] = "",
     ) -> Template:
         filters = {"display_status": display_status, "agent": agent.strip(), "since": since, "until": until}
         error = None

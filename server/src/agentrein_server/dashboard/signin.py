@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.enums import RequestEncodingType
-from litestar.params import Body
+from litestar.params import Body, FromQuery
 from litestar.response import Redirect, Template
 
 from agentrein_core.errors import UnauthorizedError
@@ -69,7 +69,7 @@ class SignInController(Controller):
         return Redirect(HOME)
 
     @get("/login", sync_to_thread=False)
-    def form(self, request: Request[Any, Any, Any], next: str = HOME) -> Template:
+    def form(self, request: Request[Any, Any, Any], next: FromQuery[str] = HOME) -> Template:
         return page(request, "signin.html", None, next=safe_next(next), error=None, email="")
 
     @post("/login", sync_to_thread=True, status_code=303)

@@ -53,12 +53,12 @@ def require_admin(viewer: Viewer) -> Viewer:
     return viewer
 
 
-def provide_member(signed_in: Viewer) -> Viewer:
+def provide_member(signed_in: NamedDependency[Viewer]) -> Viewer:
     """The viewer of a page any signed-in user may see."""
     return signed_in
 
 
-def provide_admin(signed_in: Viewer) -> Viewer:
+def provide_admin(signed_in: NamedDependency[Viewer]) -> Viewer:
     """The viewer of an admin page, who must be an admin."""
     return require_admin(signed_in)
 
