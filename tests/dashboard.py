@@ -20,6 +20,8 @@ from agentrein_core.statuses import UserRole
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PASSWORD = "correct horse battery"
+#: What a hostile agent might put in an intent or a payload; the dashboard must show it as text.
+HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=1"> javascript:alert(1)'
 CSRF_FIELD = re.compile(r'name="_csrf_token" value="([^"]+)"')
 
 

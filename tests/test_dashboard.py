@@ -9,12 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from dashboard import PASSWORD, Account, Visitor, account, visitor
+from dashboard import HOSTILE, PASSWORD, Account, Visitor, account, visitor
 from serving import RunningServer, Tenant
 
 from agentrein_core.statuses import ApprovalStatus, UserRole
-
-HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=1"> javascript:alert(1)'
 
 
 @pytest.fixture
@@ -292,8 +290,14 @@ def test_a_bad_filter_is_explained_not_an_error(as_reviewer: Visitor) -> None:
         assert 'class="message error"' in page.text
 
 
-def test_only_an_admin_sees_the_roll_back_button(api: httpx.Client, as_admin: Visitor, as_reviewer: Visitor) -> None:
+def test_only_an_admin_is_offered_a_rollback_and_only_while_there_is_something_to_undo(
+    api: httpx.Client, as_admin: Visitor, as_reviewer: Visitor
+) -> None:
     session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    assert "Roll back…" not in as_admin.get(f"/dashboard/sessions/{session_id}").text  # nothing done yet
+    body = {"connector": "http", "apiName": "POST /v1/x", "operationType": "CREATE", "payload": {}}
+    action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+    api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "SUCCESS", "response": {}})
     assert "Roll back…" in as_admin.get(f"/dashboard/sessions/{session_id}").text
     assert "Roll back…" not in as_reviewer.get(f"/dashboard/sessions/{session_id}").text
 

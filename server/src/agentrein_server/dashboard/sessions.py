@@ -76,9 +76,7 @@ class SessionPages(Controller):
     def show(
         self, session_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Template:
-        session = services.engine.get_session(viewer.org_id, session_id)
-        job = services.engine.latest_rollback(viewer.org_id, session_id)
-        return page(request, "session.html", viewer, session=session, progress=_progress(session, job))
+        return page(request, "session.html", viewer, **_session_view(services, viewer.org_id, session_id))
 
     @get("/{session_id:str}/rollback", sync_to_thread=True)
     def confirm_rollback(
@@ -104,12 +102,23 @@ class SessionPages(Controller):
             return redirect(request, here, f"Not rolled back: {err}", error=True)
         return redirect(request, here, "Rollback started.")
 
-    @get("/{session_id:str}/rollback/progress", sync_to_thread=True)
-    def rollback_progress(self, session_id: FromPath[str], viewer: ViewerDep, services: ServicesDep) -> Template:
-        """The rollback as it stands; the fragment keeps polling itself while the job runs."""
-        session = services.engine.get_session(viewer.org_id, session_id)
-        job = services.engine.latest_rollback(viewer.org_id, session_id)
-        return fragment("rollback_progress.html", session=session, progress=_progress(session, job))
+    @get("/{session_id:str}/live", sync_to_thread=True)
+    def live(self, session_id: FromPath[str], viewer: ViewerDep, services: ServicesDep) -> Template:
+        """The session's body as it now stands (polled while a rollback runs; it stops polling once the
+        rollback has ended)."""
+        return fragment("session_body.html", viewer=viewer, **_session_view(services, viewer.org_id, session_id))
+
+
+def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[str, Any]:
+    session = services.engine.get_session(org_id, session_id)
+    job = services.engine.latest_rollback(org_id, session_id)
+    progress = _progress(session, job)
+    under_way = progress is not None and progress["running"]
+    return {
+        "session": session,
+        "progress": progress,
+        "can_roll_back": bool(rollback.planned(session.actions)) and not under_way,
+    }
 
 
 def _progress(session: SessionInfo, job: Rollback | None) -> dict[str, Any] | None:
@@ -120,7 +129,8 @@ def _progress(session: SessionInfo, job: Rollback | None) -> dict[str, Any] | No
     if not job.whole_session:
         steps = [a for a in steps if a.undo_requested]
     finished = sum(1 for a in steps if a.undo_status in DEALT_WITH)
-    return {"job": job, "steps": steps, "finished": finished, "running": job.status is RollbackStatus.RUNNING}
+    running = job.status in (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
+    return {"job": job, "steps": steps, "finished": finished, "running": running}
 
 
 def _moment(field: str, text: str) -> datetime | None:

@@ -1,0 +1,265 @@
+"""The dashboard in a real browser (Debian's Chromium, headless, driven by Playwright) against the real
+server on 127.0.0.1: what a reviewer and an admin do, end to end, with htmx and the page's script running
+under the Content-Security-Policy. Screenshots go to the test run's temporary folder, under screenshots/."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from dashboard import CHROMIUM, CHROMIUM_FLAGS, HOSTILE, Account, account, chromium_available
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from serving import RunningServer, Tenant
+
+from agentrein import ActionStatus, ApprovalRejectedError
+from agentrein_core.statuses import UserRole
+from agentrein_server.demo.fake_service import FakeService
+
+pytestmark = pytest.mark.skipif(not chromium_available(), reason=f"no browser at {CHROMIUM} (.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def server(servers: Any) -> RunningServer:
+    """The browser tests run against one server on SQLite (the HTTP-level tests cover both databases)."""
+    running: RunningServer = servers.on("sqlite:///")
+    return running
+
+
+@pytest.fixture
+def tenant(server: RunningServer) -> Tenant:
+    return server.tenant()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.getbasetemp() / "screenshots"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+class Tab:
+    """One browser tab (in a context of its own: its own cookies), noting what the console reports, where
+    Content-Security-Policy violations and script errors appear."""
+
+    def __init__(self, browser: Browser, server: RunningServer, **context: Any) -> None:
+        self.context = browser.new_context(base_url=server.url, **context)
+        self.page: Page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.console_errors: list[str] = []
+        self.dialogs: list[str] = []
+        #: Statuses a test asks for on purpose; Chromium reports each as "Failed to load resource".
+        self.expected_statuses: set[int] = set()
+        self.page.on("console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.console_errors.append(str(e)))
+        self.page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def sign_in(self, who: Account) -> Page:
+        page = self.page
+        page.goto("/")
+        page.get_by_label("Email").fill(who.email)
+        page.get_by_label("Password").fill(who.password)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
+        return page
+
+
+@pytest.fixture
+def tabs(browser: Browser, server: RunningServer) -> Iterator[list[Tab]]:
+    opened: list[Tab] = []
+    yield opened
+    for tab in opened:
+        tab.context.close()
+    for tab in opened:
+        expected = tuple(f"the server responded with a status of {status} " for status in tab.expected_statuses)
+        unexpected = [e for e in tab.console_errors if not (expected and any(x in e for x in expected))]
+        assert unexpected == [], "the browser reported errors (a CSP violation, a script error)"
+
+
+def open_tab(tabs: list[Tab], browser: Browser, server: RunningServer, **context: Any) -> Tab:
+    tab = Tab(browser, server, **context)
+    tabs.append(tab)
+    return tab
+
+
+def blocked_agent_call(
+    tenant: Tenant, service: FakeService, outcome: dict[str, Any], *, intent: str = "Refund order 7"
+) -> threading.Thread:
+    """An agent thread whose POST waits for a before-execution approval; ``outcome`` gets its result."""
+    ar = tenant.client()
+    session = ar.new_session(agent_id="billing-agent", intent=intent)
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", requires_approval=["POST *"])
+    outcome["session"] = session
+
+    def call() -> None:
+        try:
+            outcome["response"] = api.post("/v1/things", json={"amount": 4200, "customer": "cus_7"})
+        except Exception as err:  # the test looks at which
+            outcome["error"] = err
+        finally:
+            outcome["ar"] = ar
+
+    agent = threading.Thread(target=call, name="blocked-agent")
+    agent.start()
+    return agent
+
+
+def test_a_reviewer_approves_in_the_browser_and_the_waiting_agent_call_completes(
+    browser: Browser,
+    server: RunningServer,
+    tenant: Tenant,
+    service: FakeService,
+    tabs: list[Tab],
+    screenshots: Path,
+) -> None:
+    reviewer = account(server, tenant, UserRole.REVIEWER)
+    page = open_tab(tabs, browser, server).sign_in(reviewer)
+    outcome: dict[str, Any] = {}
+    agent = blocked_agent_call(tenant, service, outcome)  # after the queue is open: it must arrive live
+    card = page.locator("article.approval").filter(has_text="POST /v1/things")
+    expect(card).to_be_visible()
+    expect(card).to_contain_text("Refund order 7")
+    expect(card).to_contain_text("Before it runs")
+    expect(card.locator(".countdown")).to_contain_text("left")
+    page.screenshot(path=screenshots / "approvals-queue.png", full_page=True)
+    assert agent.is_alive() and service.requests == []
+    card.get_by_label("Reason (optional)").fill("checked the order")
+    page.keyboard.press("Tab")  # the Approve button is next: reachable from the keyboard
+    page.keyboard.press("Enter")
+    expect(card).to_contain_text("You approved this request.")
+    agent.join(timeout=30)
+    assert not agent.is_alive()
+    assert outcome["response"].status_code == 201
+    ar = outcome["ar"]
+    (action,) = ar.get_session(outcome["session"]).actions
+    assert action.status is ActionStatus.SUCCESS
+    assert [a.resolved_by for a in ar.get_session(outcome["session"]).approvals] == [reviewer.email]
+    ar.close()
+
+
+def test_a_rejection_with_a_reason_reaches_the_agent(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab]
+) -> None:
+    outcome: dict[str, Any] = {}
+    agent = blocked_agent_call(tenant, service, outcome)
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.REVIEWER))
+    card = page.locator("article.approval").filter(has_text="POST /v1/things")
+    card.get_by_label("Reason (optional)").fill("wrong customer")
+    card.get_by_role("button", name="Reject").click()
+    expect(card).to_contain_text("You rejected this request.")
+    agent.join(timeout=30)
+    error = outcome["error"]
+    assert isinstance(error, ApprovalRejectedError)
+    assert error.reason == "wrong customer"
+    assert service.requests == []  # the call never ran
+    outcome["ar"].close()
+
+
+def test_a_rollback_started_from_the_session_page_undoes_last_first(
+    browser: Browser,
+    server: RunningServer,
+    tenant: Tenant,
+    service: FakeService,
+    tabs: list[Tab],
+    screenshots: Path,
+) -> None:
+    ar = tenant.client()
+    session = ar.new_session(agent_id="provisioner", intent="Create three things")
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    created = [api.post("/v1/things", json={"n": n}).json()["id"] for n in range(3)]
+    ar.complete_session(session)
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.ADMIN))
+    page.goto(f"/dashboard/sessions/{session.id}")
+    expect(page.locator(".timeline > li")).to_have_count(3)
+    page.get_by_role("link", name="Roll back…").click()
+    steps = page.locator("ol.chain > li")
+    expect(steps).to_have_count(3)
+    assert [steps.nth(i).text_content().split()[0] for i in range(3)] == ["#3", "#2", "#1"]  # type: ignore[union-attr]
+    page.get_by_role("button", name="Confirm rollback").click()
+    progress = page.locator("#rollback")
+    expect(progress).to_contain_text("3 of 3 undos dealt with", timeout=30_000)
+    expect(progress).to_contain_text("SUCCEEDED")
+    expect(progress.locator("li").filter(has_text="DONE")).to_have_count(3)
+    page.screenshot(path=screenshots / "session-rolled-back.png", full_page=True)
+    deletes = [r.path for r in service.requests if r.method == "DELETE"]
+    assert deletes == [f"/v1/things/{thing}" for thing in reversed(created)]
+    assert service.resources.get("things", {}) == {}
+    ar.close()
+
+
+def test_an_agent_payload_with_markup_stays_inert_in_the_browser(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab]
+) -> None:
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        session_id = api.post("/sessions", json={"agentId": "agent", "intent": HOSTILE}).json()["id"]
+        body = {"connector": "http", "apiName": "POST /v1/x", "operationType": "CREATE", "payload": {"note": HOSTILE}}
+        api.post(f"/sessions/{session_id}/actions", json={**body, "requiresApproval": True})
+    tab = open_tab(tabs, browser, server)
+    page = tab.sign_in(account(server, tenant, UserRole.REVIEWER))
+    expect(page.get_by_text("<script>window.pwned=1</script>").first).to_be_visible()
+    page.goto(f"/dashboard/sessions/{session_id}")
+    page.get_by_text("Payload, response and undo").click()
+    expect(page.locator("pre").first).to_contain_text('<script>window.pwned=1</script><img src=x onerror=')
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("img").count() == 0
+    assert tab.dialogs == []
+
+
+def test_a_reviewer_is_refused_the_admin_pages(
+    browser: Browser, server: RunningServer, tenant: Tenant, tabs: list[Tab]
+) -> None:
+    tab = open_tab(tabs, browser, server)
+    tab.expected_statuses.add(403)
+    page = tab.sign_in(account(server, tenant, UserRole.REVIEWER))
+    expect(page.get_by_role("link", name="Policies")).to_have_count(0)
+    for path in ("/dashboard/policies", "/dashboard/connectors", "/dashboard/keys", "/dashboard/users"):
+        response = page.goto(path)
+        assert response is not None and response.status == 403
+        expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
+
+
+def test_the_pages_fit_a_phone_screen(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    outcome: dict[str, Any] = {}
+    agent = blocked_agent_call(tenant, service, outcome, intent="A rather long intent " * 6)
+    page = open_tab(tabs, browser, server, viewport={"width": 390, "height": 844}).sign_in(
+        account(server, tenant, UserRole.ADMIN)
+    )
+    expect(page.locator("article.approval")).to_have_count(1)
+    page.screenshot(path=screenshots / "approvals-queue-phone.png", full_page=True)
+    for path in ("/dashboard/approvals", f"/dashboard/sessions/{outcome['session'].id}", "/dashboard/policies"):
+        page.goto(path)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
+    page.goto("/dashboard/approvals")
+    page.locator("article.approval").get_by_role("button", name="Reject").click()
+    agent.join(timeout=30)
+    outcome["ar"].close()
+
+
+def test_a_signed_out_live_queue_sends_the_page_to_sign_in(
+    browser: Browser, server: RunningServer, tenant: Tenant, tabs: list[Tab]
+) -> None:
+    reviewer = account(server, tenant, UserRole.REVIEWER)
+    tab = open_tab(tabs, browser, server)
+    tab.expected_statuses.add(401)  # the poll that finds no one signed in
+    page = tab.sign_in(reviewer)
+    (user,) = [u for u in server.engine.list_users(tenant.org_id) if u.email == reviewer.email]
+    server.engine.delete_user(tenant.org_id, user.user_id)
+    expect(page).to_have_url(re.compile(r"/dashboard/login"), timeout=10_000)
