@@ -357,3 +357,27 @@ def test_the_server_and_its_key_come_from_the_environment(server: RunningServer)
         assert "API key" in result.output
     wrong = cli("sessions", "list", "--url", tenant.url, "--api-key", "ar_not-a-key")
     assert wrong.exit_code == 1 and "error:" in wrong.output
+
+
+def test_dashboard_users_are_created_with_a_prompted_password_listed_and_removed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'users.db'}"
+    engine = Engine(Store(url))
+    org = engine.ensure_organisation()
+    created = runner.invoke(
+        app,
+        ["users", "create", "Lead@Example.com", "--role", "admin", "--database-url", url],
+        input="long password\n" * 2,
+    )
+    assert created.exit_code == 0, created.output
+    assert "lead@example.com can now sign in to the dashboard as admin of 'default'" in created.output
+    assert engine.sign_in("lead@example.com", "long password").role == "admin"
+    listed = runner.invoke(app, ["users", "list", "--database-url", url])
+    assert "lead@example.com" in listed.output and "admin" in listed.output
+    short = runner.invoke(app, ["users", "create", "x@example.com", "--password", "short", "--database-url", url])
+    assert short.exit_code == 1 and "password: must be at least 10 characters" in short.output
+    last = runner.invoke(app, ["users", "remove", "lead@example.com", "--database-url", url])
+    assert last.exit_code == 1 and "last admin" in last.output
+    runner.invoke(app, ["users", "create", "r@example.com", "--password", "long password", "--database-url", url])
+    removed = runner.invoke(app, ["users", "remove", "r@example.com", "--database-url", url])
+    assert removed.exit_code == 0 and [u.email for u in engine.list_users(org.org_id)] == ["lead@example.com"]
+    engine.store.close()

@@ -3,6 +3,7 @@ replicas on one PostgreSQL racing for the same rollbacks. No inverse is ever app
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from dashboard import Visitor
 from serving import LOOPBACK_HTTP, ServerProcess
 
 from agentrein import AgentRein, SessionInfo
@@ -48,8 +50,17 @@ def test_a_fresh_server_creates_the_default_organisation_and_prints_one_operator
     first = ServerProcess(sqlite_url, secret_key)
     try:
         (key,) = first.printed_keys
-        assert "Created organisation 'default'" in "".join(first.output)
+        printed = " ".join("".join(first.output).split())  # rich may wrap the long line
+        assert "Created organisation 'default'" in printed
         assert operator(first, key).get("/sessions").status_code == 200
+        sign_in = re.search(r"as (admin@localhost) with the password (\S+) ", printed)
+        assert sign_in is not None
+        dashboard = Visitor(first.url)
+        dashboard.get("/dashboard/login")
+        signed_in = dashboard.post("/dashboard/login", {"email": sign_in.group(1), "password": sign_in.group(2)})
+        assert signed_in.status_code == 303
+        assert "admin@localhost (admin)" in dashboard.get("/dashboard/users").text
+        dashboard.close()
     finally:
         first.stop()
     again = ServerProcess(sqlite_url, secret_key)
