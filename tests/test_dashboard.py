@@ -125,6 +125,13 @@ def test_sign_in_cookies_are_secure_http_only_and_same_site(server: RunningServe
         assert admin.email not in session_cookie  # encrypted, not merely signed
 
 
+def test_the_sign_in_page_warns_when_a_browser_would_not_keep_the_cookie(server: RunningServer) -> None:
+    with visitor(server) as v:
+        assert "will not keep the sign-in" not in v.get("/dashboard/login").text
+        remote = v.get("/dashboard/login", headers={"host": "agentrein.internal:8000"})
+        assert "will not keep the sign-in" in remote.text
+
+
 def test_signing_out_ends_the_sign_in(as_admin: Visitor) -> None:
     assert as_admin.post("/dashboard/logout").status_code == 303
     assert as_admin.get("/dashboard/approvals").status_code == 303

@@ -53,6 +53,20 @@ class SignInThrottle:
             self._failures.pop(key, None)
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def cookie_warning(request: Request[Any, Any, Any]) -> str | None:
+    """Sign-in cookies are ``Secure``: browsers keep them over HTTPS, and over plain HTTP only on loopback.
+    Say so on the sign-in page rather than let a sign-in silently not stick."""
+    if request.url.scheme == "https" or (request.url.hostname or "") in LOOPBACK_HOSTS:
+        return None
+    return (
+        "This page came over plain HTTP from another machine, so your browser will not keep the sign-in. "
+        "Serve the dashboard over HTTPS (behind a TLS proxy), or open it on 127.0.0.1."
+    )
+
+
 def safe_next(target: str) -> str:
     """Where to go after signing in: a dashboard page only, never another site (``//evil.example``)."""
     if target.startswith("/dashboard/") and not target.startswith("//") and "\\" not in target:
@@ -70,7 +84,9 @@ class SignInController(Controller):
 
     @get("/login", sync_to_thread=False)
     def form(self, request: Request[Any, Any, Any], next: FromQuery[str] = HOME) -> Template:
-        return page(request, "signin.html", None, next=safe_next(next), error=None, email="")
+        return page(
+            request, "signin.html", None, next=safe_next(next), error=None, email="", warning=cookie_warning(request)
+        )
 
     @post("/login", sync_to_thread=True, status_code=303)
     def sign_in(
@@ -95,7 +111,14 @@ class SignInController(Controller):
                 request.set_session({"user_id": user.user_id, "org_id": user.org_id})
                 return Redirect(safe_next(data.next), status_code=303)
         return page(
-            request, "signin.html", None, status_code=status, next=safe_next(data.next), error=error, email=email
+            request,
+            "signin.html",
+            None,
+            status_code=status,
+            next=safe_next(data.next),
+            error=error,
+            email=email,
+            warning=cookie_warning(request),
         )
 
     @post("/logout", sync_to_thread=False, status_code=303)
