@@ -320,7 +320,7 @@ def test_connectors_are_listed_enabled_and_disabled(target: Target) -> None:
 
 def test_bad_connector_settings_are_clear_errors(target: Target) -> None:
     cases = [
-        (["http", "--config", "{allowedHosts"], "--config: not valid JSON"),
+        (["http", "--config", "{allowedHosts"], "--config: is not valid JSON"),
         (["http", "--credentials", "[1, 2]"], "--credentials: must be a JSON object"),
         (["http", "--config", '{"allowedHosts": 5}'], "config.allowedHosts: must be a list"),
         (["nope"], "connector"),

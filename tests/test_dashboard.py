@@ -344,7 +344,7 @@ def test_a_policy_is_previewed_added_disabled_and_deleted(
         None,
     )
     as_admin.get("/dashboard/policies")
-    as_admin.post(f"/dashboard/policies/{policy.policy_id}/disable")
+    as_admin.post(f"/dashboard/policies/{policy.policy_id}/enabled", {"enabled": "false"})
     assert not server.engine.list_policies(tenant.org_id)[0].enabled
     duplicate = as_admin.post("/dashboard/policies", {"name": "no deletes", "effect": "BLOCK"})
     assert "already exists" in as_admin.get(duplicate.headers["location"]).text

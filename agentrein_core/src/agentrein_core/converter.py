@@ -7,6 +7,7 @@ An :class:`UndoConfig` is stored (and sent) in its wire form ``{"type", "require
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -15,7 +16,8 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from agentrein_core.connector import REQUIRE_APPROVAL_KEY
-from agentrein_core.model import UndoConfig
+from agentrein_core.errors import ValidationError
+from agentrein_core.model import JSON, UndoConfig
 
 T = TypeVar("T")
 
@@ -85,3 +87,17 @@ def to_wire(record: Any) -> Any:
 
 def from_wire(data: Any, cls: type[T]) -> T:
     return wire.structure(data, cls)
+
+
+def json_object(field: str, text: str | None) -> JSON | None:
+    """A JSON object a person typed (a command-line option, a form's text area); ``None`` when nothing was
+    given, :class:`ValidationError` naming ``field`` when it is not a JSON object."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValidationError(field, f"is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValidationError(field, 'must be a JSON object, like {"key": "value"}')
+    return value

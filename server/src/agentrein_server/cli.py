@@ -28,7 +28,7 @@ from rich.table import Table
 
 from agentrein import AgentRein, ApprovalInfo
 from agentrein.remote import API_KEY_ENV, URL_ENV
-from agentrein_core.converter import from_wire
+from agentrein_core.converter import from_wire, json_object
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import (
     AgentReinError,
@@ -624,7 +624,7 @@ def connectors_enable(target: Target, name: str, config: JsonObject = None, cred
     """Enable a connector for the organisation, so rollbacks can run its inverses; --config and --credentials
     (stored encrypted) are JSON objects, e.g. --config '{"allowedHosts": ["api.example.com"]}' for http."""
     with errors_exit():
-        settings = _json_object("--config", config), _json_object("--credentials", credentials)
+        settings = json_object("--config", config), json_object("--credentials", credentials)
         _configure(target, name, True, *settings)
 
 
@@ -668,16 +668,3 @@ def _describe(name: str, stored: ConnectorConfig | None) -> dict[str, Any]:
         "config": stored.config if stored else {},
         "hasCredentials": bool(stored and stored.credentials),
     }
-
-
-def _json_object(option: str, text: str | None) -> JSON | None:
-    """The JSON object an option gives (``None`` when it is not given)."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ValidationError(option, f"not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ValidationError(option, "must be a JSON object ({...})")
-    return value

@@ -12,6 +12,7 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath
 from litestar.response import Redirect, Template
 
+from agentrein_core.converter import json_object
 from agentrein_core.errors import AgentReinError
 from agentrein_core.statuses import PolicyEffect, Role, UserRole
 from agentrein_server.dashboard import forms
@@ -83,19 +84,19 @@ class PolicyPages(AdminPages):
             return fragment("policy_preview.html", matched=[], error=str(err), looked_at=PREVIEW_ACTIONS)
         return fragment("policy_preview.html", matched=matched, error=None, looked_at=PREVIEW_ACTIONS)
 
-    @post("/{policy_id:str}/enable", sync_to_thread=True, status_code=303)
-    def enable(
-        self, policy_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+    @post("/{policy_id:str}/enabled", sync_to_thread=True, status_code=303)
+    def set_enabled(
+        self,
+        policy_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        data: Annotated[forms.PolicyState, URL_ENCODED],
     ) -> Redirect:
-        policy = services.engine.set_policy_enabled(viewer.org_id, policy_id, True)
-        return redirect(request, "/dashboard/policies", f"Policy {policy.name!r} enabled.")
-
-    @post("/{policy_id:str}/disable", sync_to_thread=True, status_code=303)
-    def disable(
-        self, policy_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
-    ) -> Redirect:
-        policy = services.engine.set_policy_enabled(viewer.org_id, policy_id, False)
-        return redirect(request, "/dashboard/policies", f"Policy {policy.name!r} disabled.")
+        policy = services.engine.set_policy_enabled(viewer.org_id, policy_id, data.enabled == "true")
+        return redirect(
+            request, "/dashboard/policies", f"Policy {policy.name!r} {'enabled' if policy.enabled else 'disabled'}."
+        )
 
     @post("/{policy_id:str}/delete", sync_to_thread=True, status_code=303)
     def delete(
@@ -129,8 +130,8 @@ class ConnectorPages(AdminPages):
                 viewer.org_id,
                 name,
                 enabled=True,
-                config=forms.json_object("config", data.config) or {},
-                credentials=forms.json_object("credentials", data.credentials),
+                config=json_object("config", data.config) or {},
+                credentials=json_object("credentials", data.credentials),
             )
         except AgentReinError as err:
             return redirect(request, "/dashboard/connectors", f"{name} not enabled: {err}", error=True)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.enums import RequestEncodingType
+from litestar.exceptions import NotFoundException
 from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
 
@@ -43,27 +44,21 @@ class ApprovalPages(Controller):
             return Response(None, status_code=204)
         return fragment("approval_list.html", viewer=viewer, pending=pending, decided=decided, version=current)
 
-    @post("/{approval_id:str}/approve", sync_to_thread=True, status_code=200)
-    def approve(
+    @post("/{approval_id:str}/{decision:str}", sync_to_thread=True, status_code=200)
+    def decide(
         self,
         approval_id: FromPath[str],
+        decision: FromPath[str],
         request: Request[Any, Any, Any],
         viewer: ViewerDep,
         services: ServicesDep,
         data: Annotated[forms.Decision, Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Template | Redirect:
-        return _decide(approval_id, request, viewer, services, data, approve=True)
-
-    @post("/{approval_id:str}/reject", sync_to_thread=True, status_code=200)
-    def reject(
-        self,
-        approval_id: FromPath[str],
-        request: Request[Any, Any, Any],
-        viewer: ViewerDep,
-        services: ServicesDep,
-        data: Annotated[forms.Decision, Body(media_type=RequestEncodingType.URL_ENCODED)],
-    ) -> Template | Redirect:
-        return _decide(approval_id, request, viewer, services, data, approve=False)
+        """``approve`` or ``reject``; then the request as it now stands (if someone else was first: who and
+        when)."""
+        if decision not in ("approve", "reject"):
+            raise NotFoundException(f"no decision {decision!r}; approve or reject")
+        return _decide(approval_id, request, viewer, services, data, approve=decision == "approve")
 
 
 def _decide(
@@ -75,7 +70,6 @@ def _decide(
     *,
     approve: bool,
 ) -> Template | Redirect:
-    """Decide, then show the request as it now stands; if someone else was first, say who and when."""
     verb = "approved" if approve else "rejected"
     try:
         services.decide(viewer.org_id, approval_id, viewer.email, forms.optional(data.reason), approve=approve)

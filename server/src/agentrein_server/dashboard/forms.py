@@ -3,12 +3,7 @@
 
 from __future__ import annotations
 
-import json
-
 import msgspec
-
-from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON
 
 
 class Form(msgspec.Struct, kw_only=True):
@@ -39,6 +34,10 @@ class ConnectorSettings(Form):
     credentials: str = ""
 
 
+class PolicyState(Form):
+    enabled: str = ""  # "true" or "false"
+
+
 class NewApiKey(Form):
     role: str = ""
 
@@ -52,16 +51,3 @@ class NewUser(Form):
 def optional(text: str) -> str | None:
     """A form field, or ``None`` when left empty."""
     return text.strip() or None
-
-
-def json_object(name: str, text: str) -> JSON | None:
-    """A JSON object typed into a text area; ``None`` when left empty."""
-    if not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise ValidationError(name, f"is not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise ValidationError(name, 'must be a JSON object, like {"key": "value"}')
-    return value
