@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ from dashboard import HOSTILE, PASSWORD, Account, Visitor, account, visitor
 from serving import RunningServer, Tenant
 
 from agentrein_core.statuses import ApprovalStatus, UserRole
+from agentrein_server.dashboard import viewer
 
 
 @pytest.fixture
@@ -91,7 +93,7 @@ def test_a_wrong_password_is_refused_without_saying_whether_the_email_exists(
         assert wrong_password.status_code == unknown_email.status_code == 401
         assert "The email or the password is wrong." in wrong_password.text
         assert "The email or the password is wrong." in unknown_email.text
-        assert "agentrein_session" not in v.cookies
+        assert "__Host-agentrein-session" not in v.cookies
         assert v.get("/dashboard/approvals").status_code == 303
 
 
@@ -119,22 +121,43 @@ def test_sign_in_cookies_are_secure_http_only_and_same_site(server: RunningServe
     with visitor(server) as v:
         v.get("/dashboard/login")
         signed_in = v.post("/dashboard/login", {"email": admin.email, "password": PASSWORD})
-        (session_cookie,) = [c for c in signed_in.headers.get_list("set-cookie") if c.startswith("agentrein_session=")]
+        cookies = signed_in.headers.get_list("set-cookie")
+        (session_cookie,) = [c for c in cookies if c.startswith("__Host-agentrein-session=")]
         attributes = {part.strip().lower() for part in session_cookie.split(";")[1:]}
-        assert {"secure", "httponly", "samesite=lax", "path=/dashboard"} <= attributes
+        assert {"secure", "httponly", "samesite=lax", "path=/"} <= attributes
+        assert not any(a.startswith("domain") for a in attributes)
         assert admin.email not in session_cookie  # encrypted, not merely signed
 
 
-def test_the_sign_in_page_warns_when_a_browser_would_not_keep_the_cookie(server: RunningServer) -> None:
+def test_signing_out_ends_every_sign_in_of_that_user(server: RunningServer, admin: Account, as_admin: Visitor) -> None:
+    with visitor(server, admin) as elsewhere:
+        copied = dict(as_admin.cookies)  # a cookie someone kept from before the sign-out
+        assert as_admin.post("/dashboard/logout").status_code == 303
+        assert as_admin.get("/dashboard/approvals").status_code == 303
+        assert elsewhere.get("/dashboard/approvals").status_code == 303
+        as_admin.cookies = copied
+        assert as_admin.get("/dashboard/users").status_code == 303
+
+
+def test_a_sign_in_ends_after_its_time_even_while_the_page_polls(
+    as_reviewer: Visitor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert as_reviewer.get("/dashboard/approvals/queue").status_code == 200
+    monkeypatch.setattr(viewer, "SIGNED_IN_SECONDS", 0)
+    assert as_reviewer.get("/dashboard/approvals").status_code == 303
+
+
+def test_parallel_guesses_get_no_more_tries_than_sequential_ones(server: RunningServer, admin: Account) -> None:
     with visitor(server) as v:
-        assert "will not keep the sign-in" not in v.get("/dashboard/login").text
-        remote = v.get("/dashboard/login", headers={"host": "agentrein.internal:8000"})
-        assert "will not keep the sign-in" in remote.text
+        v.get("/dashboard/login")
 
+        def guess(_: int) -> int:
+            return v.post("/dashboard/login", {"email": admin.email, "password": "guess"}).status_code
 
-def test_signing_out_ends_the_sign_in(as_admin: Visitor) -> None:
-    assert as_admin.post("/dashboard/logout").status_code == 303
-    assert as_admin.get("/dashboard/approvals").status_code == 303
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(guess, range(24)))
+        assert statuses.count(401) == 5
+        assert set(statuses) <= {401, 429, 503}
 
 
 def test_a_removed_user_is_signed_out_at_once(server: RunningServer, tenant: Tenant, as_reviewer: Visitor) -> None:
@@ -158,7 +181,9 @@ def test_a_form_without_the_right_csrf_token_is_refused_and_changes_nothing(
 
 
 def test_every_page_carries_a_strict_content_security_policy(as_admin: Visitor) -> None:
-    for path in ("/dashboard/login", "/dashboard/approvals", "/dashboard/sessions", "/dashboard/policies"):
+    pages = ("/dashboard/login", "/dashboard/approvals", "/dashboard/sessions", "/dashboard/policies")
+    errors = ("/dashboard/sessions/ses_nope", "/dashboard/nowhere", "/dashboard/sessions?since=0001-01-01T00:00+14:00")
+    for path in (*pages, *errors):
         headers = as_admin.get(path).headers
         policy = headers["content-security-policy"]
         assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
@@ -291,7 +316,7 @@ def test_sessions_are_filtered_by_agent_and_status_and_paged(api: httpx.Client, 
 
 
 def test_a_bad_filter_is_explained_not_an_error(as_reviewer: Visitor) -> None:
-    for query in ("since=yesterday", "display_status=SHINY"):
+    for query in ("since=yesterday", "display_status=SHINY", "until=9999-12-31T23:59-14:00"):
         page = as_reviewer.get(f"/dashboard/sessions?{query}")
         assert page.status_code == 200
         assert 'class="message error"' in page.text
@@ -373,16 +398,48 @@ def test_connector_credentials_are_write_only_and_kept_when_left_empty(
     }
     broken = as_admin.post("/dashboard/connectors/http", {"config": "{not json", "credentials": ""})
     assert "not enabled: config: is not valid JSON" in as_admin.get(broken.headers["location"]).text
+    deep = as_admin.post("/dashboard/connectors/http", {"config": "[" * 100_000, "credentials": ""})
+    assert "config: is nested too deeply" in as_admin.get(deep.headers["location"]).text
     as_admin.post("/dashboard/connectors/http/disable")
     disabled = server.engine.connector_config(tenant.org_id, "http")
     assert disabled is not None and not disabled.enabled and disabled.credentials == kept.credentials
 
 
+def test_stripe_is_saved_with_its_stored_key_kept_and_can_always_be_disabled(
+    server: RunningServer, tenant: Tenant, as_admin: Visitor
+) -> None:
+    as_admin.get("/dashboard/connectors")
+    missing = as_admin.post("/dashboard/connectors/stripe", {"config": "{}", "credentials": ""})
+    assert "stripe not enabled" in as_admin.get(missing.headers["location"]).text
+    as_admin.post("/dashboard/connectors/stripe", {"config": "{}", "credentials": '{"apiKey": "sk_test_1"}'})
+    again = as_admin.post("/dashboard/connectors/stripe", {"config": "{}", "credentials": ""})
+    assert "stripe enabled." in as_admin.get(again.headers["location"]).text
+    disabled = as_admin.post("/dashboard/connectors/stripe/disable")
+    assert "stripe disabled." in as_admin.get(disabled.headers["location"]).text
+    stored = server.engine.connector_config(tenant.org_id, "stripe")
+    assert stored is not None and not stored.enabled
+    assert server.services.vault.decrypt(stored.credentials) == {"apiKey": "sk_test_1"}
+
+
+def test_a_form_posted_after_the_sign_in_ended_returns_to_its_page_after_signing_in(
+    server: RunningServer, api: httpx.Client, admin: Account, as_admin: Visitor
+) -> None:
+    logged = held_action(api)
+    as_admin.get("/dashboard/approvals")
+    (user,) = [u for u in server.engine.list_users(admin.tenant.org_id) if u.email == admin.email]
+    server.engine.end_sign_ins(admin.tenant.org_id, user.user_id)
+    late = as_admin.post(
+        f"/dashboard/approvals/{approval_of(logged)}/approve", headers={"referer": f"{server.url}/dashboard/approvals"}
+    )
+    assert late.status_code == 303
+    assert late.headers["location"] == "/dashboard/login?next=%2Fdashboard%2Fapprovals"
+
+
 def test_a_new_api_key_is_shown_once_works_and_stops_when_revoked(tenant: Tenant, as_admin: Visitor) -> None:
     as_admin.get("/dashboard/keys")
     created = as_admin.post("/dashboard/keys", {"role": "agent"})
-    assert created.status_code == 201
-    secret = re.search(r'<code class="secret">(ar_[\w-]+)</code>', created.text)
+    assert created.status_code == 303  # so that reloading the page makes no second key
+    secret = re.search(r'<code class="secret">(ar_[\w-]+)</code>', as_admin.get(created.headers["location"]).text)
     assert secret is not None
     agent = httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {secret.group(1)}"})
     assert agent.post("/sessions", json={"agentId": "a"}).status_code == 201

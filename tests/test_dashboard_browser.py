@@ -73,6 +73,9 @@ class Tab:
     def sign_in(self, who: Account) -> Page:
         page = self.page
         page.goto("/")
+        # 127.0.0.1 is a secure context: the browser keeps the Secure cookies, and no warning says otherwise
+        expect(page.locator("#insecure-warning")).to_be_hidden()
+        assert page.evaluate("window.isSecureContext")
         page.get_by_label("Email").fill(who.email)
         page.get_by_label("Password").fill(who.password)
         page.get_by_role("button", name="Sign in").click()

@@ -48,6 +48,11 @@ def from_row(row: Any, cls: type[T]) -> T:
     return storage.structure(dict(row._mapping), cls)
 
 
+def from_columns(columns: dict[str, Any], cls: type[T]) -> T:
+    """A record from its columns (a part of a joined row)."""
+    return storage.structure(columns, cls)
+
+
 # The wire: camelCase JSON for the REST API, and back into records in the SDK's HTTP transport ---------------
 
 
@@ -98,6 +103,8 @@ def json_object(field: str, text: str | None) -> JSON | None:
         value = json.loads(text)
     except ValueError as exc:
         raise ValidationError(field, f"is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ValidationError(field, "is nested too deeply") from None
     if not isinstance(value, dict):
         raise ValidationError(field, 'must be a JSON object, like {"key": "value"}')
     return value

@@ -211,7 +211,8 @@ class Engine:
             if tx.org(org_id) is None:
                 raise NotFoundError("organisation", org_id)
             if not tx.insert_once(user):
-                raise ValidationError("email", f"a user with the email {user.email!r} exists already")
+                # Emails are unique across organisations; say no more than that it cannot be used.
+                raise ValidationError("email", f"{user.email!r} cannot be used: it is taken")
         return user
 
     def sign_in(self, email: str, password: str) -> User:
@@ -234,6 +235,16 @@ class Engine:
             raise NotFoundError("user", user_id)
         return user
 
+    def end_sign_ins(self, org_id: str, user_id: str) -> User:
+        """Sign the user out everywhere: every dashboard sign-in made before now stops working."""
+        with self.store.transaction() as tx:
+            user = tx.user(org_id, user_id)
+            if user is None:
+                raise NotFoundError("user", user_id)
+            ended = evolve(user, sign_in_epoch=user.sign_in_epoch + 1)
+            tx.replace(ended)
+            return ended
+
     def list_users(self, org_id: str) -> list[User]:
         with self.store.transaction(write=False) as tx:
             return tx.users_of(org_id)
@@ -242,6 +253,7 @@ class Engine:
         """Remove a user (their past decisions keep their name). The organisation's last admin stays, so
         someone can always manage it."""
         with self.store.transaction() as tx:
+            tx.lock_org(org_id)  # two admins removing each other at once must not both succeed
             user = tx.user(org_id, user_id)
             if user is None:
                 raise NotFoundError("user", user_id)
@@ -584,6 +596,17 @@ class Engine:
         now = self.clock()
         with self.store.transaction(write=False) as tx:
             return [_approval_view(tx, p, now) for p in tx.list_approvals(org_id, status)]
+
+    def approval_queue(self, org_id: str, decided: int = 20) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
+        """What a reviewer's queue shows: every pending approval (oldest first) and the ``decided`` latest
+        decisions (newest first), read in two queries however long the history."""
+        now = self.clock()
+        with self.store.transaction(write=False) as tx:
+            pending, latest = tx.approval_queue(org_id, decided)
+        return (
+            [_approval_info(*found, now) for found in pending],
+            [_approval_info(*found, now) for found in latest],
+        )
 
     def count_pending_approvals(self) -> int:
         """Approvals waiting for a decision, in all organisations (for metrics)."""
@@ -1239,6 +1262,10 @@ def _view(tx: Tx, session: Session) -> SessionInfo:
 def _approval_view(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
     action = _action(tx, approval.org_id, approval.action_id)
     session = _session(tx, approval.org_id, approval.session_id)
+    return _approval_info(approval, action, session, now)
+
+
+def _approval_info(approval: Approval, action: Action, session: Session, now: datetime) -> ApprovalInfo:
     remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
     return ApprovalInfo(
         approval_id=approval.approval_id,
@@ -1321,7 +1348,8 @@ def _unknown_user_hash() -> str:
 
 
 def _email(value: object) -> str:
-    email = _text("email", value, 254).strip().lower()
+    # 200, like every name a record keeps (``resolvedBy``, ``requestedBy``), which is where emails end up.
+    email = _text("email", value, 200).strip().lower()
     if not _EMAIL.fullmatch(email):
         raise ValidationError("email", f"{email!r} is not an email address")
     return email

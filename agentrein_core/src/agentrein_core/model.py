@@ -186,6 +186,8 @@ class User:
     role: UserRole
     password_hash: str = field(repr=False)
     created_at: datetime
+    #: Bumped to end every sign-in made so far (signing out ends them all); a sign-in remembers its epoch.
+    sign_in_epoch: int = 0
 
 
 @frozen

@@ -119,6 +119,7 @@ approvals = Table(
     Index("ix_approvals_session", "session_id"),
     Index("ix_approvals_action", "action_id"),
     Index("ix_approvals_status_timeout", "status", "timeout_at"),
+    Index("ix_approvals_org_resolved", "org_id", "resolved_at"),
 )
 
 policies = Table(
@@ -187,6 +188,7 @@ users = Table(
     Column("role", String(20), nullable=False),
     Column("password_hash", String(200), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+    Column("sign_in_epoch", Integer, nullable=False),
 )
 
 connector_configs = Table(

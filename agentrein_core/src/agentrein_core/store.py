@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from agentrein_core import schema
-from agentrein_core.converter import from_row, to_row
+from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.model import (
     Action,
@@ -511,6 +511,40 @@ class Tx:
         # Pending first, oldest first: the order a reviewer works in.
         pending_first = sa.case((t.c.status == ApprovalStatus.PENDING, 0), else_=1)
         return self._all(Approval, stmt.order_by(pending_first, t.c.requested_at, t.c.approval_id))
+
+    def approval_queue(
+        self, org_id: str, decided: int
+    ) -> tuple[list[tuple[Approval, Action, Session]], list[tuple[Approval, Action, Session]]]:
+        """Pending approvals (oldest first) and the ``decided`` latest decisions (newest first), each with its
+        action and session, joined in one query apiece."""
+        joined = (
+            sa.select(_P, _A, _S)
+            .join(_A, _A.c.action_id == _P.c.action_id)
+            .join(_S, _S.c.session_id == _P.c.session_id)
+            .where(_P.c.org_id == org_id)
+            .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
+        )
+        pending = joined.where(_P.c.status == ApprovalStatus.PENDING).order_by(_P.c.requested_at, _P.c.approval_id)
+        latest = (
+            joined.where(_P.c.status != ApprovalStatus.PENDING)
+            .order_by(_P.c.resolved_at.desc(), _P.c.approval_id.desc())
+            .limit(decided)
+        )
+        return self._approval_rows(pending), self._approval_rows(latest)
+
+    def _approval_rows(self, stmt: Any) -> list[tuple[Approval, Action, Session]]:
+        def part(row: Any, table: str, cls: type[T]) -> T:
+            prefix = table + "_"
+            return from_columns({k[len(prefix) :]: v for k, v in row._mapping.items() if k.startswith(prefix)}, cls)
+
+        return [
+            (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
+            for row in self.conn.execute(stmt)
+        ]
+
+    def lock_org(self, org_id: str) -> None:
+        """Hold the organisation's row until the transaction ends (PostgreSQL; SQLite has one writer)."""
+        self._one(Organisation, org_id, lock=True)
 
     def count_pending_approvals(self) -> int:
         t = schema.approvals

@@ -61,8 +61,15 @@ class Services:
         self, org_id: str, name: str, *, enabled: bool, config: JSON, credentials: JSON | None
     ) -> ConnectorConfig:
         """Check the settings with the connector, encrypt the credentials (``None`` keeps the stored ones)
-        and store them."""
-        self.connectors.get(name).check_config(config, credentials or {})
+        and store them. Settings being disabled are not checked: a connector can always be switched off."""
+        connector = self.connectors.get(name)
+        if enabled:
+            if credentials is None:
+                stored = self.engine.connector_config(org_id, name)
+                kept = self.vault.decrypt(stored.credentials) if stored is not None else {}
+                connector.check_config(config, kept)
+            else:
+                connector.check_config(config, credentials)
         token = self.vault.encrypt(credentials) if credentials is not None else None
         return self.engine.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from litestar import Request, Response, Router, get
 from litestar.config.csrf import CSRFConfig
@@ -31,7 +31,7 @@ from agentrein_server.dashboard.approvals import ApprovalPages
 from agentrein_server.dashboard.rendering import STATIC, template_config
 from agentrein_server.dashboard.sessions import SessionPages
 from agentrein_server.dashboard.signin import SignInController
-from agentrein_server.dashboard.viewer import SignInRequired, provide_member, provide_viewer
+from agentrein_server.dashboard.viewer import SIGNED_IN_SECONDS, SignInRequired, provide_member, provide_viewer
 from agentrein_server.problems import STATUS_OF
 from agentrein_server.vault import Vault
 
@@ -40,8 +40,8 @@ __all__ = ["PREFIX", "dashboard_router", "error_page", "is_dashboard", "root", "
 log = logging.getLogger("agentrein.server")
 
 PREFIX = "/dashboard"
-#: How long a sign-in lasts.
-SIGNED_IN_SECONDS = 12 * 3600
+SESSION_COOKIE = "__Host-agentrein-session"
+CSRF_COOKIE = "__Host-agentrein-csrf"
 SECURITY_HEADERS = {
     # Only our own files run, style and load; nothing an agent wrote can become a script or a frame.
     "content-security-policy": (
@@ -64,10 +64,12 @@ def root() -> Redirect:
 def dashboard_router(vault: Vault) -> Router:
     """The dashboard's routes, with their cookies' secrets derived from the server's secret key (so that
     every replica accepts every other's sign-ins)."""
+    # "__Host-" cookies are Secure, for this host only and path "/": no sibling subdomain can plant one (a
+    # planted CSRF cookie would pair with a token of its own). Lax, so a link from chat or mail keeps both.
     session_cookie = CookieBackendConfig(
         secret=vault.derive("dashboard session"),
-        key="agentrein_session",
-        path=PREFIX,
+        key=SESSION_COOKIE,
+        path="/",
         max_age=SIGNED_IN_SECONDS,
         secure=True,
         httponly=True,
@@ -75,11 +77,11 @@ def dashboard_router(vault: Vault) -> Router:
     )
     csrf = CSRFConfig(
         secret=vault.derive("dashboard csrf").hex(),
-        cookie_name="agentrein_csrf",
-        cookie_path=PREFIX,
+        cookie_name=CSRF_COOKIE,
+        cookie_path="/",
         cookie_secure=True,
         cookie_httponly=True,
-        cookie_samesite="strict",
+        cookie_samesite="lax",
     )
     return Router(
         path=PREFIX,
@@ -117,9 +119,12 @@ def _sessions(app: ASGIApp, config: CookieBackendConfig) -> ASGIApp:
 
 def _sign_in_first(request: Request[Any, Any, Any], _: SignInRequired) -> Response[Any]:
     if request.headers.get("hx-request") == "true":  # a live fragment: send the whole page to sign-in
-        return Response(None, status_code=401, headers={"HX-Redirect": f"{PREFIX}/login"})
-    back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    return Redirect(f"{PREFIX}/login?{urlencode({'next': back})}", status_code=303)
+        return Response(None, status_code=401, headers={**SECURITY_HEADERS, "HX-Redirect": f"{PREFIX}/login"})
+    if request.method == "GET":
+        back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    else:  # a form posted after the sign-in ended: come back to the page it was on, not to its POST-only URL
+        back = urlsplit(request.headers.get("referer", "")).path
+    return Redirect(f"{PREFIX}/login?{urlencode({'next': back})}", status_code=303, headers=SECURITY_HEADERS)
 
 
 def is_dashboard(request: Request[Any, Any, Any]) -> bool:
@@ -141,7 +146,8 @@ def error_page(request: Request[Any, Any, Any], exc: Exception) -> Template:
     if status >= 500:
         log.error("dashboard error on %s %s", request.method, request.url.path, exc_info=exc)
     if request.headers.get("hx-request") == "true":  # shown in the page's message area
-        headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"}
+        headers = {**SECURITY_HEADERS, "HX-Retarget": "#messages", "HX-Reswap": "innerHTML"}
         return Template("message.html", context={"detail": detail}, status_code=status, headers=headers)
     context = {"viewer": None, "flash": None, "status": status, "detail": detail}
-    return Template("error.html", context=context, status_code=status)
+    # Handlers' answers get the router's headers; an error's answer does not, so it carries them itself.
+    return Template("error.html", context=context, status_code=status, headers=SECURITY_HEADERS)

@@ -17,7 +17,7 @@ from agentrein_core.errors import AgentReinError
 from agentrein_core.statuses import PolicyEffect, Role, UserRole
 from agentrein_server.dashboard import forms
 from agentrein_server.dashboard.rendering import fragment, page, redirect
-from agentrein_server.dashboard.viewer import ViewerDep, provide_admin
+from agentrein_server.dashboard.viewer import ViewerDep, admins_only, provide_admin
 from agentrein_server.services import ServicesDep
 
 URL_ENCODED = Body(media_type=RequestEncodingType.URL_ENCODED)
@@ -26,9 +26,10 @@ PREVIEW_ACTIONS = 200
 
 
 class AdminPages(Controller):
-    """Base of the admin pages: ``viewer`` must be an admin."""
+    """Base of the admin pages: only admins get through (the guard), and ``viewer`` is one."""
 
-    dependencies = {"viewer": Provide(provide_admin, sync_to_thread=False)}  # noqa: RUF012 - Litestar's layout
+    guards = [admins_only]  # noqa: RUF012 - Litestar's layout
+    dependencies = {"viewer": Provide(provide_admin, sync_to_thread=False)}  # noqa: RUF012
 
 
 class PolicyPages(AdminPages):
@@ -153,24 +154,27 @@ class KeyPages(AdminPages):
 
     @get(sync_to_thread=True)
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
+        """The keys; right after one was made, its secret, this once."""
+        new_key = request.session.pop("new_key", None)
         keys = services.engine.list_api_keys(viewer.org_id)
-        return page(request, "keys.html", viewer, keys=keys, roles=list(Role), secret=None)
+        return page(request, "keys.html", viewer, keys=keys, roles=list(Role), new_key=new_key)
 
-    @post(sync_to_thread=True, status_code=201)
+    @post(sync_to_thread=True, status_code=303)
     def create(
         self,
         request: Request[Any, Any, Any],
         viewer: ViewerDep,
         services: ServicesDep,
         data: Annotated[forms.NewApiKey, URL_ENCODED],
-    ) -> Template | Redirect:
-        """The page itself shows the new secret, this once (it is not kept, so no redirect can show it)."""
+    ) -> Redirect:
+        """Make a key; its secret rides in the (encrypted) session cookie to the next page view, which shows it
+        once, so that reloading that page creates no second key."""
         try:
             key, secret = services.engine.create_api_key(viewer.org_id, data.role)
         except AgentReinError as err:
             return redirect(request, "/dashboard/keys", f"Key not created: {err}", error=True)
-        keys = services.engine.list_api_keys(viewer.org_id)
-        return page(request, "keys.html", viewer, status_code=201, keys=keys, roles=list(Role), secret=(key, secret))
+        request.session["new_key"] = {"role": key.role.value, "secret": secret}
+        return redirect(request, "/dashboard/keys")
 
     @post("/{key_id:str}/revoke", sync_to_thread=True, status_code=303)
     def revoke(

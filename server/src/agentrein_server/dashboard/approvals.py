@@ -4,7 +4,6 @@ fragment that answers 204 while nothing changed, so a reason being typed is not 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
@@ -17,7 +16,7 @@ from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import ApprovalInfo
 from agentrein_server.dashboard import forms
-from agentrein_server.dashboard.rendering import fragment, page, redirect, when
+from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect, when
 from agentrein_server.dashboard.viewer import ViewerDep
 from agentrein_server.services import ServicesDep
 
@@ -74,8 +73,11 @@ def _decide(
     try:
         services.decide(viewer.org_id, approval_id, viewer.email, forms.optional(data.reason), approve=approve)
         message, error = f"You {verb} this request.", False
-    except InvalidTransitionError:
-        message, error = _already_decided(services.engine.get_approval(viewer.org_id, approval_id)), True
+    except InvalidTransitionError as conflict:
+        info = services.engine.get_approval(viewer.org_id, approval_id)
+        # Still pending: a concurrent change got in the way, and the decision can simply be tried again.
+        message = str(conflict) if info.status is ApprovalStatus.PENDING else _already_decided(info)
+        error = True
     info = services.engine.get_approval(viewer.org_id, approval_id)
     if request.headers.get("hx-request") != "true":
         return redirect(request, "/dashboard/approvals", message, error=error)
@@ -89,17 +91,9 @@ def _already_decided(info: ApprovalInfo) -> str:
 
 
 def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
-    everything = services.engine.list_approvals(org_id)
-    pending = [a for a in everything if a.status is ApprovalStatus.PENDING]
-    decided = sorted(
-        (a for a in everything if a.status is not ApprovalStatus.PENDING),
-        key=lambda a: (a.resolved_at or a.requested_at, a.approval_id),
-        reverse=True,
-    )
-    return pending, decided[:RECENTLY_DECIDED]
+    return services.engine.approval_queue(org_id, RECENTLY_DECIDED)
 
 
 def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo]) -> str:
     """Changes whenever the list would look different (a request arrives, is decided, or turns unconfirmed)."""
-    seen = "|".join(f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}" for a in [*pending, *decided])
-    return hashlib.sha256(seen.encode()).hexdigest()[:16]
+    return fingerprint(*(f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}" for a in [*pending, *decided]))

@@ -3,6 +3,7 @@ payload is shown as text and never run) and the filters the templates use to sho
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -74,6 +75,12 @@ def duration(seconds: float) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m left"
     return f"{minutes}m {secs:02d}s left"
+
+
+def fingerprint(*parts: object) -> str:
+    """A short digest of what a live part of a page shows: its poll answers 204 while this is unchanged, so
+    the page (a reason being typed, an open detail) is left alone."""
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:

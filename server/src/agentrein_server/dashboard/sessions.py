@@ -11,14 +11,14 @@ from urllib.parse import urlencode
 
 from litestar import Controller, Request, get, post
 from litestar.params import FromPath, FromQuery
-from litestar.response import Redirect, Template
+from litestar.response import Redirect, Response, Template
 
 from agentrein_core import rollback
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import Rollback
 from agentrein_core.statuses import ActionStatus, DisplayStatus, Role, RollbackStatus, UndoStatus
 from agentrein_core.views import SessionInfo
-from agentrein_server.dashboard.rendering import fragment, page, redirect
+from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, require_admin
 from agentrein_server.services import ServicesDep
 
@@ -103,10 +103,15 @@ class SessionPages(Controller):
         return redirect(request, here, "Rollback started.")
 
     @get("/{session_id:str}/live", sync_to_thread=True)
-    def live(self, session_id: FromPath[str], viewer: ViewerDep, services: ServicesDep) -> Template:
-        """The session's body as it now stands (polled while a rollback runs; it stops polling once the
-        rollback has ended)."""
-        return fragment("session_body.html", viewer=viewer, **_session_view(services, viewer.org_id, session_id))
+    def live(
+        self, session_id: FromPath[str], viewer: ViewerDep, services: ServicesDep, version: FromQuery[str] = ""
+    ) -> Template | Response[None]:
+        """The session's body as it now stands, or 204 while it is as the page shows it (``version``). Polled
+        while a rollback runs; the answer after the rollback has ended no longer polls."""
+        view = _session_view(services, viewer.org_id, session_id)
+        if view["version"] == version:
+            return Response(None, status_code=204)
+        return fragment("session_body.html", viewer=viewer, **view)
 
 
 def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[str, Any]:
@@ -118,6 +123,12 @@ def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[s
         "session": session,
         "progress": progress,
         "can_roll_back": bool(rollback.planned(session.actions)) and not under_way,
+        "version": fingerprint(
+            session.display_status,
+            job.status if job else None,
+            *(f"{a.status}:{a.undo_status}" for a in session.actions),
+            *(a.status for a in session.approvals),
+        ),
     }
 
 
@@ -139,6 +150,6 @@ def _moment(field: str, text: str) -> datetime | None:
         return None
     try:
         moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise ValidationError(field, f"{text!r} is not a date and time like 2026-11-29T14:30") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -1,10 +1,12 @@
-"""Signing in and out. A successful sign-in starts a fresh session cookie; repeated failures for one email
-from one address are slowed down, so passwords cannot be guessed at speed."""
+"""Signing in and out. A password check is deliberately slow (argon2), so they are rationed: failures are
+counted per email and address and per address (the attempt is counted before the check, so parallel guesses
+gain nothing), and only a few checks run at once, leaving the server's threads to the agents."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
@@ -15,56 +17,52 @@ from litestar.response import Redirect, Template
 from agentrein_core.errors import UnauthorizedError
 from agentrein_server.dashboard import forms
 from agentrein_server.dashboard.rendering import page, redirect
+from agentrein_server.dashboard.viewer import ViewerDep, start_sign_in
 from agentrein_server.services import ServicesDep
 
-#: After this many failed sign-ins for one email from one address within ``FAILURE_WINDOW`` seconds, more
-#: attempts are refused until the window has passed.
+#: Within ``FAILURE_WINDOW`` seconds, at most this many failed sign-ins for one email from one address, and
+#: this many from one address in all; further attempts are refused until the window has passed.
 MAX_FAILURES = 5
+MAX_FAILURES_PER_ADDRESS = 20
 FAILURE_WINDOW = 300.0
+#: Password checks running at once (each takes tens of milliseconds of a core and 64 MiB).
+MAX_CONCURRENT_CHECKS = 4
 HOME = "/dashboard/approvals"
 
 
 class SignInThrottle:
-    """Counts recent failed sign-ins per (email, client address), in this process."""
+    """Recent failed sign-ins in this process, by ``email|address`` and by ``address``."""
 
     def __init__(self) -> None:
-        self._failures: dict[tuple[str, str], list[float]] = {}
+        self._failures: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
+        self.checks = threading.BoundedSemaphore(MAX_CONCURRENT_CHECKS)
 
-    def _recent(self, key: tuple[str, str], now: float) -> list[float]:
-        kept = [t for t in self._failures.get(key, []) if now - t < FAILURE_WINDOW]
-        if kept:
-            self._failures[key] = kept
-        else:
-            self._failures.pop(key, None)
-        return kept
+    def _recent(self, key: str, now: float) -> deque[float]:
+        times = self._failures.setdefault(key, deque())
+        while times and now - times[0] >= FAILURE_WINDOW:
+            times.popleft()
+        return times
 
-    def blocked(self, key: tuple[str, str]) -> bool:
+    def begin(self, email: str, address: str) -> bool:
+        """Whether an attempt may be checked; if so it is counted as a failure until :meth:`succeeded`."""
+        now = time.monotonic()
         with self._lock:
-            return len(self._recent(key, time.monotonic())) >= MAX_FAILURES
+            if len(self._failures) > 10_000:  # forget keys with nothing recent, so guessing cannot fill memory
+                self._failures = {k: t for k, t in self._failures.items() if t and now - t[-1] < FAILURE_WINDOW}
+            pair, by_address = self._recent(f"{email}|{address}", now), self._recent(address, now)
+            if len(pair) >= MAX_FAILURES or len(by_address) >= MAX_FAILURES_PER_ADDRESS:
+                return False
+            pair.append(now)
+            by_address.append(now)
+            return True
 
-    def failed(self, key: tuple[str, str]) -> None:
+    def succeeded(self, email: str, address: str) -> None:
         with self._lock:
-            now = time.monotonic()
-            self._failures[key] = [*self._recent(key, now), now]
-
-    def succeeded(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._failures.pop(key, None)
-
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
-
-def cookie_warning(request: Request[Any, Any, Any]) -> str | None:
-    """Sign-in cookies are ``Secure``: browsers keep them over HTTPS, and over plain HTTP only on loopback.
-    Say so on the sign-in page rather than let a sign-in silently not stick."""
-    if request.url.scheme == "https" or (request.url.hostname or "") in LOOPBACK_HOSTS:
-        return None
-    return (
-        "This page came over plain HTTP from another machine, so your browser will not keep the sign-in. "
-        "Serve the dashboard over HTTPS (behind a TLS proxy), or open it on 127.0.0.1."
-    )
+            self._failures.pop(f"{email}|{address}", None)
+            by_address = self._failures.get(address)
+            if by_address:
+                by_address.pop()
 
 
 def safe_next(target: str) -> str:
@@ -84,9 +82,7 @@ class SignInController(Controller):
 
     @get("/login", sync_to_thread=False)
     def form(self, request: Request[Any, Any, Any], next: FromQuery[str] = HOME) -> Template:
-        return page(
-            request, "signin.html", None, next=safe_next(next), error=None, email="", warning=cookie_warning(request)
-        )
+        return page(request, "signin.html", None, next=safe_next(next), error=None, email="")
 
     @post("/login", sync_to_thread=True, status_code=303)
     def sign_in(
@@ -96,32 +92,32 @@ class SignInController(Controller):
         data: Annotated[forms.SignIn, Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Redirect | Template:
         email = data.email.strip().lower()
-        key = (email, request.client.host if request.client else "")
-        if self.throttle.blocked(key):
-            error, status = f"Too many failed attempts for this email; wait {int(FAILURE_WINDOW // 60)} minutes.", 429
-        else:
-            try:
-                user = services.engine.sign_in(email, data.password)
-            except UnauthorizedError:
-                self.throttle.failed(key)
-                error, status = "The email or the password is wrong.", 401
-            else:
-                self.throttle.succeeded(key)
-                request.clear_session()
-                request.set_session({"user_id": user.user_id, "org_id": user.org_id})
-                return Redirect(safe_next(data.next), status_code=303)
+        address = request.client.host if request.client else ""
+        if not self.throttle.begin(email, address):
+            minutes = int(FAILURE_WINDOW // 60)
+            return self._again(request, data, 429, f"Too many failed attempts; wait {minutes} minutes.")
+        if not self.throttle.checks.acquire(timeout=5):
+            return self._again(request, data, 503, "Too many sign-ins at once; try again in a moment.")
+        try:
+            user = services.engine.sign_in(email, data.password)
+        except UnauthorizedError:
+            return self._again(request, data, 401, "The email or the password is wrong.")
+        finally:
+            self.throttle.checks.release()
+        self.throttle.succeeded(email, address)
+        start_sign_in(request, user)
+        return Redirect(safe_next(data.next), status_code=303)
+
+    @staticmethod
+    def _again(request: Request[Any, Any, Any], data: forms.SignIn, status: int, error: str) -> Template:
+        email = data.email.strip()
         return page(
-            request,
-            "signin.html",
-            None,
-            status_code=status,
-            next=safe_next(data.next),
-            error=error,
-            email=email,
-            warning=cookie_warning(request),
+            request, "signin.html", None, status_code=status, next=safe_next(data.next), error=error, email=email
         )
 
-    @post("/logout", sync_to_thread=False, status_code=303)
-    def sign_out(self, request: Request[Any, Any, Any]) -> Redirect:
+    @post("/logout", sync_to_thread=True, status_code=303)
+    def sign_out(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Redirect:
+        """Signs out everywhere: every sign-in of this user ends, not only this browser's cookie."""
+        services.engine.end_sign_ins(viewer.org_id, viewer.user.user_id)
         request.clear_session()
         return redirect(request, "/dashboard/login")

@@ -23,6 +23,21 @@
   document.addEventListener("htmx:afterSettle", tick);
   setInterval(tick, 1000);
 
+  // Sign-in cookies are Secure: the browser keeps them only in a secure context (HTTPS, or loopback).
+  document.addEventListener("DOMContentLoaded", function () {
+    var warning = document.getElementById("insecure-warning");
+    if (warning && !window.isSecureContext) warning.hidden = false;
+  });
+
+  // After a decision, the card is replaced: put the focus on its outcome, so keyboard users stay in place.
+  document.addEventListener("htmx:afterSettle", function () {
+    var outcome = document.querySelector("[data-focus-after-swap]");
+    if (outcome) {
+      outcome.removeAttribute("data-focus-after-swap");
+      outcome.focus();
+    }
+  });
+
   // Buttons with data-confirm ask before their (plain, non-htmx) form is sent.
   document.addEventListener("submit", function (event) {
     var button = event.submitter;
