@@ -30,7 +30,7 @@ from agentrein_server.dashboard.admin import ConnectorPages, KeyPages, PolicyPag
 from agentrein_server.dashboard.approvals import ApprovalPages
 from agentrein_server.dashboard.rendering import STATIC, template_config
 from agentrein_server.dashboard.sessions import SessionPages
-from agentrein_server.dashboard.signin import SignInController
+from agentrein_server.dashboard.signin import SignInController, SignInThrottle
 from agentrein_server.dashboard.viewer import SIGNED_IN_SECONDS, SignInRequired, provide_member, provide_viewer
 from agentrein_server.problems import STATUS_OF
 from agentrein_server.vault import Vault
@@ -83,6 +83,7 @@ def dashboard_router(vault: Vault) -> Router:
         cookie_httponly=True,
         cookie_samesite="lax",
     )
+    throttle = SignInThrottle()  # one per app: failed sign-ins are counted per server process
     return Router(
         path=PREFIX,
         route_handlers=[
@@ -96,6 +97,7 @@ def dashboard_router(vault: Vault) -> Router:
             create_static_files_router(path="/static", directories=[STATIC]),
         ],
         dependencies={
+            "throttle": Provide(lambda: throttle, sync_to_thread=False, use_cache=True),
             "signed_in": Provide(provide_viewer, sync_to_thread=True),
             "viewer": Provide(provide_member, sync_to_thread=False),
         },

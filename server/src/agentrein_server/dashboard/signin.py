@@ -10,6 +10,7 @@ from collections import deque
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
+from litestar.di import NamedDependency
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromQuery
 from litestar.response import Redirect, Template
@@ -23,7 +24,7 @@ from agentrein_server.services import ServicesDep
 #: Within ``FAILURE_WINDOW`` seconds, at most this many failed sign-ins for one email from one address, and
 #: this many from one address in all; further attempts are refused until the window has passed.
 MAX_FAILURES = 5
-MAX_FAILURES_PER_ADDRESS = 20
+MAX_FAILURES_PER_ADDRESS = 100
 FAILURE_WINDOW = 300.0
 #: Password checks running at once (each takes tens of milliseconds of a core and 64 MiB).
 MAX_CONCURRENT_CHECKS = 4
@@ -74,7 +75,6 @@ def safe_next(target: str) -> str:
 
 class SignInController(Controller):
     path = "/"
-    throttle = SignInThrottle()
 
     @get("/", sync_to_thread=False)
     def home(self) -> Redirect:
@@ -89,22 +89,23 @@ class SignInController(Controller):
         self,
         request: Request[Any, Any, Any],
         services: ServicesDep,
+        throttle: NamedDependency[SignInThrottle],
         data: Annotated[forms.SignIn, Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Redirect | Template:
         email = data.email.strip().lower()
         address = request.client.host if request.client else ""
-        if not self.throttle.begin(email, address):
+        if not throttle.begin(email, address):
             minutes = int(FAILURE_WINDOW // 60)
             return self._again(request, data, 429, f"Too many failed attempts; wait {minutes} minutes.")
-        if not self.throttle.checks.acquire(timeout=5):
+        if not throttle.checks.acquire(timeout=5):
             return self._again(request, data, 503, "Too many sign-ins at once; try again in a moment.")
         try:
             user = services.engine.sign_in(email, data.password)
         except UnauthorizedError:
             return self._again(request, data, 401, "The email or the password is wrong.")
         finally:
-            self.throttle.checks.release()
-        self.throttle.succeeded(email, address)
+            throttle.checks.release()
+        throttle.succeeded(email, address)
         start_sign_in(request, user)
         return Redirect(safe_next(data.next), status_code=303)
 
