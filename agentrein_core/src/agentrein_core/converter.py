@@ -17,7 +17,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from agentrein_core.connector import REQUIRE_APPROVAL_KEY
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON, UndoConfig
+from agentrein_core.model import JSON, Action, UndoConfig
 
 T = TypeVar("T")
 
@@ -37,6 +37,8 @@ def undo_from_wire(data: dict[str, Any], _: object = None) -> UndoConfig:
 
 storage.register_unstructure_hook(UndoConfig, undo_to_wire)
 storage.register_structure_hook(UndoConfig, undo_from_wire)
+# An action's verification lives in a table of its own; it joins the action only when read with its session.
+storage.register_unstructure_hook(Action, make_dict_unstructure_fn(Action, storage, verification=override(omit=True)))
 
 
 def to_row(record: Any) -> dict[str, Any]:

@@ -26,9 +26,9 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from attrs import evolve, frozen
 
-from agentrein_core import policies, rollback, rules
+from agentrein_core import notifications, policies, rollback, rules, verification
 from agentrein_core.clock import Clock, utcnow
-from agentrein_core.converter import undo_to_wire
+from agentrein_core.converter import to_wire, undo_to_wire
 from agentrein_core.errors import (
     ApprovalRejectedError,
     InvalidTransitionError,
@@ -46,18 +46,26 @@ from agentrein_core.model import (
     ApiKey,
     Approval,
     ConnectorConfig,
+    Delivery,
+    Event,
     Organisation,
+    OrganisationSettings,
     Policy,
     Rollback,
     Session,
     UndoConfig,
     User,
+    Verification,
+    Webhook,
 )
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
     ApprovalStatus,
+    DeliveryStatus,
     DisplayStatus,
+    DriftResponse,
+    EventType,
     OperationType,
     Plan,
     PolicyEffect,
@@ -66,6 +74,8 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
     UserRole,
+    VerificationOutcome,
+    WebhookFormat,
 )
 from agentrein_core.store import EVENTS_CHANNEL, Store, Tx
 from agentrein_core.views import ApprovalInfo, SessionInfo, SessionPage
@@ -84,6 +94,8 @@ SYSTEM = "agentrein"
 API_KEY_PREFIX = "ar_"
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 MAX_TEXT = 10_000
+#: How long a worker holds a webhook delivery it is sending (then another may try it).
+DELIVERY_LEASE = timedelta(minutes=1)
 #: The longest a reviewer may be given for any approval.
 MAX_APPROVAL_TIMEOUT = timedelta(days=365)
 #: A rollback job whose advance failed through AgentRein's own fault waits this long before it is retried.
@@ -124,6 +136,8 @@ class Engine:
         self.recheck_every = 1.0
         self._changed = threading.Condition()  # an approval decided or a rollback ended or paused
         self._policies: dict[str, tuple[int, list[Policy]]] = {}  # org -> (policy version, enabled policies)
+        #: Pauses between attempts of a webhook delivery (tests shorten them).
+        self.delivery_retry_after: tuple[timedelta, ...] = notifications.RETRY_AFTER
 
     # organisations ------------------------------------------------------------------------------------
     def ensure_organisation(self, name: str = DEFAULT_ORGANISATION, plan: Plan = Plan.TEAM) -> Organisation:
@@ -281,7 +295,7 @@ class Engine:
                 updated_at=self.clock(),
                 credentials=credentials,
             )
-            tx.put_connector_config(stored)
+            tx.upsert(stored)
             return stored
 
     def connector_config(self, org_id: str, connector: str) -> ConnectorConfig | None:
@@ -312,8 +326,9 @@ class Engine:
         return session
 
     def get_session(self, org_id: str, session_id: str) -> SessionInfo:
+        """The session with its actions, approvals and intent verifications."""
         with self.store.transaction(write=False) as tx:
-            return _view(tx, _session(tx, org_id, session_id))
+            return _view(tx, _session(tx, org_id, session_id), verified=True)
 
     def list_sessions(
         self,
@@ -363,9 +378,11 @@ class Engine:
                     return SessionPage(found, None)
 
     def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
+        now = self.clock()
         with self.store.transaction() as tx:
             session = _session(tx, org_id, session_id)
-            _set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=self.clock())
+            _set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=now)
+            tx.insert(_verification_of(org_id, session_id, None, now))
             return _view(tx, _session(tx, org_id, session_id))
 
     # actions ------------------------------------------------------------------------------------------
@@ -435,7 +452,7 @@ class Engine:
                 approval = _new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
             tx.insert(action)
             if approval is not None:
-                tx.insert(approval)
+                self._open_approval(tx, approval)
             if no_gates is not None:
                 self._after_failure(tx, _session(tx, org_id, session_id), "approval gate unavailable on plan", SYSTEM)
         if blocked is not None:
@@ -471,7 +488,10 @@ class Engine:
             if undo is not None and self.check_undo is not None:
                 self.check_undo(done.connector, undo)
             if done.review_after:
-                tx.insert(_new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
+                self._open_approval(
+                    tx, _new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+                )
+            tx.insert(_verification_of(done.org_id, done.session_id, done.action_id, now))
             return done
 
     def fail_action(self, org_id: str, action_id: str, *, error: str, session_id: str | None = None) -> Action:
@@ -582,7 +602,11 @@ class Engine:
             if not succeeded:
                 self._after_agent_failure(tx, _session(tx, org_id, session_id), f"action {api_name} failed")
             elif decision.effect is not PolicyEffect.ALLOW:
-                tx.insert(_new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
+                self._open_approval(
+                    tx, _new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+                )
+            if succeeded:
+                tx.insert(_verification_of(org_id, session_id, action.action_id, now))
             return action
 
     # approvals ----------------------------------------------------------------------------------------
@@ -660,6 +684,9 @@ class Engine:
         tx.notify(EVENTS_CHANNEL, approval.approval_id)
         action = _action(tx, approval.org_id, approval.action_id)
         session = _session(tx, approval.org_id, approval.session_id)
+        self._emit(
+            tx, approval.org_id, EventType.APPROVAL_DECIDED, to_wire(_approval_info(decided, action, session, now))
+        )
         approved = status is ApprovalStatus.APPROVED
         purpose = approval.purpose
         if purpose is ApprovalPurpose.BEFORE_EXECUTION:
@@ -694,6 +721,7 @@ class Engine:
                         lease_until=None,
                     )
                     _replace(tx, finished, status=job.status)
+                    self._rollback_ended(tx, finished)
         return decided
 
     def wake_waiters(self) -> None:
@@ -949,6 +977,8 @@ class Engine:
         renewed = tx.update_rollback(job.rollback_id, values, lease_token=token)
         if renewed is None:
             raise LeaseLostError(f"rollback {job.rollback_id} is no longer held by this worker")
+        if renewed.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED) and job.status is not renewed.status:
+            self._rollback_ended(tx, renewed)
         return renewed
 
     def _plan_step(
@@ -973,7 +1003,7 @@ class Engine:
                 approval = _new_approval(
                     step.action, ApprovalPurpose.ROLLBACK, now, approval_timeout, rollback_id=job.rollback_id
                 )
-                tx.insert(approval)
+                self._open_approval(tx, approval)
                 return self._renew(tx, job, token, **paused), None
             elif isinstance(step, rollback.WaitForApproval):
                 return self._renew(tx, job, token, **paused), None
@@ -1086,6 +1116,7 @@ class Engine:
             _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
         done = evolve(job, status=RollbackStatus.SUCCEEDED, finished_at=now)
         tx.insert(done)
+        self._rollback_ended(tx, done)
         return done
 
     def _after_agent_failure(self, tx: Tx, session: Session, trigger: str) -> None:
@@ -1103,6 +1134,276 @@ class Engine:
             self._start_rollback(tx, session, requested_by, trigger)
         elif SessionStatus.FAILED in rules.SESSION_TRANSITIONS[session.status]:
             _set_session_status(tx, session, SessionStatus.FAILED)
+
+    # events -------------------------------------------------------------------------------------------
+    def _emit(self, tx: Tx, org_id: str, type_: EventType, data: JSON) -> None:
+        """Record an event with the change it reports, and a delivery for each webhook that wants it."""
+        now = self.clock()
+        event = Event(new_id("evt"), org_id, type_, data, now)
+        tx.insert(event)
+        for hook in tx.webhooks_of(org_id):
+            if type_.value in hook.events or "*" in hook.events:
+                delivery = Delivery(
+                    new_id("dlv"),
+                    org_id,
+                    hook.webhook_id,
+                    event.event_id,
+                    type_,
+                    DeliveryStatus.PENDING,
+                    now,
+                    due_at=now,
+                )
+                tx.insert(delivery)
+
+    def _open_approval(self, tx: Tx, approval: Approval) -> None:
+        tx.insert(approval)
+        self._emit(
+            tx, approval.org_id, EventType.APPROVAL_REQUESTED, to_wire(_approval_view(tx, approval, self.clock()))
+        )
+
+    def _rollback_ended(self, tx: Tx, job: Rollback) -> None:
+        ended = EventType.ROLLBACK_COMPLETED if job.status is RollbackStatus.SUCCEEDED else EventType.ROLLBACK_FAILED
+        shown = {k: v for k, v in to_wire(job).items() if k not in ("leaseToken", "leaseUntil")}
+        self._emit(tx, job.org_id, ended, shown)
+
+    def dispatch_events(self, notify: Callable[[Event], None], limit: int = 100) -> int:
+        """Hand events not yet dispatched to ``notify`` (the ``agentrein_notify`` plugins), oldest first, and
+        mark them dispatched; an exception from ``notify`` is logged and the event is not offered again."""
+        with self.store.transaction(write=False) as tx:
+            events = tx.undispatched_events(limit)
+        for event in events:
+            try:
+                notify(event)
+            except Exception:
+                log.exception("a notify plugin failed on event %s (%s)", event.event_id, event.type)
+        if events:
+            with self.store.transaction() as tx:
+                tx.mark_dispatched([e.event_id for e in events], self.clock())
+        return len(events)
+
+    # organisation settings ----------------------------------------------------------------------------
+    def settings(self, org_id: str) -> OrganisationSettings:
+        with self.store.transaction(write=False) as tx:
+            if tx.org(org_id) is None:
+                raise NotFoundError("organisation", org_id)
+            return tx.settings(org_id) or OrganisationSettings(org_id)
+
+    def update_settings(self, org_id: str, **changes: object) -> OrganisationSettings:
+        """Change some of the organisation's settings (``on_drift``, ``verifier_url``, ``verifier_model``,
+        ``verifier_api_key`` (an encrypted token), ``webhook_hosts``); the others stay as they are."""
+        checked: dict[str, object] = {}
+        for name, value in changes.items():
+            if name == "on_drift":
+                checked[name] = _enum("onDrift", DriftResponse, value)
+            elif name == "verifier_url":
+                checked[name] = _url("verifierUrl", value) if value is not None else None
+            elif name == "verifier_model":
+                checked[name] = _text("verifierModel", value, 200) if value is not None else None
+            elif name == "verifier_api_key":
+                checked[name] = _text("verifierApiKey", value, 10_000) if value is not None else None
+            elif name == "webhook_hosts":
+                checked[name] = notifications.check_host_patterns(value)
+            else:
+                raise ValidationError(name, "is not a setting")
+        with self.store.transaction() as tx:
+            if tx.org(org_id) is None:
+                raise NotFoundError("organisation", org_id)
+            updated = evolve(tx.settings(org_id) or OrganisationSettings(org_id), **checked)  # type: ignore[arg-type]
+            tx.upsert(updated)
+            return updated
+
+    # intent verification ------------------------------------------------------------------------------
+    def verify_next(
+        self,
+        ask: Callable[[verification.IntentCheck], verification.Verdict | None],
+        settings_of: Callable[[OrganisationSettings], verification.VerifierSettings],
+        redact: Callable[[Action, object], object],
+    ) -> Verification | None:
+        """Take one due intent check, ask ``ask`` (the verifier plugins) outside any transaction, and record
+        the outcome; ``None`` when nothing is due. ``settings_of`` gives the verifier settings of an
+        organisation; ``redact`` hides what must not leave (payloads are redacted when recorded already).
+
+        Drift has the consequence the organisation chose (``onDrift``): none, an after-execution review of
+        the action, or a rollback of the session; and a ``drift.detected`` event."""
+        now = self.clock()
+        with self.store.transaction() as tx:
+            claimed = tx.claim_due_verification(now, now + verification.CHECK_LEASE)
+            if claimed is None:
+                return None
+            session = _session(tx, claimed.org_id, claimed.session_id)
+            actions = tx.actions_of(claimed.session_id)
+            settings = tx.settings(claimed.org_id) or OrganisationSettings(claimed.org_id)
+        if not session.intent.strip():
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, verification.NO_INTENT, "", retry=False)
+        if claimed.action_id is None:
+            shown = [a for a in actions if a.status in rules.UNDOABLE or a.status is ActionStatus.ROLLED_BACK]
+        else:
+            shown = [a for a in actions if a.action_id == claimed.action_id]
+        check = verification.IntentCheck(
+            org_id=claimed.org_id,
+            session_id=session.session_id,
+            agent_id=session.agent_id,
+            intent=session.intent,
+            subject="action" if claimed.action_id else "session",
+            actions=[verification.CheckedAction.of(a, redact) for a in shown],
+            settings=settings_of(settings),
+        )
+        try:
+            verdict = ask(check)
+        except Exception as exc:  # a verifier's failure is the verifier's, never the agent's: note it, retry
+            reason = str(exc) if isinstance(exc, verification.VerifierError) else f"the verifier failed: {exc!r}"
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, reason[:MAX_TEXT], "", retry=True)
+        if verdict is None:
+            return self._record_check(
+                claimed, VerificationOutcome.UNVERIFIED, verification.NO_VERIFIER, "", retry=False
+            )
+        return self._record_check(claimed, verdict.outcome, verdict.rationale, verdict.verifier[:200], retry=False)
+
+    def _record_check(
+        self, claimed: Verification, outcome: VerificationOutcome, rationale: str, verifier: str, *, retry: bool
+    ) -> Verification:
+        now = self.clock()
+        attempts = claimed.attempts + 1
+        again = retry and attempts <= len(verification.RETRY_AFTER)
+        due = now + verification.RETRY_AFTER[attempts - 1] if again else None
+        checked = evolve(
+            claimed,
+            outcome=outcome,
+            rationale=rationale,
+            verifier=verifier,
+            attempts=attempts,
+            due_at=due,
+            checked_at=now,
+        )
+        with self.store.transaction() as tx:
+            if not tx.replace(checked, due_at=claimed.due_at):
+                return claimed  # held too long: another worker took the check over and records it
+            if outcome is VerificationOutcome.DRIFT_DETECTED:
+                self._after_drift(tx, checked)
+        return checked
+
+    @staticmethod
+    def _may_start_rollback(tx: Tx, session: Session) -> bool:
+        """No rollback under way, and something to undo."""
+        under_way = _session_rollback_under_way(tx, session.session_id)
+        return under_way is None and any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id))
+
+    def _after_drift(self, tx: Tx, check: Verification) -> None:
+        org = tx.org(check.org_id)
+        settings = tx.settings(check.org_id) or OrganisationSettings(check.org_id)
+        session = _session(tx, check.org_id, check.session_id)
+        action = _action(tx, check.org_id, check.action_id) if check.action_id else None
+        self._emit(
+            tx,
+            check.org_id,
+            EventType.DRIFT_DETECTED,
+            {
+                "sessionId": session.session_id,
+                "actionId": check.action_id,
+                "agentId": session.agent_id,
+                "intent": session.intent,
+                "apiName": action.api_name if action else None,
+                "rationale": check.rationale,
+                "verifier": check.verifier,
+                "onDrift": settings.on_drift.value,
+            },
+        )
+        now = self.clock()
+        if settings.on_drift is DriftResponse.REVIEW and action is not None and action.status is ActionStatus.SUCCESS:
+            open_review = any(p.status is ApprovalStatus.PENDING for p in tx.approvals_of_action(action.action_id))
+            if org is not None and org.plan is not Plan.FREE and not open_review:
+                self._open_approval(
+                    tx, _new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+                )
+        elif settings.on_drift is DriftResponse.ROLLBACK and self._may_start_rollback(tx, session):
+            self._start_rollback(tx, session, "intent verifier", f"intent drift: {check.rationale}"[:200])
+
+    # webhooks -----------------------------------------------------------------------------------------
+    def add_webhook(
+        self, org_id: str, url: str, events: list[str], secret: str, fmt: WebhookFormat | str = WebhookFormat.JSON
+    ) -> Webhook:
+        """Register an endpoint for ``events`` (names of :class:`EventType`, or ``*``); ``secret`` is the
+        encrypted token of its signing secret. The URL's host must be among the organisation's webhook hosts."""
+        if not isinstance(events, list) or not events:
+            raise ValidationError("events", f"must list some of {', '.join(notifications.EVENT_TYPES)} (or '*')")
+        unknown = [e for e in events if e != "*" and e not in notifications.EVENT_TYPES]
+        if unknown:
+            raise ValidationError(
+                "events", f"{unknown[0]!r} is not an event (use {', '.join(notifications.EVENT_TYPES)})"
+            )
+        with self.store.transaction() as tx:
+            settings = tx.settings(org_id) or OrganisationSettings(org_id)
+            hook = Webhook(
+                webhook_id=new_id("whk"),
+                org_id=org_id,
+                url=notifications.check_webhook_url(url, settings.webhook_hosts),
+                events=sorted(set(events)),
+                secret=secret,
+                format=_enum("format", WebhookFormat, fmt),
+                created_at=self.clock(),
+            )
+            tx.insert(hook)
+        return hook
+
+    def list_webhooks(self, org_id: str) -> list[Webhook]:
+        with self.store.transaction(write=False) as tx:
+            return tx.webhooks_of(org_id)
+
+    def delete_webhook(self, org_id: str, webhook_id: str) -> None:
+        with self.store.transaction() as tx:
+            if not tx.delete_webhook(org_id, webhook_id):
+                raise NotFoundError("webhook", webhook_id)
+
+    def list_deliveries(self, org_id: str, webhook_id: str, limit: int = 100) -> list[Delivery]:
+        """The webhook's delivery log, newest first."""
+        with self.store.transaction(write=False) as tx:
+            if tx.webhook(org_id, webhook_id) is None:
+                raise NotFoundError("webhook", webhook_id)
+            return tx.deliveries_of(org_id, webhook_id, limit)
+
+    def next_delivery(self) -> tuple[Delivery, Webhook, Event, OrganisationSettings] | None:
+        """Take one delivery that is due (held for ``DELIVERY_LEASE``), with what sending it needs."""
+        now = self.clock()
+        with self.store.transaction() as tx:
+            delivery = tx.claim_due_delivery(now, now + DELIVERY_LEASE)
+            if delivery is None:
+                return None
+            hook = tx.webhook(delivery.org_id, delivery.webhook_id)
+            event = tx.event(delivery.event_id)
+            settings = tx.settings(delivery.org_id) or OrganisationSettings(delivery.org_id)
+        if hook is None or event is None:
+            return None
+        return delivery, hook, event, settings
+
+    def record_delivery(self, delivery: Delivery, *, status: int | None, error: str | None) -> Delivery:
+        """The outcome of one attempt: a 2xx answer delivers; anything else is tried again after the next
+        pause of ``delivery_retry_after``, until they run out (``FAILED``)."""
+        now = self.clock()
+        attempts = delivery.attempts + 1
+        delivered = status is not None and 200 <= status < 300
+        if delivered:
+            outcome = evolve(
+                delivery,
+                status=DeliveryStatus.DELIVERED,
+                attempts=attempts,
+                due_at=None,
+                last_status=status,
+                last_error=None,
+                delivered_at=now,
+            )
+        else:
+            again = attempts <= len(self.delivery_retry_after)
+            outcome = evolve(
+                delivery,
+                status=DeliveryStatus.PENDING if again else DeliveryStatus.FAILED,
+                attempts=attempts,
+                due_at=now + self.delivery_retry_after[attempts - 1] if again else None,
+                last_status=status,
+                last_error=(error or f"answered {status}")[:MAX_TEXT],
+            )
+        with self.store.transaction() as tx:
+            tx.replace(outcome, due_at=delivery.due_at)
+        return outcome
 
     # maintenance --------------------------------------------------------------------------------------
     def maintain(self) -> MaintenanceReport:
@@ -1220,6 +1521,11 @@ def _set_session_status(tx: Tx, session: Session, status: SessionStatus, **chang
     _replace(tx, evolve(session, status=status, **changes), status=session.status)  # type: ignore[arg-type]
 
 
+def _verification_of(org_id: str, session_id: str, action_id: str | None, now: datetime) -> Verification:
+    """A check of an action (or, ``action_id`` None, of a whole session) against the intent, due now."""
+    return Verification(new_id("ver"), org_id, session_id, action_id, created_at=now, due_at=now)
+
+
 def _new_approval(
     action: Action,
     purpose: ApprovalPurpose,
@@ -1241,9 +1547,15 @@ def _new_approval(
     )
 
 
-def _view(tx: Tx, session: Session) -> SessionInfo:
+def _view(tx: Tx, session: Session, *, verified: bool = False) -> SessionInfo:
+    """The session as read; ``verified`` adds its intent verifications (one more query, so lists skip it)."""
     actions = tx.actions_of(session.session_id)
     approvals = tx.approvals_of_session(session.session_id)
+    of_session = None
+    if verified:
+        checks = {v.action_id: v for v in tx.verifications_of(session.session_id)}
+        actions = [evolve(a, verification=checks[a.action_id]) if a.action_id in checks else a for a in actions]
+        of_session = checks.get(None)
     return SessionInfo(
         id=session.session_id,
         agent_id=session.agent_id,
@@ -1256,6 +1568,7 @@ def _view(tx: Tx, session: Session) -> SessionInfo:
         completed_at=session.completed_at,
         actions=actions,
         approvals=approvals,
+        verification=of_session,
     )
 
 
@@ -1345,6 +1658,13 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 def _unknown_user_hash() -> str:
     """Checked against when the email is unknown, so that a wrong email costs as long as a wrong password."""
     return _PASSWORDS.hash(secrets.token_urlsafe(16))
+
+
+def _url(field: str, value: object) -> str:
+    url = _text(field, value, 2000).strip()
+    if not re.match(r"https?://[^/\s]+", url):
+        raise ValidationError(field, f"{url!r} is not an http or https URL")
+    return url
 
 
 def _email(value: object) -> str:

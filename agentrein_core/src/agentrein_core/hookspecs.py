@@ -15,9 +15,15 @@ and mark their implementations with :data:`hookimpl`::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
 
 from agentrein_core.connector import Connector
+
+if TYPE_CHECKING:
+    from agentrein_core.model import Event
+    from agentrein_core.verification import IntentCheck, Verdict
 
 hookspec = pluggy.HookspecMarker("agentrein")
 hookimpl = pluggy.HookimplMarker("agentrein")
@@ -28,4 +34,30 @@ def agentrein_register_connectors() -> list[Connector]:  # type: ignore[empty-bo
     """Return the connectors this plugin provides (see :class:`agentrein_core.connector.Connector`).
 
     Every plugin's list is gathered; two connectors with one name are an error naming both plugins.
+    """
+
+
+@hookspec(firstresult=True)
+def agentrein_verify_intent(check: IntentCheck) -> Verdict | None:
+    """Judge whether ``check.actions`` match the session's declared ``check.intent``; return a
+    :class:`~agentrein_core.verification.Verdict` (``VERIFIED`` or ``DRIFT_DETECTED``), or ``None`` to leave
+    the check to another verifier (the first answer wins; with none, the check is ``UNVERIFIED``, "no verifier
+    configured").
+
+    Called in a background worker, never on the agent's path; payloads are already redacted. Raise
+    :class:`~agentrein_core.verification.VerifierError` when no verdict can be given now (the check is
+    recorded ``UNVERIFIED`` with the message and asked again later). ``check.settings`` holds the
+    organisation's (or the environment's) verifier URL, model, key and timeout.
+    """
+
+
+@hookspec
+def agentrein_notify(event: Event) -> None:
+    """Something happened that people may want to hear of: ``event.type`` is one of
+    :class:`~agentrein_core.statuses.EventType` (``approval.requested``, ``approval.decided``,
+    ``rollback.completed``, ``rollback.failed``, ``drift.detected``), ``event.data`` its camelCase details.
+
+    Called by a background worker after the change is committed, at least once per event (a crash between
+    the call and its record may repeat it); an exception is logged and the event is not offered again.
+    AgentRein's own webhooks are delivered apart from this hook, with retries and a delivery log.
     """

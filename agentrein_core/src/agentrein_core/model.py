@@ -15,6 +15,9 @@ from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
     ApprovalStatus,
+    DeliveryStatus,
+    DriftResponse,
+    EventType,
     OperationType,
     Plan,
     PolicyEffect,
@@ -23,6 +26,8 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
     UserRole,
+    VerificationOutcome,
+    WebhookFormat,
 )
 
 JSON = dict[str, Any]
@@ -71,6 +76,26 @@ class Session:
 
 
 @frozen
+class Verification:
+    """Whether an action (``action_id``), or a whole session (``action_id`` None), did what the session's
+    intent declared. ``outcome`` is None until first checked; ``due_at`` is when it is (re)checked next, None
+    once final (an UNVERIFIED outcome from a failing verifier is tried again later)."""
+
+    verification_id: str
+    org_id: str
+    session_id: str
+    action_id: str | None
+    created_at: datetime
+    outcome: VerificationOutcome | None = None
+    rationale: str = ""
+    verifier: str = ""
+    attempts: int = 0
+    #: While a worker checks it, pushed ahead by the worker's lease (so no other takes it meanwhile).
+    due_at: datetime | None = None
+    checked_at: datetime | None = None
+
+
+@frozen
 class Action:
     """One recorded side-effecting call, written before it runs (write-ahead)."""
 
@@ -96,6 +121,8 @@ class Action:
     review_after: bool = False
     #: A reviewer rejected this executed action after the fact: undo it alone (status reference §4).
     undo_requested: bool = False
+    #: Its intent verification, when read with its session (not a column of the action's own row).
+    verification: Verification | None = None
 
     @property
     def undo_idempotency_key(self) -> str:
@@ -202,3 +229,61 @@ class ConnectorConfig:
     config: JSON
     updated_at: datetime
     credentials: str | None = None
+
+
+@frozen
+class OrganisationSettings:
+    """An organisation's choices for intent verification and webhooks. ``verifier_api_key`` is an encrypted
+    token (the server encrypts; nothing returns it)."""
+
+    org_id: str
+    on_drift: DriftResponse = DriftResponse.REVIEW
+    verifier_url: str | None = None
+    verifier_model: str | None = None
+    verifier_api_key: str | None = field(default=None, repr=False)
+    #: Hosts webhooks may be sent to (exact names, or ``*.example.com``); none: no webhook may be added.
+    webhook_hosts: list[str] = field(factory=list)
+
+
+@frozen
+class Event:
+    """Something that happened, kept for ``agentrein_notify`` plugins (``dispatched_at`` once they had it)
+    and delivered to the organisation's webhooks."""
+
+    event_id: str
+    org_id: str
+    type: EventType
+    data: JSON
+    created_at: datetime
+    dispatched_at: datetime | None = None
+
+
+@frozen
+class Webhook:
+    """An endpoint the organisation registered; ``secret`` is an encrypted token (HMAC key of signatures)."""
+
+    webhook_id: str
+    org_id: str
+    url: str
+    events: list[str]
+    secret: str = field(repr=False)
+    format: WebhookFormat
+    created_at: datetime
+
+
+@frozen
+class Delivery:
+    """One event to one webhook: attempted until delivered (a 2xx answer) or given up."""
+
+    delivery_id: str
+    org_id: str
+    webhook_id: str
+    event_id: str
+    event_type: EventType
+    status: DeliveryStatus
+    created_at: datetime
+    attempts: int = 0
+    due_at: datetime | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+    delivered_at: datetime | None = None

@@ -1,4 +1,4 @@
-"""The plugin manager and the connectors it found.
+"""The plugin manager and the connectors it found (and, through it, the verifier and notify hooks).
 
 Plugins are found through the ``agentrein`` entry-point group with pluggy's ``load_setuptools_entrypoints``,
 so an installed distribution is all it takes to add a connector.
@@ -30,6 +30,8 @@ class Connectors:
     """The connectors every registered plugin provides, by name."""
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
+        #: The plugin manager that found them: its other hooks (verifiers, notifiers) are called through it.
+        self.pm = pm
         self._by_name: dict[str, Connector] = {}
         provider: dict[str, str] = {}
         for impl in pm.hook.agentrein_register_connectors.get_hookimpls():

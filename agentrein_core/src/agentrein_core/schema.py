@@ -201,3 +201,76 @@ connector_configs = Table(
     Column("credentials", Text),  # a Fernet token, never plaintext
     Column("updated_at", UTCDateTime, nullable=False),
 )
+
+verifications = Table(
+    "verifications",
+    metadata,
+    Column("verification_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("action_id", ID, ForeignKey("actions.action_id")),  # NULL: the session as a whole
+    Column("outcome", String(20)),
+    Column("rationale", Text, nullable=False),
+    Column("verifier", String(200), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("due_at", UTCDateTime),
+    Column("checked_at", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_verifications_session", "session_id"),
+    Index("ix_verifications_due", "due_at"),
+)
+
+organisation_settings = Table(
+    "organisation_settings",
+    metadata,
+    Column("org_id", ID, ForeignKey("organisations.org_id"), primary_key=True),
+    Column("on_drift", String(20), nullable=False),
+    Column("verifier_url", String(2000)),
+    Column("verifier_model", String(200)),
+    Column("verifier_api_key", Text),
+    Column("webhook_hosts", JSON, nullable=False),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("event_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("type", String(40), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("dispatched_at", UTCDateTime),
+    Index("ix_events_undispatched", "dispatched_at", "created_at"),
+)
+
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("webhook_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("url", String(2000), nullable=False),
+    Column("events", JSON, nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("format", String(20), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_webhooks_org", "org_id"),
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("delivery_id", ID, primary_key=True),
+    Column("org_id", ID, ForeignKey("organisations.org_id"), nullable=False),
+    Column("webhook_id", ID, ForeignKey("webhooks.webhook_id", ondelete="CASCADE"), nullable=False),
+    Column("event_id", ID, ForeignKey("events.event_id"), nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("due_at", UTCDateTime),
+    Column("last_status", Integer),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime),
+    Index("ix_deliveries_webhook", "webhook_id", "created_at"),
+    Index("ix_deliveries_due", "status", "due_at"),
+)

@@ -119,3 +119,43 @@ class UserRole(StrEnum):
 
     REVIEWER = "reviewer"
     ADMIN = "admin"
+
+
+class VerificationOutcome(StrEnum):
+    """Whether what was done matches the session's declared intent (product reference §6)."""
+
+    VERIFIED = "VERIFIED"
+    DRIFT_DETECTED = "DRIFT_DETECTED"
+    UNVERIFIED = "UNVERIFIED"  # the check could not be made (no verifier, or it failed): never the agent's fault
+
+
+class DriftResponse(StrEnum):
+    """What an organisation wants done when drift is detected: record it only, have a human review the
+    action (an after-execution approval; rejecting it undoes the action), or roll the session back."""
+
+    NONE = "none"
+    REVIEW = "review"
+    ROLLBACK = "rollback"
+
+
+class EventType(StrEnum):
+    """What AgentRein tells the world about, through ``agentrein_notify`` plugins and webhooks."""
+
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_DECIDED = "approval.decided"
+    ROLLBACK_COMPLETED = "rollback.completed"
+    ROLLBACK_FAILED = "rollback.failed"
+    DRIFT_DETECTED = "drift.detected"
+
+
+class WebhookFormat(StrEnum):
+    """``json``: the event as it is; ``slack``: a Slack-compatible message (``text``, with a link)."""
+
+    JSON = "json"
+    SLACK = "slack"
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "PENDING"  # not yet delivered; tried again at ``due_at``
+    DELIVERED = "DELIVERED"
+    FAILED = "FAILED"  # gave up after the last retry

@@ -36,13 +36,18 @@ from agentrein_core.model import (
     ApiKey,
     Approval,
     ConnectorConfig,
+    Delivery,
+    Event,
     Organisation,
+    OrganisationSettings,
     Policy,
     Rollback,
     Session,
     User,
+    Verification,
+    Webhook,
 )
-from agentrein_core.statuses import ActionStatus, ApprovalStatus, Plan, RollbackStatus, SessionStatus
+from agentrein_core.statuses import ActionStatus, ApprovalStatus, DeliveryStatus, Plan, RollbackStatus, SessionStatus
 
 T = TypeVar("T")
 
@@ -61,6 +66,15 @@ _TABLES: dict[type[Any], tuple[sa.Table, str]] = {
     Rollback: (schema.rollbacks, "rollback_id"),
     ApiKey: (schema.api_keys, "key_id"),
     User: (schema.users, "user_id"),
+    Verification: (schema.verifications, "verification_id"),
+    Event: (schema.events, "event_id"),
+    Webhook: (schema.webhooks, "webhook_id"),
+    Delivery: (schema.deliveries, "delivery_id"),
+}
+#: Records written whole over their row, keyed by these columns (:meth:`Tx.upsert`).
+_UPSERTED: dict[type[Any], tuple[sa.Table, tuple[str, ...]]] = {
+    ConnectorConfig: (schema.connector_configs, ("org_id", "connector")),
+    OrganisationSettings: (schema.organisation_settings, ("org_id",)),
 }
 #: The PostgreSQL channel on which approval decisions and rollback outcomes are announced, so long-polls on
 #: every replica wake at once.
@@ -78,9 +92,8 @@ def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[A
 
 
 _INSERT = {cls: table.insert() for cls, (table, _) in _TABLES.items()}
-_BY_ID = {
-    cls: _select_by_id(table, key, scoped=cls not in (Organisation, ApiKey)) for cls, (table, key) in _TABLES.items()
-}
+_UNSCOPED = (Organisation, ApiKey, Event)  # looked up by id alone
+_BY_ID = {cls: _select_by_id(table, key, scoped=cls not in _UNSCOPED) for cls, (table, key) in _TABLES.items()}
 _S, _A, _P, _O = schema.sessions, schema.actions, schema.approvals, schema.organisations
 # Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
 # unqualified, so a correlated ``org_id = org_id`` would match every organisation.
@@ -370,20 +383,88 @@ class Tx:
         t = schema.connector_configs
         return self._all(ConnectorConfig, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.connector))
 
-    def put_connector_config(self, config: ConnectorConfig) -> None:
-        t = schema.connector_configs
-        row = to_row(config)
-        updated = self.conn.execute(
-            t.update().where(t.c.org_id == config.org_id, t.c.connector == config.connector).values(**row)
-        )
-        if updated.rowcount == 0:
+    def upsert(self, record: Any) -> None:
+        """Write ``record`` over its row, or insert it (if another request inserted it meanwhile, ours is the
+        newer and overwrites it)."""
+        table, keys = _UPSERTED[type(record)]
+        row = to_row(record)
+        update = table.update().where(*(table.c[k] == row[k] for k in keys)).values(**row)
+        if self.conn.execute(update).rowcount == 0:
             try:
                 with self.conn.begin_nested():
-                    self.conn.execute(t.insert(), row)
-            except IntegrityError:  # another request stored settings for it meanwhile: ours are newer
-                self.conn.execute(
-                    t.update().where(t.c.org_id == config.org_id, t.c.connector == config.connector).values(**row)
-                )
+                    self.conn.execute(table.insert(), row)
+            except IntegrityError:
+                self.conn.execute(update)
+
+    # organisation settings ----------------------------------------------------------------------------
+    def settings(self, org_id: str) -> OrganisationSettings | None:
+        t = schema.organisation_settings
+        row = self.conn.execute(sa.select(t).where(t.c.org_id == org_id)).first()
+        return from_row(row, OrganisationSettings) if row is not None else None
+
+    # due work: verifications and webhook deliveries ---------------------------------------------------
+    def claim_due_verification(self, now: datetime, lease_until: datetime) -> Verification | None:
+        return self._claim_due(Verification, now, lease_until)
+
+    def claim_due_delivery(self, now: datetime, lease_until: datetime) -> Delivery | None:
+        return self._claim_due(Delivery, now, lease_until, schema.deliveries.c.status == DeliveryStatus.PENDING)
+
+    def _claim_due(self, cls: type[T], now: datetime, lease_until: datetime, *where: Any) -> T | None:
+        """Take one ``cls`` record whose ``due_at`` has come, pushing its ``due_at`` to ``lease_until`` so that
+        no other worker takes it meanwhile (a crashed worker's record comes due again then). On PostgreSQL
+        the row is taken ``FOR UPDATE SKIP LOCKED``, so workers claiming at once get different records."""
+        table, key = _TABLES[cls]
+        due = (
+            sa.select(table.c[key], table.c.due_at)
+            .where(table.c.due_at.is_not(None), table.c.due_at <= now, *where)
+            .order_by(table.c.due_at)
+            .limit(1)
+        )
+        if self.dialect == "postgresql":
+            due = due.with_for_update(skip_locked=True)
+        found = self.conn.execute(due).first()
+        if found is None:
+            return None
+        take = table.update().where(table.c[key] == found[0], table.c.due_at == found[1]).values(due_at=lease_until)
+        if self.conn.execute(take).rowcount != 1:
+            return None  # taken by another worker between the two statements (SQLite)
+        row = self.conn.execute(sa.select(table).where(table.c[key] == found[0])).first()
+        return from_row(row, cls)
+
+    def verifications_of(self, session_id: str) -> list[Verification]:
+        t = schema.verifications
+        return self._all(Verification, sa.select(t).where(t.c.session_id == session_id).order_by(t.c.created_at))
+
+    def webhook(self, org_id: str, webhook_id: str) -> Webhook | None:
+        return self._one(Webhook, webhook_id, org_id)
+
+    def webhooks_of(self, org_id: str) -> list[Webhook]:
+        t = schema.webhooks
+        return self._all(Webhook, sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at))
+
+    def delete_webhook(self, org_id: str, webhook_id: str) -> bool:
+        t, d = schema.webhooks, schema.deliveries
+        self.conn.execute(d.delete().where(d.c.webhook_id == webhook_id, d.c.org_id == org_id))
+        return self.conn.execute(t.delete().where(t.c.webhook_id == webhook_id, t.c.org_id == org_id)).rowcount == 1
+
+    def deliveries_of(self, org_id: str, webhook_id: str, limit: int) -> list[Delivery]:
+        t = schema.deliveries
+        stmt = sa.select(t).where(t.c.org_id == org_id, t.c.webhook_id == webhook_id)
+        return self._all(Delivery, stmt.order_by(t.c.created_at.desc(), t.c.delivery_id.desc()).limit(limit))
+
+    def event(self, event_id: str) -> Event | None:
+        return self._one(Event, event_id)
+
+    def undispatched_events(self, limit: int) -> list[Event]:
+        t = schema.events
+        stmt = sa.select(t).where(t.c.dispatched_at.is_(None)).order_by(t.c.created_at, t.c.event_id).limit(limit)
+        return self._all(Event, stmt)
+
+    def mark_dispatched(self, event_ids: list[str], now: datetime) -> None:
+        t = schema.events
+        self.conn.execute(
+            t.update().where(t.c.event_id.in_(event_ids), t.c.dispatched_at.is_(None)).values(dispatched_at=now)
+        )
 
     # organisations ------------------------------------------------------------------------------------
     def org_by_name(self, name: str) -> Organisation | None:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from attrs import frozen
 
-from agentrein_core.model import Action, Approval
+from agentrein_core.model import Action, Approval, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -33,6 +33,9 @@ class SessionInfo:
     completed_at: datetime | None
     actions: list[Action]
     approvals: list[Approval]
+    #: The check of the session as a whole against its intent (made when it completes); each action carries
+    #: its own as ``action.verification``. Read by ``get_session`` only (lists leave them out).
+    verification: Verification | None = None
 
 
 @frozen

@@ -8,6 +8,7 @@ both modes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -89,6 +90,8 @@ class LocalBackend:
         self.engine = engine
         self.org_id = org_id
         self.identity = f"{engine.store.url} organisation {org_id}"
+        #: Called when an intent check was queued (the client starts its background checks).
+        self.on_check_queued: Callable[[], None] = lambda: None
 
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
         session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
@@ -101,7 +104,9 @@ class LocalBackend:
         return self.engine.list_sessions(self.org_id, limit).sessions
 
     def complete_session(self, session_id: str) -> SessionInfo:
-        return self.engine.complete_session(self.org_id, session_id)
+        completed = self.engine.complete_session(self.org_id, session_id)
+        self.on_check_queued()
+        return completed
 
     def log_action(
         self,
@@ -128,7 +133,9 @@ class LocalBackend:
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> Action:
-        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
+        done = self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
+        self.on_check_queued()
+        return done
 
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
         return self.engine.fail_action(self.org_id, action_id, error=error, session_id=session_id)

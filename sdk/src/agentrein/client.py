@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from agentrein.backend import Backend, LocalBackend
+from agentrein.checks import BackgroundChecks
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.journal import Journal
@@ -22,6 +23,7 @@ from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.redaction import Redactor
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
 from agentrein_core.store import Store
+from agentrein_core.verification import IntentChecks
 from agentrein_core.views import ApprovalInfo, SessionInfo
 
 T = TypeVar("T")
@@ -61,9 +63,13 @@ class AgentRein:
             self._store = Store(database_url)
             engine = Engine(self._store)
             org = engine.ensure_organisation(organisation)
-            self._backend = LocalBackend(engine, org.org_id)
+            local = self._backend = LocalBackend(engine, org.org_id)
         journal = Journal(self._backend.identity, journal_path)
         self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors), journal)
+        self._checks: BackgroundChecks | None = None
+        if self._store is not None:  # embedded: intent checks run in a background thread of this process
+            self._checks = BackgroundChecks(IntentChecks(engine, self._connectors), self._runtime.resume_rollbacks)
+            local.on_check_queued = self._checks.poke
 
     @property
     def database_url(self) -> str | None:
@@ -221,6 +227,8 @@ class AgentRein:
             self._runtime.replay_journal()
         except AgentReinError as exc:
             log.warning("AgentRein journal not replayed at close: %s", exc)
+        if self._checks is not None:
+            self._checks.stop()
         if self._store is not None:
             self._store.close()
         if self._remote is not None:

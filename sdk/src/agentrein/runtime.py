@@ -133,8 +133,16 @@ class Runtime:
             self._last_maintenance = now
         try:
             self.backend.maintain()
+        except AgentReinError as exc:
+            log.warning("AgentRein maintenance stopped: %s", exc)
+            return
+        self.resume_rollbacks()
+
+    def resume_rollbacks(self) -> None:
+        """Run the rollbacks left to run (a crash's, one drift started) of sessions wrapped in this process."""
+        try:
             for job in self.backend.rollbacks_to_run():
                 if self.executor.knows_session(job.session_id):
                     self.backend.run_rollback(job, self.executor, timedelta(seconds=DEFAULT_TIMEOUT))
         except AgentReinError as exc:
-            log.warning("AgentRein maintenance stopped: %s", exc)
+            log.warning("AgentRein could not resume rollbacks: %s", exc)

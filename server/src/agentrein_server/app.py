@@ -29,18 +29,22 @@ from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
+from agentrein_core.verification import IntentChecks
 from agentrein_server import metrics, problems
 from agentrein_server.api.approvals import ApprovalController
 from agentrein_server.api.connectors import ConnectorController
 from agentrein_server.api.keys import ApiKeyController
 from agentrein_server.api.policies import PolicyController
 from agentrein_server.api.sessions import SessionController
+from agentrein_server.api.settings import SettingsController
 from agentrein_server.api.system import healthz, prometheus_metrics
+from agentrein_server.api.webhooks import WebhookController
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.dashboard import dashboard_router, error_page, is_dashboard, root, template_config
 from agentrein_server.services import Services, ServicesDep, provide_services
 from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import SECRET_KEY_ENV, Vault
+from agentrein_server.webhooks import WebhookSender
 from agentrein_server.workers import Workers
 
 LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
@@ -72,7 +76,16 @@ def open_services(
             )
         vault = Vault.from_environment(secret_key_file(store.url))
     engine.check_undo = _undo_checker(connectors)
-    workers = Workers(engine, ServerUndoExecutor(engine, connectors, vault), rollback_threads)
+    hooks = connectors.pm.hook
+    workers = Workers(
+        engine,
+        ServerUndoExecutor(engine, connectors, vault),
+        rollback_threads,
+        checks=IntentChecks(engine, connectors, vault.decrypt_text),
+        sender=WebhookSender(engine, vault),
+        # Only when a plugin listens: otherwise events are kept for the record and the webhooks alone.
+        notify=(lambda event: hooks.agentrein_notify(event=event)) if hooks.agentrein_notify.get_hookimpls() else None,
+    )
     return Services(engine, connectors, vault, workers, Authenticator(engine))
 
 
@@ -129,6 +142,8 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
 
     def stop() -> None:
         services.workers.stop()
+        if services.workers.sender is not None:
+            services.workers.sender.close()
         services.engine.store.close()
 
     return Litestar(
@@ -138,6 +153,8 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
             PolicyController,
             ConnectorController,
             ApiKeyController,
+            SettingsController,
+            WebhookController,
             healthz,
             prometheus_metrics,
             root,

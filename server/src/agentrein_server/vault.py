@@ -1,4 +1,5 @@
-"""Connector credentials at rest: encrypted with Fernet (cryptography) under the server's secret key.
+"""Secrets at rest (connector credentials, webhook signing secrets, verifier keys): encrypted with Fernet
+(cryptography) under the server's secret key.
 
 The key comes from ``$AGENTREIN_SECRET_KEY``, or from a key file beside the database, generated on first use
 with owner-only permissions. Without the key the stored credentials are unreadable, so keep it (and back it
@@ -52,6 +53,13 @@ class Vault:
 
     def encrypt(self, credentials: JSON) -> str:
         return self._fernet.encrypt(json.dumps(credentials).encode()).decode()
+
+    def encrypt_text(self, secret: str) -> str:
+        """One secret string (a webhook's signing secret, a verifier's API key), encrypted."""
+        return self.encrypt({"secret": secret})
+
+    def decrypt_text(self, token: str | None) -> str | None:
+        return str(self.decrypt(token)["secret"]) if token else None
 
     def decrypt(self, token: str | None) -> JSON:
         if not token:

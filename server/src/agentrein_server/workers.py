@@ -4,6 +4,8 @@
   their inverses through :class:`ServerUndoExecutor`; a job left by a killed server is taken over when its
   lease runs out, here or on another replica;
 - maintenance expires approvals at ``timeoutAt`` and marks sessions idle for 24 h ``ABANDONED``;
+- the verifier checks actions and completed sessions against their intent (:mod:`agentrein_core.verification`);
+- the notifier sends webhook deliveries and hands events to ``agentrein_notify`` plugins;
 - on PostgreSQL a listener turns other replicas' NOTIFYs into wake-ups of this replica's long-polls.
 """
 
@@ -15,10 +17,13 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from agentrein_core.engine import Engine
+from agentrein_core.model import Event
 from agentrein_core.rollback import UndoExecutor
-from agentrein_core.statuses import RollbackStatus
+from agentrein_core.statuses import RollbackStatus, VerificationOutcome
 from agentrein_core.store import EVENTS_CHANNEL
+from agentrein_core.verification import IntentChecks
 from agentrein_server import metrics
+from agentrein_server.webhooks import WebhookSender
 
 log = logging.getLogger("agentrein.server")
 
@@ -32,10 +37,22 @@ LISTENING_RECHECK = 5.0
 
 
 class Workers:
-    def __init__(self, engine: Engine, executor: UndoExecutor, rollback_threads: int = 2) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        executor: UndoExecutor,
+        rollback_threads: int = 2,
+        *,
+        checks: IntentChecks | None = None,
+        sender: WebhookSender | None = None,
+        notify: Callable[[Event], None] | None = None,
+    ) -> None:
         self.engine = engine
         self.executor = executor
         self.rollback_threads = rollback_threads
+        self.checks = checks
+        self.sender = sender
+        self.notify = notify
         self._stop = threading.Event()
         self._work = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -47,6 +64,10 @@ class Workers:
     def start(self) -> None:
         loops: list[tuple[str, Callable[[], None]]] = [("maintenance", self._maintain)]
         loops += [(f"rollback-{n}", self._run_rollbacks) for n in range(self.rollback_threads)]
+        if self.checks is not None:
+            loops.append(("verifier", self._check_intents))
+        if self.sender is not None or self.notify is not None:
+            loops.append(("notifier", self._send_notifications))
         if self.engine.store.dialect == "postgresql":
             loops.append(("listener", self._listen))
             self.engine.recheck_every = LISTENING_RECHECK
@@ -75,6 +96,32 @@ class Workers:
                 self._work.clear()
             elif job.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED):
                 metrics.ROLLBACKS_FINISHED.labels(outcome=job.status.lower()).inc()
+
+    def _check_intents(self) -> None:
+        assert self.checks is not None
+        while not self._stop.is_set():
+            try:
+                checked = self.checks.run_one()
+            except Exception:
+                log.exception("intent verification failed; retrying")
+                checked = None
+            if checked is None:
+                self._stop.wait(IDLE_POLL)
+            elif checked.outcome is VerificationOutcome.DRIFT_DETECTED:
+                self.wake()  # drift may have started a rollback
+
+    def _send_notifications(self) -> None:
+        while not self._stop.is_set():
+            busy = False
+            try:
+                if self.sender is not None:
+                    busy = self.sender.send_one()
+                if self.notify is not None:
+                    busy = self.engine.dispatch_events(self.notify) > 0 or busy
+            except Exception:
+                log.exception("sending notifications failed; retrying")
+            if not busy:
+                self._stop.wait(IDLE_POLL)
 
     def _maintain(self) -> None:
         while not self._stop.wait(MAINTENANCE_EVERY):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from agentrein_core.statuses import OperationType, Role
+from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0
@@ -95,3 +95,21 @@ class ConnectorSettings(Body):
 
 class NewApiKey(Body):
     role: Role
+
+
+class SettingsChange(Body):
+    """Only the fields given change; ``null`` clears a verifier field (the environment's then applies)."""
+
+    on_drift: DriftResponse | msgspec.UnsetType = msgspec.UNSET
+    verifier_url: str | msgspec.UnsetType | None = msgspec.UNSET
+    verifier_model: str | msgspec.UnsetType | None = msgspec.UNSET
+    verifier_api_key: str | msgspec.UnsetType | None = msgspec.UNSET
+    webhook_hosts: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+
+class NewWebhook(Body):
+    url: str
+    events: list[str]
+    #: The signing secret; left out, one is made and returned in this answer only.
+    secret: Annotated[str, msgspec.Meta(min_length=16, max_length=200)] | None = None
+    format: WebhookFormat = WebhookFormat.JSON

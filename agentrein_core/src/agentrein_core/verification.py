@@ -1,0 +1,166 @@
+"""Intent verification: did what a session did match what it declared it would do? (product reference §6)
+
+Each ``SUCCESS`` action, and each session when it completes, is queued for a check. A worker (the server's,
+or a background thread of the embedded SDK) takes due checks, asks the verifier plugins (the firstresult hook
+``agentrein_verify_intent``) with :class:`IntentCheck` built from redacted records, and records the
+:class:`Verdict` through the engine, which applies the organisation's ``onDrift`` choice. A verifier that is
+down, slow or answers nonsense gives ``UNVERIFIED`` with the reason and is asked again later; the agent never
+waits for any of this. The built-in verifier (:mod:`agentrein_core.verifier`) asks an OpenAI-compatible
+chat-completions endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from attrs import field, frozen
+
+from agentrein_core.errors import AgentReinError, UnknownConnectorError
+from agentrein_core.model import JSON, Action, OrganisationSettings
+from agentrein_core.redaction import Redactor
+from agentrein_core.statuses import OperationType, VerificationOutcome
+
+if TYPE_CHECKING:
+    from agentrein_core.engine import Engine
+    from agentrein_core.model import Verification
+    from agentrein_core.plugins import Connectors
+
+log = logging.getLogger("agentrein.verification")
+
+URL_ENV = "AGENTREIN_VERIFIER_URL"
+MODEL_ENV = "AGENTREIN_VERIFIER_MODEL"
+API_KEY_ENV = "AGENTREIN_VERIFIER_API_KEY"
+TIMEOUT_ENV = "AGENTREIN_VERIFIER_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+
+NO_VERIFIER = "no verifier configured"
+NO_INTENT = "the session declared no intent to check against"
+#: When a check that could not be made is tried again, after each failed attempt; then it stays UNVERIFIED.
+RETRY_AFTER = (timedelta(seconds=30), timedelta(minutes=5), timedelta(minutes=30), timedelta(hours=2))
+#: How long a worker holds a check it took (a crashed worker's check comes due again after this).
+CHECK_LEASE = timedelta(minutes=2)
+
+
+class VerifierError(AgentReinError):
+    """A verifier could not give a verdict (unreachable, timed out, or answered something unusable). The
+    check is recorded ``UNVERIFIED`` with this message and tried again later."""
+
+    problem_type = "verifier-error"
+
+
+@frozen
+class VerifierSettings:
+    """Where a verifier finds its model: the organisation's settings, else the environment's."""
+
+    url: str | None = None
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = DEFAULT_TIMEOUT
+
+    @classmethod
+    def from_environment(cls) -> VerifierSettings:
+        raw = os.environ.get(TIMEOUT_ENV, "")
+        try:
+            timeout = float(raw) if raw else DEFAULT_TIMEOUT
+        except ValueError:
+            log.warning("%s=%r is not a number of seconds; using %s", TIMEOUT_ENV, raw, DEFAULT_TIMEOUT)
+            timeout = DEFAULT_TIMEOUT
+        return cls(
+            url=os.environ.get(URL_ENV) or None,
+            model=os.environ.get(MODEL_ENV) or None,
+            api_key=os.environ.get(API_KEY_ENV) or None,
+            timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT,
+        )
+
+    def overridden_by(self, url: str | None, model: str | None, api_key: str | None) -> VerifierSettings:
+        """These settings with an organisation's own (those it set) taking precedence."""
+        return VerifierSettings(url or self.url, model or self.model, api_key or self.api_key, self.timeout)
+
+
+@frozen
+class CheckedAction:
+    """What a verifier is shown of one action: what was called, with what (redacted), and what came back."""
+
+    seq: int
+    connector: str
+    api_name: str
+    operation_type: OperationType
+    payload: JSON
+    response: JSON | None
+
+    @classmethod
+    def of(cls, action: Action, redact: Callable[[Action, Any], Any]) -> CheckedAction:
+        return cls(
+            action.seq,
+            action.connector,
+            action.api_name,
+            action.operation_type,
+            redact(action, action.payload),
+            redact(action, action.response),
+        )
+
+
+@frozen
+class IntentCheck:
+    """One question for a verifier: does ``subject`` (one action, or the session's actions as a whole) match
+    the declared ``intent``?"""
+
+    org_id: str
+    session_id: str
+    agent_id: str
+    intent: str
+    subject: Literal["action", "session"]
+    actions: list[CheckedAction]
+    settings: VerifierSettings
+
+
+@frozen
+class Verdict:
+    """A verifier's answer; ``verifier`` names it in the record (say ``openai-compatible:gpt-4o-mini``)."""
+
+    outcome: VerificationOutcome
+    rationale: str
+    verifier: str
+
+
+class IntentChecks:
+    """Runs due intent checks with the installed verifier plugins: the server's workers and the embedded
+    SDK's background thread both use it. ``decrypt`` opens an organisation's stored verifier key (the
+    server's vault; embedded mode stores none)."""
+
+    def __init__(
+        self, engine: Engine, connectors: Connectors, decrypt: Callable[[str | None], str | None] | None = None
+    ) -> None:
+        self.engine = engine
+        self.connectors = connectors
+        self.decrypt = decrypt or (lambda token: token)
+        self.environment = VerifierSettings.from_environment()
+        self._redactors: dict[str, Redactor] = {}
+
+    def run_one(self) -> Verification | None:
+        """Check one due action or session; ``None`` when none is due."""
+        return self.engine.verify_next(self._ask, self._settings_of, self._redact)
+
+    def _ask(self, check: IntentCheck) -> Verdict | None:
+        verdict: Verdict | None = self.connectors.pm.hook.agentrein_verify_intent(check=check)
+        return verdict
+
+    def _settings_of(self, settings: OrganisationSettings) -> VerifierSettings:
+        key = self.decrypt(settings.verifier_api_key)
+        return self.environment.overridden_by(settings.verifier_url, settings.verifier_model, key)
+
+    def _redact(self, action: Action, value: Any) -> Any:
+        """Redacted again on the way out, with the action's connector's own sensitive fields where it is
+        installed here: what the recording side missed never reaches a model."""
+        redactor = self._redactors.get(action.connector)
+        if redactor is None:
+            try:
+                extra = self.connectors.get(action.connector).sensitive_fields
+            except UnknownConnectorError:
+                extra = frozenset()
+            redactor = self._redactors[action.connector] = Redactor(extra)
+        return redactor.redact(value)

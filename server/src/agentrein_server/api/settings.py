@@ -1,0 +1,42 @@
+"""The organisation's settings: what drift leads to (``onDrift``), its own intent verifier (the
+environment's ``AGENTREIN_VERIFIER_*`` otherwise), and the hosts webhooks may be sent to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Controller, get, patch
+from litestar.params import JSONBody
+
+from agentrein_core.model import OrganisationSettings
+from agentrein_server.api import bodies
+from agentrein_server.services import CallerDep, ServicesDep
+
+
+class SettingsController(Controller):
+    path = "/settings"
+    tags = ("settings",)
+
+    @get(sync_to_thread=True)
+    def show(self, caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+        return _describe(services.engine.settings(caller.org_id))
+
+    @patch(sync_to_thread=True)
+    def change(self, data: JSONBody[bodies.SettingsChange], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+        """Change the fields given. ``verifierApiKey`` is write-only: stored encrypted, never returned."""
+        caller.require_operator("change the organisation's settings")
+        changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not msgspec.UNSET}
+        if changes.get("verifier_api_key") is not None:
+            changes["verifier_api_key"] = services.vault.encrypt_text(changes["verifier_api_key"])
+        return _describe(services.engine.update_settings(caller.org_id, **changes))
+
+
+def _describe(settings: OrganisationSettings) -> dict[str, Any]:
+    return {
+        "onDrift": settings.on_drift,
+        "verifierUrl": settings.verifier_url,
+        "verifierModel": settings.verifier_model,
+        "hasVerifierApiKey": settings.verifier_api_key is not None,
+        "webhookHosts": settings.webhook_hosts,
+    }

@@ -1,0 +1,59 @@
+"""Webhooks: endpoints the organisation registers for events, and each one's delivery log. The signing
+secret is shown once, when the webhook is made (stored encrypted after)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+
+from litestar import Controller, delete, get, post
+from litestar.params import FromPath, JSONBody, QueryParameter
+
+from agentrein_core.converter import to_wire
+from agentrein_core.model import Webhook
+from agentrein_server.api import bodies
+from agentrein_server.services import CallerDep, ServicesDep
+
+SECRET_PREFIX = "whsec_"
+
+
+class WebhookController(Controller):
+    path = "/webhooks"
+    tags = ("webhooks",)
+
+    @post(sync_to_thread=True)
+    def create(self, data: JSONBody[bodies.NewWebhook], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+        """Register an endpoint. Its host must be among the settings' ``webhookHosts``. The answer carries the
+        signing ``secret``; no later answer does."""
+        caller.require_operator("register webhooks")
+        secret = data.secret or SECRET_PREFIX + secrets.token_urlsafe(32)
+        hook = services.engine.add_webhook(
+            caller.org_id, data.url, data.events, services.vault.encrypt_text(secret), data.format
+        )
+        return _describe(hook) | {"secret": secret}
+
+    @get(sync_to_thread=True)
+    def index(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
+        return [_describe(h) for h in services.engine.list_webhooks(caller.org_id)]
+
+    @delete("/{webhook_id:str}", sync_to_thread=True)
+    def remove(self, webhook_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
+        caller.require_operator("remove webhooks")
+        services.engine.delete_webhook(caller.org_id, webhook_id)
+
+    @get("/{webhook_id:str}/deliveries", sync_to_thread=True)
+    def deliveries(
+        self,
+        webhook_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    ) -> list[dict[str, Any]]:
+        """The delivery log, newest first: each event's attempts, last status or error, and outcome."""
+        return [to_wire(d) for d in services.engine.list_deliveries(caller.org_id, webhook_id, limit)]
+
+
+def _describe(hook: Webhook) -> dict[str, Any]:
+    shown: dict[str, Any] = to_wire(hook)
+    del shown["secret"]
+    return shown

@@ -1,0 +1,64 @@
+"""Sending webhook deliveries: each due delivery is posted, signed, to its endpoint, and the outcome recorded
+(retried with growing pauses until delivered or given up). Runs in the server's notifier worker, so a slow or
+failing endpoint holds up nothing but its own deliveries."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import httpx
+
+from agentrein_core import notifications
+from agentrein_core.engine import Engine
+from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_server.vault import Vault
+
+log = logging.getLogger("agentrein.server")
+
+#: Where people open the dashboard, for the links in Slack-format messages.
+PUBLIC_URL_ENV = "AGENTREIN_PUBLIC_URL"
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
+#: An endpoint has this long to answer.
+SEND_TIMEOUT = 10.0
+
+
+class WebhookSender:
+    def __init__(self, engine: Engine, vault: Vault, public_url: str | None = None) -> None:
+        self.engine = engine
+        self.vault = vault
+        self.public_url = public_url or os.environ.get(PUBLIC_URL_ENV) or DEFAULT_PUBLIC_URL
+        # Redirects are not followed: an allowed host must not bounce a delivery to one that is not.
+        self.http = httpx.Client(timeout=SEND_TIMEOUT, follow_redirects=False)
+
+    def send_one(self) -> bool:
+        """Send one due delivery; False when none is due."""
+        taken = self.engine.next_delivery()
+        if taken is None:
+            return False
+        delivery, hook, event, settings = taken
+        try:
+            notifications.check_webhook_url(hook.url, settings.webhook_hosts)  # the allow-list may have changed
+            secret = self.vault.decrypt_text(hook.secret) or ""
+        except (ValidationError, AgentReinError) as exc:
+            self.engine.record_delivery(delivery, status=None, error=f"not sent: {exc}")
+            return True
+        body = notifications.body_of(event, hook.format, self.public_url)
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "AgentRein-Webhooks/1",
+            notifications.SIGNATURE_HEADER: notifications.signature(secret, body),
+            "AgentRein-Event": event.type.value,
+            "AgentRein-Delivery": delivery.delivery_id,
+        }
+        try:
+            answer = self.http.post(hook.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            self.engine.record_delivery(delivery, status=None, error=f"{type(exc).__name__}: {exc}")
+            return True
+        error = None if answer.is_success else f"answered {answer.status_code}: {answer.text[:200]}"
+        self.engine.record_delivery(delivery, status=answer.status_code, error=error)
+        return True
+
+    def close(self) -> None:
+        self.http.close()
