@@ -18,6 +18,7 @@ from attrs import frozen
 from cryptography.fernet import Fernet
 
 from agentrein import AgentRein
+from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import Plan, Role
 from agentrein_server.app import create_app, open_services
 from agentrein_server.vault import Vault
@@ -43,9 +44,16 @@ class Tenant:
 
 
 class RunningServer:
-    def __init__(self, database_url: str, *, run_workers: bool = True, rollback_threads: int = 2) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        run_workers: bool = True,
+        rollback_threads: int = 2,
+        connectors: Connectors | None = None,
+    ) -> None:
         self.services = open_services(
-            database_url, rollback_threads=rollback_threads, vault=Vault(Fernet.generate_key())
+            database_url, rollback_threads=rollback_threads, vault=Vault(Fernet.generate_key()), connectors=connectors
         )
         self.engine = self.services.engine
         app = create_app(self.services, run_workers=run_workers)

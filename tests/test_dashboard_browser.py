@@ -218,7 +218,7 @@ def test_an_agent_payload_with_markup_stays_inert_in_the_browser(
     expect(page.get_by_text("<script>window.pwned=1</script>").first).to_be_visible()
     page.goto(f"/dashboard/sessions/{session_id}")
     page.get_by_text("Payload, response and undo").click()
-    expect(page.locator("pre").first).to_contain_text('<script>window.pwned=1</script><img src=x onerror=')
+    expect(page.locator("pre").first).to_contain_text("<script>window.pwned=1</script><img src=x onerror=")
     assert page.evaluate("window.pwned") is None
     assert page.locator("img").count() == 0
     assert tab.dialogs == []

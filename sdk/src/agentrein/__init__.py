@@ -35,6 +35,7 @@ from agentrein_core.statuses import (
     PolicyEffect,
     SessionStatus,
     UndoStatus,
+    VerificationOutcome,
 )
 from agentrein_core.views import ApprovalInfo, SessionInfo
 
@@ -64,4 +65,5 @@ __all__ = [
     "UndoUnavailableError",
     "UnknownConnectorError",
     "ValidationError",
+    "VerificationOutcome",
 ]

@@ -378,8 +378,16 @@ def sessions_show(target: Target, session_id: str) -> None:
     with agentrein(target) as ar:
         s = ar.get_session(session_id)
         console.print(f"[bold]{s.id}[/]  agent {s.agent_id}  status {s.status}  display [bold]{s.display_status}[/]")
-        console.print(f"intent: {s.intent}")
+        console.print(f"intent: {s.intent}", highlight=False)
         console.print(actions_table(s))
+        checks = [(f"#{a.seq} {a.api_name}", a.verification) for a in s.actions if a.verification is not None]
+        if s.verification is not None:
+            checks.append(("the session", s.verification))
+        if checks:
+            table = _table("intent check", "outcome", "rationale", "verifier")
+            for subject, check in checks:
+                table.add_row(subject, check.outcome or "waiting", check.rationale, check.verifier)
+            console.print(table)
 
 
 @app.command("rollback")

@@ -126,7 +126,11 @@ def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[s
         "version": fingerprint(
             session.display_status,
             job.status if job else None,
-            *(f"{a.status}:{a.undo_status}" for a in session.actions),
+            *(
+                f"{a.status}:{a.undo_status}:{a.verification.outcome if a.verification else ''}"
+                for a in session.actions
+            ),
+            session.verification.outcome if session.verification else None,
             *(a.status for a in session.approvals),
         ),
     }
