@@ -195,7 +195,9 @@ def test_sessions_are_listed_and_shown(target: Target, service: FakeService) -> 
     assert session.id in listed.output and "order-agent" in listed.output and "ACTIVE" in listed.output
     shown = cli("sessions", "show", session.id, *target.options)
     assert shown.exit_code == 0, shown.output
-    assert shown.output.count("POST /v1/orders") == 2 and shown.output.count("SUCCESS") == 2
+    assert shown.output.count("SUCCESS") == 2
+    # each action is listed, then its intent check
+    assert shown.output.count("POST /v1/orders") == 4 and "intent check" in shown.output
     assert "intent: Place the orders" in shown.output
 
 
