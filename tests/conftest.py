@@ -15,10 +15,15 @@ from pytest_postgresql.janitor import DatabaseJanitor
 from serving import RunningServer
 
 from agentrein import AgentRein
+from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_server.demo.fake_service import FakeService
 
 POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it)"
+
+# Every peer of the tests (webhook receivers, the fake model) is on 127.0.0.1, which organisations may reach
+# only when the server allows it; the tests of that refusal take the permission away again.
+os.environ[ALLOW_PRIVATE_ENV] = "1"
 
 
 @contextmanager

@@ -20,7 +20,10 @@ from typer.testing import CliRunner
 
 from agentrein import AgentRein, DisplayStatus, SessionInfo
 from agentrein_core import verification
-from agentrein_core.statuses import ActionStatus, ApprovalPurpose, VerificationOutcome
+from agentrein_core.engine import Engine
+from agentrein_core.notifications import ALLOW_PRIVATE_ENV
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, Plan, VerificationOutcome
+from agentrein_core.store import Store
 from agentrein_core.verifier import ANSWER_SCHEMA
 from agentrein_server.cli import app
 from agentrein_server.demo.fake_service import FakeService
@@ -256,6 +259,96 @@ def test_sessions_show_prints_the_verification(tenant: Tenant, service: FakeServ
     )
     assert shown.exit_code == 0, shown.output
     assert "VERIFIED" in shown.output and "The calls serve it." in shown.output
+    ar.close()
+
+
+def test_an_organisation_with_its_own_url_never_gets_the_servers_verifier_key(
+    server: RunningServer, model: FakeModel, service: FakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks = server.services.workers.checks
+    assert checks is not None
+    server_own = verification.VerifierSettings("http://127.0.0.1:9/v1", "server-model", "sk-SERVER-SECRET")
+    monkeypatch.setattr(checks, "environment", server_own)
+    tenant = server.tenant()
+    operator(tenant).patch("/settings", json={"verifierUrl": model.url})  # no key, no model of its own
+    ar, session = run_agent(tenant, service, calls=1)
+    checked(ar, session)
+    headers, body = model.requests[0]
+    assert "authorization" not in headers and "sk-SERVER-SECRET" not in str(headers)
+    assert "model" not in body
+    ar.close()
+
+
+def test_an_organisations_verifier_on_a_private_address_is_refused(
+    tenant: Tenant, model: FakeModel, service: FakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    ar, session = run_agent(tenant, service, calls=1)
+    check = checked(ar, session).actions[0].verification
+    assert check is not None and check.outcome is VerificationOutcome.UNVERIFIED
+    assert "private or local address" in check.rationale and model.requests == []
+    ar.close()
+
+
+def test_completing_twice_asks_for_one_session_check(tenant: Tenant, model: FakeModel, service: FakeService) -> None:
+    ar, session = run_agent(tenant, service, calls=1)
+    ar.complete_session(session)
+    ar.complete_session(session)
+    checked(ar, session)
+    time.sleep(1.2)  # a second session check, had one been queued, would have been asked by now
+    assert sorted(len(q["calls"]) for q in model.user_messages()) == [1, 1]
+    ar.close()
+
+
+def test_a_model_answer_no_database_keeps_is_stored_cleaned(
+    tenant: Tenant, model: FakeModel, service: FakeService
+) -> None:
+    operator(tenant).patch("/settings", json={"onDrift": "rollback"})
+    model.answer = lambda _: {"outcome": "DRIFT_DETECTED", "rationale": "bad\u0000ly drifted\u0007"}
+    ar, session = run_agent(tenant, service, calls=1)
+    check = checked(ar, session).actions[0].verification
+    assert check is not None and check.rationale == "bad ly drifted"
+    assert len(model.requests) == 1  # recorded at once, not taken again and again
+    ar.close()
+
+
+def test_drift_on_the_free_plan_says_no_review_was_possible(
+    server: RunningServer, model: FakeModel, service: FakeService
+) -> None:
+    tenant = server.tenant(Plan.FREE)
+    operator(tenant).patch("/settings", json={"verifierUrl": model.url, "verifierModel": MODEL})
+    model.answer = lambda _: {"outcome": "DRIFT_DETECTED", "rationale": "off"}
+    ar, session = run_agent(tenant, service, calls=1)
+    checked(ar, session)
+    (event,) = [e for e in server.engine.list_events(tenant.org_id) if e.type == "drift.detected"]
+    assert event.data["consequence"] == "recorded only: the free plan has no approvals"
+    assert ar.list_approvals() == []
+    ar.close()
+
+
+def test_an_embedded_client_asks_the_checks_left_waiting_in_its_database(
+    tmp_path: Any, model: FakeModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'embedded.db'}"
+    store = Store(url)  # a process that recorded a call and ended before any check ran
+    engine = Engine(store)
+    org = engine.ensure_organisation()
+    session = engine.new_session(org.org_id, "a", "Create an order")
+    logged = engine.log_action(
+        org.org_id,
+        session.session_id,
+        connector="http",
+        api_name="POST /v1/orders",
+        operation_type="CREATE",
+        payload={},
+    )
+    engine.confirm_action(org.org_id, logged.action.action_id, response={})
+    store.close()
+    monkeypatch.setenv(verification.URL_ENV, model.url)
+    monkeypatch.setenv(verification.MODEL_ENV, MODEL)
+    ar = AgentRein(url)
+    shown = eventually(lambda: ar.get_session(session.session_id), lambda s: s.actions[0].verification.outcome)
+    assert shown.actions[0].verification.outcome is VerificationOutcome.VERIFIED
     ar.close()
 
 

@@ -17,7 +17,9 @@ from serving import RunningServer, Tenant, free_port
 
 from agentrein_core.hookspecs import hookimpl
 from agentrein_core.model import Event
+from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_core.plugins import Connectors, new_plugin_manager
+from agentrein_core.statuses import Role
 from agentrein_server.demo.fake_service import FakeService
 
 
@@ -156,6 +158,60 @@ def test_webhook_urls_and_events_are_checked(
     assert refused.status_code == 400
     assert detail in refused.json()["detail"]
     assert api.get("/webhooks").json() == []
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/x", "http://localhost:9/x", "http://[::ffff:10.0.0.1]/x"])
+def test_private_addresses_are_refused_unless_the_server_allows_them(
+    server: RunningServer, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    api = operator(server.tenant())
+    api.patch("/settings", json={"webhookHosts": ["127.0.0.1", "localhost", "::ffff:10.0.0.1"]})
+    refused = api.post("/webhooks", json={"url": url, "events": ["*"]})
+    assert refused.status_code == 400 and "private or local address" in refused.json()["detail"]
+
+
+def test_a_host_that_turns_private_after_registration_is_not_sent_to(
+    tenant: Tenant, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = subscribe(tenant, receiver, ["approval.requested"])
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)  # as if its name now resolved to a private address
+    held_action(tenant)
+    log = eventually(
+        lambda: operator(tenant).get(f"/webhooks/{hook['webhookId']}/deliveries").json(),
+        lambda entries: entries and entries[0]["attempts"] >= 1,
+    )
+    assert "not sent" in log[0]["lastError"] and "private or local address" in log[0]["lastError"]
+    assert receiver.received == []
+
+
+def test_a_malformed_url_is_a_clear_error(tenant: Tenant) -> None:
+    for url in ("http://[zz/x", "http://127.0.0.1:bad/x", "http://127.0.0.1/a\x00b"):
+        refused = operator(tenant).post("/webhooks", json={"url": url, "events": ["*"]})
+        assert refused.status_code == 400, url
+
+
+def test_agent_keys_cannot_read_webhooks_or_settings(server: RunningServer, tenant: Tenant) -> None:
+    agent = httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {server.key(tenant, Role.AGENT)}"})
+    for path in ("/webhooks", "/settings"):
+        assert agent.get(path).status_code == 403, path
+
+
+def test_slack_text_cannot_mention_or_link(tenant: Tenant, receiver: WebhookReceiver) -> None:
+    subscribe(tenant, receiver, ["approval.requested"], format="slack")
+    api = operator(tenant)
+    session_id = api.post("/sessions", json={"agentId": "<!channel>", "intent": "<http://evil|Approve>"}).json()["id"]
+    body = {
+        "connector": "http",
+        "apiName": "POST /x",
+        "operationType": "CREATE",
+        "payload": {},
+        "requiresApproval": True,
+    }
+    api.post(f"/sessions/{session_id}/actions", json=body)
+    (message,) = eventually(lambda: bodies(receiver), bool)
+    assert "<!channel>" not in message["text"] and "<http://evil" not in message["text"]
+    assert "&lt;!channel&gt;" in message["text"]
 
 
 def test_the_secret_is_shown_once_and_other_organisations_see_nothing(

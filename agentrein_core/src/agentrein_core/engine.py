@@ -382,7 +382,8 @@ class Engine:
         with self.store.transaction() as tx:
             session = _session(tx, org_id, session_id)
             _set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=now)
-            tx.insert(_verification_of(org_id, session_id, None, now))
+            if session.status is not SessionStatus.COMPLETED:  # a repeated completion asks for no second check
+                tx.insert(_verification_of(org_id, session_id, None, now))
             return _view(tx, _session(tx, org_id, session_id))
 
     # actions ------------------------------------------------------------------------------------------
@@ -1029,7 +1030,7 @@ class Engine:
             done = _set_action(
                 tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None
             )
-            _close_pending_approvals(tx, done, now, "the action was rolled back")
+            self._close_reviews(tx, done, now, "the action was rolled back")
             return self._renew(tx, job, token)
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
@@ -1110,7 +1111,7 @@ class Engine:
         for action in tx.actions_of(session.session_id):
             if action.status in flipped and (job.whole_session or action.undo_requested):
                 rolled_back = _set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
-                _close_pending_approvals(tx, rolled_back, now, "sandbox session rolled back")
+                self._close_reviews(tx, rolled_back, now, "sandbox session rolled back")
         if job.whole_session:
             actions = tx.actions_of(session.session_id)
             _set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
@@ -1161,10 +1162,19 @@ class Engine:
             tx, approval.org_id, EventType.APPROVAL_REQUESTED, to_wire(_approval_view(tx, approval, self.clock()))
         )
 
+    def _close_reviews(self, tx: Tx, action: Action, now: datetime, reason: str) -> None:
+        for closed in _close_pending_approvals(tx, action, now, reason):
+            self._emit(tx, closed.org_id, EventType.APPROVAL_DECIDED, to_wire(_approval_view(tx, closed, now)))
+
     def _rollback_ended(self, tx: Tx, job: Rollback) -> None:
         ended = EventType.ROLLBACK_COMPLETED if job.status is RollbackStatus.SUCCEEDED else EventType.ROLLBACK_FAILED
         shown = {k: v for k, v in to_wire(job).items() if k not in ("leaseToken", "leaseUntil")}
         self._emit(tx, job.org_id, ended, shown)
+
+    def list_events(self, org_id: str, limit: int = 100) -> list[Event]:
+        """The organisation's latest events, newest first."""
+        with self.store.transaction(write=False) as tx:
+            return tx.events_of(org_id, limit)
 
     def dispatch_events(self, notify: Callable[[Event], None], limit: int = 100) -> int:
         """Hand events not yet dispatched to ``notify`` (the ``agentrein_notify`` plugins), oldest first, and
@@ -1218,51 +1228,73 @@ class Engine:
         ask: Callable[[verification.IntentCheck], verification.Verdict | None],
         settings_of: Callable[[OrganisationSettings], verification.VerifierSettings],
         redact: Callable[[Action, object], object],
+        org_id: str | None = None,
     ) -> Verification | None:
-        """Take one due intent check, ask ``ask`` (the verifier plugins) outside any transaction, and record
-        the outcome; ``None`` when nothing is due. ``settings_of`` gives the verifier settings of an
-        organisation; ``redact`` hides what must not leave (payloads are redacted when recorded already).
+        """Take one due intent check (of ``org_id`` only, when given), ask ``ask`` (the verifier plugins)
+        outside any transaction, and record the outcome; ``None`` when nothing is due. ``settings_of`` gives
+        the verifier settings of an organisation; ``redact`` hides what must not leave (payloads were redacted
+        when recorded already).
 
-        Drift has the consequence the organisation chose (``onDrift``): none, an after-execution review of
-        the action, or a rollback of the session; and a ``drift.detected`` event."""
+        Whatever goes wrong after the check was taken is recorded as ``UNVERIFIED`` and the check is asked
+        again later, so no check is left taken and never answered. Drift has the consequence the organisation
+        chose (``onDrift``): none, an after-execution review of the action, or a rollback of the session; and
+        a ``drift.detected`` event."""
         now = self.clock()
+        with self.store.transaction(write=False) as tx:  # most looks find nothing: no write lock for them
+            if not tx.has_due_verification(now, org_id):
+                return None
         with self.store.transaction() as tx:
-            claimed = tx.claim_due_verification(now, now + verification.CHECK_LEASE)
+            claimed = tx.claim_due_verification(now, now + verification.CHECK_LEASE, org_id)
             if claimed is None:
                 return None
             session = _session(tx, claimed.org_id, claimed.session_id)
-            actions = tx.actions_of(claimed.session_id)
+            if claimed.action_id is None:
+                shown = [
+                    a
+                    for a in tx.actions_of(claimed.session_id)
+                    if a.status in rules.UNDOABLE or a.status is ActionStatus.ROLLED_BACK
+                ][-verification.MAX_ACTIONS_SHOWN :]
+            else:
+                shown = [_action(tx, claimed.org_id, claimed.action_id)]
             settings = tx.settings(claimed.org_id) or OrganisationSettings(claimed.org_id)
         if not session.intent.strip():
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, verification.NO_INTENT, "", retry=False)
-        if claimed.action_id is None:
-            shown = [a for a in actions if a.status in rules.UNDOABLE or a.status is ActionStatus.ROLLED_BACK]
-        else:
-            shown = [a for a in actions if a.action_id == claimed.action_id]
-        check = verification.IntentCheck(
-            org_id=claimed.org_id,
-            session_id=session.session_id,
-            agent_id=session.agent_id,
-            intent=session.intent,
-            subject="action" if claimed.action_id else "session",
-            actions=[verification.CheckedAction.of(a, redact) for a in shown],
-            settings=settings_of(settings),
-        )
+        if not shown:
+            return self._record_check(
+                claimed,
+                VerificationOutcome.VERIFIED,
+                "the session did nothing that could go against it",
+                "",
+                retry=False,
+            )
         try:
+            check = verification.IntentCheck(
+                org_id=claimed.org_id,
+                session_id=session.session_id,
+                agent_id=session.agent_id,
+                intent=session.intent,
+                subject="action" if claimed.action_id else "session",
+                actions=[verification.CheckedAction.of(a, redact) for a in shown],
+                settings=settings_of(settings),
+            )
             verdict = ask(check)
-        except Exception as exc:  # a verifier's failure is the verifier's, never the agent's: note it, retry
-            reason = str(exc) if isinstance(exc, verification.VerifierError) else f"the verifier failed: {exc!r}"
-            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, reason[:MAX_TEXT], "", retry=True)
+        except verification.VerifierError as exc:
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, str(exc), "", retry=True)
+        except Exception as exc:  # a verifier's failure is never the agent's: note it (its kind only), retry
+            log.exception("intent check %s failed", claimed.verification_id)
+            reason = f"the verifier failed ({type(exc).__name__}); see the server's log"
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, reason, "", retry=True)
         if verdict is None:
             return self._record_check(
                 claimed, VerificationOutcome.UNVERIFIED, verification.NO_VERIFIER, "", retry=False
             )
-        return self._record_check(claimed, verdict.outcome, verdict.rationale, verdict.verifier[:200], retry=False)
+        return self._record_check(claimed, verdict.outcome, verdict.rationale, verdict.verifier, retry=False)
 
     def _record_check(
         self, claimed: Verification, outcome: VerificationOutcome, rationale: str, verifier: str, *, retry: bool
     ) -> Verification:
         now = self.clock()
+        rationale, verifier = verification.printable(rationale, MAX_TEXT), verification.printable(verifier, 200)
         attempts = claimed.attempts + 1
         again = retry and attempts <= len(verification.RETRY_AFTER)
         due = now + verification.RETRY_AFTER[attempts - 1] if again else None
@@ -1279,7 +1311,11 @@ class Engine:
             if not tx.replace(checked, due_at=claimed.due_at):
                 return claimed  # held too long: another worker took the check over and records it
             if outcome is VerificationOutcome.DRIFT_DETECTED:
-                self._after_drift(tx, checked)
+                try:
+                    with tx.savepoint():  # the outcome is kept even if its consequence cannot be carried out
+                        self._after_drift(tx, checked)
+                except Exception:  # any failure at all: the recorded outcome must stand
+                    log.exception("the consequence of drift in session %s failed", checked.session_id)
         return checked
 
     @staticmethod
@@ -1293,6 +1329,28 @@ class Engine:
         settings = tx.settings(check.org_id) or OrganisationSettings(check.org_id)
         session = _session(tx, check.org_id, check.session_id)
         action = _action(tx, check.org_id, check.action_id) if check.action_id else None
+        now = self.clock()
+        consequence = "recorded only"
+        if settings.on_drift is DriftResponse.REVIEW:
+            if action is None:
+                consequence = "recorded only: a review is opened for an action, and this check was of the session"
+            elif org is not None and org.plan is Plan.FREE:
+                consequence = "recorded only: the free plan has no approvals"
+            elif action.status is not ActionStatus.SUCCESS:
+                consequence = f"recorded only: the action is {action.status} already"
+            elif any(p.status is ApprovalStatus.PENDING for p in tx.approvals_of_action(action.action_id)):
+                consequence = "recorded only: the action already waits for a review"
+            else:
+                self._open_approval(
+                    tx, _new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+                )
+                consequence = "review opened"
+        elif settings.on_drift is DriftResponse.ROLLBACK:
+            if self._may_start_rollback(tx, session):
+                self._start_rollback(tx, session, "intent verifier", f"intent drift: {check.rationale}"[:200])
+                consequence = "rollback started"
+            else:
+                consequence = "recorded only: nothing to roll back, or a rollback is under way"
         self._emit(
             tx,
             check.org_id,
@@ -1306,17 +1364,9 @@ class Engine:
                 "rationale": check.rationale,
                 "verifier": check.verifier,
                 "onDrift": settings.on_drift.value,
+                "consequence": consequence,
             },
         )
-        now = self.clock()
-        if settings.on_drift is DriftResponse.REVIEW and action is not None and action.status is ActionStatus.SUCCESS:
-            open_review = any(p.status is ApprovalStatus.PENDING for p in tx.approvals_of_action(action.action_id))
-            if org is not None and org.plan is not Plan.FREE and not open_review:
-                self._open_approval(
-                    tx, _new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
-                )
-        elif settings.on_drift is DriftResponse.ROLLBACK and self._may_start_rollback(tx, session):
-            self._start_rollback(tx, session, "intent verifier", f"intent drift: {check.rationale}"[:200])
 
     # webhooks -----------------------------------------------------------------------------------------
     def add_webhook(
@@ -1331,17 +1381,19 @@ class Engine:
             raise ValidationError(
                 "events", f"{unknown[0]!r} is not an event (use {', '.join(notifications.EVENT_TYPES)})"
             )
-        with self.store.transaction() as tx:
+        with self.store.transaction(write=False) as tx:
             settings = tx.settings(org_id) or OrganisationSettings(org_id)
-            hook = Webhook(
-                webhook_id=new_id("whk"),
-                org_id=org_id,
-                url=notifications.check_webhook_url(url, settings.webhook_hosts),
-                events=sorted(set(events)),
-                secret=secret,
-                format=_enum("format", WebhookFormat, fmt),
-                created_at=self.clock(),
-            )
+        hook = Webhook(
+            webhook_id=new_id("whk"),
+            org_id=org_id,
+            # checked outside the transaction: it may resolve the host name (DNS)
+            url=notifications.check_webhook_url(url, settings.webhook_hosts),
+            events=sorted(set(events)),
+            secret=secret,
+            format=_enum("format", WebhookFormat, fmt),
+            created_at=self.clock(),
+        )
+        with self.store.transaction() as tx:
             tx.insert(hook)
         return hook
 
@@ -1474,14 +1526,18 @@ def _finished(status: RollbackStatus, now: datetime) -> dict[str, object]:
     return {"status": status, "finished_at": now, "lease_token": None, "lease_until": None}
 
 
-def _close_pending_approvals(tx: Tx, action: Action, now: datetime, reason: str) -> None:
-    """An action that is rolled back needs no review any more: close what still asks about it."""
+def _close_pending_approvals(tx: Tx, action: Action, now: datetime, reason: str) -> list[Approval]:
+    """An action that is rolled back needs no review any more: close what still asks about it (returned,
+    so that the caller announces the decisions)."""
+    closed: list[Approval] = []
     for approval in tx.approvals_of_action(action.action_id):
         if approval.status is ApprovalStatus.PENDING:
-            closed = evolve(
+            decided = evolve(
                 approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason
             )
-            _replace(tx, closed, status=ApprovalStatus.PENDING)
+            _replace(tx, decided, status=ApprovalStatus.PENDING)
+            closed.append(decided)
+    return closed
 
 
 def _undo_row(undo: UndoConfig | None) -> JSON | None:

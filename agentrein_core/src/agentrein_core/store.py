@@ -299,6 +299,12 @@ class Tx:
     def insert(self, record: Any, **extra: Any) -> None:
         self.conn.execute(_INSERT[type(record)], {**to_row(record), **extra})
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A part of the transaction that can fail alone: its writes are undone, the rest's are kept."""
+        with self.conn.begin_nested():
+            yield
+
     def insert_once(self, record: Any) -> bool:
         """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""
         try:
@@ -403,8 +409,23 @@ class Tx:
         return from_row(row, OrganisationSettings) if row is not None else None
 
     # due work: verifications and webhook deliveries ---------------------------------------------------
-    def claim_due_verification(self, now: datetime, lease_until: datetime) -> Verification | None:
-        return self._claim_due(Verification, now, lease_until)
+    def has_due_verification(self, now: datetime, org_id: str | None) -> bool:
+        t = schema.verifications
+        due = sa.select(t.c.verification_id).where(t.c.due_at.is_not(None), t.c.due_at <= now)
+        if org_id is not None:
+            due = due.where(t.c.org_id == org_id)
+        return self.conn.execute(due.limit(1)).first() is not None
+
+    def next_verification_due(self, org_id: str) -> datetime | None:
+        """When the organisation's next check comes due (None: none is waiting)."""
+        t = schema.verifications
+        stmt = sa.select(t.c.due_at).where(t.c.org_id == org_id, t.c.due_at.is_not(None)).order_by(t.c.due_at)
+        found: datetime | None = self.conn.execute(stmt.limit(1)).scalar()
+        return found
+
+    def claim_due_verification(self, now: datetime, lease_until: datetime, org_id: str | None) -> Verification | None:
+        where = [schema.verifications.c.org_id == org_id] if org_id is not None else []
+        return self._claim_due(Verification, now, lease_until, *where)
 
     def claim_due_delivery(self, now: datetime, lease_until: datetime) -> Delivery | None:
         return self._claim_due(Delivery, now, lease_until, schema.deliveries.c.status == DeliveryStatus.PENDING)
@@ -454,6 +475,11 @@ class Tx:
 
     def event(self, event_id: str) -> Event | None:
         return self._one(Event, event_id)
+
+    def events_of(self, org_id: str, limit: int) -> list[Event]:
+        t = schema.events
+        stmt = sa.select(t).where(t.c.org_id == org_id).order_by(t.c.created_at.desc(), t.c.event_id.desc())
+        return self._all(Event, stmt.limit(limit))
 
     def undispatched_events(self, limit: int) -> list[Event]:
         t = schema.events

@@ -11,6 +11,7 @@ chat-completions endpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -41,8 +42,13 @@ NO_VERIFIER = "no verifier configured"
 NO_INTENT = "the session declared no intent to check against"
 #: When a check that could not be made is tried again, after each failed attempt; then it stays UNVERIFIED.
 RETRY_AFTER = (timedelta(seconds=30), timedelta(minutes=5), timedelta(minutes=30), timedelta(hours=2))
-#: How long a worker holds a check it took (a crashed worker's check comes due again after this).
+#: How long a worker holds a check it took (a crashed worker's check comes due again after this); a
+#: verifier's timeout is kept well under it, so a slow answer is never asked for twice.
 CHECK_LEASE = timedelta(minutes=2)
+MAX_TIMEOUT = 60.0
+#: A session's check shows the model at most its latest this many actions, each at most this long in JSON.
+MAX_ACTIONS_SHOWN = 50
+MAX_SHOWN_CHARS = 4000
 
 
 class VerifierError(AgentReinError):
@@ -60,6 +66,8 @@ class VerifierSettings:
     model: str | None = None
     api_key: str | None = field(default=None, repr=False)
     timeout: float = DEFAULT_TIMEOUT
+    #: The server's own (from its environment): it may be on a private address, where an organisation's may not.
+    trusted: bool = True
 
     @classmethod
     def from_environment(cls) -> VerifierSettings:
@@ -73,12 +81,15 @@ class VerifierSettings:
             url=os.environ.get(URL_ENV) or None,
             model=os.environ.get(MODEL_ENV) or None,
             api_key=os.environ.get(API_KEY_ENV) or None,
-            timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT,
+            timeout=min(timeout, MAX_TIMEOUT) if timeout > 0 else DEFAULT_TIMEOUT,
         )
 
     def overridden_by(self, url: str | None, model: str | None, api_key: str | None) -> VerifierSettings:
-        """These settings with an organisation's own (those it set) taking precedence."""
-        return VerifierSettings(url or self.url, model or self.model, api_key or self.api_key, self.timeout)
+        """An organisation's own verifier, when it set a URL: then its model and key alone (the server's key
+        must never travel to an address an organisation chose); else these settings."""
+        if url:
+            return VerifierSettings(url, model, api_key, self.timeout, trusted=False)
+        return self
 
 
 @frozen
@@ -99,9 +110,20 @@ class CheckedAction:
             action.connector,
             action.api_name,
             action.operation_type,
-            redact(action, action.payload),
-            redact(action, action.response),
+            _bounded(redact(action, action.payload)),
+            _bounded(redact(action, action.response)),
         )
+
+
+def _bounded(value: Any) -> Any:
+    """A value as shown to a model: whole when small, else its JSON cut short (a model's context is finite)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return value if len(text) <= MAX_SHOWN_CHARS else {"truncatedJson": text[:MAX_SHOWN_CHARS] + "…"}
+
+
+def printable(text: str, limit: int) -> str:
+    """A verifier's words as stored: control characters (NUL above all, which no database keeps) removed."""
+    return "".join(c if c.isprintable() or c in "\n\t" else " " for c in text).strip()[:limit]
 
 
 @frozen
@@ -141,9 +163,9 @@ class IntentChecks:
         self.environment = VerifierSettings.from_environment()
         self._redactors: dict[str, Redactor] = {}
 
-    def run_one(self) -> Verification | None:
-        """Check one due action or session; ``None`` when none is due."""
-        return self.engine.verify_next(self._ask, self._settings_of, self._redact)
+    def run_one(self, org_id: str | None = None) -> Verification | None:
+        """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
+        return self.engine.verify_next(self._ask, self._settings_of, self._redact, org_id)
 
     def _ask(self, check: IntentCheck) -> Verdict | None:
         verdict: Verdict | None = self.connectors.pm.hook.agentrein_verify_intent(check=check)

@@ -13,7 +13,9 @@ from typing import Any
 
 import httpx
 
+from agentrein_core.errors import ValidationError
 from agentrein_core.hookspecs import hookimpl
+from agentrein_core.notifications import check_target_url
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.verification import IntentCheck, Verdict, VerifierError
 
@@ -39,10 +41,13 @@ MAX_RATIONALE = 1000
 
 
 def chat_completions_url(base: str) -> str:
-    """``https://host/v1`` -> ``https://host/v1/chat/completions``; a full endpoint (Azure's, with its
-    ``?api-version=``) is used as it is."""
-    path = base.split("?", 1)[0].rstrip("/")
-    return base if path.endswith("/chat/completions") else path + "/chat/completions"
+    """``https://host/v1`` -> ``https://host/v1/chat/completions``, keeping a query (Azure's
+    ``?api-version=``); a full endpoint is used as it is."""
+    path, _, query = base.partition("?")
+    path = path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path += "/chat/completions"
+    return f"{path}?{query}" if query else path
 
 
 def request_body(check: IntentCheck) -> dict[str, Any]:
@@ -59,8 +64,8 @@ def request_body(check: IntentCheck) -> dict[str, Any]:
         for a in check.actions
     ]
     question = {"agent": check.agent_id, "declaredIntent": check.intent, "judge": subject, "calls": calls}
-    return {
-        "model": check.settings.model,
+    body: dict[str, Any] = {"model": check.settings.model} if check.settings.model else {}
+    return body | {
         "temperature": 0,
         "messages": [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -73,14 +78,27 @@ def request_body(check: IntentCheck) -> dict[str, Any]:
     }
 
 
+def _content_text(content: Any) -> str:
+    """A message's text: a string, or a list of parts (``[{"type": "text", "text": …}]``), without a Markdown
+    code fence some models put around JSON."""
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not isinstance(content, str):
+        raise VerifierError("the verifier gave no answer (a refusal, or an empty message)")
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return text
+
+
 def read_verdict(answer: Any, model: str | None) -> Verdict:
     """The verdict in a chat-completions answer; :class:`VerifierError` for anything else."""
     try:
-        content = answer["choices"][0]["message"]["content"]
-        verdict = json.loads(content) if isinstance(content, str) else content
+        verdict = json.loads(_content_text(answer["choices"][0]["message"].get("content")))
         outcome = VerificationOutcome(verdict["outcome"])
         rationale = verdict["rationale"]
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise VerifierError(f"the verifier's answer is not a verdict ({type(exc).__name__}: {exc})") from None
     if outcome is VerificationOutcome.UNVERIFIED or not isinstance(rationale, str) or not rationale.strip():
         raise VerifierError("the verifier's answer is not a verdict (outcome or rationale missing)")
@@ -92,9 +110,15 @@ def agentrein_verify_intent(check: IntentCheck) -> Verdict | None:
     settings = check.settings
     if not settings.url:
         return None  # not configured: another verifier may answer, or the check is UNVERIFIED
-    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-    if settings.api_key and "azure" in settings.url:
-        headers["api-key"] = settings.api_key  # Azure OpenAI's header
+    if not settings.trusted:  # an organisation's own: never one of the server's neighbours
+        try:
+            check_target_url("verifierUrl", settings.url)
+        except ValidationError as exc:
+            raise VerifierError(f"the verifier URL is refused: {exc}") from None
+    headers: dict[str, str] = {}
+    if settings.api_key:  # Azure OpenAI's endpoints take the key as api-key, the others as a bearer token
+        azure = ".openai.azure.com" in settings.url.lower()
+        headers = {"api-key": settings.api_key} if azure else {"Authorization": f"Bearer {settings.api_key}"}
     try:
         response = httpx.post(
             chat_completions_url(settings.url), json=request_body(check), headers=headers, timeout=settings.timeout
@@ -103,8 +127,8 @@ def agentrein_verify_intent(check: IntentCheck) -> Verdict | None:
         raise VerifierError(f"the verifier did not answer within {settings.timeout:g} s") from None
     except httpx.HTTPError as exc:
         raise VerifierError(f"the verifier could not be reached ({type(exc).__name__}: {exc})") from None
-    if response.status_code != 200:
-        raise VerifierError(f"the verifier answered {response.status_code}: {response.text[:200]}")
+    if response.status_code != 200:  # its words are not kept: they could be anything the URL answers
+        raise VerifierError(f"the verifier answered {response.status_code}")
     try:
         answer = response.json()
     except ValueError:

@@ -1,6 +1,7 @@
 """Embedded mode's stand-in for the server's verifier worker: intent checks run in a daemon thread, never on
-the agent's path. The thread starts when a check is queued (a confirmed call, a completed session) and ends
-once nothing has been due for a while, so an idle process keeps no thread busy."""
+the agent's path. The thread starts when a check is queued (a confirmed call, a completed session) or the
+client opens, waits for checks that are to be asked again, and ends once none is left, so an idle process
+keeps no thread."""
 
 from __future__ import annotations
 
@@ -9,44 +10,56 @@ import threading
 import time
 from collections.abc import Callable
 
+from agentrein_core.engine import Engine
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.verification import IntentChecks
 
 log = logging.getLogger("agentrein")
 
-#: The thread ends after this long with nothing due (it starts again with the next queued check).
+#: The thread ends after this long with no check due or waiting (it starts again with the next one).
 IDLE_STOP = 10.0
-IDLE_POLL = 0.5
+#: The longest it sleeps before looking again.
+LONGEST_NAP = 5.0
+#: How long closing the client waits for a check in progress (a verifier call may take longer; it is then
+#: left to finish, and its check is asked again by the next process).
+STOP_WAIT = 2.0
 
 
 class BackgroundChecks:
-    def __init__(self, checks: IntentChecks, after_drift: Callable[[], None]) -> None:
+    def __init__(self, checks: IntentChecks, engine: Engine, org_id: str, after_drift: Callable[[], None]) -> None:
         self.checks = checks
+        self.engine = engine
+        self.org_id = org_id
         self.after_drift = after_drift
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._poked = False
         self._stop = threading.Event()
 
     def poke(self) -> None:
-        """A check was queued: make sure the thread runs."""
+        """A check may be waiting: make sure the thread runs (it looks again even if it was about to end)."""
         with self._lock:
-            if self._stop.is_set() or (self._thread is not None and self._thread.is_alive()):
+            if self._stop.is_set():
                 return
-            self._thread = threading.Thread(target=self._run, name="agentrein-checks", daemon=True)
-            self._thread.start()
+            self._poked = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="agentrein-checks", daemon=True)
+                self._thread.start()
 
     def stop(self) -> None:
         with self._lock:
             self._stop.set()
             thread = self._thread
         if thread is not None:
-            thread.join(timeout=30)
+            thread.join(timeout=STOP_WAIT)
 
     def _run(self) -> None:
         idle_since = time.monotonic()
         while not self._stop.is_set():
+            with self._lock:
+                self._poked = False
             try:
-                checked = self.checks.run_one()
+                checked = self.checks.run_one(self.org_id)
             except Exception:
                 log.exception("AgentRein intent verification failed; retrying")
                 checked = None
@@ -54,7 +67,22 @@ class BackgroundChecks:
                 idle_since = time.monotonic()
                 if checked.outcome is VerificationOutcome.DRIFT_DETECTED:
                     self.after_drift()
-            elif time.monotonic() - idle_since > IDLE_STOP:
-                return
-            else:
-                self._stop.wait(IDLE_POLL)
+                continue
+            nap = self._until_next_check()
+            if nap is None and time.monotonic() - idle_since > IDLE_STOP:
+                with self._lock:
+                    if not self._poked:  # a check queued just now keeps the thread
+                        self._thread = None
+                        return
+                continue
+            self._stop.wait(min(nap if nap is not None else LONGEST_NAP, LONGEST_NAP))
+
+    def _until_next_check(self) -> float | None:
+        """Seconds until this organisation's next check comes due (0: now); None when none waits."""
+        try:
+            with self.engine.store.transaction(write=False) as tx:
+                due = tx.next_verification_due(self.org_id)
+        except Exception:
+            log.exception("AgentRein could not look for intent checks")
+            return LONGEST_NAP
+        return None if due is None else max(0.0, (due - self.engine.clock()).total_seconds())

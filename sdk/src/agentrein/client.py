@@ -68,8 +68,10 @@ class AgentRein:
         self._runtime = Runtime(self._backend, ClientUndoExecutor(self._connectors), journal)
         self._checks: BackgroundChecks | None = None
         if self._store is not None:  # embedded: intent checks run in a background thread of this process
-            self._checks = BackgroundChecks(IntentChecks(engine, self._connectors), self._runtime.resume_rollbacks)
+            checks = IntentChecks(engine, self._connectors)
+            self._checks = BackgroundChecks(checks, engine, local.org_id, self._runtime.resume_rollbacks)
             local.on_check_queued = self._checks.poke
+            self._checks.poke()  # checks a process before this one left unasked
 
     @property
     def database_url(self) -> str | None:

@@ -8,6 +8,7 @@ reviewer dashboard (:mod:`~agentrein_server.dashboard`) is served under ``/dashb
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import UndoConfig
+from agentrein_core.model import Event, UndoConfig
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
 from agentrein_core.verification import IntentChecks
@@ -46,6 +47,8 @@ from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import SECRET_KEY_ENV, Vault
 from agentrein_server.webhooks import WebhookSender
 from agentrein_server.workers import Workers
+
+log = logging.getLogger("agentrein.server")
 
 LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
 #: Request bodies larger than this are refused with 413 before they are read in full.
@@ -76,15 +79,13 @@ def open_services(
             )
         vault = Vault.from_environment(secret_key_file(store.url))
     engine.check_undo = _undo_checker(connectors)
-    hooks = connectors.pm.hook
     workers = Workers(
         engine,
         ServerUndoExecutor(engine, connectors, vault),
         rollback_threads,
         checks=IntentChecks(engine, connectors, vault.decrypt_text),
         sender=WebhookSender(engine, vault),
-        # Only when a plugin listens: otherwise events are kept for the record and the webhooks alone.
-        notify=(lambda event: hooks.agentrein_notify(event=event)) if hooks.agentrein_notify.get_hookimpls() else None,
+        notify=_notifier(connectors),
     )
     return Services(engine, connectors, vault, workers, Authenticator(engine))
 
@@ -109,6 +110,21 @@ def secret_key_file(database_url: str) -> Path:
     if database_url.startswith("sqlite:///") and database_url != "sqlite:///:memory:":
         return Path(database_url.removeprefix("sqlite:///") + ".secret-key")
     return Path("agentrein.secret-key")
+
+
+def _notifier(connectors: Connectors) -> Callable[[Event], None]:
+    """Hands an event to every ``agentrein_notify`` plugin, each on its own (one that fails does not keep the
+    event from the others)."""
+    listeners = connectors.pm.hook.agentrein_notify.get_hookimpls()
+
+    def notify(event: Event) -> None:
+        for listener in listeners:
+            try:
+                listener.function(event=event)
+            except Exception:
+                log.exception("notify plugin %s failed on event %s", listener.plugin_name, event.event_id)
+
+    return notify
 
 
 def _undo_checker(connectors: Connectors) -> Callable[[str, UndoConfig], None]:

@@ -23,6 +23,7 @@ import httpx
 import typer
 from attrs import evolve, frozen
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -378,7 +379,7 @@ def sessions_show(target: Target, session_id: str) -> None:
     with agentrein(target) as ar:
         s = ar.get_session(session_id)
         console.print(f"[bold]{s.id}[/]  agent {s.agent_id}  status {s.status}  display [bold]{s.display_status}[/]")
-        console.print(f"intent: {s.intent}", highlight=False)
+        console.print(f"intent: {escape(s.intent)}", highlight=False)
         console.print(actions_table(s))
         checks = [(f"#{a.seq} {a.api_name}", a.verification) for a in s.actions if a.verification is not None]
         if s.verification is not None:
@@ -386,7 +387,8 @@ def sessions_show(target: Target, session_id: str) -> None:
         if checks:
             table = _table("intent check", "outcome", "rationale", "verifier")
             for subject, check in checks:
-                table.add_row(subject, check.outcome or "waiting", check.rationale, check.verifier)
+                shown = (escape(subject), check.outcome or "waiting", escape(check.rationale), escape(check.verifier))
+                table.add_row(*shown)
             console.print(table)
 
 

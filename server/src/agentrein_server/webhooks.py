@@ -11,7 +11,8 @@ import httpx
 
 from agentrein_core import notifications
 from agentrein_core.engine import Engine
-from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_core.errors import ValidationError
+from agentrein_core.model import Event, Webhook
 from agentrein_server.vault import Vault
 
 log = logging.getLogger("agentrein.server")
@@ -32,33 +33,39 @@ class WebhookSender:
         self.http = httpx.Client(timeout=SEND_TIMEOUT, follow_redirects=False)
 
     def send_one(self) -> bool:
-        """Send one due delivery; False when none is due."""
+        """Send one due delivery; False when none is due. Whatever fails is recorded on the delivery (and
+        tried again later), so no delivery stays taken and unanswered."""
         taken = self.engine.next_delivery()
         if taken is None:
             return False
         delivery, hook, event, settings = taken
         try:
-            notifications.check_webhook_url(hook.url, settings.webhook_hosts)  # the allow-list may have changed
-            secret = self.vault.decrypt_text(hook.secret) or ""
-        except (ValidationError, AgentReinError) as exc:
-            self.engine.record_delivery(delivery, status=None, error=f"not sent: {exc}")
-            return True
+            status, error = self._post(hook, event, delivery.delivery_id, settings.webhook_hosts)
+        except Exception as exc:
+            log.exception("webhook delivery %s could not be sent", delivery.delivery_id)
+            status, error = None, f"not sent ({type(exc).__name__})"
+        self.engine.record_delivery(delivery, status=status, error=error)
+        return True
+
+    def _post(self, hook: Webhook, event: Event, delivery_id: str, allowed: list[str]) -> tuple[int | None, str | None]:
+        try:
+            notifications.check_webhook_url(hook.url, allowed)  # the allow-list (or DNS) may have changed
+        except ValidationError as exc:
+            return None, f"not sent: {exc}"
         body = notifications.body_of(event, hook.format, self.public_url)
         headers = {
             "content-type": "application/json",
             "user-agent": "AgentRein-Webhooks/1",
-            notifications.SIGNATURE_HEADER: notifications.signature(secret, body),
+            notifications.SIGNATURE_HEADER: notifications.signature(self.vault.decrypt_text(hook.secret) or "", body),
             "AgentRein-Event": event.type.value,
-            "AgentRein-Delivery": delivery.delivery_id,
+            "AgentRein-Delivery": delivery_id,
         }
         try:
             answer = self.http.post(hook.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
-            self.engine.record_delivery(delivery, status=None, error=f"{type(exc).__name__}: {exc}")
-            return True
-        error = None if answer.is_success else f"answered {answer.status_code}: {answer.text[:200]}"
-        self.engine.record_delivery(delivery, status=answer.status_code, error=error)
-        return True
+            return None, f"{type(exc).__name__}: {exc}"
+        # The answer's body is not kept: it could be anything the endpoint says, and the log is readable.
+        return answer.status_code, None if answer.is_success else f"answered {answer.status_code}"
 
     def close(self) -> None:
         self.http.close()

@@ -5,7 +5,7 @@
   lease runs out, here or on another replica;
 - maintenance expires approvals at ``timeoutAt`` and marks sessions idle for 24 h ``ABANDONED``;
 - the verifier checks actions and completed sessions against their intent (:mod:`agentrein_core.verification`);
-- the notifier sends webhook deliveries and hands events to ``agentrein_notify`` plugins;
+- one thread sends webhook deliveries, another hands events to the ``agentrein_notify`` plugins;
 - on PostgreSQL a listener turns other replicas' NOTIFYs into wake-ups of this replica's long-polls.
 """
 
@@ -66,8 +66,10 @@ class Workers:
         loops += [(f"rollback-{n}", self._run_rollbacks) for n in range(self.rollback_threads)]
         if self.checks is not None:
             loops.append(("verifier", self._check_intents))
-        if self.sender is not None or self.notify is not None:
-            loops.append(("notifier", self._send_notifications))
+        if self.sender is not None:
+            loops.append(("webhooks", self._send_webhooks))
+        if self.notify is not None:
+            loops.append(("notify", self._dispatch_events))
         if self.engine.store.dialect == "postgresql":
             loops.append(("listener", self._listen))
             self.engine.recheck_every = LISTENING_RECHECK
@@ -110,17 +112,27 @@ class Workers:
             elif checked.outcome is VerificationOutcome.DRIFT_DETECTED:
                 self.wake()  # drift may have started a rollback
 
-    def _send_notifications(self) -> None:
+    def _send_webhooks(self) -> None:
+        assert self.sender is not None
         while not self._stop.is_set():
-            busy = False
             try:
-                if self.sender is not None:
-                    busy = self.sender.send_one()
-                if self.notify is not None:
-                    busy = self.engine.dispatch_events(self.notify) > 0 or busy
+                sent = self.sender.send_one()
             except Exception:
-                log.exception("sending notifications failed; retrying")
-            if not busy:
+                log.exception("sending webhooks failed; retrying")
+                sent = False
+            if not sent:
+                self._stop.wait(IDLE_POLL)
+
+    def _dispatch_events(self) -> None:
+        """Events to the notify plugins, in a thread of their own: a slow plugin holds up no webhook."""
+        assert self.notify is not None
+        while not self._stop.is_set():
+            try:
+                dispatched = self.engine.dispatch_events(self.notify)
+            except Exception:
+                log.exception("dispatching events failed; retrying")
+                dispatched = 0
+            if not dispatched:
                 self._stop.wait(IDLE_POLL)
 
     def _maintain(self) -> None:

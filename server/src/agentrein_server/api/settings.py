@@ -9,6 +9,7 @@ import msgspec
 from litestar import Controller, get, patch
 from litestar.params import JSONBody
 
+from agentrein_core.errors import ValidationError
 from agentrein_core.model import OrganisationSettings
 from agentrein_server.api import bodies
 from agentrein_server.services import CallerDep, ServicesDep
@@ -20,6 +21,7 @@ class SettingsController(Controller):
 
     @get(sync_to_thread=True)
     def show(self, caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+        caller.require_operator("read the organisation's settings")
         return _describe(services.engine.settings(caller.org_id))
 
     @patch(sync_to_thread=True)
@@ -27,8 +29,11 @@ class SettingsController(Controller):
         """Change the fields given. ``verifierApiKey`` is write-only: stored encrypted, never returned."""
         caller.require_operator("change the organisation's settings")
         changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not msgspec.UNSET}
-        if changes.get("verifier_api_key") is not None:
-            changes["verifier_api_key"] = services.vault.encrypt_text(changes["verifier_api_key"])
+        key = changes.get("verifier_api_key")
+        if key is not None:
+            if not key or not key.isascii() or not key.isprintable():
+                raise ValidationError("verifierApiKey", "must be printable ASCII, as API keys are")
+            changes["verifier_api_key"] = services.vault.encrypt_text(key)
         return _describe(services.engine.update_settings(caller.org_id, **changes))
 
 

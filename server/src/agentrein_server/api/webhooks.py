@@ -34,6 +34,7 @@ class WebhookController(Controller):
 
     @get(sync_to_thread=True)
     def index(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
+        caller.require_operator("list webhooks")  # a URL can itself be a secret (Slack's are)
         return [_describe(h) for h in services.engine.list_webhooks(caller.org_id)]
 
     @delete("/{webhook_id:str}", sync_to_thread=True)
@@ -50,6 +51,7 @@ class WebhookController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
         """The delivery log, newest first: each event's attempts, last status or error, and outcome."""
+        caller.require_operator("read delivery logs")
         return [to_wire(d) for d in services.engine.list_deliveries(caller.org_id, webhook_id, limit)]
 
 
