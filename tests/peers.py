@@ -7,17 +7,35 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+import httpx
 from attrs import define, field
+from serving import Tenant
 
 from agentrein_server.demo.loopback import serve, url_of
 
 README = Path(__file__).parent.parent / "README.md"
+
+
+def operator(tenant: Tenant) -> httpx.Client:
+    """Raw HTTP to the server with the tenant's operator key."""
+    return httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=30)
+
+
+def eventually(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 20) -> Any:
+    """``read()`` once ``done`` says so (background work has happened), or as it is after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
 
 
 def readme_signature_check() -> Callable[..., bool]:

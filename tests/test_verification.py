@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from attrs import evolve
-from peers import FakeModel
+from peers import FakeModel, eventually, operator
 from serving import RunningServer, Tenant
 from typer.testing import CliRunner
 
@@ -44,19 +44,6 @@ def tenant(server: RunningServer, model: FakeModel) -> Tenant:
     settings = {"verifierUrl": model.url, "verifierModel": MODEL, "verifierApiKey": "sk-test-verifier"}
     assert operator(tenant).patch("/settings", json=settings).status_code == 200
     return tenant
-
-
-def operator(tenant: Tenant) -> httpx.Client:
-    return httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=30)
-
-
-def eventually(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def checked(ar: AgentRein, session: SessionInfo) -> SessionInfo:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from peers import FakeModel, WebhookReceiver
+from peers import FakeModel, WebhookReceiver, eventually, operator
 from serving import RunningServer, Tenant, free_port
 
 from agentrein_core.hookspecs import hookimpl
@@ -35,19 +35,6 @@ def tenant(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> Tenant:
 def receiver() -> Iterator[WebhookReceiver]:
     with WebhookReceiver().running() as running:
         yield running
-
-
-def operator(tenant: Tenant) -> httpx.Client:
-    return httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=30)
-
-
-def eventually(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def subscribe(tenant: Tenant, receiver: WebhookReceiver, events: list[str], **extra: Any) -> dict[str, Any]:
