@@ -208,6 +208,12 @@ def test_a_blocked_action_is_403_and_stored_failed(api: httpx.Client, tenant: Te
 NEW_ACTION = {"connector": "http", "apiName": "POST /x", "operationType": "CREATE", "payload": {}}
 
 
+def recorded(session: dict[str, Any]) -> dict[str, Any]:
+    """A session as the request wrote it: without the intent checks, which the server's workers make alongside."""
+    actions = [{k: v for k, v in a.items() if k != "verification"} for a in session["actions"]]
+    return {k: v for k, v in session.items() if k != "verification"} | {"actions": actions}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "expected_slug", "in_detail"),
     [
@@ -347,7 +353,7 @@ def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
     done = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
     api.patch(f"/sessions/{session_id}/actions/{done}", json={"status": "SUCCESS"})
     held = api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True}).json()
-    before = api.get(f"/sessions/{session_id}").json()
+    before = recorded(api.get(f"/sessions/{session_id}").json())
     url = path.format(session=session_id, action=logged, done=done, approval=held["approval"]["approvalId"])
     kwargs: dict[str, Any] = {"content": body, "headers": {"content-type": "application/json"}}
     if not isinstance(body, bytes):
@@ -356,7 +362,7 @@ def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
     assert response.status_code == status, response.text
     assert slug(response) == expected_slug
     assert in_detail in response.json()["detail"]
-    assert api.get(f"/sessions/{session_id}").json() == before
+    assert recorded(api.get(f"/sessions/{session_id}").json()) == before
     assert len(api.get("/sessions").json()["sessions"]) == 1
     assert api.get("/policies").json() == []
 
