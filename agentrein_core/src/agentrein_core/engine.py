@@ -1229,6 +1229,7 @@ class Engine:
         settings_of: Callable[[OrganisationSettings], verification.VerifierSettings],
         redact: Callable[[Action, object], object],
         org_id: str | None = None,
+        answerable: Callable[[verification.VerifierSettings], bool] = lambda _: True,
     ) -> Verification | None:
         """Take one due intent check (of ``org_id`` only, when given), ask ``ask`` (the verifier plugins)
         outside any transaction, and record the outcome; ``None`` when nothing is due. ``settings_of`` gives
@@ -1257,6 +1258,13 @@ class Engine:
             else:
                 shown = [_action(tx, claimed.org_id, claimed.action_id)]
             settings = tx.settings(claimed.org_id) or OrganisationSettings(claimed.org_id)
+        if not answerable(settings_of(settings)):
+            with self.store.transaction() as tx:
+                # due by the end of the lease: the check taken just now among them
+                tx.settle_due_verifications(
+                    claimed.org_id, now, now + verification.CHECK_LEASE, verification.NO_VERIFIER
+                )
+                return tx.verification(claimed.org_id, claimed.verification_id)
         if not session.intent.strip():
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, verification.NO_INTENT, "", retry=False)
         if not shown:

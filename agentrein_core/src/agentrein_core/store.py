@@ -47,7 +47,15 @@ from agentrein_core.model import (
     Verification,
     Webhook,
 )
-from agentrein_core.statuses import ActionStatus, ApprovalStatus, DeliveryStatus, Plan, RollbackStatus, SessionStatus
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalStatus,
+    DeliveryStatus,
+    Plan,
+    RollbackStatus,
+    SessionStatus,
+    VerificationOutcome,
+)
 
 T = TypeVar("T")
 
@@ -451,6 +459,25 @@ class Tx:
             return None  # taken by another worker between the two statements (SQLite)
         row = self.conn.execute(sa.select(table).where(table.c[key] == found[0])).first()
         return from_row(row, cls)
+
+    def verification(self, org_id: str, verification_id: str) -> Verification | None:
+        return self._one(Verification, verification_id, org_id)
+
+    def settle_due_verifications(self, org_id: str, now: datetime, until: datetime, rationale: str) -> None:
+        """Record every check of the organisation due by ``until`` ``UNVERIFIED`` with ``rationale``."""
+        t = schema.verifications
+        self.conn.execute(
+            t.update()
+            .where(t.c.org_id == org_id, t.c.due_at.is_not(None), t.c.due_at <= until)
+            .values(
+                outcome=VerificationOutcome.UNVERIFIED,
+                rationale=rationale,
+                verifier="",
+                attempts=t.c.attempts + 1,
+                due_at=None,
+                checked_at=now,
+            )
+        )
 
     def verifications_of(self, session_id: str) -> list[Verification]:
         t = schema.verifications

@@ -165,7 +165,16 @@ class IntentChecks:
 
     def run_one(self, org_id: str | None = None) -> Verification | None:
         """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
-        return self.engine.verify_next(self._ask, self._settings_of, self._redact, org_id)
+        return self.engine.verify_next(self._ask, self._settings_of, self._redact, org_id, self._answerable)
+
+    def _answerable(self, settings: VerifierSettings) -> bool:
+        """Whether any verifier could answer: the built-in one needs a URL; another plugin may not."""
+        from agentrein_core import verifier as built_in  # the plugin module; imported late, it imports this one
+
+        others = [
+            i for i in self.connectors.pm.hook.agentrein_verify_intent.get_hookimpls() if i.plugin is not built_in
+        ]
+        return bool(settings.url) or bool(others)
 
     def _ask(self, check: IntentCheck) -> Verdict | None:
         verdict: Verdict | None = self.connectors.pm.hook.agentrein_verify_intent(check=check)
