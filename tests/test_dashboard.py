@@ -193,7 +193,8 @@ def test_every_page_carries_a_strict_content_security_policy(as_admin: Visitor) 
 def test_a_reviewer_is_refused_every_admin_page_and_action(
     server: RunningServer, tenant: Tenant, api: httpx.Client, as_reviewer: Visitor
 ) -> None:
-    for path in ("/dashboard/policies", "/dashboard/connectors", "/dashboard/keys", "/dashboard/users"):
+    admin_pages = ("policies", "connectors", "keys", "users", "settings", "webhooks")
+    for path in (f"/dashboard/{name}" for name in admin_pages):
         refused = as_reviewer.get(path)
         assert refused.status_code == 403, path
         assert "this is for admins" in refused.text
@@ -466,3 +467,59 @@ def test_an_admin_adds_a_reviewer_who_can_sign_in_and_the_last_admin_stays(
     refused = as_admin.post(f"/dashboard/users/{me.user_id}/delete")
     assert "last admin" in as_admin.get(refused.headers["location"]).text
     assert me in server.engine.list_users(tenant.org_id)
+
+
+def test_an_admin_sets_what_drift_leads_to_the_verifier_and_the_webhook_hosts(
+    server: RunningServer, tenant: Tenant, as_admin: Visitor
+) -> None:
+    as_admin.get("/dashboard/settings")
+    form = {
+        "on_drift": "rollback",
+        "verifier_url": "https://llm.example.com/v1",
+        "verifier_model": "judge",
+        "verifier_api_key": "sk-verifier-1",
+        "webhook_hosts": "hooks.example.com\n*.example.org\n",
+    }
+    saved = as_admin.post("/dashboard/settings", form)
+    page = as_admin.get(saved.headers["location"]).text
+    assert "Settings saved." in page and "sk-verifier-1" not in page and "A key is stored" in page
+    settings = server.engine.settings(tenant.org_id)
+    assert (settings.on_drift, settings.verifier_url, settings.verifier_model) == (
+        "rollback",
+        form["verifier_url"],
+        "judge",
+    )
+    assert settings.webhook_hosts == ["hooks.example.com", "*.example.org"]
+    assert server.services.vault.decrypt_text(settings.verifier_api_key) == "sk-verifier-1"
+    as_admin.post("/dashboard/settings", {**form, "verifier_api_key": ""})
+    assert server.services.vault.decrypt_text(server.engine.settings(tenant.org_id).verifier_api_key) == "sk-verifier-1"
+    as_admin.post("/dashboard/settings", {**form, "verifier_api_key": "", "forget_verifier_api_key": "on"})
+    assert server.engine.settings(tenant.org_id).verifier_api_key is None
+    refused = as_admin.post("/dashboard/settings", {**form, "on_drift": "panic"})
+    assert "Settings not saved: onDrift" in as_admin.get(refused.headers["location"]).text
+
+
+def test_an_admin_adds_a_webhook_sees_its_secret_once_and_follows_its_deliveries(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
+) -> None:
+    as_admin.get("/dashboard/webhooks")
+    not_allowed = as_admin.post(
+        "/dashboard/webhooks", {"url": "http://127.0.0.1:9/hook", "events": "approval.requested"}
+    )
+    assert "no webhook hosts are allowed yet" in as_admin.get(not_allowed.headers["location"]).text
+    as_admin.post("/dashboard/settings", {"on_drift": "review", "webhook_hosts": "127.0.0.1"})
+    added = as_admin.post(
+        "/dashboard/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "events": ["approval.requested", "approval.decided"], "format": "slack"},
+    )
+    page = as_admin.get(added.headers["location"]).text
+    secret = re.search(r'<code class="secret">(whsec_[\w-]+)</code>', page)
+    assert secret is not None and secret.group(1) not in as_admin.get("/dashboard/webhooks").text
+    (hook,) = server.engine.list_webhooks(tenant.org_id)
+    assert hook.events == ["approval.decided", "approval.requested"] and hook.format == "slack"
+    held_action(api)
+    log = as_admin.get(f"/dashboard/webhooks/{hook.webhook_id}").text
+    assert "approval.requested" in log
+    assert as_admin.get("/dashboard/webhooks/whk_nope").status_code == 404
+    as_admin.post(f"/dashboard/webhooks/{hook.webhook_id}/delete")
+    assert server.engine.list_webhooks(tenant.org_id) == []

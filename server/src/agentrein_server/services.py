@@ -4,6 +4,7 @@ that the REST API and the dashboard take them the same way."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 from typing import TypeAlias
 
@@ -12,12 +13,15 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 
 from agentrein_core.engine import Engine
-from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, Rollback
+from agentrein_core.errors import ValidationError
+from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, OrganisationSettings, Rollback, Webhook
 from agentrein_core.plugins import Connectors
-from agentrein_core.statuses import Role
+from agentrein_core.statuses import Role, WebhookFormat
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
+
+WEBHOOK_SECRET_PREFIX = "whsec_"
 
 
 @define
@@ -72,6 +76,22 @@ class Services:
                 connector.check_config(config, credentials)
         token = self.vault.encrypt(credentials) if credentials is not None else None
         return self.engine.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
+
+    def update_settings(self, org_id: str, **changes: object) -> OrganisationSettings:
+        """Change the organisation's settings; a verifier API key given is checked and stored encrypted."""
+        key = changes.get("verifier_api_key")
+        if key is not None:
+            if not isinstance(key, str) or not key or not key.isascii() or not key.isprintable():
+                raise ValidationError("verifierApiKey", "must be printable ASCII, as API keys are")
+            changes["verifier_api_key"] = self.vault.encrypt_text(key)
+        return self.engine.update_settings(org_id, **changes)
+
+    def add_webhook(
+        self, org_id: str, url: str, events: list[str], secret: str | None, fmt: WebhookFormat | str
+    ) -> tuple[Webhook, str]:
+        """Register a webhook; its signing secret (made when none is given) is returned this once only."""
+        secret = secret or WEBHOOK_SECRET_PREFIX + secrets.token_urlsafe(32)
+        return self.engine.add_webhook(org_id, url, events, self.vault.encrypt_text(secret), fmt), secret
 
     def revoke_api_key(self, org_id: str, key_id: str) -> ApiKey:
         """The key stops working: at once on this server, within seconds on the others."""

@@ -9,7 +9,6 @@ import msgspec
 from litestar import Controller, get, patch
 from litestar.params import JSONBody
 
-from agentrein_core.errors import ValidationError
 from agentrein_core.model import OrganisationSettings
 from agentrein_server.api import bodies
 from agentrein_server.services import CallerDep, ServicesDep
@@ -29,12 +28,7 @@ class SettingsController(Controller):
         """Change the fields given. ``verifierApiKey`` is write-only: stored encrypted, never returned."""
         caller.require_operator("change the organisation's settings")
         changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not msgspec.UNSET}
-        key = changes.get("verifier_api_key")
-        if key is not None:
-            if not key or not key.isascii() or not key.isprintable():
-                raise ValidationError("verifierApiKey", "must be printable ASCII, as API keys are")
-            changes["verifier_api_key"] = services.vault.encrypt_text(key)
-        return _describe(services.engine.update_settings(caller.org_id, **changes))
+        return _describe(services.update_settings(caller.org_id, **changes))
 
 
 def _describe(settings: OrganisationSettings) -> dict[str, Any]:

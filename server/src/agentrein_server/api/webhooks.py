@@ -3,7 +3,6 @@ secret is shown once, when the webhook is made (stored encrypted after)."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any
 
 from litestar import Controller, delete, get, post
@@ -13,8 +12,6 @@ from agentrein_core.converter import to_wire
 from agentrein_core.model import Webhook
 from agentrein_server.api import bodies
 from agentrein_server.services import CallerDep, ServicesDep
-
-SECRET_PREFIX = "whsec_"
 
 
 class WebhookController(Controller):
@@ -26,10 +23,7 @@ class WebhookController(Controller):
         """Register an endpoint. Its host must be among the settings' ``webhookHosts``. The answer carries the
         signing ``secret``; no later answer does."""
         caller.require_operator("register webhooks")
-        secret = data.secret or SECRET_PREFIX + secrets.token_urlsafe(32)
-        hook = services.engine.add_webhook(
-            caller.org_id, data.url, data.events, services.vault.encrypt_text(secret), data.format
-        )
+        hook, secret = services.add_webhook(caller.org_id, data.url, data.events, data.secret, data.format)
         return _describe(hook) | {"secret": secret}
 
     @get(sync_to_thread=True)

@@ -26,7 +26,14 @@ from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp
 
 from agentrein_core.errors import AgentReinError
-from agentrein_server.dashboard.admin import ConnectorPages, KeyPages, PolicyPages, UserPages
+from agentrein_server.dashboard.admin import (
+    ConnectorPages,
+    KeyPages,
+    PolicyPages,
+    SettingsPages,
+    UserPages,
+    WebhookPages,
+)
 from agentrein_server.dashboard.approvals import ApprovalPages
 from agentrein_server.dashboard.rendering import STATIC, template_config
 from agentrein_server.dashboard.sessions import SessionPages
@@ -94,6 +101,8 @@ def dashboard_router(vault: Vault) -> Router:
             ConnectorPages,
             KeyPages,
             UserPages,
+            SettingsPages,
+            WebhookPages,
             create_static_files_router(path="/static", directories=[STATIC]),
         ],
         dependencies={

@@ -1,5 +1,6 @@
 """The admin pages: policies (with a preview of what a rule would have matched), connectors (credentials
-write-only), API keys (a new secret shown once) and users. Every handler here needs an admin: a reviewer
+write-only), API keys (a new secret shown once), users, settings (drift, verifier, webhook hosts) and
+webhooks (with their delivery logs). Every handler here needs an admin: a reviewer
 gets 403. Forms post, then redirect back with a message (so a reload never posts twice)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from litestar.response import Redirect, Template
 
 from agentrein_core.converter import json_object
 from agentrein_core.errors import AgentReinError
-from agentrein_core.statuses import PolicyEffect, Role, UserRole
+from agentrein_core.statuses import DriftResponse, EventType, PolicyEffect, Role, UserRole, WebhookFormat
 from agentrein_server.dashboard import forms
 from agentrein_server.dashboard.rendering import fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, admins_only, provide_admin
@@ -215,3 +216,90 @@ class UserPages(AdminPages):
         except AgentReinError as err:
             return redirect(request, "/dashboard/users", f"User not removed: {err}", error=True)
         return redirect(request, "/dashboard/users", "User removed.")
+
+
+class SettingsPages(AdminPages):
+    path = "/settings"
+
+    @get(sync_to_thread=True)
+    def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
+        settings = services.engine.settings(viewer.org_id)
+        return page(request, "settings.html", viewer, settings=settings, responses=list(DriftResponse))
+
+    @post(sync_to_thread=True, status_code=303)
+    def change(
+        self,
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        data: Annotated[forms.Settings, URL_ENCODED],
+    ) -> Redirect:
+        changes: dict[str, object] = {
+            "on_drift": data.on_drift,
+            "verifier_url": forms.optional(data.verifier_url),
+            "verifier_model": forms.optional(data.verifier_model),
+            "webhook_hosts": [line.strip() for line in data.webhook_hosts.splitlines() if line.strip()],
+        }
+        if data.forget_verifier_api_key:
+            changes["verifier_api_key"] = None
+        elif data.verifier_api_key.strip():
+            changes["verifier_api_key"] = data.verifier_api_key.strip()
+        try:
+            services.update_settings(viewer.org_id, **changes)
+        except AgentReinError as err:
+            return redirect(request, "/dashboard/settings", f"Settings not saved: {err}", error=True)
+        return redirect(request, "/dashboard/settings", "Settings saved.")
+
+
+class WebhookPages(AdminPages):
+    path = "/webhooks"
+
+    @get(sync_to_thread=True)
+    def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
+        """The webhooks; right after one was made, its signing secret, this once."""
+        new_secret = request.session.pop("new_webhook_secret", None)
+        hooks = services.engine.list_webhooks(viewer.org_id)
+        hosts = services.engine.settings(viewer.org_id).webhook_hosts
+        return page(
+            request,
+            "webhooks.html",
+            viewer,
+            hooks=hooks,
+            hosts=hosts,
+            events=list(EventType),
+            formats=list(WebhookFormat),
+            new_secret=new_secret,
+        )
+
+    @post(sync_to_thread=True, status_code=303)
+    def create(
+        self,
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        data: Annotated[forms.NewWebhook, URL_ENCODED],
+    ) -> Redirect:
+        try:
+            _, secret = services.add_webhook(
+                viewer.org_id, data.url, forms.several(data.events), forms.optional(data.secret), data.format
+            )
+        except AgentReinError as err:
+            return redirect(request, "/dashboard/webhooks", f"Webhook not added: {err}", error=True)
+        request.session["new_webhook_secret"] = secret
+        return redirect(request, "/dashboard/webhooks", "Webhook added.")
+
+    @get("/{webhook_id:str}", sync_to_thread=True)
+    def deliveries(
+        self, webhook_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+    ) -> Template:
+        """The webhook's delivery log, newest first."""
+        log = services.engine.list_deliveries(viewer.org_id, webhook_id)
+        (hook,) = [h for h in services.engine.list_webhooks(viewer.org_id) if h.webhook_id == webhook_id]
+        return page(request, "webhook.html", viewer, hook=hook, deliveries=log)
+
+    @post("/{webhook_id:str}/delete", sync_to_thread=True, status_code=303)
+    def delete(
+        self, webhook_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+    ) -> Redirect:
+        services.engine.delete_webhook(viewer.org_id, webhook_id)
+        return redirect(request, "/dashboard/webhooks", "Webhook removed.")

@@ -42,10 +42,33 @@ class NewApiKey(Form):
     role: str = ""
 
 
+class Settings(Form):
+    on_drift: str = ""
+    verifier_url: str = ""
+    verifier_model: str = ""
+    verifier_api_key: str = ""  # empty keeps the stored key
+    forget_verifier_api_key: str = ""  # "on" when the box is ticked
+    webhook_hosts: str = ""  # one per line
+
+
+class NewWebhook(Form):
+    url: str = ""
+    events: list[str] | str = ""  # a form sends one ticked box as a plain value, several as a list
+    format: str = "json"
+    secret: str = ""
+
+
 class NewUser(Form):
     email: str = ""
     role: str = ""
     password: str = ""
+
+
+def several(value: list[str] | str) -> list[str]:
+    """The values of a group of check boxes (none, one or several ticked)."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return value
 
 
 def optional(text: str) -> str | None:

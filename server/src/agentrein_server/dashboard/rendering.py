@@ -23,7 +23,7 @@ STATIC = HERE / "static"
 
 #: The colour family of each status (text always names the status too: colour is never the only signal).
 TONE = {
-    "good": {"SUCCESS", "APPROVED", "DONE", "COMPLETED", "REVERTED", "SUCCEEDED", "VERIFIED", "ALLOW"},
+    "good": {"SUCCESS", "APPROVED", "DONE", "COMPLETED", "REVERTED", "SUCCEEDED", "VERIFIED", "ALLOW", "DELIVERED"},
     "bad": {
         "FAILED",
         "REJECTED",
