@@ -1223,18 +1223,11 @@ class Engine:
             return updated
 
     # intent verification ------------------------------------------------------------------------------
-    def verify_next(
-        self,
-        ask: Callable[[verification.IntentCheck], verification.Verdict | None],
-        settings_of: Callable[[OrganisationSettings], verification.VerifierSettings],
-        redact: Callable[[Action, object], object],
-        org_id: str | None = None,
-        answerable: Callable[[verification.VerifierSettings], bool] = lambda _: True,
-    ) -> Verification | None:
-        """Take one due intent check (of ``org_id`` only, when given), ask ``ask`` (the verifier plugins)
-        outside any transaction, and record the outcome; ``None`` when nothing is due. ``settings_of`` gives
-        the verifier settings of an organisation; ``redact`` hides what must not leave (payloads were redacted
-        when recorded already).
+    def verify_next(self, verifiers: verification.Verifiers, org_id: str | None = None) -> Verification | None:
+        """Take one due intent check (of ``org_id`` only, when given), ask ``verifiers`` outside any
+        transaction, and record the outcome; ``None`` when nothing is due. When no verifier could answer with
+        an organisation's settings, all its due checks are recorded "no verifier configured" at once (one
+        write, not one per action).
 
         Whatever goes wrong after the check was taken is recorded as ``UNVERIFIED`` and the check is asked
         again later, so no check is left taken and never answered. Drift has the consequence the organisation
@@ -1258,7 +1251,8 @@ class Engine:
             else:
                 shown = [_action(tx, claimed.org_id, claimed.action_id)]
             settings = tx.settings(claimed.org_id) or OrganisationSettings(claimed.org_id)
-        if not answerable(settings_of(settings)):
+        verifier_settings = verifiers.settings_of(settings)
+        if not verifiers.answerable(verifier_settings):
             with self.store.transaction() as tx:
                 # due by the end of the lease: the check taken just now among them
                 tx.settle_due_verifications(
@@ -1282,10 +1276,10 @@ class Engine:
                 agent_id=session.agent_id,
                 intent=session.intent,
                 subject="action" if claimed.action_id else "session",
-                actions=[verification.CheckedAction.of(a, redact) for a in shown],
-                settings=settings_of(settings),
+                actions=[verification.CheckedAction.of(a, verifiers.redact) for a in shown],
+                settings=verifier_settings,
             )
-            verdict = ask(check)
+            verdict = verifiers.ask(check)
         except verification.VerifierError as exc:
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, str(exc), "", retry=True)
         except Exception as exc:  # a verifier's failure is never the agent's: note it (its kind only), retry

@@ -14,7 +14,7 @@ from attrs import frozen
 
 from agentrein_core.model import Action, Approval, Rollback
 from agentrein_core.rules import UNDOABLE
-from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, UndoStatus
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, UndoStatus
 
 
 class UndoExecutor(Protocol):
@@ -88,6 +88,26 @@ def planned(actions: Iterable[Action], *, only_requested: bool = False) -> list[
         if a.status in UNDOABLE and a.undo_status is not UndoStatus.SKIPPED and (not only_requested or a.undo_requested)
     ]
     return sorted(todo, key=lambda a: a.seq, reverse=True)
+
+
+def walked(job: Rollback, actions: Iterable[Action]) -> list[Action]:
+    """Every action the job deals with, whether done or still to do, last executed first: what a progress
+    view walks down."""
+    steps = [
+        a
+        for a in actions
+        if (a.status in UNDOABLE or a.status is ActionStatus.ROLLED_BACK) and (job.whole_session or a.undo_requested)
+    ]
+    return sorted(steps, key=lambda a: a.seq, reverse=True)
+
+
+def is_through(action: Action) -> bool:
+    """Whether a rollback is through with ``action``: undone (a sandbox's too), or its undo skipped, failed or
+    declined."""
+    return action.status is ActionStatus.ROLLED_BACK or action.undo_status in _THROUGH
+
+
+_THROUGH = frozenset({UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED})
 
 
 def next_step(job: Rollback, actions: Iterable[Action], approvals: Iterable[Approval]) -> Step:

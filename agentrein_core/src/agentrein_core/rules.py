@@ -17,6 +17,7 @@ from agentrein_core.statuses import (
     ActionStatus,
     ApprovalStatus,
     DisplayStatus,
+    RollbackStatus,
     SessionStatus,
     UndoStatus,
 )
@@ -68,6 +69,9 @@ ROLLBACK_ALLOWED_FROM: Mapping[str, frozenset[SessionStatus]] = {
 #: Actions a rollback chain walks: executed ones, and ones whose earlier undo failed (retried in place, so
 #: a retry never skips a step of the LIFO order).
 UNDOABLE = frozenset({A.SUCCESS, A.ROLLBACK_FAILED})
+
+#: A rollback job under way: running, or paused on a rollback approval.
+ROLLBACK_UNDER_WAY = frozenset({RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL})
 
 #: An approved action still ``CLEARED`` this long after approval is flagged ``unconfirmed``.
 UNCONFIRMED_AFTER = timedelta(hours=1)

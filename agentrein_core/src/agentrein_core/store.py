@@ -28,7 +28,7 @@ from attrs import frozen
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
-from agentrein_core import schema
+from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.model import (
@@ -89,8 +89,6 @@ _UPSERTED: dict[type[Any], tuple[sa.Table, tuple[str, ...]]] = {
 EVENTS_CHANNEL = "agentrein_events"
 _NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
 
-_ACTIVE_ROLLBACK = (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
-
 
 def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[Any]:
     """``SELECT * FROM table WHERE key = :key [AND org_id = :org]``, built once: statements are prebuilt at
@@ -121,7 +119,8 @@ _BUMP_POLICY_VERSION = (
     _O.update().where(_O.c.org_id == sa.bindparam("org")).values(policy_version=_O.c.policy_version + 1)
 )
 _R = schema.rollbacks
-_NO_ROLLBACK_UNDER_WAY = ~sa.exists().where(_R.c.session_id == _S.c.session_id, _R.c.status.in_(_ACTIVE_ROLLBACK))
+_UNDER_WAY = sorted(rules.ROLLBACK_UNDER_WAY)
+_NO_ROLLBACK_UNDER_WAY = ~sa.exists().where(_R.c.session_id == _S.c.session_id, _R.c.status.in_(_UNDER_WAY))
 #: Only an ACTIVE session that is not being rolled back accepts a new action.
 _TAKE_SEQ_ACTIVE = _TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE, _NO_ROLLBACK_UNDER_WAY)
 _TOUCH = _S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now"))
@@ -735,9 +734,7 @@ class Tx:
 
     def active_rollback(self, session_id: str) -> Rollback | None:
         t = schema.rollbacks
-        row = self.conn.execute(
-            sa.select(t).where(t.c.session_id == session_id, t.c.status.in_(_ACTIVE_ROLLBACK))
-        ).first()
+        row = self.conn.execute(sa.select(t).where(t.c.session_id == session_id, t.c.status.in_(_UNDER_WAY))).first()
         return from_row(row, Rollback) if row is not None else None
 
     def latest_rollback(self, session_id: str) -> Rollback | None:

@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from attrs import field, frozen
 
@@ -149,10 +149,32 @@ class Verdict:
     verifier: str
 
 
+class Verifiers(Protocol):
+    """What :meth:`Engine.verify_next <agentrein_core.engine.Engine.verify_next>` asks: the one small interface
+    behind which the verifier plugins and their settings live (as :class:`~agentrein_core.rollback.UndoExecutor`
+    is for inverses)."""
+
+    def settings_of(self, settings: OrganisationSettings) -> VerifierSettings:
+        """The verifier settings that apply to an organisation."""
+        ...
+
+    def answerable(self, settings: VerifierSettings) -> bool:
+        """Whether any verifier could answer with these settings (without asking one)."""
+        ...
+
+    def redact(self, action: Action, value: Any) -> Any:
+        """``value`` (a payload or response of ``action``) with what must not leave hidden."""
+        ...
+
+    def ask(self, check: IntentCheck) -> Verdict | None:
+        """The first verifier's verdict; None when none answers; :class:`VerifierError` when none can now."""
+        ...
+
+
 class IntentChecks:
-    """Runs due intent checks with the installed verifier plugins: the server's workers and the embedded
-    SDK's background thread both use it. ``decrypt`` opens an organisation's stored verifier key (the
-    server's vault; embedded mode stores none)."""
+    """Runs due intent checks with the installed verifier plugins (:class:`Verifiers`): the server's workers
+    and the embedded SDK's background thread both use it. ``decrypt`` opens an organisation's stored verifier
+    key (the server's vault; embedded mode stores none)."""
 
     def __init__(
         self, engine: Engine, connectors: Connectors, decrypt: Callable[[str | None], str | None] | None = None
@@ -165,9 +187,9 @@ class IntentChecks:
 
     def run_one(self, org_id: str | None = None) -> Verification | None:
         """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
-        return self.engine.verify_next(self._ask, self._settings_of, self._redact, org_id, self._answerable)
+        return self.engine.verify_next(self, org_id)
 
-    def _answerable(self, settings: VerifierSettings) -> bool:
+    def answerable(self, settings: VerifierSettings) -> bool:
         """Whether any verifier could answer: the built-in one needs a URL; another plugin may not."""
         from agentrein_core import verifier as built_in  # the plugin module; imported late, it imports this one
 
@@ -176,15 +198,15 @@ class IntentChecks:
         ]
         return bool(settings.url) or bool(others)
 
-    def _ask(self, check: IntentCheck) -> Verdict | None:
+    def ask(self, check: IntentCheck) -> Verdict | None:
         verdict: Verdict | None = self.connectors.pm.hook.agentrein_verify_intent(check=check)
         return verdict
 
-    def _settings_of(self, settings: OrganisationSettings) -> VerifierSettings:
+    def settings_of(self, settings: OrganisationSettings) -> VerifierSettings:
         key = self.decrypt(settings.verifier_api_key)
         return self.environment.overridden_by(settings.verifier_url, settings.verifier_model, key)
 
-    def _redact(self, action: Action, value: Any) -> Any:
+    def redact(self, action: Action, value: Any) -> Any:
         """Redacted again on the way out, with the action's connector's own sensitive fields where it is
         installed here: what the recording side missed never reaches a model."""
         redactor = self._redactors.get(action.connector)

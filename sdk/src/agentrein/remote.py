@@ -22,7 +22,8 @@ from agentrein_core.engine import LoggedAction
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.retry import retrying
 from agentrein_core.rollback import UndoExecutor
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
+from agentrein_core.rules import ROLLBACK_UNDER_WAY
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
 from agentrein_core.views import ApprovalInfo, SessionInfo
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ class RemoteBackend:
             if exc.kind == "session":
                 raise
             return None  # never rolled back
-        return job if job.status in (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL) else None
+        return job if job.status in ROLLBACK_UNDER_WAY else None
 
     def run_rollback(self, job: Rollback, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback:
         """The server's workers run it: wait (a while) until it ends or waits for a reviewer."""

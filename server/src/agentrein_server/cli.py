@@ -41,9 +41,9 @@ from agentrein_core.errors import (
 )
 from agentrein_core.model import JSON, Action, ConnectorConfig, Rollback
 from agentrein_core.rollback import chain as undo_chain
+from agentrein_core.rollback import is_through
 from agentrein_core.rules import UNDOABLE
 from agentrein_core.statuses import (
-    ActionStatus,
     ApprovalPurpose,
     ApprovalStatus,
     Plan,
@@ -82,8 +82,6 @@ BOOTSTRAP_ADMIN = "admin@localhost"
 
 #: How long one look at a running rollback waits for it to move.
 POLL = 0.25
-#: An action of the undo chain is through once it is rolled back or its undo skipped, failed or declined.
-UNDO_THROUGH = frozenset({UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED})
 
 Organisation = Annotated[str, typer.Option("--org", help="The organisation to act in (database mode).")]
 DatabaseUrl = Annotated[
@@ -442,7 +440,7 @@ def _through(action: Action, walk: dict[str, datetime]) -> bool:
     """Whether the chain has dealt with ``action`` since it started."""
     if action.action_id not in walk or action.updated_at == walk[action.action_id]:
         return False
-    return action.status is ActionStatus.ROLLED_BACK or action.undo_status in UNDO_THROUGH
+    return is_through(action)
 
 
 @contextmanager

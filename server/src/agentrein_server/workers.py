@@ -99,41 +99,39 @@ class Workers:
             elif job.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED):
                 metrics.ROLLBACKS_FINISHED.labels(outcome=job.status.lower()).inc()
 
-    def _check_intents(self) -> None:
-        assert self.checks is not None
+    def _repeat(self, what: str, step: Callable[[], bool]) -> None:
+        """Run ``step`` until the workers stop, pausing ``IDLE_POLL`` whenever it found nothing to do (or
+        failed: logged, and tried again)."""
         while not self._stop.is_set():
             try:
-                checked = self.checks.run_one()
+                busy = step()
             except Exception:
-                log.exception("intent verification failed; retrying")
-                checked = None
-            if checked is None:
+                log.exception("%s failed; retrying", what)
+                busy = False
+            if not busy:
                 self._stop.wait(IDLE_POLL)
-            elif checked.outcome is VerificationOutcome.DRIFT_DETECTED:
+
+    def _check_intents(self) -> None:
+        checks = self.checks
+        assert checks is not None
+
+        def step() -> bool:
+            checked = checks.run_one()
+            if checked is not None and checked.outcome is VerificationOutcome.DRIFT_DETECTED:
                 self.wake()  # drift may have started a rollback
+            return checked is not None
+
+        self._repeat("intent verification", step)
 
     def _send_webhooks(self) -> None:
         assert self.sender is not None
-        while not self._stop.is_set():
-            try:
-                sent = self.sender.send_one()
-            except Exception:
-                log.exception("sending webhooks failed; retrying")
-                sent = False
-            if not sent:
-                self._stop.wait(IDLE_POLL)
+        self._repeat("sending webhooks", self.sender.send_one)
 
     def _dispatch_events(self) -> None:
         """Events to the notify plugins, in a thread of their own: a slow plugin holds up no webhook."""
-        assert self.notify is not None
-        while not self._stop.is_set():
-            try:
-                dispatched = self.engine.dispatch_events(self.notify)
-            except Exception:
-                log.exception("dispatching events failed; retrying")
-                dispatched = 0
-            if not dispatched:
-                self._stop.wait(IDLE_POLL)
+        notify = self.notify
+        assert notify is not None
+        self._repeat("dispatching events", lambda: self.engine.dispatch_events(notify) > 0)
 
     def _maintain(self) -> None:
         while not self._stop.wait(MAINTENANCE_EVERY):

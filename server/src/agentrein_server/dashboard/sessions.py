@@ -16,16 +16,14 @@ from litestar.response import Redirect, Response, Template
 from agentrein_core import rollback
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import Rollback
-from agentrein_core.statuses import ActionStatus, DisplayStatus, Role, RollbackStatus, UndoStatus
+from agentrein_core.rules import ROLLBACK_UNDER_WAY
+from agentrein_core.statuses import DisplayStatus, Role
 from agentrein_core.views import SessionInfo
 from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, require_admin
 from agentrein_server.services import ServicesDep
 
 PAGE_SIZE = 25
-#: Actions a rollback has dealt with or will deal with: the chain the progress view walks down.
-IN_CHAIN = (ActionStatus.SUCCESS, ActionStatus.ROLLED_BACK, ActionStatus.ROLLBACK_FAILED)
-DEALT_WITH = (UndoStatus.DONE, UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED)
 
 
 class SessionPages(Controller):
@@ -140,12 +138,9 @@ def _progress(session: SessionInfo, job: Rollback | None) -> dict[str, Any] | No
     """The latest rollback and the chain it walks (last action first), or None if there was none."""
     if job is None:
         return None
-    steps = sorted((a for a in session.actions if a.status in IN_CHAIN), key=lambda a: a.seq, reverse=True)
-    if not job.whole_session:
-        steps = [a for a in steps if a.undo_requested]
-    finished = sum(1 for a in steps if a.undo_status in DEALT_WITH)
-    running = job.status in (RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL)
-    return {"job": job, "steps": steps, "finished": finished, "running": running}
+    steps = rollback.walked(job, session.actions)
+    finished = sum(1 for a in steps if rollback.is_through(a))
+    return {"job": job, "steps": steps, "finished": finished, "running": job.status in ROLLBACK_UNDER_WAY}
 
 
 def _moment(field: str, text: str) -> datetime | None:
