@@ -11,25 +11,23 @@ through psycopg 3 and is the path for several processes or machines.
 
 from __future__ import annotations
 
-import os
-import sqlite3
+import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
-from importlib.resources import files
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from alembic import command
-from alembic.config import Config
 from attrs import frozen
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns, from_row, to_row
+from agentrein_core.database import alembic_config, create_db_engine, resolve_database_url
 from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.model import (
     Action,
@@ -59,11 +57,6 @@ from agentrein_core.statuses import (
 
 T = TypeVar("T")
 
-DEFAULT_DATABASE_URL = "sqlite:///agentrein.db"
-#: Connections kept per process: a server's request threads and workers share them (a waiting long-poll
-#: holds none).
-POOL = {"pool_size": 10, "max_overflow": 20, "pool_timeout": 30}
-DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
 
 _TABLES: dict[type[Any], tuple[sa.Table, str]] = {
     Organisation: (schema.organisations, "org_id"),
@@ -84,10 +77,27 @@ _UPSERTED: dict[type[Any], tuple[sa.Table, tuple[str, ...]]] = {
     ConnectorConfig: (schema.connector_configs, ("org_id", "connector")),
     OrganisationSettings: (schema.organisation_settings, ("org_id",)),
 }
-#: The PostgreSQL channel on which approval decisions and rollback outcomes are announced, so long-polls on
-#: every replica wake at once.
+#: The PostgreSQL channel on which committed changes are announced (a :class:`Change` each), so that every
+#: replica's long-polls and workers wake at once.
 EVENTS_CHANNEL = "agentrein_events"
 _NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
+
+log = logging.getLogger("agentrein")
+
+
+class Change(StrEnum):
+    """What a committed transaction tells the observers of its store (:meth:`Store.observe`)."""
+
+    #: An approval was decided (or expired): long-polls waiting on it look again.
+    DECISION = "decision"
+    #: A rollback started, resumed, paused or ended: rollback workers and waiters look again.
+    ROLLBACK = "rollback"
+    #: An intent check was queued.
+    CHECK = "check"
+
+
+Observer = Callable[[frozenset[Change]], None]
+_CHANGES = frozenset(c.value for c in Change)
 
 
 def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[Any]:
@@ -155,67 +165,6 @@ def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
     return t.c.status == RollbackStatus.RUNNING, sa.or_(t.c.lease_until.is_(None), t.c.lease_until < now)
 
 
-def resolve_database_url(url: str | None = None) -> str:
-    """The URL to use: the one given, else ``$AGENTREIN_DATABASE_URL``, else ``sqlite:///agentrein.db``.
-    A bare ``postgresql://`` URL is taken to mean psycopg 3."""
-    url = url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
-    if url.startswith(("postgresql://", "postgres://")):
-        url = "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def create_db_engine(url: str) -> Engine:
-    try:
-        parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
-        raise ValidationError("database_url", f"{url!r} is not a database URL") from None
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        engine = sa.create_engine(parsed, connect_args={"timeout": 30}, **POOL)
-        sa.event.listen(engine, "connect", _sqlite_on_connect)
-        sa.event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    if backend == "postgresql":
-        return sa.create_engine(parsed, pool_pre_ping=True, **POOL)
-    raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
-
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin (see _sqlite_on_begin).
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    _switch_to_wal(cursor)
-    cursor.close()
-
-
-def _switch_to_wal(cursor: Any) -> None:
-    """WAL mode is kept in the file; switching to it needs a moment alone with the database. SQLite refuses
-    at once (no busy wait, to avoid a deadlock) while another connection is creating the schema, so retry."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def _sqlite_on_begin(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
-
-
-def alembic_config(url: str) -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return config
-
-
 @frozen
 class SeqTaken:
     """What taking a seq learns: the seq, the session's agent, and its organisation's policy version and plan."""
@@ -236,6 +185,9 @@ class Store:
         self._writer = self.engine.execution_options(write=True)
         self.dialect = self.engine.dialect.name
         self._sqlite_writers = threading.RLock()
+        self._observers: list[Observer] = []
+        #: Whether :meth:`listen` runs, so that other processes' changes reach this one's observers at once.
+        self.listening = False
         if migrate:
             self.upgrade()
 
@@ -252,18 +204,39 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    def listen(self, channel: str, on_notify: Callable[[str], None], stop: threading.Event) -> None:
-        """PostgreSQL only: call ``on_notify(payload)`` for every ``NOTIFY channel`` until ``stop`` is set.
-        Blocks; run it in a thread of its own. Connection errors propagate (the caller reconnects)."""
+    def observe(self, observer: Observer) -> None:
+        """Call ``observer`` with the changes of every transaction committed through this store, and (once
+        :meth:`listen` runs) of those other processes commit on the same PostgreSQL database."""
+        self._observers.append(observer)
+
+    def changed(self, changes: frozenset[Change]) -> None:
+        """Tell the observers; one that fails is logged, and the others are told all the same."""
+        if not changes:
+            return
+        for observer in self._observers:
+            try:
+                observer(changes)
+            except Exception:
+                log.exception("an observer of the store failed on %s", sorted(changes))
+
+    def listen(self, stop: threading.Event) -> None:
+        """PostgreSQL only: pass the changes other processes announce on to this store's observers, until
+        ``stop`` is set. Blocks; run it in a thread of its own. Connection errors propagate (the caller
+        reconnects)."""
         import psycopg
         from psycopg import sql
 
         dsn = sa.engine.make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-            while not stop.is_set():
-                for note in conn.notifies(timeout=0.5):
-                    on_notify(note.payload)
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(EVENTS_CHANNEL)))
+            self.listening = True
+            try:
+                while not stop.is_set():
+                    for note in conn.notifies(timeout=0.5):
+                        if note.payload in _CHANGES:
+                            self.changed(frozenset({Change(note.payload)}))
+            finally:
+                self.listening = False
 
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
@@ -286,13 +259,15 @@ class Store:
         refuses NUL characters, say) is :class:`ValidationError`; either way nothing is written."""
         try:
             with self._connect(write) as conn, conn.begin():
-                yield Tx(conn, self.dialect)
+                tx = Tx(conn, self.dialect)
+                yield tx
         except IntegrityError as exc:
             raise InvalidTransitionError(
                 f"a concurrent change conflicts with this one; try again ({exc.orig})"
             ) from exc
         except DataError as exc:
             raise ValidationError("request", f"a value the database cannot store ({exc.orig})") from exc
+        self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
 
 
 class Tx:
@@ -301,6 +276,8 @@ class Tx:
     def __init__(self, conn: Connection, dialect: str) -> None:
         self.conn = conn
         self.dialect = dialect
+        #: What this transaction announces when it commits (:meth:`announce`).
+        self.changes: set[Change] = set()
 
     # generic ------------------------------------------------------------------------------------------
     def insert(self, record: Any, **extra: Any) -> None:
@@ -343,11 +320,14 @@ class Tx:
     def _all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]:
         return [from_row(row, cls) for row in self.conn.execute(stmt, params)]
 
-    def notify(self, channel: str, payload: str) -> None:
-        """Announce ``payload`` on ``channel`` when this transaction commits (PostgreSQL; a no-op on SQLite,
-        where every reader is in the same process and is woken by the engine itself)."""
+    def announce(self, change: Change) -> None:
+        """Tell the store's observers of ``change`` once this transaction commits (and, on PostgreSQL, other
+        processes listening: NOTIFY is delivered on commit too). Nothing is told if it rolls back."""
+        if change in self.changes:
+            return
+        self.changes.add(change)
         if self.dialect == "postgresql":
-            self.conn.execute(_NOTIFY, {"channel": channel, "payload": payload})
+            self.conn.execute(_NOTIFY, {"channel": EVENTS_CHANNEL, "payload": change.value})
 
     # organisations ------------------------------------------------------------------------------------
     def organisations(self) -> list[Organisation]:

@@ -6,7 +6,9 @@ or a background thread of the embedded SDK) takes due checks, asks the verifier 
 :class:`Verdict` through the engine, which applies the organisation's ``onDrift`` choice. A verifier that is
 down, slow or answers nonsense gives ``UNVERIFIED`` with the reason and is asked again later; the agent never
 waits for any of this. The built-in verifier (:mod:`agentrein_core.verifier`) asks an OpenAI-compatible
-chat-completions endpoint.
+chat-completions endpoint; :mod:`agentrein_core.verifiers` puts the installed ones behind :class:`Verifiers`.
+
+This module holds what a verifier plugin sees and answers (its value types) and imports no runner.
 """
 
 from __future__ import annotations
@@ -16,19 +18,13 @@ import logging
 import os
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from attrs import field, frozen
 
-from agentrein_core.errors import AgentReinError, UnknownConnectorError
+from agentrein_core.errors import AgentReinError
 from agentrein_core.model import JSON, Action, OrganisationSettings
-from agentrein_core.redaction import Redactor
 from agentrein_core.statuses import OperationType, VerificationOutcome
-
-if TYPE_CHECKING:
-    from agentrein_core.engine import Engine
-    from agentrein_core.model import Verification
-    from agentrein_core.plugins import Connectors
 
 log = logging.getLogger("agentrein.verification")
 
@@ -169,51 +165,3 @@ class Verifiers(Protocol):
     def ask(self, check: IntentCheck) -> Verdict | None:
         """The first verifier's verdict; None when none answers; :class:`VerifierError` when none can now."""
         ...
-
-
-class IntentChecks:
-    """Runs due intent checks with the installed verifier plugins (:class:`Verifiers`): the server's workers
-    and the embedded SDK's background thread both use it. ``decrypt`` opens an organisation's stored verifier
-    key (the server's vault; embedded mode stores none)."""
-
-    def __init__(
-        self, engine: Engine, connectors: Connectors, decrypt: Callable[[str | None], str | None] | None = None
-    ) -> None:
-        self.engine = engine
-        self.connectors = connectors
-        self.decrypt = decrypt or (lambda token: token)
-        self.environment = VerifierSettings.from_environment()
-        self._redactors: dict[str, Redactor] = {}
-
-    def run_one(self, org_id: str | None = None) -> Verification | None:
-        """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
-        return self.engine.verify_next(self, org_id)
-
-    def answerable(self, settings: VerifierSettings) -> bool:
-        """Whether any verifier could answer: the built-in one needs a URL; another plugin may not."""
-        from agentrein_core import verifier as built_in  # the plugin module; imported late, it imports this one
-
-        others = [
-            i for i in self.connectors.pm.hook.agentrein_verify_intent.get_hookimpls() if i.plugin is not built_in
-        ]
-        return bool(settings.url) or bool(others)
-
-    def ask(self, check: IntentCheck) -> Verdict | None:
-        verdict: Verdict | None = self.connectors.pm.hook.agentrein_verify_intent(check=check)
-        return verdict
-
-    def settings_of(self, settings: OrganisationSettings) -> VerifierSettings:
-        key = self.decrypt(settings.verifier_api_key)
-        return self.environment.overridden_by(settings.verifier_url, settings.verifier_model, key)
-
-    def redact(self, action: Action, value: Any) -> Any:
-        """Redacted again on the way out, with the action's connector's own sensitive fields where it is
-        installed here: what the recording side missed never reaches a model."""
-        redactor = self._redactors.get(action.connector)
-        if redactor is None:
-            try:
-                extra = self.connectors.get(action.connector).sensitive_fields
-            except UnknownConnectorError:
-                extra = frozenset()
-            redactor = self._redactors[action.connector] = Redactor(extra)
-        return redactor.redact(value)

@@ -1,13 +1,17 @@
 """What readers are shown: a session with its actions and derived display status, an approval with what a
-reviewer needs beside it. The SDK returns these, and the server sends them as camelCase JSON."""
+reviewer needs beside it, the write-ahead record of a call. The SDK returns these, and the server sends them
+as camelCase JSON. Built from records alone (no database here), so an HTTP client can import them cheaply."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from datetime import datetime
 
-from attrs import frozen
+from attrs import evolve, frozen
 
-from agentrein_core.model import Action, Approval, Verification
+from agentrein_core import rules
+from agentrein_core.model import Action, Approval, Session, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -71,3 +75,71 @@ class SessionPage:
 
     sessions: list[SessionInfo]
     next_cursor: str | None
+
+
+@frozen
+class LoggedAction:
+    """The write-ahead record of a call, and its before-execution approval when it must wait for one."""
+
+    action: Action
+    approval: Approval | None
+
+
+def session_info(
+    session: Session,
+    actions: list[Action],
+    approvals: list[Approval],
+    checks: Iterable[Verification] | None = None,
+) -> SessionInfo:
+    """The session as read; ``checks`` (its intent verifications), when given, are shown on each action and
+    on the session."""
+    of_session = None
+    if checks is not None:
+        by_action = {v.action_id: v for v in checks}
+        actions = [evolve(a, verification=by_action[a.action_id]) if a.action_id in by_action else a for a in actions]
+        of_session = by_action.get(None)
+    return SessionInfo(
+        id=session.session_id,
+        agent_id=session.agent_id,
+        intent=session.intent,
+        sandbox=session.sandbox,
+        status=session.status,
+        display_status=rules.display_status(session, actions, approvals),
+        created_at=session.created_at,
+        last_activity_at=session.last_activity_at,
+        completed_at=session.completed_at,
+        actions=actions,
+        approvals=approvals,
+        verification=of_session,
+    )
+
+
+def approval_info(approval: Approval, action: Action, session: Session, now: datetime) -> ApprovalInfo:
+    remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
+    return ApprovalInfo(
+        approval_id=approval.approval_id,
+        action_id=action.action_id,
+        api_name=action.api_name,
+        operation_type=action.operation_type,
+        session_id=session.session_id,
+        agent_id=session.agent_id,
+        purpose=approval.purpose,
+        payload_summary=summarise(action),
+        requested_at=approval.requested_at,
+        timeout_at=approval.timeout_at,
+        time_remaining=max(0.0, remaining),
+        status=approval.status,
+        resolved_at=approval.resolved_at,
+        resolved_by=approval.resolved_by,
+        reason=approval.reason,
+        action_status=action.status,
+        unconfirmed=rules.is_unconfirmed(action, approval, now),
+        session_intent=session.intent,
+    )
+
+
+def summarise(action: Action, limit: int = 240) -> str:
+    """A one-line, human-readable summary of what an action does, for reviewers."""
+    body = json.dumps(action.payload, separators=(", ", ": "), sort_keys=True, default=str)
+    text = f"{action.operation_type} {action.api_name} {body}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -8,7 +8,6 @@ both modes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -90,8 +89,6 @@ class LocalBackend:
         self.engine = engine
         self.org_id = org_id
         self.identity = f"{engine.store.url} organisation {org_id}"
-        #: Called when an intent check was queued (the client starts its background checks).
-        self.on_check_queued: Callable[[], None] = lambda: None
 
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
         session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
@@ -104,9 +101,7 @@ class LocalBackend:
         return self.engine.list_sessions(self.org_id, limit).sessions
 
     def complete_session(self, session_id: str) -> SessionInfo:
-        completed = self.engine.complete_session(self.org_id, session_id)
-        self.on_check_queued()
-        return completed
+        return self.engine.complete_session(self.org_id, session_id)
 
     def log_action(
         self,
@@ -133,9 +128,7 @@ class LocalBackend:
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> Action:
-        done = self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
-        self.on_check_queued()
-        return done
+        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
 
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
         return self.engine.fail_action(self.org_id, action_id, error=error, session_id=session_id)

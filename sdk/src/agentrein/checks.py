@@ -1,7 +1,7 @@
 """Embedded mode's stand-in for the server's verifier worker: intent checks run in a daemon thread, never on
-the agent's path. The thread starts when a check is queued (a confirmed call, a completed session) or the
-client opens, waits for checks that are to be asked again, and ends once none is left, so an idle process
-keeps no thread."""
+the agent's path. The thread starts when a committed transaction queued a check (a confirmed or replayed
+call, a completed session) or the client opens, waits for checks that are to be asked again, and ends once
+none is left, so an idle process keeps no thread."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from agentrein_core.engine import Engine
 from agentrein_core.statuses import VerificationOutcome
-from agentrein_core.verification import IntentChecks
+from agentrein_core.store import Change
+from agentrein_core.verifiers import IntentChecks
 
 log = logging.getLogger("agentrein")
 
@@ -35,6 +36,11 @@ class BackgroundChecks:
         self._thread: threading.Thread | None = None
         self._poked = False
         self._stop = threading.Event()
+        engine.store.observe(self._observe)
+
+    def _observe(self, changes: frozenset[Change]) -> None:
+        if Change.CHECK in changes:
+            self.poke()
 
     def poke(self) -> None:
         """A check may be waiting: make sure the thread runs (it looks again even if it was about to end)."""

@@ -23,7 +23,7 @@ from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.redaction import Redactor
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
 from agentrein_core.store import Store
-from agentrein_core.verification import IntentChecks
+from agentrein_core.verifiers import IntentChecks
 from agentrein_core.views import ApprovalInfo, SessionInfo
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class AgentRein:
             self._backend: Backend = self._remote
         else:
             self._store = Store(database_url)
-            engine = Engine(self._store)
+            engine = Engine(self._store, connectors=self._connectors)
             org = engine.ensure_organisation(organisation)
             local = self._backend = LocalBackend(engine, org.org_id)
         journal = Journal(self._backend.identity, journal_path)
@@ -70,7 +70,6 @@ class AgentRein:
         if self._store is not None:  # embedded: intent checks run in a background thread of this process
             checks = IntentChecks(engine, self._connectors)
             self._checks = BackgroundChecks(checks, engine, local.org_id, self._runtime.resume_rollbacks)
-            local.on_check_queued = self._checks.poke
             self._checks.poke()  # checks a process before this one left unasked
 
     @property

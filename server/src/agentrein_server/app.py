@@ -27,10 +27,10 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import Event, UndoConfig
+from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
-from agentrein_core.verification import IntentChecks
+from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics, problems
 from agentrein_server.api.approvals import ApprovalController
 from agentrein_server.api.connectors import ConnectorController
@@ -67,8 +67,8 @@ def open_services(
 ) -> Services:
     """Open the database (migrating it) and make what the handlers and workers share."""
     store = Store(database_url)
-    engine = Engine(store, rollback_lease=_lease_from_environment())
     connectors = connectors or installed_connectors()
+    engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
     if vault is None:
         if store.dialect == "postgresql" and not os.environ.get(SECRET_KEY_ENV):
             raise ValidationError(
@@ -78,7 +78,6 @@ def open_services(
                 "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
             )
         vault = Vault.from_environment(secret_key_file(store.url))
-    engine.check_undo = _undo_checker(connectors)
     workers = Workers(
         engine,
         ServerUndoExecutor(engine, connectors, vault),
@@ -125,16 +124,6 @@ def _notifier(connectors: Connectors) -> Callable[[Event], None]:
                 log.exception("notify plugin %s failed on event %s", listener.plugin_name, event.event_id)
 
     return notify
-
-
-def _undo_checker(connectors: Connectors) -> Callable[[str, UndoConfig], None]:
-    """Undo configs come from agents: each is checked by its connector (when installed here) on arrival."""
-
-    def check(connector: str, undo: UndoConfig) -> None:
-        if connector in connectors.names():
-            connectors.get(connector).check_undo(undo)
-
-    return check
 
 
 def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # type: ignore[type-arg]

@@ -1,11 +1,10 @@
 """What every request handler works with, made once per server process, and the few steps that pair an
-engine use case with the server's own follow-up (waking workers, encrypting, forgetting a cached key), so
-that the REST API and the dashboard take them the same way."""
+engine use case with the server's own follow-up (encrypting, forgetting a cached key), so that the REST API
+and the dashboard take them the same way."""
 
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
 from typing import TypeAlias
 
 from attrs import define
@@ -14,9 +13,9 @@ from litestar.di import NamedDependency
 
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, OrganisationSettings, Rollback, Webhook
+from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, OrganisationSettings, Webhook
 from agentrein_core.plugins import Connectors
-from agentrein_core.statuses import Role, WebhookFormat
+from agentrein_core.statuses import WebhookFormat
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
@@ -33,33 +32,9 @@ class Services:
     authenticator: Authenticator
 
     def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
-        """Approve or reject; the workers are woken, since a decision may start or resume a rollback."""
+        """Approve or reject (a decision may start or resume a rollback: its commit wakes the workers)."""
         decide = self.engine.approve if approve else self.engine.reject
-        decided = decide(org_id, approval_id, reviewer, reason)
-        self.workers.wake()
-        return decided
-
-    def request_rollback(
-        self,
-        org_id: str,
-        session_id: str,
-        *,
-        caller_role: Role,
-        requested_by: str,
-        trigger: str = "requested",
-        approval_timeout: timedelta | None = None,
-    ) -> Rollback:
-        """Start a session's rollback (or get the one under way) and wake the workers that run it."""
-        job = self.engine.request_rollback(
-            org_id,
-            session_id,
-            caller_role=caller_role,
-            requested_by=requested_by,
-            trigger=trigger,
-            approval_timeout=approval_timeout,
-        )
-        self.workers.wake()
-        return job
+        return decide(org_id, approval_id, reviewer, reason)
 
     def configure_connector(
         self, org_id: str, name: str, *, enabled: bool, config: JSON, credentials: JSON | None

@@ -19,9 +19,9 @@ from datetime import timedelta
 from agentrein_core.engine import Engine
 from agentrein_core.model import Event
 from agentrein_core.rollback import UndoExecutor
-from agentrein_core.statuses import RollbackStatus, VerificationOutcome
-from agentrein_core.store import EVENTS_CHANNEL
-from agentrein_core.verification import IntentChecks
+from agentrein_core.statuses import RollbackStatus
+from agentrein_core.store import Change
+from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics
 from agentrein_server.webhooks import WebhookSender
 
@@ -32,8 +32,6 @@ ROLLBACK_APPROVAL_TIMEOUT = timedelta(hours=24)
 #: Idle rollback workers look for jobs this often (a request that starts one wakes them at once).
 IDLE_POLL = 0.5
 MAINTENANCE_EVERY = 1.0
-#: Long-polls look again by themselves this often once NOTIFY wakes them (a safety net for a lost connection).
-LISTENING_RECHECK = 5.0
 
 
 class Workers:
@@ -56,10 +54,13 @@ class Workers:
         self._stop = threading.Event()
         self._work = threading.Event()
         self._threads: list[threading.Thread] = []
+        engine.store.observe(self._observe)
 
-    def wake(self) -> None:
-        """A rollback may have been started or resumed: look now rather than at the next poll."""
-        self._work.set()
+    def _observe(self, changes: frozenset[Change]) -> None:
+        """A committed rollback change or decision (here or, through the listener, on another replica) may
+        have started or resumed a rollback: the rollback workers look now rather than at their next poll."""
+        if Change.ROLLBACK in changes or Change.DECISION in changes:
+            self._work.set()
 
     def start(self) -> None:
         loops: list[tuple[str, Callable[[], None]]] = [("maintenance", self._maintain)]
@@ -72,7 +73,6 @@ class Workers:
             loops.append(("notify", self._dispatch_events))
         if self.engine.store.dialect == "postgresql":
             loops.append(("listener", self._listen))
-            self.engine.recheck_every = LISTENING_RECHECK
         for name, loop in loops:
             thread = threading.Thread(target=loop, name=f"agentrein-{name}", daemon=True)
             thread.start()
@@ -115,13 +115,7 @@ class Workers:
         checks = self.checks
         assert checks is not None
 
-        def step() -> bool:
-            checked = checks.run_one()
-            if checked is not None and checked.outcome is VerificationOutcome.DRIFT_DETECTED:
-                self.wake()  # drift may have started a rollback
-            return checked is not None
-
-        self._repeat("intent verification", step)
+        self._repeat("intent verification", lambda: checks.run_one() is not None)
 
     def _send_webhooks(self) -> None:
         assert self.sender is not None
@@ -136,21 +130,16 @@ class Workers:
     def _maintain(self) -> None:
         while not self._stop.wait(MAINTENANCE_EVERY):
             try:
-                report = self.engine.maintain()
-                if report.expired_approvals:
-                    self.wake()  # an expiry may have started or ended a rollback
+                self.engine.maintain()
                 metrics.refresh(self.engine)
             except Exception:
                 log.exception("maintenance failed; retrying")
 
     def _listen(self) -> None:
-        def on_notify(_payload: str) -> None:
-            self.engine.wake_waiters()
-            self.wake()
-
+        """Other replicas' changes reach this one's observers (its long-polls, its rollback workers)."""
         while not self._stop.is_set():
             try:
-                self.engine.store.listen(EVENTS_CHANNEL, on_notify, self._stop)
+                self.engine.store.listen(self._stop)
             except Exception:
                 log.exception("listening for PostgreSQL notifications failed; reconnecting")
                 self._stop.wait(1.0)

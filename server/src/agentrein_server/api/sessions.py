@@ -84,9 +84,6 @@ class SessionController(Controller):
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status=ActionStatus.FAILED).inc()
             raise
-        except Exception:
-            services.workers.wake()  # a plan without approval gates rolls the session back
-            raise
         metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
         return {"action": to_wire(logged.action), "approval": to_wire(logged.approval)}
 
@@ -113,7 +110,6 @@ class SessionController(Controller):
             if data.response is not None or data.undo is not None:
                 raise ValidationError("status", "a FAILED outcome has an error, not a response or undo")
             action = engine.fail_action(caller.org_id, action_id, error=data.error or "failed", session_id=session_id)
-            services.workers.wake()
         return to_wire(action)  # type: ignore[no-any-return]
 
     @post("/{session_id:str}/journal", sync_to_thread=True)
@@ -135,7 +131,6 @@ class SessionController(Controller):
             undo=_undo(data.undo),
             error=data.error,
         )
-        services.workers.wake()  # a failed call rolls the session back
         return to_wire(action)  # type: ignore[no-any-return]
 
     @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True)
@@ -149,7 +144,7 @@ class SessionController(Controller):
         """Start the session's rollback (or return the one under way); the server's workers run it.
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
         request = data or bodies.RollbackRequest()
-        job = services.request_rollback(
+        job = services.engine.request_rollback(
             caller.org_id,
             session_id,
             caller_role=caller.role,

@@ -92,7 +92,7 @@ class SessionPages(Controller):
         require_admin(viewer)
         here = f"/dashboard/sessions/{session_id}"
         try:
-            services.request_rollback(
+            services.engine.request_rollback(
                 viewer.org_id, session_id, caller_role=Role.OPERATOR, requested_by=viewer.email, trigger="dashboard"
             )
         except AgentReinError as err:

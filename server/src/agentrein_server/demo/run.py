@@ -33,8 +33,8 @@ from agentrein import (
     InvalidTransitionError,
     SessionInfo,
 )
+from agentrein_core.database import resolve_database_url
 from agentrein_core.model import UndoConfig
-from agentrein_core.store import resolve_database_url
 from agentrein_server.demo.fake_github import FakeGitHub, Recorded
 from agentrein_server.demo.fake_stripe import FakeStripe, StripeCall
 

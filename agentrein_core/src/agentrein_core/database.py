@@ -1,0 +1,84 @@
+"""Connecting to a database: which URL, which driver, and the SQLite settings AgentRein relies on (WAL, a
+busy timeout, foreign keys, writers that take the lock up front); and the Alembic configuration that
+migrates it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from importlib.resources import files
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.config import Config
+from sqlalchemy.engine import Connection, Engine
+
+from agentrein_core.errors import ValidationError
+
+DEFAULT_DATABASE_URL = "sqlite:///agentrein.db"
+DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
+#: Connections kept per process: a server's request threads and workers share them (a waiting long-poll
+#: holds none).
+POOL = {"pool_size": 10, "max_overflow": 20, "pool_timeout": 30}
+
+
+def resolve_database_url(url: str | None = None) -> str:
+    """The URL to use: the one given, else ``$AGENTREIN_DATABASE_URL``, else ``sqlite:///agentrein.db``.
+    A bare ``postgresql://`` URL is taken to mean psycopg 3."""
+    url = url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def create_db_engine(url: str) -> Engine:
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise ValidationError("database_url", f"{url!r} is not a database URL") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        engine = sa.create_engine(parsed, connect_args={"timeout": 30}, **POOL)
+        sa.event.listen(engine, "connect", _sqlite_on_connect)
+        sa.event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    if backend == "postgresql":
+        return sa.create_engine(parsed, pool_pre_ping=True, **POOL)
+    raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin (see _sqlite_on_begin).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    _switch_to_wal(cursor)
+    cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """WAL mode is kept in the file; switching to it needs a moment alone with the database. SQLite refuses
+    at once (no busy wait, to avoid a deadlock) while another connection is creating the schema, so retry."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config

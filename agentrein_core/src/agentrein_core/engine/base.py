@@ -1,0 +1,61 @@
+"""What every area of use cases works with, and how a waiting caller of this process is woken.
+
+:class:`UseCases` declares the collaborators :class:`~agentrein_core.engine.Engine` gives every area (the
+store, the clock, the installed connectors…). Areas never call each other's methods: what one use case
+causes in another area (a rollback, an approval, an event) is a function of
+:mod:`~agentrein_core.engine.consequences`, run in the same transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from agentrein_core.store import Change, Store
+
+if TYPE_CHECKING:
+    from agentrein_core.clock import Clock
+    from agentrein_core.engine.policies import PolicySets
+    from agentrein_core.plugins import Connectors
+
+#: How often a waiting long-poll looks again by itself, for changes made where no notification reaches this
+#: process (another process on the same SQLite file)...
+RECHECK_EVERY = 1.0
+#: ...and while this process listens to PostgreSQL's NOTIFY, which wakes it at once (a safety net only).
+LISTENING_RECHECK = 5.0
+
+
+class Waiters:
+    """Callers of this process waiting for an approval to be decided or a rollback to move. Every committed
+    decision or rollback change wakes them (:meth:`observe`); each then looks again."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._changed = threading.Condition()
+
+    def observe(self, changes: frozenset[Change]) -> None:
+        if Change.DECISION in changes or Change.ROLLBACK in changes:
+            with self._changed:
+                self._changed.notify_all()
+
+    def wait(self, remaining: float) -> None:
+        """Sleep until woken, at most ``remaining`` seconds (and no longer than a look-again interval)."""
+        recheck = LISTENING_RECHECK if self._store.listening else RECHECK_EVERY
+        with self._changed:
+            self._changed.wait(min(remaining, recheck))
+
+
+class UseCases:
+    """Base of the use-case areas: the collaborators they share, set once by the engine."""
+
+    store: Store
+    clock: Clock
+    #: The installed connectors: they check the undo configs agents send before they are stored.
+    connectors: Connectors | None
+    #: How long a worker holds a rollback job between steps; a crashed worker's job waits this long.
+    rollback_lease: timedelta
+    #: Pauses between attempts of a webhook delivery.
+    delivery_retry_after: tuple[timedelta, ...]
+    waiters: Waiters
+    policy_sets: PolicySets

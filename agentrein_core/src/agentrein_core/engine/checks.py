@@ -1,0 +1,183 @@
+"""Use cases of intent verification: taking a due check, asking the verifiers (outside any transaction)
+whether what was done matches the session's declared intent, and recording the verdict with what drift leads
+to (product reference §6)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from attrs import evolve
+
+import agentrein_core.engine.validation as validation
+from agentrein_core import rules, verification
+from agentrein_core.engine.base import UseCases
+from agentrein_core.engine.consequences import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    emit,
+    may_start_rollback,
+    new_approval,
+    open_approval,
+    start_rollback,
+)
+from agentrein_core.engine.records import action_of, session_of
+from agentrein_core.model import OrganisationSettings, Verification
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    DriftResponse,
+    EventType,
+    Plan,
+    VerificationOutcome,
+)
+from agentrein_core.store import Tx
+
+log = logging.getLogger("agentrein")
+
+
+class IntentChecking(UseCases):
+    def verify_next(self, verifiers: verification.Verifiers, org_id: str | None = None) -> Verification | None:
+        """Take one due intent check (of ``org_id`` only, when given), ask ``verifiers`` outside any
+        transaction, and record the outcome; ``None`` when nothing is due. When no verifier could answer with
+        an organisation's settings, all its due checks are recorded "no verifier configured" at once (one
+        write, not one per action).
+
+        Whatever goes wrong after the check was taken is recorded as ``UNVERIFIED`` and the check is asked
+        again later, so no check is left taken and never answered. Drift has the consequence the organisation
+        chose (``onDrift``): none, an after-execution review of the action, or a rollback of the session; and
+        a ``drift.detected`` event."""
+        now = self.clock()
+        with self.store.transaction(write=False) as tx:  # most looks find nothing: no write lock for them
+            if not tx.has_due_verification(now, org_id):
+                return None
+        with self.store.transaction() as tx:
+            claimed = tx.claim_due_verification(now, now + verification.CHECK_LEASE, org_id)
+            if claimed is None:
+                return None
+            session = session_of(tx, claimed.org_id, claimed.session_id)
+            if claimed.action_id is None:
+                shown = [
+                    a
+                    for a in tx.actions_of(claimed.session_id)
+                    if a.status in rules.UNDOABLE or a.status is ActionStatus.ROLLED_BACK
+                ][-verification.MAX_ACTIONS_SHOWN :]
+            else:
+                shown = [action_of(tx, claimed.org_id, claimed.action_id)]
+            settings = tx.settings(claimed.org_id) or OrganisationSettings(claimed.org_id)
+        verifier_settings = verifiers.settings_of(settings)
+        if not verifiers.answerable(verifier_settings):
+            with self.store.transaction() as tx:
+                # due by the end of the lease: the check taken just now among them
+                tx.settle_due_verifications(
+                    claimed.org_id, now, now + verification.CHECK_LEASE, verification.NO_VERIFIER
+                )
+                return tx.verification(claimed.org_id, claimed.verification_id)
+        if not session.intent.strip():
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, verification.NO_INTENT, "", retry=False)
+        if not shown:
+            return self._record_check(
+                claimed,
+                VerificationOutcome.VERIFIED,
+                "the session did nothing that could go against it",
+                "",
+                retry=False,
+            )
+        try:
+            check = verification.IntentCheck(
+                org_id=claimed.org_id,
+                session_id=session.session_id,
+                agent_id=session.agent_id,
+                intent=session.intent,
+                subject="action" if claimed.action_id else "session",
+                actions=[verification.CheckedAction.of(a, verifiers.redact) for a in shown],
+                settings=verifier_settings,
+            )
+            verdict = verifiers.ask(check)
+        except verification.VerifierError as exc:
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, str(exc), "", retry=True)
+        except Exception as exc:  # a verifier's failure is never the agent's: note it (its kind only), retry
+            log.exception("intent check %s failed", claimed.verification_id)
+            reason = f"the verifier failed ({type(exc).__name__}); see the server's log"
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, reason, "", retry=True)
+        if verdict is None:
+            return self._record_check(
+                claimed, VerificationOutcome.UNVERIFIED, verification.NO_VERIFIER, "", retry=False
+            )
+        return self._record_check(claimed, verdict.outcome, verdict.rationale, verdict.verifier, retry=False)
+
+    def _record_check(
+        self, claimed: Verification, outcome: VerificationOutcome, rationale: str, verifier: str, *, retry: bool
+    ) -> Verification:
+        now = self.clock()
+        rationale, verifier = (
+            verification.printable(rationale, validation.MAX_TEXT),
+            verification.printable(verifier, 200),
+        )
+        attempts = claimed.attempts + 1
+        again = retry and attempts <= len(verification.RETRY_AFTER)
+        due = now + verification.RETRY_AFTER[attempts - 1] if again else None
+        checked = evolve(
+            claimed,
+            outcome=outcome,
+            rationale=rationale,
+            verifier=verifier,
+            attempts=attempts,
+            due_at=due,
+            checked_at=now,
+        )
+        with self.store.transaction() as tx:
+            if not tx.replace(checked, due_at=claimed.due_at):
+                return claimed  # held too long: another worker took the check over and records it
+            if outcome is VerificationOutcome.DRIFT_DETECTED:
+                try:
+                    with tx.savepoint():  # the outcome is kept even if its consequence cannot be carried out
+                        after_drift(tx, now, checked)
+                except Exception:  # any failure at all: the recorded outcome must stand
+                    log.exception("the consequence of drift in session %s failed", checked.session_id)
+        return checked
+
+
+def after_drift(tx: Tx, now: datetime, check: Verification) -> None:
+    """What drift leads to, as the organisation chose (``onDrift``), and the ``drift.detected`` event."""
+    org = tx.org(check.org_id)
+    settings = tx.settings(check.org_id) or OrganisationSettings(check.org_id)
+    session = session_of(tx, check.org_id, check.session_id)
+    action = action_of(tx, check.org_id, check.action_id) if check.action_id else None
+    consequence = "recorded only"
+    if settings.on_drift is DriftResponse.REVIEW:
+        if action is None:
+            consequence = "recorded only: a review is opened for an action, and this check was of the session"
+        elif org is not None and org.plan is Plan.FREE:
+            consequence = "recorded only: the free plan has no approvals"
+        elif action.status is not ActionStatus.SUCCESS:
+            consequence = f"recorded only: the action is {action.status} already"
+        elif any(p.status is ApprovalStatus.PENDING for p in tx.approvals_of_action(action.action_id)):
+            consequence = "recorded only: the action already waits for a review"
+        else:
+            review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+            open_approval(tx, now, review)
+            consequence = "review opened"
+    elif settings.on_drift is DriftResponse.ROLLBACK:
+        if may_start_rollback(tx, session):
+            start_rollback(tx, now, session, "intent verifier", f"intent drift: {check.rationale}"[:200])
+            consequence = "rollback started"
+        else:
+            consequence = "recorded only: nothing to roll back, or a rollback is under way"
+    emit(
+        tx,
+        now,
+        check.org_id,
+        EventType.DRIFT_DETECTED,
+        {
+            "sessionId": session.session_id,
+            "actionId": check.action_id,
+            "agentId": session.agent_id,
+            "intent": session.intent,
+            "apiName": action.api_name if action else None,
+            "rationale": check.rationale,
+            "verifier": check.verifier,
+            "onDrift": settings.on_drift.value,
+            "consequence": consequence,
+        },
+    )

@@ -1,0 +1,185 @@
+"""What one use case causes in another area, as functions over ``(tx, now)`` run in the caller's
+transaction: a failure rolls the session back, an approval opens (and is announced), reviews of an undone
+action close, an event is recorded with its webhook deliveries, an intent check is queued.
+
+These are the engine's only ties between areas; each is one place, so a rule like "a failure rolls the
+session back" is written once, whichever use case the failure came through.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from attrs import evolve
+
+import agentrein_core.engine.validation as validation
+from agentrein_core import rules
+from agentrein_core.converter import to_wire
+from agentrein_core.engine.records import read_approval, replace, set_action, set_session_status
+from agentrein_core.ids import new_id
+from agentrein_core.model import JSON, Action, Approval, Delivery, Event, Rollback, Session, Verification
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    DeliveryStatus,
+    EventType,
+    RollbackStatus,
+    SessionStatus,
+)
+from agentrein_core.store import Change, Tx
+
+#: Who decides approvals that expire or are closed by a rollback, and requests the rollbacks failures start.
+SYSTEM = "agentrein"
+#: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
+DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
+
+
+# approvals ----------------------------------------------------------------------------------------------
+def new_approval(
+    action: Action,
+    purpose: ApprovalPurpose,
+    now: datetime,
+    timeout: timedelta,
+    rollback_id: str | None = None,
+) -> Approval:
+    validation.approval_timeout(timeout)
+    return Approval(
+        approval_id=new_id("apr"),
+        org_id=action.org_id,
+        session_id=action.session_id,
+        action_id=action.action_id,
+        purpose=purpose,
+        status=ApprovalStatus.PENDING,
+        requested_at=now,
+        timeout_at=now + timeout,
+        rollback_id=rollback_id,
+    )
+
+
+def open_approval(tx: Tx, now: datetime, approval: Approval) -> None:
+    tx.insert(approval)
+    emit(tx, now, approval.org_id, EventType.APPROVAL_REQUESTED, to_wire(read_approval(tx, approval, now)))
+
+
+def close_reviews(tx: Tx, now: datetime, action: Action, reason: str) -> None:
+    """An action that is rolled back needs no review any more: close what still asks about it."""
+    for approval in tx.approvals_of_action(action.action_id):
+        if approval.status is ApprovalStatus.PENDING:
+            closed = evolve(
+                approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason
+            )
+            replace(tx, closed, status=ApprovalStatus.PENDING)
+            emit(tx, now, closed.org_id, EventType.APPROVAL_DECIDED, to_wire(read_approval(tx, closed, now)))
+
+
+# events -------------------------------------------------------------------------------------------------
+def emit(tx: Tx, now: datetime, org_id: str, type_: EventType, data: JSON) -> None:
+    """Record an event with the change it reports, and a delivery for each webhook that wants it."""
+    event = Event(new_id("evt"), org_id, type_, data, now)
+    tx.insert(event)
+    for hook in tx.webhooks_of(org_id):
+        if type_.value in hook.events or "*" in hook.events:
+            delivery = Delivery(
+                new_id("dlv"), org_id, hook.webhook_id, event.event_id, type_, DeliveryStatus.PENDING, now, due_at=now
+            )
+            tx.insert(delivery)
+
+
+def rollback_ended(tx: Tx, now: datetime, job: Rollback) -> None:
+    ended = EventType.ROLLBACK_COMPLETED if job.status is RollbackStatus.SUCCEEDED else EventType.ROLLBACK_FAILED
+    shown = {k: v for k, v in to_wire(job).items() if k not in ("leaseToken", "leaseUntil")}
+    emit(tx, now, job.org_id, ended, shown)
+    tx.announce(Change.ROLLBACK)
+
+
+# intent checks ------------------------------------------------------------------------------------------
+def queue_check(tx: Tx, now: datetime, org_id: str, session_id: str, action_id: str | None) -> None:
+    """Queue a check of an action (or, ``action_id`` None, of a whole session) against the intent, due now."""
+    tx.insert(Verification(new_id("ver"), org_id, session_id, action_id, created_at=now, due_at=now))
+    tx.announce(Change.CHECK)
+
+
+# rollbacks ----------------------------------------------------------------------------------------------
+def finished(status: RollbackStatus, now: datetime) -> dict[str, object]:
+    """The columns of a rollback job that has ended with ``status``."""
+    return {"status": status, "finished_at": now, "lease_token": None, "lease_until": None}
+
+
+def rollback_under_way(tx: Tx, session_id: str) -> Rollback | None:
+    """The session's unfinished rollback, as a whole-session one: a one-action rollback under way (an
+    after-execution rejection) is widened to the whole session, so a session rollback asked for now is not
+    lost when that one action is undone."""
+    running = tx.active_rollback(session_id)
+    if running is not None and not running.whole_session:
+        running = tx.update_rollback(running.rollback_id, {"whole_session": True}, status=running.status)
+    return running
+
+
+def may_start_rollback(tx: Tx, session: Session) -> bool:
+    """No rollback under way, and something to undo."""
+    under_way = rollback_under_way(tx, session.session_id)
+    return under_way is None and any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id))
+
+
+def start_rollback(
+    tx: Tx,
+    now: datetime,
+    session: Session,
+    requested_by: str,
+    trigger: str,
+    *,
+    whole_session: bool = True,
+    approval_timeout: timedelta | None = None,
+) -> Rollback:
+    """Start a rollback job (a worker runs it); a sandbox session's is done at once, in this transaction."""
+    job = Rollback(
+        rollback_id=new_id("rbk"),
+        org_id=session.org_id,
+        session_id=session.session_id,
+        status=RollbackStatus.RUNNING,
+        trigger=validation.text("trigger", trigger, 200),
+        requested_by=requested_by,
+        created_at=now,
+        whole_session=whole_session,
+        approval_timeout_ms=round(approval_timeout.total_seconds() * 1000) if approval_timeout else None,
+    )
+    if session.sandbox:
+        return _sandbox_rollback(tx, now, session, job)
+    tx.announce(Change.ROLLBACK)
+    return tx.insert_rollback(job)
+
+
+def _sandbox_rollback(tx: Tx, now: datetime, session: Session, job: Rollback) -> Rollback:
+    """Sandbox sessions ran nothing real: flip every SUCCESS and PENDING_APPROVAL action (or those a
+    reviewer asked to undo) to ROLLED_BACK in this one transaction; no inverse runs."""
+    flipped = (ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL)
+    for action in tx.actions_of(session.session_id):
+        if action.status in flipped and (job.whole_session or action.undo_requested):
+            rolled_back = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
+            close_reviews(tx, now, rolled_back, "sandbox session rolled back")
+    if job.whole_session:
+        actions = tx.actions_of(session.session_id)
+        set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
+    done = evolve(job, status=RollbackStatus.SUCCEEDED, finished_at=now)
+    tx.insert(done)
+    rollback_ended(tx, now, done)
+    return done
+
+
+def after_failure(tx: Tx, now: datetime, session: Session, trigger: str, requested_by: str) -> None:
+    """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
+    if rollback_under_way(tx, session.session_id) is not None:
+        return
+    if any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id)):
+        start_rollback(tx, now, session, requested_by, trigger)
+    elif SessionStatus.FAILED in rules.SESSION_TRANSITIONS[session.status]:
+        set_session_status(tx, session, SessionStatus.FAILED)
+
+
+def after_agent_failure(tx: Tx, now: datetime, session: Session, trigger: str) -> None:
+    """A call the agent reports failed rolls its session back while the session is ``ACTIVE``. A report
+    that arrives after the session ended is recorded only: the agent's right to roll back ends with the
+    session (status reference §3); an operator decides."""
+    if session.status is SessionStatus.ACTIVE:
+        after_failure(tx, now, session, trigger, SYSTEM)

@@ -1,0 +1,53 @@
+"""The engine: AgentRein's use cases over one :class:`~agentrein_core.store.Store`, the one object the
+embedded SDK, the server and its workers call. It is a thin façade: each area's use cases live in a module
+of their own (:mod:`.accounts`, :mod:`.recording`, :mod:`.reviews`, :mod:`.policies`, :mod:`.rollbacks`,
+:mod:`.outbox`, :mod:`.checks`, :mod:`.maintenance`), and this class gathers them and their collaborators.
+
+Each use case is one transaction: it reads the records it needs, asks :mod:`agentrein_core.rules`,
+:mod:`agentrein_core.policies` and :mod:`agentrein_core.rollback` what may happen, and writes the outcome
+guarded by the statuses it read. Losing a race raises :class:`InvalidTransitionError`; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agentrein_core import notifications
+from agentrein_core.clock import Clock, utcnow
+from agentrein_core.engine.accounts import Accounts
+from agentrein_core.engine.base import Waiters
+from agentrein_core.engine.checks import IntentChecking
+from agentrein_core.engine.maintenance import Maintenance
+from agentrein_core.engine.outbox import Outbox
+from agentrein_core.engine.policies import PolicyRules, PolicySets
+from agentrein_core.engine.recording import Recording
+from agentrein_core.engine.reviews import Reviews
+from agentrein_core.engine.rollbacks import ROLLBACK_LEASE, Rollbacks
+from agentrein_core.plugins import Connectors
+from agentrein_core.store import Store
+
+
+class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, IntentChecking, Maintenance):
+    """AgentRein's use cases over one :class:`Store`. Thread-safe; share one per process.
+
+    ``connectors`` (the installed ones) check the undo configs agents send before they are stored;
+    ``rollback_lease`` is how long a worker holds a rollback job between steps (a crashed worker's job waits
+    this long); ``delivery_retry_after`` are the pauses between attempts of a webhook delivery."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock = utcnow,
+        *,
+        connectors: Connectors | None = None,
+        rollback_lease: timedelta = ROLLBACK_LEASE,
+        delivery_retry_after: tuple[timedelta, ...] = notifications.RETRY_AFTER,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.connectors = connectors
+        self.rollback_lease = rollback_lease
+        self.delivery_retry_after = delivery_retry_after
+        self.policy_sets = PolicySets()
+        self.waiters = Waiters(store)
+        store.observe(self.waiters.observe)

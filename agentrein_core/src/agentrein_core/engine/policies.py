@@ -1,0 +1,121 @@
+"""Use cases of the organisation's policies: the rules that allow, hold for review, or block an agent's
+calls (matched and ranked by :mod:`agentrein_core.policies`)."""
+
+from __future__ import annotations
+
+import threading
+
+from attrs import evolve
+
+import agentrein_core.engine.validation as validation
+from agentrein_core.engine.base import UseCases
+from agentrein_core.errors import NotFoundError, ValidationError
+from agentrein_core.ids import new_id
+from agentrein_core.model import Action, Policy
+from agentrein_core.policies import Subject, matches, parse_effect, validate_glob
+from agentrein_core.statuses import PolicyEffect
+from agentrein_core.store import Tx
+
+
+class PolicySets:
+    """Each organisation's enabled policies, read again only when their version has moved (any process that
+    changes a policy bumps it in the same transaction), so recording a call reads no policy rows."""
+
+    def __init__(self) -> None:
+        self._by_org: dict[str, tuple[int, list[Policy]]] = {}
+        self._lock = threading.Lock()
+
+    def enabled(self, tx: Tx, org_id: str, version: int) -> list[Policy]:
+        with self._lock:
+            cached = self._by_org.get(org_id)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        enabled = tx.enabled_policies(org_id)
+        with self._lock:
+            self._by_org[org_id] = (version, enabled)
+        return enabled
+
+
+class PolicyRules(UseCases):
+    def add_policy(
+        self,
+        org_id: str,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None = None,
+        api_name: str | None = None,
+        agent_id: str | None = None,
+        operation_type: str | None = None,
+        enabled: bool = True,
+    ) -> Policy:
+        policy = Policy(
+            policy_id=new_id("pol"),
+            org_id=org_id,
+            name=validation.text("name", name, 200),
+            effect=parse_effect(effect),
+            enabled=validation.boolean("enabled", enabled),
+            created_at=self.clock(),
+            connector=validate_glob("connector", connector),
+            api_name=validate_glob("api_name", api_name),
+            agent_id=validate_glob("agent_id", agent_id),
+            operation_type=validate_glob("operation_type", operation_type),
+        )
+        with self.store.transaction() as tx:
+            if any(p.name == policy.name for p in tx.policies_of(org_id)):
+                raise ValidationError("name", f"a policy named {policy.name!r} already exists")
+            tx.insert(policy)
+            tx.bump_policy_version(org_id)
+        return policy
+
+    def list_policies(self, org_id: str) -> list[Policy]:
+        with self.store.transaction(write=False) as tx:
+            return tx.policies_of(org_id)
+
+    def set_policy_enabled(self, org_id: str, policy_id: str, enabled: bool) -> Policy:
+        with self.store.transaction() as tx:
+            policy = tx.policy(org_id, policy_id)
+            if policy is None:
+                raise NotFoundError("policy", policy_id)
+            changed = evolve(policy, enabled=validation.boolean("enabled", enabled))
+            tx.replace(changed)
+            tx.bump_policy_version(org_id)
+            return changed
+
+    def delete_policy(self, org_id: str, policy_id: str) -> None:
+        with self.store.transaction() as tx:
+            if not tx.delete_policy(org_id, policy_id):
+                raise NotFoundError("policy", policy_id)
+            tx.bump_policy_version(org_id)
+
+    def preview_policy(
+        self,
+        org_id: str,
+        *,
+        connector: str | None = None,
+        api_name: str | None = None,
+        agent_id: str | None = None,
+        operation_type: str | None = None,
+        recent: int = 200,
+    ) -> list[Action]:
+        """Which of the organisation's latest ``recent`` actions a policy with these globs would have
+        matched, newest first: a rule can be tried before it is saved."""
+        rule = Policy(
+            policy_id="preview",
+            org_id=org_id,
+            name="preview",
+            effect=PolicyEffect.BLOCK,
+            enabled=True,
+            created_at=self.clock(),
+            connector=validate_glob("connector", connector),
+            api_name=validate_glob("api_name", api_name),
+            agent_id=validate_glob("agent_id", agent_id),
+            operation_type=validate_glob("operation_type", operation_type),
+        )
+        with self.store.transaction(write=False) as tx:
+            found = tx.recent_actions(org_id, recent)
+        return [
+            action
+            for action, agent in found
+            if matches(rule, Subject(action.connector, action.api_name, agent, action.operation_type))
+        ]

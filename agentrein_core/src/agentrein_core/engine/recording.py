@@ -1,0 +1,370 @@
+"""Use cases of recording what agents do: sessions, and each call's write-ahead record, its outcome, and
+the calls that ran while AgentRein could not be reached (replayed from the SDK's journal)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timedelta
+
+from attrs import evolve
+
+import agentrein_core.engine.validation as validation
+from agentrein_core import rules
+from agentrein_core.engine.base import UseCases
+from agentrein_core.engine.consequences import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    SYSTEM,
+    after_agent_failure,
+    after_failure,
+    new_approval,
+    open_approval,
+    queue_check,
+)
+from agentrein_core.engine.records import action_of, read_session, replace, session_of, set_session_status, undo_row
+from agentrein_core.errors import (
+    ApprovalRejectedError,
+    InvalidTransitionError,
+    NotFoundError,
+    PolicyBlockedError,
+    ValidationError,
+)
+from agentrein_core.ids import new_id
+from agentrein_core.model import JSON, Action, Session, UndoConfig
+from agentrein_core.policies import Subject, decide
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    DisplayStatus,
+    OperationType,
+    Plan,
+    PolicyEffect,
+    SessionStatus,
+)
+from agentrein_core.views import LoggedAction, SessionInfo, SessionPage
+
+NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
+#: A listing filtered by display status (derived, so filtered after reading) reads at most this many
+#: sessions per page, then answers with what it found and a cursor to go on from.
+MAX_SCANNED = 2_000
+
+
+class Recording(UseCases):
+    # sessions -----------------------------------------------------------------------------------------
+    def new_session(self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False) -> Session:
+        now = self.clock()
+        session = Session(
+            session_id=new_id("ses"),
+            org_id=org_id,
+            agent_id=validation.text("agent_id", agent_id, 200),
+            intent=validation.text("intent", intent, validation.MAX_TEXT, allow_empty=True),
+            sandbox=validation.boolean("sandbox", sandbox),
+            status=SessionStatus.ACTIVE,
+            created_at=now,
+            last_activity_at=now,
+        )
+        with self.store.transaction() as tx:
+            if tx.org(org_id) is None:
+                raise NotFoundError("organisation", org_id)
+            tx.insert(session, last_seq=0)
+        return session
+
+    def get_session(self, org_id: str, session_id: str) -> SessionInfo:
+        """The session with its actions, approvals and intent verifications."""
+        with self.store.transaction(write=False) as tx:
+            return read_session(tx, session_of(tx, org_id, session_id), verified=True)
+
+    def list_sessions(
+        self,
+        org_id: str,
+        limit: int = 100,
+        *,
+        status: SessionStatus | str | None = None,
+        display_status: DisplayStatus | str | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """One page of the organisation's sessions, newest first (at most ``limit``, 1 to 1000), filtered.
+        Pass the page's ``next_cursor`` back as ``cursor`` for the next page (keyset pagination: pages do
+        not shift when sessions are added meanwhile)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        stored = validation.enum("status", SessionStatus, status) if status is not None else None
+        shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
+        position = _decode_cursor(cursor) if cursor else None
+        found: list[SessionInfo] = []
+        scanned = 0
+        with self.store.transaction(write=False) as tx:
+            while True:
+                batch = tx.list_sessions(
+                    org_id,
+                    limit,
+                    status=stored,
+                    agent_id=agent_id,
+                    created_after=created_after,
+                    created_before=created_before,
+                    after=position,
+                )
+                for session in batch:
+                    position = (session.created_at, session.session_id)
+                    scanned += 1
+                    view = read_session(tx, session)
+                    # The display status is derived, so it is filtered here rather than in SQL.
+                    if shown is None or view.display_status is shown:
+                        found.append(view)
+                        if len(found) == limit:
+                            return SessionPage(found, _encode_cursor(position))
+                    if scanned >= MAX_SCANNED:  # a rare display status: answer now, go on from here next time
+                        return SessionPage(found, _encode_cursor(position))
+                if len(batch) < limit:
+                    return SessionPage(found, None)
+
+    def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
+        now = self.clock()
+        with self.store.transaction() as tx:
+            session = session_of(tx, org_id, session_id)
+            set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=now)
+            if session.status is not SessionStatus.COMPLETED:  # a repeated completion asks for no second check
+                queue_check(tx, now, org_id, session_id, None)
+            return read_session(tx, session_of(tx, org_id, session_id))
+
+    # actions ------------------------------------------------------------------------------------------
+    def log_action(
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool = False,
+        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> LoggedAction:
+        """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
+        human (``PENDING_APPROVAL``), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
+        operation_type = OperationType(operation_type)
+        validation.text("api_name", api_name, 500)
+        validation.json_value("payload", payload)
+        now = self.clock()
+        blocked: PolicyBlockedError | None = None
+        no_gates: ApprovalRejectedError | None = None
+        with self.store.transaction() as tx:
+            taken = tx.take_seq(org_id, session_id, now)
+            if taken is None:
+                session = session_of(tx, org_id, session_id)  # NotFoundError if it does not exist
+                if session.status is SessionStatus.ACTIVE:
+                    raise InvalidTransitionError(
+                        f"session {session_id} is being rolled back; it accepts no new actions"
+                    )
+                raise InvalidTransitionError(
+                    f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
+                )
+            action_id = new_id("act")
+            action = Action(
+                action_id=action_id,
+                session_id=session_id,
+                org_id=org_id,
+                seq=taken.seq,
+                connector=validation.text("connector", connector, 100),
+                api_name=api_name,
+                operation_type=operation_type,
+                payload=payload,
+                status=ActionStatus.CLEARED,
+                idempotency_key=f"agentrein-{action_id}",
+                created_at=now,
+                updated_at=now,
+            )
+            subject = Subject(connector, api_name, taken.agent_id, operation_type)
+            decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
+            if decision.policy is not None:
+                # A held call has had its human review already; otherwise REQUIRE_APPROVAL reviews it afterwards.
+                review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not requires_approval
+                action = evolve(action, policy_name=decision.policy.name, review_after=review_after)
+            approval = None
+            if decision.effect is PolicyEffect.BLOCK:
+                assert decision.policy is not None
+                action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
+                blocked = PolicyBlockedError(action_id, decision.policy.name)
+            elif requires_approval and taken.plan is Plan.FREE:
+                action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
+                no_gates = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
+            elif requires_approval:
+                action = evolve(action, status=ActionStatus.PENDING_APPROVAL)
+                approval = new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
+            tx.insert(action)
+            if approval is not None:
+                open_approval(tx, now, approval)
+            if no_gates is not None:
+                session = session_of(tx, org_id, session_id)
+                after_failure(tx, now, session, "approval gate unavailable on plan", SYSTEM)
+        if blocked is not None:
+            raise blocked
+        if no_gates is not None:
+            raise no_gates
+        return LoggedAction(action, approval)
+
+    def confirm_action(
+        self,
+        org_id: str,
+        action_id: str,
+        *,
+        response: JSON | None = None,
+        undo: UndoConfig | None = None,
+        session_id: str | None = None,
+    ) -> Action:
+        """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
+        If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens.
+        ``session_id``, when given, must be the action's session."""
+        validation.json_value("response", response)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            done = tx.set_action_outcome(
+                org_id, action_id, ActionStatus.CLEARED, ActionStatus.SUCCESS, response, undo_row(undo), now
+            )
+            if done is None:
+                action = action_of(tx, org_id, action_id)  # NotFoundError if it does not exist
+                rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
+                raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
+            if session_id is not None and done.session_id != session_id:
+                raise NotFoundError("action", action_id)  # raised inside the transaction: nothing is written
+            self._check_undo(done.connector, undo)
+            if done.review_after:
+                open_approval(
+                    tx, now, new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+                )
+            queue_check(tx, now, done.org_id, done.session_id, done.action_id)
+            return done
+
+    def fail_action(self, org_id: str, action_id: str, *, error: str, session_id: str | None = None) -> Action:
+        """The call failed: record why and roll the session back (a job the caller then runs).
+
+        An action a reviewer approved stays ``CLEARED`` (status reference §1): its failure is recorded as a
+        separate ``FAILED`` action, so the approval's history is never rewritten."""
+        now = self.clock()
+        error = validation.text("error", error or "failed", validation.MAX_TEXT)
+        with self.store.transaction() as tx:
+            action = action_of(tx, org_id, action_id)
+            if session_id is not None and action.session_id != session_id:
+                raise NotFoundError("action", action_id)
+            rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
+            was_approved = any(
+                p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
+                for p in tx.approvals_of_action(action_id)
+            )
+            sibling_key = f"{action.idempotency_key}-failed"
+            if was_approved and (reported := tx.action_by_key(org_id, action.session_id, sibling_key)) is not None:
+                return reported  # this failure was reported already (a retried or replayed report)
+            if was_approved:
+                taken = tx.take_seq(org_id, action.session_id, now, only_active=False)
+                assert taken is not None  # the session exists and only_active=False always takes a seq
+                failed = evolve(
+                    action,
+                    action_id=new_id("act"),
+                    seq=taken.seq,
+                    status=ActionStatus.FAILED,
+                    idempotency_key=sibling_key,
+                    error=error,
+                    created_at=now,
+                    updated_at=now,
+                )
+                tx.insert(failed)
+            else:
+                failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
+                replace(tx, failed, status=action.status)
+                tx.touch_session(action.session_id, now)
+            # Read after the writes above, so the session's new activity time is not written back stale.
+            session = session_of(tx, org_id, action.session_id)
+            after_agent_failure(tx, now, session, f"action {action.api_name} failed")
+            return failed
+
+    def record_executed_action(
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        idempotency_key: str,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        succeeded: bool,
+        response: JSON | None = None,
+        undo: UndoConfig | None = None,
+        error: str | None = None,
+    ) -> Action:
+        """Record a call that already ran without a write-ahead record, because AgentRein was unreachable
+        (``failure_mode="open"``): the SDK replays it from its local journal once AgentRein answers again.
+
+        It is recorded as it happened, once: a second replay with the same ``idempotency_key`` (the key the
+        call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
+        noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
+        A failed call rolls the session back, as it would have online."""
+        operation_type = OperationType(operation_type)
+        validation.text("idempotency_key", idempotency_key, 100)
+        self._check_undo(connector, undo)
+        validation.text("api_name", api_name, 500)
+        validation.json_value("payload", payload)
+        validation.json_value("response", response)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            existing = tx.action_by_key(org_id, session_id, idempotency_key)
+            if existing is not None:
+                return existing
+            taken = tx.take_seq(org_id, session_id, now, only_active=False)
+            if taken is None:
+                raise NotFoundError("session", session_id)
+            subject = Subject(connector, api_name, taken.agent_id, operation_type)
+            decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
+            action = Action(
+                action_id=new_id("act"),
+                session_id=session_id,
+                org_id=org_id,
+                seq=taken.seq,
+                connector=validation.text("connector", connector, 100),
+                api_name=api_name,
+                operation_type=operation_type,
+                payload=payload,
+                status=ActionStatus.SUCCESS if succeeded else ActionStatus.FAILED,
+                idempotency_key=idempotency_key,
+                created_at=now,
+                updated_at=now,
+                response=response if succeeded else None,
+                undo=undo if succeeded else None,
+                error=None if succeeded else validation.text("error", error or "failed", validation.MAX_TEXT),
+                policy_name=decision.policy.name if decision.policy is not None else None,
+            )
+            if not tx.insert_once(action):  # a concurrent replay of the same call won
+                existing = tx.action_by_key(org_id, session_id, idempotency_key)
+                assert existing is not None
+                return existing
+            if not succeeded:
+                after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
+                return action
+            if decision.effect is not PolicyEffect.ALLOW:
+                review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
+                open_approval(tx, now, review)
+            queue_check(tx, now, org_id, session_id, action.action_id)
+            return action
+
+    def _check_undo(self, connector: str, undo: UndoConfig | None) -> None:
+        """Undo configs come from agents: each is checked by its connector, when installed here, before it is
+        stored (a connector this process does not have is checked where the inverse runs)."""
+        if undo is not None and self.connectors is not None and connector in self.connectors.names():
+            self.connectors.get(connector).check_undo(undo)
+
+
+def _encode_cursor(position: tuple[datetime, str]) -> str:
+    raw = json.dumps([position[0].isoformat(), position[1]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, session_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(session_id)
+    except (ValueError, TypeError):
+        raise ValidationError("cursor", "is not a cursor given out by a listing (pass nextCursor back as is)") from None

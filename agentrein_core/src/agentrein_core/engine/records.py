@@ -1,0 +1,88 @@
+"""Inside a transaction: reads that must find their record, the guarded writes every status change goes
+through (checked against the transition tables of :mod:`agentrein_core.rules`, then compare-and-set), and the
+read models as a transaction reads them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from attrs import evolve
+
+from agentrein_core import rules
+from agentrein_core.converter import undo_to_wire
+from agentrein_core.errors import InvalidTransitionError, NotFoundError
+from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
+from agentrein_core.statuses import ActionStatus, SessionStatus, UndoStatus
+from agentrein_core.store import Tx
+from agentrein_core.views import ApprovalInfo, SessionInfo, approval_info, session_info
+
+
+def session_of(tx: Tx, org_id: str, session_id: str, lock: bool = False) -> Session:
+    session = tx.session(org_id, session_id, lock=lock)
+    if session is None:
+        raise NotFoundError("session", session_id)
+    return session
+
+
+def action_of(tx: Tx, org_id: str, action_id: str) -> Action:
+    action = tx.action(org_id, action_id)
+    if action is None:
+        raise NotFoundError("action", action_id)
+    return action
+
+
+def approval_of(tx: Tx, org_id: str, approval_id: str) -> Approval:
+    approval = tx.approval(org_id, approval_id)
+    if approval is None:
+        raise NotFoundError("approval", approval_id)
+    return approval
+
+
+def replace(tx: Tx, record: object, **expected: object) -> None:
+    """Write ``record`` if its row still holds the ``expected`` values; else the caller lost a race."""
+    if not tx.replace(record, **expected):
+        raise InvalidTransitionError(f"{type(record).__name__} changed concurrently; try again")
+
+
+def set_action(
+    tx: Tx,
+    action: Action,
+    now: datetime,
+    status: ActionStatus | None = None,
+    undo_status: UndoStatus | None = None,
+    **other: object,
+) -> Action:
+    """Change an action's status and/or undo status, checked against the transition tables."""
+    changes = dict(other)
+    if status is not None and status is not action.status:
+        rules.check("action", rules.ACTION_TRANSITIONS, action.status, status)
+        changes["status"] = status
+    if undo_status is not None and undo_status is not action.undo_status:
+        rules.check("undo", rules.UNDO_TRANSITIONS, action.undo_status, undo_status)
+        changes["undo_status"] = undo_status
+    changed = evolve(action, updated_at=now, **changes)  # type: ignore[arg-type]
+    replace(tx, changed, status=action.status, undo_status=action.undo_status)
+    return changed
+
+
+def set_session_status(tx: Tx, session: Session, status: SessionStatus, **changes: object) -> None:
+    if status is session.status:
+        return
+    rules.check("session", rules.SESSION_TRANSITIONS, session.status, status)
+    replace(tx, evolve(session, status=status, **changes), status=session.status)  # type: ignore[arg-type]
+
+
+def undo_row(undo: UndoConfig | None) -> JSON | None:
+    return undo_to_wire(undo) if undo is not None else None
+
+
+def read_session(tx: Tx, session: Session, *, verified: bool = False) -> SessionInfo:
+    """The session as read; ``verified`` adds its intent verifications (one more query, so lists skip it)."""
+    checks = tx.verifications_of(session.session_id) if verified else None
+    return session_info(session, tx.actions_of(session.session_id), tx.approvals_of_session(session.session_id), checks)
+
+
+def read_approval(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
+    action = action_of(tx, approval.org_id, approval.action_id)
+    session = session_of(tx, approval.org_id, approval.session_id)
+    return approval_info(approval, action, session, now)

@@ -1,0 +1,289 @@
+"""Use cases of rolling back: starting a session's rollback within the rules (status reference §3), and
+advancing a rollback job one step at a time, each step decided by :func:`agentrein_core.rollback.next_step`
+and applied here, with the inverses run by an :class:`~agentrein_core.rollback.UndoExecutor` outside any
+transaction.
+
+A job is held by one worker at a time through a lease (renewed at every step, and while a slow inverse
+runs); a worker that dies leaves the lease to run out, and the next one resumes where it stopped, repeating
+an inverse that was under way with the same idempotency key.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import agentrein_core.engine.validation as validation
+from agentrein_core import rollback, rules
+from agentrein_core.engine.base import UseCases
+from agentrein_core.engine.consequences import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    close_reviews,
+    finished,
+    new_approval,
+    open_approval,
+    rollback_ended,
+    rollback_under_way,
+    start_rollback,
+)
+from agentrein_core.engine.records import read_session, session_of, set_action, set_session_status
+from agentrein_core.errors import LeaseLostError, NotFoundError, UndoUnavailableError
+from agentrein_core.model import Action, Rollback
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, RollbackStatus, SessionStatus, UndoStatus
+from agentrein_core.store import Change, Tx
+
+log = logging.getLogger("agentrein")
+
+#: How long a rollback worker owns a job before another may take it over (renewed at every step).
+ROLLBACK_LEASE = timedelta(seconds=60)
+#: A rollback job whose advance failed through AgentRein's own fault waits this long before it is retried.
+RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
+
+
+class Rollbacks(UseCases):
+    def request_rollback(
+        self,
+        org_id: str,
+        session_id: str,
+        *,
+        caller_role: str,
+        requested_by: str,
+        trigger: str = "requested",
+        approval_timeout: timedelta | None = None,
+    ) -> Rollback:
+        """Start rolling a session back, within the rules of the status reference §3; a rollback approval it
+        opens waits ``approval_timeout`` (default: the runner's).
+
+        A session with a rollback under way gets that rollback back: two requests start one rollback. A
+        sandbox session is rolled back at once, in this transaction, with no inverse call."""
+        if approval_timeout is not None:
+            validation.approval_timeout(approval_timeout, "approval_timeout")
+        with self.store.transaction() as tx:
+            session = session_of(tx, org_id, session_id, lock=True)
+            running = rollback_under_way(tx, session_id)
+            if running is not None:
+                return running
+            view = read_session(tx, session)
+            rules.check_rollback_allowed(session, view.actions, view.display_status, caller_role)
+            requested_by = validation.text("requested_by", requested_by, 200)
+            return start_rollback(tx, self.clock(), session, requested_by, trigger, approval_timeout=approval_timeout)
+
+    def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:
+        with self.store.transaction(write=False) as tx:
+            job = tx.rollback(org_id, rollback_id)
+            if job is None:
+                raise NotFoundError("rollback", rollback_id)
+            return job
+
+    def rollbacks_to_run(self, org_id: str | None = None) -> list[Rollback]:
+        with self.store.transaction(write=False) as tx:
+            return tx.rollbacks_to_run(org_id, self.clock())
+
+    def active_rollback(self, org_id: str, session_id: str) -> Rollback | None:
+        """The session's unfinished rollback (running or waiting for a rollback approval), if any."""
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, session_id)
+            return tx.active_rollback(session_id)
+
+    def latest_rollback(self, org_id: str, session_id: str) -> Rollback | None:
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, session_id)
+            return tx.active_rollback(session_id) or tx.latest_rollback(session_id)
+
+    def wait_for_rollback(self, org_id: str, session_id: str, timeout: float) -> Rollback | None:
+        """The session's latest rollback once it has ended or waits for a reviewer, or as it stands after
+        ``timeout`` seconds; ``None`` if the session was never rolled back."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            job = self.latest_rollback(org_id, session_id)
+            remaining = deadline - time.monotonic()
+            if job is None or job.status is not RollbackStatus.RUNNING or remaining <= 0:
+                return job
+            self.waiters.wait(remaining)
+
+    def run_rollback(
+        self,
+        org_id: str,
+        rollback_id: str,
+        executor: rollback.UndoExecutor,
+        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> Rollback:
+        """Advance a rollback job as far as it can go now, undoing actions last-first through ``executor``.
+
+        Returns the job as it then stands: ``SUCCEEDED``/``FAILED`` when finished, ``WAITING_APPROVAL`` when
+        an undo waits for a reviewer, ``RUNNING`` when another worker holds it or ``executor`` cannot reach a
+        service. Safe to call again at any time: a job resumes where it stopped, and an undo interrupted after
+        it was marked ``IN_PROGRESS`` is repeated with the same idempotency key."""
+        token = secrets.token_hex(16)
+        job = self._claim(org_id, rollback_id, token)
+        if job is None:
+            return self.get_rollback(org_id, rollback_id)
+        return self._advance(job, token, executor, approval_timeout)
+
+    def run_next_rollback(
+        self, executor: rollback.UndoExecutor, approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT
+    ) -> Rollback | None:
+        """Claim any one running rollback whose lease is free (of any organisation) and advance it; ``None``
+        when there is none. The server's rollback workers call this; replicas never claim the same job."""
+        token = secrets.token_hex(16)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            job = tx.claim_due_rollback(now, token, now + self.rollback_lease)
+        if job is None:
+            return None
+        return self._advance(job, token, executor, approval_timeout)
+
+    def _advance(
+        self, job: Rollback, token: str, executor: rollback.UndoExecutor, approval_timeout: timedelta
+    ) -> Rollback:
+        """Run the claimed ``job`` (held by ``token``) until it ends, pauses, or cannot go on here."""
+        try:
+            while True:
+                with self.store.transaction() as tx:
+                    job, step = self._plan_step(tx, job, token, approval_timeout)
+                    if step is None:
+                        tx.announce(Change.ROLLBACK)
+                if step is None:
+                    return job
+                if not executor.can_run(step.action):
+                    job = self._release(job, token)
+                    raise UndoUnavailableError(
+                        f"this process cannot reach connector {step.action.connector!r} to undo "
+                        f"{step.action.api_name} (seq {step.action.seq}); wrap a client for it in session "
+                        f"{job.session_id} and roll back again"
+                    )
+                action, job = self._mark_in_progress(job, token, step.action)
+                try:
+                    with self._lease_kept(job, token):
+                        executor.run_undo(action)
+                except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
+                    return self._undo_failed(job, token, action, exc)
+                job = self._undo_done(job, token, action)
+        except (UndoUnavailableError, LeaseLostError):
+            raise
+        except Exception:
+            # Our own failure (not the inverse's): hand the job back after a pause, so that a job that keeps
+            # failing does not hold up the jobs queued behind it.
+            self._release_quietly(job, token, retry_after=RETRY_AFTER_OWN_FAILURE)
+            raise
+
+    def _claim(self, org_id: str, rollback_id: str, token: str) -> Rollback | None:
+        """Take the job's lease if it is running and nobody holds it (or the holder's lease ran out)."""
+        now = self.clock()
+        with self.store.transaction() as tx:
+            job = tx.rollback(org_id, rollback_id)
+            if job is None:
+                raise NotFoundError("rollback", rollback_id)
+            if job.status is not RollbackStatus.RUNNING:
+                return None
+            if job.lease_until is not None and job.lease_until > now:
+                return None
+            values = {"lease_token": token, "lease_until": now + self.rollback_lease}
+            return tx.update_rollback(rollback_id, values, lease_token=job.lease_token, status=job.status)
+
+    def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
+        """Write ``changes`` (only those columns) and renew the lease, while ``token`` still holds the job.
+        Returns the job as stored, so a scope widened meanwhile by another request is seen at once."""
+        now = self.clock()
+        renewed = tx.update_rollback(
+            job.rollback_id, {"lease_until": now + self.rollback_lease, **changes}, lease_token=token
+        )
+        if renewed is None:
+            raise LeaseLostError(f"rollback {job.rollback_id} is no longer held by this worker")
+        if renewed.status in (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED) and job.status is not renewed.status:
+            rollback_ended(tx, now, renewed)
+        return renewed
+
+    def _plan_step(
+        self, tx: Tx, job: Rollback, token: str, approval_timeout: timedelta
+    ) -> tuple[Rollback, rollback.RunUndo | None]:
+        """Apply every step that needs no inverse call; stop at one that does (returned) or at a pause."""
+        now = self.clock()
+        if job.approval_timeout_ms:
+            approval_timeout = timedelta(milliseconds=job.approval_timeout_ms)
+        session = session_of(tx, job.org_id, job.session_id)
+        paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
+        while True:
+            actions = tx.actions_of(job.session_id)
+            step = rollback.next_step(job, actions, tx.approvals_of_session(job.session_id))
+            if isinstance(step, rollback.RunUndo):
+                return self._renew(tx, job, token), step
+            if isinstance(step, rollback.Skip):
+                set_action(tx, step.action, now, undo_status=UndoStatus.SKIPPED)
+                job = self._renew(tx, job, token)
+            elif isinstance(step, rollback.AskApproval):
+                set_action(tx, step.action, now, undo_status=UndoStatus.AWAITING_APPROVAL)
+                approval = new_approval(
+                    step.action, ApprovalPurpose.ROLLBACK, now, approval_timeout, rollback_id=job.rollback_id
+                )
+                open_approval(tx, now, approval)
+                return self._renew(tx, job, token, **paused), None
+            elif isinstance(step, rollback.WaitForApproval):
+                return self._renew(tx, job, token, **paused), None
+            elif isinstance(step, rollback.Declined):
+                error = f"the undo of {step.action.api_name} was declined"
+                return self._renew(tx, job, token, **finished(RollbackStatus.FAILED, now), error=error), None
+            else:
+                if job.whole_session:
+                    set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
+                return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
+
+    def _mark_in_progress(self, job: Rollback, token: str, action: Action) -> tuple[Action, Rollback]:
+        """Record that the inverse is about to run: a crash from here on leaves ``IN_PROGRESS``, and the
+        resumed job repeats the inverse with the same idempotency key."""
+        with self.store.transaction() as tx:
+            if action.undo_status is not UndoStatus.IN_PROGRESS:
+                action = set_action(tx, action, self.clock(), undo_status=UndoStatus.IN_PROGRESS)
+            return action, self._renew(tx, job, token)
+
+    def _undo_done(self, job: Rollback, token: str, action: Action) -> Rollback:
+        now = self.clock()
+        with self.store.transaction() as tx:
+            done = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
+            close_reviews(tx, now, done, "the action was rolled back")
+            return self._renew(tx, job, token)
+
+    def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
+        now = self.clock()
+        error = validation.text("error", f"undo failed: {exc}", validation.MAX_TEXT)
+        with self.store.transaction() as tx:
+            set_action(tx, action, now, status=ActionStatus.ROLLBACK_FAILED, undo_status=UndoStatus.FAILED, error=error)
+            set_session_status(tx, session_of(tx, job.org_id, job.session_id), SessionStatus.FAILED)
+            return self._renew(tx, job, token, **finished(RollbackStatus.FAILED, now), error=error)
+
+    def _release(self, job: Rollback, token: str) -> Rollback:
+        with self.store.transaction() as tx:
+            return self._renew(tx, job, token, lease_token=None, lease_until=None)
+
+    @contextmanager
+    def _lease_kept(self, job: Rollback, token: str) -> Iterator[None]:
+        """Renew the job's lease while a slow inverse runs, so no other worker takes it over meanwhile."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.rollback_lease.total_seconds() / 3):
+                try:
+                    with self.store.transaction() as tx:
+                        self._renew(tx, job, token)
+                except Exception:
+                    log.exception("could not renew the lease of rollback %s", job.rollback_id)
+
+        heartbeat = threading.Thread(target=renew, name=f"agentrein-lease-{job.rollback_id}", daemon=True)
+        heartbeat.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            heartbeat.join()
+
+    def _release_quietly(self, job: Rollback, token: str, retry_after: timedelta) -> None:
+        try:
+            with self.store.transaction() as tx:
+                self._renew(tx, job, token, lease_token=None, lease_until=self.clock() + retry_after)
+        except Exception:
+            log.exception("could not release the lease of rollback %s", job.rollback_id)

@@ -1,0 +1,115 @@
+"""Checks of what callers send, each raising :class:`ValidationError` naming the field at fault. Use cases
+check their input here before they open a transaction, so bad input never leaves a half-written record."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import secrets
+from datetime import timedelta
+from enum import Enum
+from typing import TypeVar
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from agentrein_core.errors import ValidationError
+
+E = TypeVar("E", bound=Enum)
+
+#: The longest free text a record keeps (an intent, an error, a reason).
+MAX_TEXT = 10_000
+#: The longest a reviewer may be given for any approval.
+MAX_APPROVAL_TIMEOUT = timedelta(days=365)
+MIN_PASSWORD_LENGTH = 10
+
+_PASSWORDS = PasswordHasher()
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+def text(field: str, value: object, max_len: int, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain NUL characters")
+    if not allow_empty and not value.strip():
+        raise ValidationError(field, "must not be empty")
+    if len(value) > max_len:
+        raise ValidationError(field, f"must be at most {max_len} characters")
+    return value
+
+
+def boolean(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(field, f"must be true or false, not {value!r}")
+    return value
+
+
+def json_value(field: str, value: object) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(field, f"must be JSON-serialisable ({exc})") from None
+
+
+def enum(field: str, cls: type[E], value: object) -> E:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in cls)
+        raise ValidationError(field, f"{value!r} is not one of {allowed}") from None
+
+
+def approval_timeout(timeout: timedelta, field: str = "timeout_ms") -> None:
+    if not timedelta(0) < timeout <= MAX_APPROVAL_TIMEOUT:
+        raise ValidationError(
+            field, f"an approval timeout must be positive and at most {MAX_APPROVAL_TIMEOUT.days} days"
+        )
+
+
+def url(field: str, value: object) -> str:
+    checked = text(field, value, 2000).strip()
+    if not re.match(r"https?://[^/\s]+", checked):
+        raise ValidationError(field, f"{checked!r} is not an http or https URL")
+    return checked
+
+
+def email(value: object) -> str:
+    # 200, like every name a record keeps (``resolvedBy``, ``requestedBy``), which is where emails end up.
+    checked = text("email", value, 200).strip().lower()
+    if not _EMAIL.fullmatch(checked):
+        raise ValidationError("email", f"{checked!r} is not an email address")
+    return checked
+
+
+def password(value: object) -> str:
+    checked = text("password", value, 1024)
+    if len(checked) < MIN_PASSWORD_LENGTH:
+        raise ValidationError("password", f"must be at least {MIN_PASSWORD_LENGTH} characters")
+    return checked
+
+
+def hash_password(plain: str) -> str:
+    return _PASSWORDS.hash(plain)
+
+
+def password_matches(password_hash: str | None, given: object) -> bool:
+    """Whether ``given`` is the password of ``password_hash``; with no hash (an unknown email) a dummy one is
+    checked, so that a wrong email costs as long as a wrong password and emails cannot be probed."""
+    try:
+        _PASSWORDS.verify(password_hash or _unknown_user_hash(), str(given)[:1024])
+    except (VerificationError, InvalidHashError):
+        return False
+    return password_hash is not None
+
+
+@functools.cache
+def _unknown_user_hash() -> str:
+    return _PASSWORDS.hash(secrets.token_urlsafe(16))
+
+
+def hash_key(secret: str) -> str:
+    """What is stored of an API key: 256 random bits need no slow hash."""
+    return hashlib.sha256(secret.encode()).hexdigest()
