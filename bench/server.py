@@ -72,7 +72,7 @@ import httpx
 from cryptography.fernet import Fernet
 
 from agentrein import AgentRein
-from agentrein.remote import RemoteBackend
+from agentrein.remote import ServedMode
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_server.demo.fake_service import FakeService
 
@@ -547,7 +547,7 @@ def _polling_agent(server: Server, service_url: str, rounds: int, starts: queue.
     ``wait``) every 2 s until decided, then the call and its confirmation."""
 
     def agent() -> None:
-        backend = RemoteBackend(server.url, server.key)
+        backend = ServedMode(server.url, server.key)
         auth = {"Authorization": f"Bearer {server.key}"}
         try:
             session = backend.new_session("bench-approval-polling", "bench/server.py wake-up", False)

@@ -14,8 +14,8 @@ from relay import Relay
 from serving import RunningServer, Tenant
 
 from agentrein import ActionStatus, AgentRein, AgentReinError, AgentReinUnavailableError, DisplayStatus, remote
-from agentrein.backend import Backend
-from agentrein.journal import Entry, ExecutedCall, Journal
+from agentrein.journal import Entry, Journal
+from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.statuses import OperationType
 from agentrein_server.demo.fake_service import FakeService
 
@@ -146,7 +146,7 @@ def test_entries_are_replayed_only_to_the_backend_that_journaled_them(journal_in
     Journal("server one, key a", journal_in_tmp).append(Entry("ses_1", call=call))
     other = Journal("server two, key b", journal_in_tmp)
     assert not other.has_entries()
-    assert other.replay(cast(Backend, object())) == 0  # not even looked at: the backend would fail if asked
+    assert other.replay(cast(Recorder, object())) == 0  # not even looked at: the backend would fail if asked
     assert Journal("server one, key a", journal_in_tmp).has_entries()
 
 

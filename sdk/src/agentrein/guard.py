@@ -14,6 +14,7 @@ Async clients follow the same steps; the bookkeeping runs in a worker thread so 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Callable
 from datetime import timedelta
@@ -21,24 +22,35 @@ from typing import Any
 
 from attrs import define, evolve
 
-from agentrein.executor import ClientRef
-from agentrein.journal import Entry, ExecutedCall, LateOutcome
+from agentrein.executor import ClientRef, ClientUndoExecutor
+from agentrein.journal import Entry, Journal, LateOutcome
 from agentrein.options import WrapOptions
-from agentrein.runtime import Runtime, log
+from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.connector import PreparedCall
-from agentrein_core.engine import LoggedAction
-from agentrein_core.errors import AgentReinUnavailableError, ApprovalRejectedError, ApprovalTimeoutError
+from agentrein_core.errors import (
+    AgentReinError,
+    AgentReinUnavailableError,
+    ApprovalRejectedError,
+    ApprovalTimeoutError,
+)
 from agentrein_core.model import JSON, Action, UndoConfig
 from agentrein_core.redaction import Redactor
 from agentrein_core.retry import async_retrying, retrying
 from agentrein_core.statuses import ApprovalStatus
+from agentrein_core.views import LoggedAction
+
+log = logging.getLogger("agentrein")
 
 
 @define
 class Guard:
-    """Guards every call of one wrapped client: its session, its raw client and its ``wrap()`` options."""
+    """Guards every call of one wrapped client: its session, its raw client and its ``wrap()`` options, the
+    mode's :class:`Recorder`, the journal for when AgentRein is unreachable, and the clients this process
+    holds (an embedded rollback undoes the session's actions through them)."""
 
-    runtime: Runtime
+    recorder: Recorder
+    journal: Journal
+    clients: ClientUndoExecutor
     session_id: str
     client: Any
     options: WrapOptions
@@ -96,7 +108,7 @@ class Guard:
     # async --------------------------------------------------------------------------------------------
     async def _call_async(self, call: PreparedCall) -> Any:
         ref = ClientRef(self.client, asyncio.get_running_loop())
-        self.runtime.executor.remember_session(self.session_id, self.connector_name, ref)
+        self.clients.remember_session(self.session_id, self.connector_name, ref)
         logged = await asyncio.to_thread(self._write_ahead, call)
         if logged is None:
             key = _journal_key()
@@ -129,8 +141,8 @@ class Guard:
     def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:
         """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``."""
         try:
-            self.runtime.replay_journal()
-            return self.runtime.backend.log_action(
+            self.journal.replay(self.recorder)
+            return self.recorder.log_action(
                 self.session_id,
                 connector=self.connector_name,
                 api_name=call.api_name,
@@ -142,7 +154,7 @@ class Guard:
         except AgentReinUnavailableError as exc:
             if self.options.failure_mode == "closed":
                 raise
-            self.runtime.warn_unavailable(exc)
+            self.journal.warn_unavailable(exc)
             return None
         except ApprovalRejectedError:
             # The plan has no approval gates: the action is FAILED and the session is being rolled back.
@@ -151,15 +163,12 @@ class Guard:
 
     def _await_approval(self, logged: LoggedAction) -> None:
         assert logged.approval is not None
-        backend = self.runtime.backend
         approval_id = logged.approval.approval_id
         while True:
-            decision = backend.wait_for_decision(approval_id, self.options.poll_interval)
+            decision = self.recorder.wait_for_decision(approval_id, self.options.poll_interval)
             if decision.status is ApprovalStatus.APPROVED:
                 return
             if decision.status is ApprovalStatus.PENDING:
-                if decision.time_remaining <= 0:
-                    backend.maintain()  # past timeout_at: expire it (and roll back) by the engine's rules
                 continue
             self._settle()
             if decision.status is ApprovalStatus.EXPIRED:
@@ -169,28 +178,26 @@ class Guard:
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:
             response, undo = self._outcome(call, result)
-            confirmed = self.runtime.backend.confirm_action(
-                self.session_id, action.action_id, response=response, undo=undo
-            )
+            confirmed = self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
         except AgentReinUnavailableError as exc:
             # The call did happen: the journal confirms it once AgentRein is back.
-            self.runtime.warn_unavailable(exc)
+            self.journal.warn_unavailable(exc)
             late = LateOutcome(action.action_id, True, response, undo)
-            self.runtime.journal.append(Entry(self.session_id, outcome=late))
+            self.journal.append(Entry(self.session_id, outcome=late))
             return
         except Exception:  # the agent's call succeeded; our bookkeeping failing must not say otherwise
             log.exception("AgentRein could not confirm action %s; it stays CLEARED", action.action_id)
             return
-        self.runtime.executor.remember(confirmed, ref)
+        self.clients.remember(confirmed, ref)
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
         message = _describe(error)
         try:
-            self.runtime.backend.fail_action(self.session_id, action.action_id, error=message)
+            self.recorder.fail_action(self.session_id, action.action_id, error=message)
         except AgentReinUnavailableError as exc:
-            self.runtime.warn_unavailable(exc)
+            self.journal.warn_unavailable(exc)
             late = LateOutcome(action.action_id, False, error=message)
-            self.runtime.journal.append(Entry(self.session_id, outcome=late))
+            self.journal.append(Entry(self.session_id, outcome=late))
             return
         except Exception:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
@@ -220,16 +227,19 @@ class Guard:
                 undo=undo,
                 error=_describe(error) if error is not None else None,
             )
-            self.runtime.journal.append(Entry(self.session_id, call=executed))
+            self.journal.append(Entry(self.session_id, call=executed))
         except Exception:
             log.exception("AgentRein could not journal the call %s", call.api_name)
 
     def _settle(self) -> None:
-        """See the session's rollback through before the agent's call raises."""
-        timeout = self.options.timeout
-        self.runtime.settle_rollback_quietly(
-            self.session_id, wait=timeout, approval_timeout=timeout, poll_interval=self.options.poll_interval
-        )
+        """See the session's rollback through before the agent's call raises. The agent must see its own
+        error, so AgentRein's problems here are logged, not raised."""
+        try:
+            self.recorder.settle_rollback(self.session_id, wait=self.options.timeout)
+        except AgentReinUnavailableError as exc:
+            self.journal.warn_unavailable(exc)
+        except AgentReinError:
+            log.exception("AgentRein could not finish rolling back session %s", self.session_id)
 
 
 def _journal_key() -> str:

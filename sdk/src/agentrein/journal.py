@@ -15,38 +15,20 @@ import logging
 import os
 import sqlite3
 import threading
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError
 from agentrein_core.model import JSON, UndoConfig
-from agentrein_core.statuses import OperationType
-
-if TYPE_CHECKING:
-    from agentrein.backend import Backend
 
 log = logging.getLogger("agentrein")
 
 JOURNAL_ENV = "AGENTREIN_JOURNAL"
 DEFAULT_JOURNAL = "agentrein-journal.db"
-
-
-@frozen
-class ExecutedCall:
-    """A call that ran with no write-ahead record, and how it ended."""
-
-    idempotency_key: str
-    connector: str
-    api_name: str
-    operation_type: OperationType
-    payload: JSON
-    succeeded: bool
-    response: JSON | None = None
-    undo: UndoConfig | None = None
-    error: str | None = None
 
 
 @frozen
@@ -68,8 +50,8 @@ class Entry:
 
 
 class Journal:
-    """Entries waiting to be replayed to the backend ``identity`` names (one file may hold entries of several
-    backends; each is replayed only to its own). The file is created only when the first entry is written.
+    """Entries waiting to be replayed to the recorder ``identity`` names (one file may hold entries of several
+    recorders; each is replayed only to its own). The file is created only when the first entry is written.
     Processes sharing the file replay one at a time."""
 
     def __init__(self, identity: str, path: str | os.PathLike[str] | None = None) -> None:
@@ -77,6 +59,20 @@ class Journal:
         self.path = Path(path or os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL)
         self._lock = threading.RLock()
         self._pending: int | None = None  # unknown until first asked
+        self._warned = False
+
+    def warn_unavailable(self, error: AgentReinUnavailableError) -> None:
+        """``failure_mode="open"``: say once that calls now run without AgentRein's protection."""
+        with self._lock:
+            first, self._warned = not self._warned, True
+        if first:
+            warnings.warn(
+                f"AgentRein is unavailable ({error}); calls run without approvals or rollback, and are journaled "
+                f"in {self.path} until AgentRein is back",
+                RuntimeWarning,
+                stacklevel=6,  # the agent's own call through the wrapped client
+            )
+        log.warning("AgentRein unavailable: %s", error)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -113,10 +109,11 @@ class Journal:
             "AgentRein unavailable: journaled %s for session %s in %s", _what(entry), entry.session_id, self.path
         )
 
-    def replay(self, backend: Backend) -> int:
-        """Send the entries to AgentRein in order, deleting each once it is recorded; stop at the first
-        that cannot be sent because AgentRein is still unavailable. Returns how many were replayed. An entry
-        AgentRein refuses (its session is gone, say) is kept aside with the reason, and logged."""
+    def replay(self, recorder: Recorder) -> int:
+        """Send the entries to AgentRein in order (before anything newer is recorded), deleting each once it
+        is recorded; stop at the first that cannot be sent because AgentRein is still unavailable. Returns how
+        many were replayed. An entry AgentRein refuses (its session is gone, say) is kept aside with the
+        reason, and logged."""
         if not self.has_entries():
             return 0
         replayed = 0
@@ -131,7 +128,7 @@ class Journal:
                 for row_id, body in rows:
                     entry = from_wire(json.loads(body), Entry)
                     try:
-                        _apply(backend, entry)
+                        _apply(recorder, entry)
                     except AgentReinUnavailableError:
                         break
                     except AgentReinError as exc:
@@ -144,20 +141,22 @@ class Journal:
             finally:
                 conn.close()  # without COMMIT (a crash mid-replay): every entry is replayed again, harmlessly
             self._pending = None
+        if replayed:
+            log.warning("AgentRein is back: replayed %d journaled record(s)", replayed)
         return replayed
 
 
-def _apply(backend: Backend, entry: Entry) -> None:
+def _apply(recorder: Recorder, entry: Entry) -> None:
     if entry.call is not None:
-        backend.record_executed_action(entry.session_id, entry.call)
+        recorder.record_executed_action(entry.session_id, entry.call)
         return
     outcome = entry.outcome
     assert outcome is not None
     try:
         if outcome.succeeded:
-            backend.confirm_action(entry.session_id, outcome.action_id, response=outcome.response, undo=outcome.undo)
+            recorder.confirm_action(entry.session_id, outcome.action_id, response=outcome.response, undo=outcome.undo)
         else:
-            backend.fail_action(entry.session_id, outcome.action_id, error=outcome.error or "failed")
+            recorder.fail_action(entry.session_id, outcome.action_id, error=outcome.error or "failed")
     except InvalidTransitionError as exc:
         # Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
         log.info("journal outcome of %s already settled: %s", outcome.action_id, exc)

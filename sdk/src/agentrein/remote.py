@@ -1,35 +1,34 @@
-"""Server mode: the :class:`~agentrein.backend.Backend` interface over the AgentRein REST API (httpx).
+"""Server mode: the SDK's :class:`~agentrein.port.Mode` over the AgentRein REST API (httpx).
 
 Every answer is turned back into the same records embedded mode returns (``agentrein_core.converter.wire``),
 and every problem+json error into the same named exception, so agent code cannot tell the modes apart. A
 server that cannot be reached, or answers 5xx, is :class:`AgentReinUnavailableError` (``failure_mode``
-decides what the agent's call does then). Rollbacks run in the server; this side waits for them.
+decides what the agent's call does then). Rollbacks run in the server's workers; this side waits for them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 
+from agentrein.port import ExecutedCall
+from agentrein.settle import see_through
 from agentrein_core import errors
 from agentrein_core.converter import from_wire, to_wire
-from agentrein_core.engine import LoggedAction
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.retry import retrying
-from agentrein_core.rollback import UndoExecutor
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
-from agentrein_core.views import ApprovalInfo, SessionInfo
-
-if TYPE_CHECKING:
-    from agentrein.journal import ExecutedCall
+from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
 
 T = TypeVar("T")
+log = logging.getLogger("agentrein")
 
 URL_ENV = "AGENTREIN_URL"
 API_KEY_ENV = "AGENTREIN_API_KEY"
@@ -41,9 +40,7 @@ UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 ROLLBACK_POLL = 10.0
 
 
-class RemoteBackend:
-    runs_undos = False
-
+class ServedMode:
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 10.0) -> None:
         if not api_key:
             raise errors.ValidationError("api_key", f"server mode needs an API key (api_key= or ${API_KEY_ENV})")
@@ -161,15 +158,20 @@ class RemoteBackend:
         params = {"status": status, "include": "purpose"} if status is not None else {"include": "purpose"}
         return from_wire(self._call("GET", "/approvals", params=params), list[ApprovalInfo])
 
-    def approve(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
-        return self._decide(approval_id, "approve", reviewer, reason)
-
-    def reject(self, approval_id: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
-        return self._decide(approval_id, "reject", reviewer, reason)
-
-    def _decide(self, approval_id: str, verb: str, reviewer: str | None, reason: str | None) -> ApprovalInfo:
+    def decide(
+        self, approval_id: str, status: ApprovalStatus, reviewer: str | None, reason: str | None
+    ) -> ApprovalInfo:
+        """A decision may start or resume a rollback in the server: wait until it has moved as far as it can,
+        so the decision returns with its outcome (problems are logged: the decision was made)."""
+        verb = "approve" if status is ApprovalStatus.APPROVED else "reject"
         body = {"reviewer": reviewer, "reason": reason}
-        return from_wire(self._call("POST", f"/approvals/{_seg(approval_id)}/{verb}", json=body), ApprovalInfo)
+        decided = from_wire(self._call("POST", f"/approvals/{_seg(approval_id)}/{verb}", json=body), ApprovalInfo)
+        try:
+            self.settle_rollback(decided.session_id, wait=0)
+        except errors.AgentReinError:
+            log.exception("AgentRein could not follow the rollback of session %s", decided.session_id)
+            return decided
+        return self.get_approval(approval_id)
 
     # policies -----------------------------------------------------------------------------------------
     def add_policy(
@@ -202,12 +204,8 @@ class RemoteBackend:
         self._call("DELETE", f"/policies/{_seg(policy_id)}")
 
     # rollback -----------------------------------------------------------------------------------------
-    def request_rollback(
-        self, session_id: str, *, requested_by: str, trigger: str, approval_timeout: timedelta | None
-    ) -> Rollback:
-        body: JSON = {"reason": trigger}
-        if approval_timeout is not None:
-            body["approvalTimeoutMs"] = max(1, round(approval_timeout.total_seconds() * 1000))
+    def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback:
+        body = {"reason": trigger, "approvalTimeoutMs": max(1, round(approval_timeout.total_seconds() * 1000))}
         job = self._call("POST", f"/sessions/{_seg(session_id)}/rollback", json=body)
         return from_wire(job, Rollback)
 
@@ -220,17 +218,15 @@ class RemoteBackend:
             return None  # never rolled back
         return job if job.status in ROLLBACK_UNDER_WAY else None
 
-    def run_rollback(self, job: Rollback, executor: UndoExecutor, approval_timeout: timedelta) -> Rollback:
-        """The server's workers run it: wait (a while) until it ends or waits for a reviewer."""
+    def settle_rollback(self, session_id: str, *, wait: float) -> None:
+        """The server's workers run the rollback (and expire its approvals): wait for them."""
+        see_through(self, session_id, self._wait_for_workers, wait=wait, pause=0)
+
+    def _wait_for_workers(self, job: Rollback) -> Rollback:
+        """The job once it has ended or waits for a reviewer, or as it stands after ``ROLLBACK_POLL``."""
         params = {"wait": ROLLBACK_POLL}
         answer = self._call("GET", f"/sessions/{_seg(job.session_id)}/rollback", params=params, wait=ROLLBACK_POLL)
         return from_wire(answer, Rollback)
-
-    def rollbacks_to_run(self) -> list[Rollback]:
-        return []  # the server's workers run them
-
-    def maintain(self) -> None:
-        """The server's workers expire approvals and abandon idle sessions."""
 
 
 def _seg(record_id: str) -> str:

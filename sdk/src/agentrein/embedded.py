@@ -1,0 +1,229 @@
+"""Embedded mode: the engine runs in this process, on the database given to it (no server).
+
+Everything a server's workers would do happens here instead: the undos of a rollback run through the clients
+wrapped in this process (:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are
+expired and idle sessions abandoned now and then as this process reads, and intent checks run in a background
+thread (:mod:`agentrein.checks`). The embedded caller owns its database, so it has an operator's rights (it
+may, for instance, roll back a session it already completed).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from agentrein.checks import BackgroundChecks
+from agentrein.executor import ClientUndoExecutor
+from agentrein.port import ExecutedCall
+from agentrein.settle import see_through
+from agentrein_core.engine import Engine
+from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.plugins import Connectors
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
+from agentrein_core.store import Store
+from agentrein_core.verifiers import IntentChecks
+from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
+
+log = logging.getLogger("agentrein")
+
+#: How often embedded mode looks for expired approvals, idle sessions and rollbacks left to run.
+MAINTENANCE_EVERY = 30.0
+#: How long a rollback approval opened by a rollback this process drives waits, when the caller waits for
+#: none (a rollback resumed after a decision); otherwise it waits as long as the caller does.
+DEFAULT_APPROVAL_WAIT = 300.0
+#: How often a rollback held by another process (or waiting for one that holds the clients) is looked at.
+LOOK_AGAIN = 0.5
+
+
+class EmbeddedMode:
+    def __init__(self, store: Store, organisation: str, connectors: Connectors, clients: ClientUndoExecutor) -> None:
+        self.store = store
+        self.engine = Engine(store, connectors=connectors)
+        self.org_id = self.engine.ensure_organisation(organisation).org_id
+        self.identity = f"{store.url} organisation {self.org_id}"
+        self.clients = clients
+        self._last_maintenance = float("-inf")
+        self._lock = threading.Lock()
+        self._checks = BackgroundChecks(IntentChecks(self.engine, connectors), self.engine, self.org_id, self._resume)
+        self._checks.poke()  # checks a process before this one left unasked
+
+    # the guard's port ---------------------------------------------------------------------------------
+    def log_action(
+        self,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool,
+        approval_timeout: timedelta,
+    ) -> LoggedAction:
+        return self.engine.log_action(
+            self.org_id,
+            session_id,
+            connector=connector,
+            api_name=api_name,
+            operation_type=operation_type,
+            payload=payload,
+            requires_approval=requires_approval,
+            approval_timeout=approval_timeout,
+        )
+
+    def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
+        decision = self.engine.wait_for_decision(self.org_id, approval_id, timeout)
+        if decision.status is ApprovalStatus.PENDING and decision.time_remaining <= 0:
+            self.engine.maintain()  # past its time: expired now, by the engine's rules (no worker here does it)
+            decision = self.engine.get_approval(self.org_id, approval_id)
+        return decision
+
+    def confirm_action(
+        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
+    ) -> Action:
+        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
+
+    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
+        return self.engine.fail_action(self.org_id, action_id, error=error, session_id=session_id)
+
+    def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
+        return self.engine.record_executed_action(
+            self.org_id,
+            session_id,
+            idempotency_key=call.idempotency_key,
+            connector=call.connector,
+            api_name=call.api_name,
+            operation_type=call.operation_type,
+            payload=call.payload,
+            succeeded=call.succeeded,
+            response=call.response,
+            undo=call.undo,
+            error=call.error,
+        )
+
+    def settle_rollback(self, session_id: str, *, wait: float) -> None:
+        """Run the session's rollback here, through the wrapped clients; raises
+        :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
+        approval_timeout = timedelta(seconds=wait or DEFAULT_APPROVAL_WAIT)
+
+        def run(job: Rollback) -> Rollback:
+            return self.engine.run_rollback(self.org_id, job.rollback_id, self.clients, approval_timeout)
+
+        see_through(self, session_id, run, wait=wait, pause=LOOK_AGAIN)
+
+    # sessions -----------------------------------------------------------------------------------------
+    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+        self._maintain_now_and_then()
+        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
+        return self.engine.get_session(self.org_id, session.session_id)
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        self._maintain_now_and_then()
+        return self.engine.get_session(self.org_id, session_id)
+
+    def list_sessions(self, limit: int) -> list[SessionInfo]:
+        self._maintain_now_and_then()
+        return self.engine.list_sessions(self.org_id, limit).sessions
+
+    def complete_session(self, session_id: str) -> SessionInfo:
+        return self.engine.complete_session(self.org_id, session_id)
+
+    def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback:
+        return self.engine.request_rollback(
+            self.org_id,
+            session_id,
+            caller_role=Role.OPERATOR,
+            requested_by="sdk",
+            trigger=trigger,
+            approval_timeout=approval_timeout,
+        )
+
+    def active_rollback(self, session_id: str) -> Rollback | None:
+        return self.engine.active_rollback(self.org_id, session_id)
+
+    # approvals ----------------------------------------------------------------------------------------
+    def get_approval(self, approval_id: str) -> ApprovalInfo:
+        return self.engine.get_approval(self.org_id, approval_id)
+
+    def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
+        self._maintain_now_and_then()
+        return self.engine.list_approvals(self.org_id, status)
+
+    def decide(
+        self, approval_id: str, status: ApprovalStatus, reviewer: str | None, reason: str | None
+    ) -> ApprovalInfo:
+        """A decision may start or resume a rollback (an after-execution rejection, an approved undo): run it
+        here when this process holds the session's clients (a waiting agent thread may also)."""
+        if reviewer is None:
+            raise ValidationError("reviewer", "name who decides (embedded mode has no API key to name them by)")
+        decide = self.engine.approve if status is ApprovalStatus.APPROVED else self.engine.reject
+        decided = decide(self.org_id, approval_id, reviewer, reason)
+        if self.clients.knows_session(decided.session_id):
+            try:
+                self.settle_rollback(decided.session_id, wait=0)
+            except AgentReinError:
+                log.exception("AgentRein could not go on rolling back session %s", decided.session_id)
+        return self.engine.get_approval(self.org_id, approval_id)
+
+    # policies -----------------------------------------------------------------------------------------
+    def add_policy(
+        self,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None,
+        api_name: str | None,
+        agent_id: str | None,
+        operation_type: str | None,
+    ) -> Policy:
+        return self.engine.add_policy(
+            self.org_id,
+            name,
+            effect,
+            connector=connector,
+            api_name=api_name,
+            agent_id=agent_id,
+            operation_type=operation_type,
+        )
+
+    def list_policies(self) -> list[Policy]:
+        return self.engine.list_policies(self.org_id)
+
+    def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy:
+        return self.engine.set_policy_enabled(self.org_id, policy_id, enabled)
+
+    def remove_policy(self, policy_id: str) -> None:
+        self.engine.delete_policy(self.org_id, policy_id)
+
+    def close(self) -> None:
+        self._checks.stop()
+        self.store.close()
+
+    # what a server's workers would do -----------------------------------------------------------------
+    def _maintain_now_and_then(self) -> None:
+        """Expire approvals, abandon idle sessions and resume rollbacks of sessions wrapped here, lazily, at
+        most every ``MAINTENANCE_EVERY`` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_maintenance < MAINTENANCE_EVERY:
+                return
+            self._last_maintenance = now
+        try:
+            self.engine.maintain()
+        except AgentReinError as exc:
+            log.warning("AgentRein maintenance stopped: %s", exc)
+            return
+        self._resume()
+
+    def _resume(self) -> None:
+        """Run the rollbacks left to run (a crash's, one drift started) of sessions wrapped in this process."""
+        try:
+            for job in self.engine.rollbacks_to_run(self.org_id):
+                if self.clients.knows_session(job.session_id):
+                    self.engine.run_rollback(
+                        self.org_id, job.rollback_id, self.clients, timedelta(seconds=DEFAULT_APPROVAL_WAIT)
+                    )
+        except AgentReinError as exc:
+            log.warning("AgentRein could not resume rollbacks: %s", exc)

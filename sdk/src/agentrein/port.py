@@ -1,0 +1,107 @@
+"""What the SDK needs of AgentRein, in the two sizes its parts need it.
+
+:class:`Recorder` is the guard's port: the few steps a guarded call takes (record it before it runs, wait for
+a reviewer, confirm or fail it, report a call that ran while AgentRein was unreachable, see the session's
+rollback through). :class:`Mode` is everything :class:`~agentrein.AgentRein` offers on top. Each has two
+implementations, the modes: :class:`~agentrein.embedded.EmbeddedMode` (the engine in this process, which
+runs the undos through the wrapped clients) and :class:`~agentrein.served.ServedMode` (a server over HTTP,
+whose workers run them); who drives a rollback is the mode's own business, so neither needs a stub of the
+other's.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Protocol
+
+from attrs import frozen
+
+from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
+from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
+
+
+@frozen
+class ExecutedCall:
+    """A call that ran with no write-ahead record (AgentRein was unreachable), and how it ended."""
+
+    idempotency_key: str
+    connector: str
+    api_name: str
+    operation_type: OperationType
+    payload: JSON
+    succeeded: bool
+    response: JSON | None = None
+    undo: UndoConfig | None = None
+    error: str | None = None
+
+
+class Recorder(Protocol):
+    """What a guarded call needs (:mod:`agentrein.guard`), and what the journal replays through."""
+
+    #: Whose records these are (a database and organisation, or a server and key): the journal replays an
+    #: entry only to the recorder that journaled it.
+    identity: str
+
+    def log_action(
+        self,
+        session_id: str,
+        *,
+        connector: str,
+        api_name: str,
+        operation_type: OperationType,
+        payload: JSON,
+        requires_approval: bool,
+        approval_timeout: timedelta,
+    ) -> LoggedAction: ...
+
+    def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
+        """The approval once decided, or as it stands after ``timeout`` seconds; one past its time is
+        expired by then (with what an expiry means)."""
+        ...
+
+    def confirm_action(
+        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
+    ) -> Action: ...
+
+    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...
+
+    def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action: ...
+
+    def settle_rollback(self, session_id: str, *, wait: float) -> None:
+        """See the session's rollback (if any) through, waiting at most ``wait`` seconds: until it has ended,
+        or until it waits for a reviewer who has not decided in time."""
+        ...
+
+
+class Mode(Recorder, Protocol):
+    """What :class:`~agentrein.AgentRein` needs besides: sessions, approvals, policies, rollbacks."""
+
+    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo: ...
+    def get_session(self, session_id: str) -> SessionInfo: ...
+    def list_sessions(self, limit: int) -> list[SessionInfo]: ...
+    def complete_session(self, session_id: str) -> SessionInfo: ...
+    def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback: ...
+    def get_approval(self, approval_id: str) -> ApprovalInfo: ...
+    def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
+    def decide(
+        self, approval_id: str, status: ApprovalStatus, reviewer: str | None, reason: str | None
+    ) -> ApprovalInfo:
+        """Approve or reject; returns once a rollback the decision starts or resumes has moved as far as it
+        can here (it may wait for another reviewer)."""
+        ...
+
+    def add_policy(
+        self,
+        name: str,
+        effect: PolicyEffect | str,
+        *,
+        connector: str | None,
+        api_name: str | None,
+        agent_id: str | None,
+        operation_type: str | None,
+    ) -> Policy: ...
+    def list_policies(self) -> list[Policy]: ...
+    def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy: ...
+    def remove_policy(self, policy_id: str) -> None: ...
+    def close(self) -> None: ...

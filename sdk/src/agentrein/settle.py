@@ -1,0 +1,61 @@
+"""Seeing a session's rollback through, the same way in both modes: advance the job (embedded: run its undos
+here; served: wait while the server's workers run them), wait for the reviewer of a rollback approval, look
+again until the rollback has ended or the time is up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from agentrein_core.model import Rollback
+from agentrein_core.statuses import ApprovalStatus, RollbackStatus
+from agentrein_core.views import ApprovalInfo, SessionInfo
+
+ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
+
+
+class Looks(Protocol):
+    """The reads seeing a rollback through takes (both modes have them)."""
+
+    def active_rollback(self, session_id: str) -> Rollback | None: ...
+    def get_session(self, session_id: str) -> SessionInfo: ...
+    def get_approval(self, approval_id: str) -> ApprovalInfo: ...
+    def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
+
+
+def see_through(
+    looks: Looks, session_id: str, advance: Callable[[Rollback], Rollback], *, wait: float, pause: float
+) -> None:
+    """Drive the session's rollback with ``advance`` until it ends, or until ``wait`` seconds have passed;
+    between looks that moved nothing, sleep ``pause`` seconds (0: ``advance`` waits by itself)."""
+    deadline = time.monotonic() + wait
+    while True:
+        job = looks.active_rollback(session_id)
+        if job is None:
+            return
+        job = advance(job)
+        if job.status in ENDED:
+            continue  # another rollback may have been started meanwhile
+        remaining = deadline - time.monotonic()
+        if job.status is RollbackStatus.WAITING_APPROVAL:
+            approval = _pending_approval(looks, session_id, job)
+            if approval is not None:
+                if approval.time_remaining <= 0 or remaining > 0:
+                    # past its time it is expired now, by the rules (the mode's wait does it)
+                    wait_for = max(0.0, min(approval.time_remaining, remaining))
+                    approval = looks.wait_for_decision(approval.approval_id, wait_for)
+                if approval.status is not ApprovalStatus.PENDING or approval.time_remaining <= 0:
+                    continue  # decided, or about to be expired by whoever runs the expiries
+        if remaining <= 0:
+            return
+        if pause:
+            time.sleep(min(pause, remaining))
+
+
+def _pending_approval(looks: Looks, session_id: str, job: Rollback) -> ApprovalInfo | None:
+    """The rollback approval ``job`` waits for, if it is still pending."""
+    for approval in looks.get_session(session_id).approvals:
+        if approval.rollback_id == job.rollback_id and approval.status is ApprovalStatus.PENDING:
+            return looks.get_approval(approval.approval_id)
+    return None
