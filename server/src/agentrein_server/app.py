@@ -41,7 +41,8 @@ from agentrein_server.api.settings import SettingsController
 from agentrein_server.api.system import healthz, prometheus_metrics
 from agentrein_server.api.webhooks import WebhookController
 from agentrein_server.auth import Authenticator, Caller
-from agentrein_server.dashboard import dashboard_router, error_page, is_dashboard, root, template_config
+from agentrein_server.dashboard.rendering import template_config
+from agentrein_server.dashboard.router import dashboard_router, error_page, is_dashboard, root
 from agentrein_server.services import Services, ServicesDep, provide_services
 from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import SECRET_KEY_ENV, Vault

@@ -1,4 +1,5 @@
-"""What every area of use cases works with, and how a waiting caller of this process is woken.
+"""What every area of use cases works with: how a waiting caller of this process is woken, the policy sets
+recording reads, and the collaborators the engine is given.
 
 :class:`UseCases` declares the collaborators :class:`~agentrein_core.engine.Engine` gives every area (the
 store, the clock, the installed connectors…). Areas never call each other's methods: what one use case
@@ -12,11 +13,11 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from agentrein_core.store import Change, Store
+from agentrein_core.store import Change, Store, Tx
 
 if TYPE_CHECKING:
     from agentrein_core.clock import Clock
-    from agentrein_core.engine.policies import PolicySets
+    from agentrein_core.model import Policy
     from agentrein_core.plugins import Connectors
 
 #: How often a waiting long-poll looks again by itself, for changes made where no notification reaches this
@@ -44,6 +45,25 @@ class Waiters:
         recheck = LISTENING_RECHECK if self._store.listening else RECHECK_EVERY
         with self._changed:
             self._changed.wait(min(remaining, recheck))
+
+
+class PolicySets:
+    """Each organisation's enabled policies, read again only when their version has moved (any process that
+    changes a policy bumps it in the same transaction), so recording a call reads no policy rows."""
+
+    def __init__(self) -> None:
+        self._by_org: dict[str, tuple[int, list[Policy]]] = {}
+        self._lock = threading.Lock()
+
+    def enabled(self, tx: Tx, org_id: str, version: int) -> list[Policy]:
+        with self._lock:
+            cached = self._by_org.get(org_id)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        enabled = tx.enabled_policies(org_id)
+        with self._lock:
+            self._by_org[org_id] = (version, enabled)
+        return enabled
 
 
 class UseCases:

@@ -15,11 +15,11 @@ from datetime import timedelta
 from agentrein_core import notifications
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.engine.accounts import Accounts
-from agentrein_core.engine.base import Waiters
+from agentrein_core.engine.base import PolicySets, Waiters
 from agentrein_core.engine.checks import IntentChecking
 from agentrein_core.engine.maintenance import Maintenance
 from agentrein_core.engine.outbox import Outbox
-from agentrein_core.engine.policies import PolicyRules, PolicySets
+from agentrein_core.engine.policies import PolicyRules
 from agentrein_core.engine.recording import Recording
 from agentrein_core.engine.reviews import Reviews
 from agentrein_core.engine.rollbacks import ROLLBACK_LEASE, Rollbacks

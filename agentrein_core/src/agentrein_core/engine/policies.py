@@ -3,8 +3,6 @@ calls (matched and ranked by :mod:`agentrein_core.policies`)."""
 
 from __future__ import annotations
 
-import threading
-
 from attrs import evolve
 
 import agentrein_core.engine.validation as validation
@@ -14,26 +12,6 @@ from agentrein_core.ids import new_id
 from agentrein_core.model import Action, Policy
 from agentrein_core.policies import Subject, matches, parse_effect, validate_glob
 from agentrein_core.statuses import PolicyEffect
-from agentrein_core.store import Tx
-
-
-class PolicySets:
-    """Each organisation's enabled policies, read again only when their version has moved (any process that
-    changes a policy bumps it in the same transaction), so recording a call reads no policy rows."""
-
-    def __init__(self) -> None:
-        self._by_org: dict[str, tuple[int, list[Policy]]] = {}
-        self._lock = threading.Lock()
-
-    def enabled(self, tx: Tx, org_id: str, version: int) -> list[Policy]:
-        with self._lock:
-            cached = self._by_org.get(org_id)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        enabled = tx.enabled_policies(org_id)
-        with self._lock:
-            self._by_org[org_id] = (version, enabled)
-        return enabled
 
 
 class PolicyRules(UseCases):
