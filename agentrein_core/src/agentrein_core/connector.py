@@ -12,8 +12,9 @@ approvals, retries, rollback) is the same for every service:
    result; :meth:`Connector.run_undo` runs it, with the undo's own idempotency key.
 4. *What must never be stored?* :attr:`Connector.sensitive_fields` extends the default redaction list.
 
-In server mode inverses run in the server, through a client the connector builds from the organisation's
-stored configuration and credentials (:meth:`Connector.server_client`, checked by
+:mod:`agentrein_core.runner` runs the calls and their inverses (keyed, retried, awaited) the same way for every
+connector. In server mode inverses run in the server, through a client the connector builds from the
+organisation's stored configuration and credentials (:meth:`Connector.server_client`, checked by
 :meth:`Connector.check_config` when an operator stores them).
 """
 
@@ -26,8 +27,7 @@ from typing import Any, ClassVar
 from attrs import frozen
 
 from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
-from agentrein_core.retry import retrying
+from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.statuses import OperationType
 
 #: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
@@ -137,12 +137,3 @@ def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoC
     if "type" in override and override["type"] != derived.type:
         return UndoConfig(str(override["type"]), params, require_approval)
     return UndoConfig(derived.type, {**derived.params, **params}, require_approval)
-
-
-def run_undo_retrying(connector: Connector, action: Action, client: Any, settle: Callable[[Any], Any]) -> None:
-    """Run ``action``'s inverse through ``client`` with its undo idempotency key, retrying what the connector
-    judges transient; ``settle`` receives each attempt's outcome (and awaits it, for an async client)."""
-    assert action.undo is not None
-    for attempt in retrying(connector.is_transient):
-        with attempt:
-            settle(connector.run_undo(action.undo, client, action.undo_idempotency_key))

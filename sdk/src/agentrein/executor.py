@@ -9,10 +9,9 @@ from typing import Any
 
 from attrs import define, field
 
-from agentrein_core.connector import run_undo_retrying
-from agentrein_core.errors import AgentReinError
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
+from agentrein_core.runner import run_inverse
 
 
 @define
@@ -58,27 +57,4 @@ class ClientUndoExecutor:
     def run_undo(self, action: Action) -> None:
         ref = self._ref(action)
         assert ref is not None
-        loop = ref.loop
-
-        def settle(outcome: Any) -> None:
-            if asyncio.iscoroutine(outcome):
-                _await_from_thread(outcome, loop)
-
-        run_undo_retrying(self.connectors.get(action.connector), action, ref.client, settle)
-
-
-def _await_from_thread(coro: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
-    """Run an async client's inverse on the loop the client belongs to, from a worker thread."""
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if loop is not None and loop.is_running():
-        if running is loop:
-            coro.close()
-            raise AgentReinError(
-                "an async client's rollback cannot run on its own event loop thread; "
-                "call `await asyncio.to_thread(ar.rollback_session, session)` instead"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-    return asyncio.run(coro)
+        run_inverse(self.connectors.get(action.connector), action, ref.client, loop=ref.loop)

@@ -35,7 +35,7 @@ from agentrein_core.errors import (
 )
 from agentrein_core.model import JSON, Action, UndoConfig
 from agentrein_core.redaction import Redactor
-from agentrein_core.retry import async_retrying, retrying
+from agentrein_core.runner import run_call, run_call_async
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import LoggedAction
 
@@ -98,12 +98,7 @@ class Guard:
         return result
 
     def _execute(self, call: PreparedCall, key: str) -> Any:
-        if not self.options.is_retryable(call.api_name):
-            return call.run(key)
-        for attempt in retrying(self.options.connector.is_transient):
-            with attempt:
-                return call.run(key)
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+        return run_call(self.options.connector, call, key, retryable=self.options.is_retryable(call.api_name))
 
     # async --------------------------------------------------------------------------------------------
     async def _call_async(self, call: PreparedCall) -> Any:
@@ -130,12 +125,8 @@ class Guard:
         return result
 
     async def _execute_async(self, call: PreparedCall, key: str) -> Any:
-        if not self.options.is_retryable(call.api_name):
-            return await call.run(key)
-        async for attempt in async_retrying(self.options.connector.is_transient):
-            with attempt:
-                return await call.run(key)
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+        retryable = self.options.is_retryable(call.api_name)
+        return await run_call_async(self.options.connector, call, key, retryable=retryable)
 
     # the steps both share -------------------------------------------------------------------------------
     def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:

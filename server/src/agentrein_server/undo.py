@@ -3,16 +3,13 @@ settings (``PUT /connectors/{name}``), never through anything an agent sent."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from attrs import define
 
-from agentrein_core.connector import run_undo_retrying
 from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
+from agentrein_core.runner import run_inverse
 from agentrein_server.vault import Vault
 
 
@@ -43,13 +40,8 @@ class ServerUndoExecutor:
         except AgentReinError as exc:
             raise UndoError(str(exc)) from exc
         try:
-            run_undo_retrying(connector, action, client, _settle)
+            run_inverse(connector, action, client)
         finally:
             close = getattr(client, "close", None)
             if callable(close):
                 close()
-
-
-def _settle(outcome: Any) -> None:
-    if asyncio.iscoroutine(outcome):
-        asyncio.run(outcome)

@@ -1,0 +1,81 @@
+"""Running a connector's calls: the agent's call and, on rollback, its inverse.
+
+Both run the same way wherever they run (the SDK's guard, the SDK's embedded-mode undo, the server's undo):
+
+- with their idempotency key, the action's for the call and the action's undo key for its inverse, on every
+  attempt, so a retried call is applied at most once;
+- retried (:mod:`agentrein_core.retry`) only on failures the connector judges transient, and the agent's call
+  only when the caller listed it as ``retryable``;
+- an async client's inverse is awaited on the event loop the client belongs to. Inverses run in worker
+  threads (the engine's rollback is synchronous), so the loop is reached from outside; a rollback asked for on
+  the loop's own thread would block the loop it needs, and is refused with the way out instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agentrein_core.connector import Connector, PreparedCall
+from agentrein_core.errors import AgentReinError
+from agentrein_core.model import Action
+from agentrein_core.retry import async_retrying, retrying
+
+
+def run_call(connector: Connector, call: PreparedCall, key: str, *, retryable: bool) -> Any:
+    """Make the agent's call with idempotency ``key`` and return its result; when ``retryable``, transient
+    failures are retried with the same key."""
+    if not retryable:
+        return call.run(key)
+    for attempt in retrying(connector.is_transient):
+        with attempt:
+            return call.run(key)
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+async def run_call_async(connector: Connector, call: PreparedCall, key: str, *, retryable: bool) -> Any:
+    """:func:`run_call` for an async client's call (``call.is_async``), awaited on the running loop."""
+    if not retryable:
+        return await call.run(key)
+    async for attempt in async_retrying(connector.is_transient):
+        with attempt:
+            return await call.run(key)
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+def run_inverse(
+    connector: Connector, action: Action, client: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> None:
+    """Undo ``action`` through ``client`` with the action's undo idempotency key, retrying what the connector
+    judges transient; return once the effect is gone, raise otherwise.
+
+    An async client's inverse is awaited on ``loop``, the loop the client belongs to, while that loop runs in
+    another thread; on a fresh loop when none is given or it has stopped. Called on ``loop``'s own thread, it
+    raises :class:`AgentReinError` and sends nothing."""
+    undo = action.undo
+    assert undo is not None
+    for attempt in retrying(connector.is_transient):
+        with attempt:
+            _settle(connector.run_undo(undo, client, action.undo_idempotency_key), loop)
+
+
+def _settle(outcome: Any, loop: asyncio.AbstractEventLoop | None) -> None:
+    if not asyncio.iscoroutine(outcome):
+        return  # a sync client's inverse has already run
+    if loop is None or not loop.is_running():
+        asyncio.run(outcome)
+        return
+    if _running_loop() is loop:
+        outcome.close()  # not started, so nothing was sent
+        raise AgentReinError(
+            "an async client's rollback cannot run on its own event loop thread; "
+            "call `await asyncio.to_thread(ar.rollback_session, session)` instead"
+        )
+    asyncio.run_coroutine_threadsafe(outcome, loop).result()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
