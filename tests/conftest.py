@@ -16,7 +16,7 @@ from serving import RunningServer
 
 from agentrein import AgentRein
 from agentrein_core.notifications import ALLOW_PRIVATE_ENV
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it)"

@@ -9,10 +9,10 @@ import pytest
 from agentrein_todo import TodoClient, TodoConnector
 
 from agentrein import ActionStatus, AgentRein
-from agentrein.testing import ConnectorContract, Sample
 from agentrein_core.connector import Connector
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import OperationType
+from agentrein_testing import ConnectorContract, Sample
 
 CREATE = Sample(
     ("add_item",),

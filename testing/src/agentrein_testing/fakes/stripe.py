@@ -86,7 +86,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from attrs import define, field
 
-from agentrein_server.demo.loopback import serve, url_of
+from agentrein_testing.fakes.base import serve, url_of
 
 JSON = dict[str, Any]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from attrs import define, field
 
-from agentrein_server.demo.loopback import serve, url_of
+from agentrein_testing.fakes.base import serve, url_of
 
 
 @define

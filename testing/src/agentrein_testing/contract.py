@@ -1,5 +1,5 @@
 """A conformance suite for connector plugins: the behaviour AgentRein relies on, checked against your own fake.
-Import it in your tests (it needs pytest): ``from agentrein.testing import ConnectorContract, Sample``.
+Import it in your tests (it needs pytest): ``from agentrein_testing import ConnectorContract, Sample``.
 
 Subclass :class:`ConnectorContract` in your plugin's tests (the class name must start with ``Test`` for pytest to
 collect it), describe your service's calls, and provide four fixtures: ``connector`` (your connector),

@@ -8,7 +8,7 @@ completion and follow-up calls land here), GitHub's errors (``{"message": "Not F
 requests (created from branches, merged into their base), git refs and file contents over a small commit
 graph. GitHub has no idempotency keys, so neither has the fake: a repeated POST creates twice.
 
-Faults are injected as in :class:`~agentrein_server.demo.fake_service.FakeService`: an error status, a dropped
+Faults are injected as in :class:`~agentrein_testing.fakes.service.FakeService`: an error status, a dropped
 connection, and the "lost response" (``after_effect=True``: the request takes effect, the client never hears).
 
 Start with :meth:`FakeGitHub.running`, then point PyGithub at ``base_url``::
@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from attrs import define, field
 
-from agentrein_server.demo.loopback import serve, url_of
+from agentrein_testing.fakes.base import serve, url_of
 
 JSON = dict[str, Any]
 Reply = tuple[int, dict[str, str], Any]  # status, headers, JSON body (None: no body)
