@@ -8,7 +8,7 @@ completion and follow-up calls land here), GitHub's errors (``{"message": "Not F
 requests (created from branches, merged into their base), git refs and file contents over a small commit
 graph. GitHub has no idempotency keys, so neither has the fake: a repeated POST creates twice.
 
-Faults are injected as in :class:`~agentrein_testing.fakes.service.FakeService`: an error status, a dropped
+Faults are injected as in every fake of :mod:`agentrein_testing.fakes.base`: an error status, a dropped
 connection, and the "lost response" (``after_effect=True``: the request takes effect, the client never hears).
 
 Start with :meth:`FakeGitHub.running`, then point PyGithub at ``base_url``::
@@ -27,22 +27,19 @@ import binascii
 import hashlib
 import json
 import re
-import socket
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+import secrets
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from fnmatch import fnmatchcase
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.client import responses
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from attrs import define, field
 
-from agentrein_testing.fakes.base import serve, url_of
+from agentrein_testing.fakes.base import Fault, LoopbackFake, Reply, Request
 
 JSON = dict[str, Any]
-Reply = tuple[int, dict[str, str], Any]  # status, headers, JSON body (None: no body)
+Answer = tuple[int, dict[str, str], Any]  # status, headers, JSON body (None: no body)
 
 DOCS = "https://docs.github.com/rest"
 RATE_LIMIT = 5000
@@ -51,12 +48,7 @@ MAX_PER_PAGE = 100
 
 
 @define
-class Fault:
-    method: str
-    path_glob: str
-    status: int | None  # None: drop the connection without answering
-    times: int
-    after_effect: bool  # apply the request first, then fail: the client never learns it worked
+class GitHubFault(Fault):
     body: Any = None  # the error body; None: {"message": <reason>, "documentation_url": ...}
     headers: dict[str, str] = field(factory=dict)  # e.g. {"Retry-After": "0"}
 
@@ -238,38 +230,25 @@ def _wrapped_base64(data: bytes) -> str:
 
 
 @define
-class FakeGitHub:
+class FakeGitHub(LoopbackFake[Recorded, GitHubFault]):
     """Start with :meth:`running`; ``base_url`` is then ``http://127.0.0.1:<port>``.
 
     ``login`` is the user that ``token`` authenticates (``GET /user``); more users and tokens come with
     :meth:`add_user`, organisations with :meth:`add_org`, seeded repositories with :meth:`add_repo`.
     """
 
+    thread_name: ClassVar[str] = "fake-github"
+
     login: str = "octocat"
     token: str = "ghp_test"
-    requests: list[Recorded] = field(factory=list)
-    _accounts: dict[str, _Account] = field(factory=dict)  # by lower-cased login
-    _tokens: dict[str, str] = field(factory=dict)  # token -> login
-    _repos: dict[str, _Repo] = field(factory=dict)  # by lower-cased "owner/name"
-    _faults: list[Fault] = field(factory=list)
-    _holds: dict[tuple[str, str], tuple[threading.Event, threading.Event]] = field(factory=dict)
-    _last_id: int = 0
-    _rate_used: int = 0
-    _lock: threading.Lock = field(factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
+    _accounts: dict[str, _Account] = field(factory=dict, init=False)  # by lower-cased login
+    _tokens: dict[str, str] = field(factory=dict, init=False)  # token -> login
+    _repos: dict[str, _Repo] = field(factory=dict, init=False)  # by lower-cased "owner/name"
+    _last_id: int = field(default=0, init=False)
+    _rate_used: int = field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.add_user(self.login, token=self.token)
-
-    @property
-    def base_url(self) -> str:
-        return url_of(self._server)
-
-    @contextmanager
-    def running(self) -> Iterator[FakeGitHub]:
-        with serve(_handler_for(self), "fake-github") as self._server:
-            yield self
-        self._server = None
 
     # seeding ------------------------------------------------------------------------------------------
     def add_user(self, login: str, *, token: str | None = None, name: str | None = None) -> None:
@@ -323,29 +302,11 @@ class FakeGitHub:
         headers: Mapping[str, str] | None = None,
     ) -> None:
         """Answer the next ``times`` requests matching ``method`` and ``path_glob`` (the path without its query)
-        with ``status`` (None: drop the connection). With ``after_effect`` the request takes effect first."""
-        with self._lock:
-            self._faults.append(
-                Fault(method.upper(), path_glob, status, times, after_effect, body, dict(headers or {}))
-            )
-
-    def hold(self, method: str, path: str) -> tuple[threading.Event, threading.Event]:
-        """Make the next ``method path`` request wait before it takes effect: returns (arrived, release);
-        ``arrived`` is set when the request is in, and it goes on once ``release`` is set."""
-        gates = (threading.Event(), threading.Event())
-        with self._lock:
-            self._holds[(method.upper(), path)] = gates
-        return gates
+        with ``status`` (None: drop the connection) and ``body`` (default: GitHub's for the status) and
+        ``headers``. With ``after_effect`` the request takes effect first."""
+        self._inject(GitHubFault(method.upper(), path_glob, status, times, after_effect, body, dict(headers or {})))
 
     # inspection ---------------------------------------------------------------------------------------
-    def calls(self, method: str | None = None, path_glob: str = "*") -> list[Recorded]:
-        with self._lock:
-            return [
-                r
-                for r in self.requests
-                if (method is None or r.method == method.upper()) and fnmatchcase(r.path, path_glob)
-            ]
-
     def repo_exists(self, owner: str, repo: str) -> bool:
         with self._lock:
             return f"{owner}/{repo}".lower() in self._repos
@@ -408,7 +369,7 @@ class FakeGitHub:
             return None if sha is None else found.commits[sha].files.get(path)
 
     # serving ------------------------------------------------------------------------------------------
-    def handle(self, method: str, raw_path: str, raw_body: bytes, authorization: str | None) -> Reply:
+    def handle(self, method: str, raw_path: str, raw_body: bytes, authorization: str | None) -> Answer:
         """Answer one request (the fake's lock is held)."""
         path, _, query_string = raw_path.partition("?")
         path = path.rstrip("/") or "/"
@@ -449,15 +410,23 @@ class FakeGitHub:
             "X-RateLimit-Resource": "core",
         }
 
-    def _error(self, error: _ApiError) -> Reply:
+    def _error(self, error: _ApiError) -> Answer:
         return error.status, {}, error.payload
 
-    def _fault_for(self, method: str, path: str) -> Fault | None:
-        for fault in self._faults:
-            if fault.method == method and fnmatchcase(path, fault.path_glob) and fault.times > 0:
-                fault.times -= 1
-                return fault
-        return None
+    def _record(self, request: Request) -> Recorded:
+        query = dict(parse_qsl(request.query_string, keep_blank_values=True))
+        return Recorded(request.method, request.path, query, request.json_body(), request.headers.get("authorization"))
+
+    def _effect(self, request: Request, record: Recorded) -> tuple[Reply, bool]:
+        status, headers, data = self.handle(request.method, request.target, request.body, record.authorization)
+        headers = {**self.rate_headers(record.authorization is not None and status != 401), **headers}
+        return _reply(request.method, status, headers, data), False  # GitHub has no idempotency keys
+
+    def _fault_reply(self, fault: GitHubFault, status: int, record: Recorded) -> Reply:
+        body = fault.body
+        if body is None:
+            body = {"message": responses.get(status, "Error"), "documentation_url": DOCS, "status": str(status)}
+        return _reply(record.method, status, dict(fault.headers), body)
 
     # helpers ------------------------------------------------------------------------------------------
     def _ensure_user(self, login: str, *, token: str | None = None, name: str | None = None) -> _Account:
@@ -526,7 +495,7 @@ class FakeGitHub:
     def _user(self, login: str) -> _Account:
         return self._accounts[login.lower()]
 
-    def _paged(self, call: _Call, items: list[JSON]) -> Reply:
+    def _paged(self, call: _Call, items: list[JSON]) -> Answer:
         try:
             per_page = min(max(int(call.query.get("per_page", DEFAULT_PER_PAGE)), 1), MAX_PER_PAGE)
             page = max(int(call.query.get("page", 1)), 1)
@@ -1054,7 +1023,7 @@ class FakeGitHub:
         return entry
 
     # users and organisations --------------------------------------------------------------------------
-    def _get_user(self, call: _Call) -> Reply:
+    def _get_user(self, call: _Call) -> Answer:
         if call.user is None:
             raise _ApiError(401, "Requires authentication")
         own = [r for r in self._repos.values() if r.owner == call.user.login]
@@ -1073,13 +1042,13 @@ class FakeGitHub:
             },
         )
 
-    def _get_named_user(self, call: _Call) -> Reply:
+    def _get_named_user(self, call: _Call) -> Answer:
         account = self._accounts.get(call.args["login"].lower())
         if account is None:
             raise _not_found()
         return 200, {}, self._full_user_json(account)
 
-    def _list_repos_of(self, call: _Call, owner: str) -> Reply:
+    def _list_repos_of(self, call: _Call, owner: str) -> Answer:
         repos = [
             self._repo_json(r, call.user)
             for r in sorted(self._repos.values(), key=lambda r: r.full_name.lower())
@@ -1087,30 +1056,30 @@ class FakeGitHub:
         ]
         return self._paged(call, repos)
 
-    def _list_own_repos(self, call: _Call) -> Reply:
+    def _list_own_repos(self, call: _Call) -> Answer:
         if call.user is None:
             raise _ApiError(401, "Requires authentication")
         return self._list_repos_of(call, call.user.login)
 
-    def _list_user_repos(self, call: _Call) -> Reply:
+    def _list_user_repos(self, call: _Call) -> Answer:
         if call.args["login"].lower() not in self._accounts:
             raise _not_found()
         return self._list_repos_of(call, call.args["login"])
 
-    def _get_org(self, call: _Call) -> Reply:
+    def _get_org(self, call: _Call) -> Answer:
         org = self._accounts.get(call.args["org"].lower())
         if org is None or org.type != "Organization":
             raise _not_found()
         return 200, {}, self._org_json(org)
 
-    def _list_org_repos(self, call: _Call) -> Reply:
+    def _list_org_repos(self, call: _Call) -> Answer:
         org = self._accounts.get(call.args["org"].lower())
         if org is None or org.type != "Organization":
             raise _not_found()
         return self._list_repos_of(call, org.login)
 
     # repositories -------------------------------------------------------------------------------------
-    def _create_repo_for(self, call: _Call, owner: _Account) -> Reply:
+    def _create_repo_for(self, call: _Call, owner: _Account) -> Answer:
         body = call.object_body()
         name = body.get("name")
         if not isinstance(name, str) or not name.strip():
@@ -1134,10 +1103,10 @@ class FakeGitHub:
         url = f"{self._api}/repos/{repo.full_name}"
         return 201, {"Location": url}, self._repo_json(repo, call.user)
 
-    def _create_user_repo(self, call: _Call) -> Reply:
+    def _create_user_repo(self, call: _Call) -> Answer:
         return self._create_repo_for(call, self._user(call.login()))
 
-    def _create_org_repo(self, call: _Call) -> Reply:
+    def _create_org_repo(self, call: _Call) -> Answer:
         org = self._accounts.get(call.args["org"].lower())
         if org is None or org.type != "Organization":
             raise _not_found()
@@ -1145,16 +1114,16 @@ class FakeGitHub:
             raise _ApiError(403, "You need admin access to the organization before adding a repository to it.")
         return self._create_repo_for(call, org)
 
-    def _get_repo(self, call: _Call) -> Reply:
+    def _get_repo(self, call: _Call) -> Answer:
         return 200, {}, self._repo_json(self._repo_for(call), call.user)
 
-    def _get_repo_by_id(self, call: _Call) -> Reply:
+    def _get_repo_by_id(self, call: _Call) -> Answer:
         for repo in self._repos.values():
             if str(repo.id) == call.args["id"] and (not repo.private or self._can_push(repo, call.user)):
                 return 200, {}, self._repo_json(repo, call.user)
         raise _not_found()
 
-    def _edit_repo(self, call: _Call) -> Reply:
+    def _edit_repo(self, call: _Call) -> Answer:
         repo = self._repo_for(call, admin=True)
         body = call.object_body()
         if "default_branch" in body:
@@ -1172,13 +1141,13 @@ class FakeGitHub:
         repo.updated_at = _now()
         return 200, {}, self._repo_json(repo, call.user)
 
-    def _delete_repo(self, call: _Call) -> Reply:
+    def _delete_repo(self, call: _Call) -> Answer:
         repo = self._repo_for(call, admin=True)
         del self._repos[repo.full_name.lower()]
         return 204, {}, None
 
     # issues -------------------------------------------------------------------------------------------
-    def _list_issues(self, call: _Call) -> Reply:
+    def _list_issues(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         if not repo.has_issues:
             raise _ApiError(410, "Issues are disabled for this repo")
@@ -1209,7 +1178,7 @@ class FakeGitHub:
         issues.sort(key=key, reverse=call.query.get("direction", "desc") != "asc")
         return self._paged(call, [self._issue_json(repo, i) for i in issues])
 
-    def _create_issue(self, call: _Call) -> Reply:
+    def _create_issue(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         if not repo.has_issues:
             raise _ApiError(410, "Issues are disabled for this repo")
@@ -1233,11 +1202,11 @@ class FakeGitHub:
         json_ = self._issue_json(repo, issue)
         return 201, {"Location": json_["url"]}, json_
 
-    def _get_issue(self, call: _Call) -> Reply:
+    def _get_issue(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         return 200, {}, self._issue_json(repo, self._issue_for(repo, call))
 
-    def _edit_issue(self, call: _Call) -> Reply:
+    def _edit_issue(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         issue = self._issue_for(repo, call)
         pusher = self._can_push(repo, call.user)
@@ -1279,18 +1248,18 @@ class FakeGitHub:
         issue.updated_at = _now()
 
     # comments -----------------------------------------------------------------------------------------
-    def _list_issue_comments(self, call: _Call) -> Reply:
+    def _list_issue_comments(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         issue = self._issue_for(repo, call)
         found = sorted((c for c in repo.comments.values() if c.issue_number == issue.number), key=lambda c: c.id)
         return self._paged(call, [self._comment_json(repo, c) for c in found])
 
-    def _list_repo_comments(self, call: _Call) -> Reply:
+    def _list_repo_comments(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         found = sorted(repo.comments.values(), key=lambda c: c.id)
         return self._paged(call, [self._comment_json(repo, c) for c in found])
 
-    def _create_comment(self, call: _Call) -> Reply:
+    def _create_comment(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         issue = self._issue_for(repo, call)
         text = call.object_body().get("body")
@@ -1311,11 +1280,11 @@ class FakeGitHub:
             raise _ApiError(403, "Must have push access to repository")
         return comment
 
-    def _get_comment(self, call: _Call) -> Reply:
+    def _get_comment(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         return 200, {}, self._comment_json(repo, self._comment_for(repo, call))
 
-    def _edit_comment(self, call: _Call) -> Reply:
+    def _edit_comment(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         comment = self._comment_for(repo, call, write=True)
         text = call.object_body().get("body")
@@ -1324,22 +1293,22 @@ class FakeGitHub:
         comment.body, comment.updated_at = text, _now()
         return 200, {}, self._comment_json(repo, comment)
 
-    def _delete_comment(self, call: _Call) -> Reply:
+    def _delete_comment(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         comment = self._comment_for(repo, call, write=True)
         del repo.comments[comment.id]
         return 204, {}, None
 
     # labels -------------------------------------------------------------------------------------------
-    def _issue_labels_reply(self, repo: _Repo, issue: _Issue) -> Reply:
+    def _issue_labels_reply(self, repo: _Repo, issue: _Issue) -> Answer:
         return 200, {}, [self._label_json(repo, repo.labels[key]) for key in issue.labels]
 
-    def _list_issue_labels(self, call: _Call) -> Reply:
+    def _list_issue_labels(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         issue = self._issue_for(repo, call)
         return self._paged(call, [self._label_json(repo, repo.labels[key]) for key in issue.labels])
 
-    def _add_issue_labels(self, call: _Call) -> Reply:
+    def _add_issue_labels(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         issue = self._issue_for(repo, call)
         for key in self._label_names(repo, call.body):
@@ -1348,19 +1317,19 @@ class FakeGitHub:
         issue.updated_at = _now()
         return self._issue_labels_reply(repo, issue)
 
-    def _set_issue_labels(self, call: _Call) -> Reply:
+    def _set_issue_labels(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         issue = self._issue_for(repo, call)
         issue.labels, issue.updated_at = self._label_names(repo, call.body or []), _now()
         return self._issue_labels_reply(repo, issue)
 
-    def _clear_issue_labels(self, call: _Call) -> Reply:
+    def _clear_issue_labels(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         issue = self._issue_for(repo, call)
         issue.labels, issue.updated_at = [], _now()
         return 204, {}, None
 
-    def _remove_issue_label(self, call: _Call) -> Reply:
+    def _remove_issue_label(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         issue = self._issue_for(repo, call)
         key = call.args["name"].lower()
@@ -1370,12 +1339,12 @@ class FakeGitHub:
         issue.updated_at = _now()
         return self._issue_labels_reply(repo, issue)
 
-    def _list_labels(self, call: _Call) -> Reply:
+    def _list_labels(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         labels = sorted(repo.labels.values(), key=lambda label: label.name.lower())
         return self._paged(call, [self._label_json(repo, label) for label in labels])
 
-    def _create_label(self, call: _Call) -> Reply:
+    def _create_label(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         body = call.object_body()
         name, color = body.get("name"), str(body.get("color", "ededed")).lstrip("#")
@@ -1390,14 +1359,14 @@ class FakeGitHub:
         json_ = self._label_json(repo, label)
         return 201, {"Location": json_["url"]}, json_
 
-    def _get_label(self, call: _Call) -> Reply:
+    def _get_label(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         label = repo.labels.get(call.args["name"].lower())
         if label is None:
             raise _not_found()
         return 200, {}, self._label_json(repo, label)
 
-    def _delete_label(self, call: _Call) -> Reply:
+    def _delete_label(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         key = call.args["name"].lower()
         if key not in repo.labels:
@@ -1409,7 +1378,7 @@ class FakeGitHub:
         return 204, {}, None
 
     # pull requests ------------------------------------------------------------------------------------
-    def _list_pulls(self, call: _Call) -> Reply:
+    def _list_pulls(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         state = call.query.get("state", "open")
         if state not in ("open", "closed", "all"):
@@ -1425,7 +1394,7 @@ class FakeGitHub:
         ]
         return self._paged(call, [self._pull_json(repo, i) for i in pulls])
 
-    def _create_pull(self, call: _Call) -> Reply:
+    def _create_pull(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         body = call.object_body()
         for name in ("head", "base"):
@@ -1464,12 +1433,12 @@ class FakeGitHub:
         json_ = self._pull_json(repo, issue)
         return 201, {"Location": json_["url"]}, json_
 
-    def _get_pull(self, call: _Call) -> Reply:
+    def _get_pull(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         issue, _ = self._pull_for(repo, call)
         return 200, {}, self._pull_json(repo, issue)
 
-    def _edit_pull(self, call: _Call) -> Reply:
+    def _edit_pull(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         issue, pull = self._pull_for(repo, call)
         pusher = self._can_push(repo, call.user)
@@ -1486,14 +1455,14 @@ class FakeGitHub:
         self._apply_issue_edit(repo, issue, edit, call.login(), pusher)
         return 200, {}, self._pull_json(repo, issue)
 
-    def _pull_merged(self, call: _Call) -> Reply:
+    def _pull_merged(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         _, pull = self._pull_for(repo, call)
         if pull.merged_at is None:
             raise _not_found()
         return 204, {}, None
 
-    def _merge_pull(self, call: _Call) -> Reply:
+    def _merge_pull(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         issue, pull = self._pull_for(repo, call)
         body = call.object_body()
@@ -1535,18 +1504,18 @@ class FakeGitHub:
             "protection_url": f"{api}/branches/{quote(name)}/protection",
         }
 
-    def _list_branches(self, call: _Call) -> Reply:
+    def _list_branches(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         names = sorted(r.removeprefix("refs/heads/") for r in repo.refs if r.startswith("refs/heads/"))
         return self._paged(call, [self._branch_json(repo, n) for n in names])
 
-    def _get_branch(self, call: _Call) -> Reply:
+    def _get_branch(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         if f"refs/heads/{call.args['branch']}" not in repo.refs:
             raise _ApiError(404, "Branch not found")
         return 200, {}, self._branch_json(repo, call.args["branch"])
 
-    def _get_commit(self, call: _Call) -> Reply:
+    def _get_commit(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         try:
             _, commit = self._resolve(repo, call.args["ref"])
@@ -1554,21 +1523,21 @@ class FakeGitHub:
             raise _ApiError(422, f"No commit found for SHA: {call.args['ref']}") from None
         return 200, {}, self._commit_json(repo, commit)
 
-    def _get_git_commit(self, call: _Call) -> Reply:
+    def _get_git_commit(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         commit = repo.commits.get(call.args["sha"])
         if commit is None:
             raise _not_found()
         return 200, {}, self._git_commit_json(repo, commit)
 
-    def _list_refs(self, call: _Call, prefix: str = "refs/") -> Reply:
+    def _list_refs(self, call: _Call, prefix: str = "refs/") -> Answer:
         repo = self._repo_for(call)
         if not repo.refs:
             raise _ApiError(409, "Git Repository is empty.")
         refs = [self._ref_json(repo, r) for r in sorted(repo.refs) if r.startswith(prefix)]
         return self._paged(call, refs)
 
-    def _get_ref(self, call: _Call) -> Reply:
+    def _get_ref(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         if not repo.refs:
             raise _ApiError(409, "Git Repository is empty.")
@@ -1577,7 +1546,7 @@ class FakeGitHub:
             raise _not_found()
         return 200, {}, self._ref_json(repo, ref)
 
-    def _get_refs_under(self, call: _Call) -> Reply:
+    def _get_refs_under(self, call: _Call) -> Answer:
         """``GET /git/refs/{ref}``: the ref itself when it exists, else the refs under it (404 when none)."""
         repo = self._repo_for(call)
         ref = f"refs/{call.args['ref']}"
@@ -1588,12 +1557,12 @@ class FakeGitHub:
             raise _not_found()
         return 200, {}, under
 
-    def _matching_refs(self, call: _Call) -> Reply:
+    def _matching_refs(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         prefix = f"refs/{call.args['ref']}"
         return 200, {}, [self._ref_json(repo, r) for r in sorted(repo.refs) if r.startswith(prefix)]
 
-    def _create_ref(self, call: _Call) -> Reply:
+    def _create_ref(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         body = call.object_body()
         ref, sha = body.get("ref"), body.get("sha")
@@ -1613,7 +1582,7 @@ class FakeGitHub:
         json_ = self._ref_json(repo, ref)
         return 201, {"Location": json_["url"]}, json_
 
-    def _update_ref(self, call: _Call) -> Reply:
+    def _update_ref(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         ref = f"refs/{call.args['ref']}"
         body = call.object_body()
@@ -1627,7 +1596,7 @@ class FakeGitHub:
         repo.refs[ref] = sha
         return 200, {}, self._ref_json(repo, ref)
 
-    def _delete_ref(self, call: _Call) -> Reply:
+    def _delete_ref(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         ref = f"refs/{call.args['ref']}"
         if ref not in repo.refs:
@@ -1636,7 +1605,7 @@ class FakeGitHub:
         return 204, {}, None
 
     # contents -----------------------------------------------------------------------------------------
-    def _get_contents(self, call: _Call) -> Reply:
+    def _get_contents(self, call: _Call) -> Answer:
         repo = self._repo_for(call)
         path = call.args["path"].strip("/")
         ref, commit = self._resolve(repo, call.query.get("ref"))
@@ -1657,7 +1626,7 @@ class FakeGitHub:
             raise _ApiError(404, f"Branch {branch} not found")
         return branch, None if sha is None else repo.commits[sha]
 
-    def _put_contents(self, call: _Call) -> Reply:
+    def _put_contents(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         path, body = call.args["path"].strip("/"), call.object_body()
         if not isinstance(body.get("message"), str):
@@ -1686,7 +1655,7 @@ class FakeGitHub:
         reply = {"content": content, "commit": self._git_commit_json(repo, commit)}
         return (201 if created else 200), {}, reply
 
-    def _delete_contents(self, call: _Call) -> Reply:
+    def _delete_contents(self, call: _Call) -> Answer:
         repo = self._repo_for(call, push=True)
         path, body = call.args["path"].strip("/"), call.object_body()
         if not isinstance(body.get("message"), str):
@@ -1705,7 +1674,7 @@ class FakeGitHub:
         return 200, {}, {"content": None, "commit": self._git_commit_json(repo, commit)}
 
 
-Handler = Callable[["FakeGitHub", _Call], Reply]
+Handler = Callable[["FakeGitHub", _Call], Answer]
 
 
 def _route(method: str, template: str, handler: Handler) -> tuple[str, re.Pattern[str], Handler]:
@@ -1772,71 +1741,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
 ]
 
 
-def _handler_for(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart (delayed ACK)
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read fake.requests
-            pass
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            method, path = self.command, self.path.split("?", 1)[0]
-            query = dict(parse_qsl(self.path.partition("?")[2], keep_blank_values=True))
-            authorization = self.headers.get("Authorization")
-            with fake._lock:
-                held = fake._holds.pop((method, path), None)
-            if held is not None:
-                arrived, release = held
-                arrived.set()
-                release.wait(timeout=120)
-            with fake._lock:
-                record = Recorded(method, path, query, body, authorization)
-                fake.requests.append(record)
-                fault = fake._fault_for(method, path)
-                if fault is not None and not fault.after_effect:
-                    record.status = fault.status
-                    return self._fail(fault)
-                status, headers, data = fake.handle(method, self.path, raw, authorization)
-                if fault is not None:
-                    record.status = fault.status
-                    return self._fail(fault)
-                record.status = status
-                headers = {**fake.rate_headers(authorization is not None and status != 401), **headers}
-            self._answer(status, headers, data)
-
-        def _answer(self, status: int, headers: dict[str, str], data: Any) -> None:
-            payload = b"" if data is None else json.dumps(data).encode()
-            self.send_response(status)
-            headers.setdefault("X-GitHub-Request-Id", f"FAKE:{id(self):X}")
-            if status == 200 and self.command == "GET":
-                headers["ETag"] = f'W/"{hashlib.sha256(payload).hexdigest()[:40]}"'
-            for name, value in headers.items():
-                self.send_header(name, value)
-            if data is not None:
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _fail(self, fault: Fault) -> None:
-            if fault.status is None:
-                self.close_connection = True
-                with suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                return
-            body = fault.body
-            if body is None:
-                reason = self.responses.get(fault.status, ("Error",))[0]
-                body = {"message": reason, "documentation_url": DOCS, "status": str(fault.status)}
-            self._answer(fault.status, dict(fault.headers), body)
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
-
-    return Handler
+def _reply(method: str, status: int, headers: dict[str, str], data: Any) -> Reply:
+    payload = b"" if data is None else json.dumps(data).encode()
+    headers.setdefault("X-GitHub-Request-Id", f"FAKE:{secrets.token_hex(8).upper()}")
+    if status == 200 and method == "GET":
+        headers["ETag"] = f'W/"{hashlib.sha256(payload).hexdigest()[:40]}"'
+    if data is not None:
+        headers["Content-Type"] = "application/json; charset=utf-8"
+    return Reply(status, headers, payload)

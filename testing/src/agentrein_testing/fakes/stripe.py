@@ -70,23 +70,17 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import json
 import re
 import secrets
-import socket
 import string
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from fnmatch import fnmatchcase
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 from attrs import define, field
 
-from agentrein_testing.fakes.base import serve, url_of
+from agentrein_testing.fakes.base import Fault, LoopbackFake, Reply, Request, Saved
 
 JSON = dict[str, Any]
 
@@ -578,64 +572,29 @@ class StripeCall:
     stripe_version: str | None = None
     status: int | None = None  # None: the connection was dropped
     replayed: bool = False
+    request_id: str = ""  # the Request-Id the fake answered with
 
 
 @define
-class StripeFault:
-    method: str
-    path_glob: str
-    status: int | None  # None: drop the connection without answering
-    times: int
-    after_effect: bool
+class StripeFault(Fault):
     message: str | None = None
     code: str | None = None
     error_type: str | None = None
     should_retry: bool | None = None
 
 
-@define
-class _Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-@define
-class _Saved:
-    method: str
-    path: str
-    params: JSON
-    reply: _Reply
-    request_id: str
-
-
 _Operation = Callable[[str, JSON], JSON]  # (object id or "", params) -> the answer
 
 
 @define
-class FakeStripe:
+class FakeStripe(LoopbackFake[StripeCall, StripeFault]):
     """Start with :meth:`running`; ``base_url`` is then ``http://127.0.0.1:<port>`` (give it to the SDK as is)."""
 
-    requests: list[StripeCall] = field(factory=list)
-    _store: dict[str, dict[str, JSON]] = field(factory=lambda: {kind: {} for kind in KINDS})
-    _deleted_customers: set[str] = field(factory=set)
-    _instruments: dict[str, str] = field(factory=dict)  # card_... -> the test token it was made from
-    _faults: list[StripeFault] = field(factory=list)
-    _replays: dict[tuple[str, str], _Saved] = field(factory=dict)
-    _in_flight: set[tuple[str, str]] = field(factory=set)
-    _holds: dict[tuple[str, str], tuple[threading.Event, threading.Event]] = field(factory=dict)
-    _lock: threading.RLock = field(factory=threading.RLock)
-    _server: ThreadingHTTPServer | None = None
+    thread_name: ClassVar[str] = "fake-stripe"
 
-    @property
-    def base_url(self) -> str:
-        return url_of(self._server)
-
-    @contextmanager
-    def running(self) -> Iterator[FakeStripe]:
-        with serve(_handler_for(self), "fake-stripe") as self._server:
-            yield self
-        self._server = None
+    _store: dict[str, dict[str, JSON]] = field(factory=lambda: {kind: {} for kind in KINDS}, init=False)
+    _deleted_customers: set[str] = field(factory=set, init=False)
+    _instruments: dict[str, str] = field(factory=dict, init=False)  # card_... -> the test token it was made from
 
     # test controls ------------------------------------------------------------------------------------------------
     def fail_next(
@@ -656,30 +615,9 @@ class FakeStripe:
         ``code`` and ``error_type`` override it; ``should_retry`` sends ``Stripe-Should-Retry``), or, with
         ``status=None``, by dropping the connection. ``after_effect``: the request takes effect first (and its
         answer is saved for its idempotency key), only the response is lost."""
-        with self._lock:
-            self._faults.append(
-                StripeFault(
-                    method.upper(), path_glob, status, times, after_effect, message, code, error_type, should_retry
-                )
-            )
-
-    def hold(self, method: str, path: str) -> tuple[threading.Event, threading.Event]:
-        """Make the next ``method path`` request (path without query) wait before it takes effect: returns
-        (arrived, release); ``arrived`` is set once the request is in (its idempotency key then counts as in use),
-        and it goes on once ``release`` is set."""
-        gates = (threading.Event(), threading.Event())
-        with self._lock:
-            self._holds[(method.upper(), path)] = gates
-        return gates
-
-    def calls(self, method: str | None = None, path_glob: str = "*") -> list[StripeCall]:
-        """The requests received so far, oldest first, optionally only one method and paths matching a glob."""
-        with self._lock:
-            return [
-                r
-                for r in self.requests
-                if (method is None or r.method == method.upper()) and fnmatchcase(r.path, path_glob)
-            ]
+        self._inject(
+            StripeFault(method.upper(), path_glob, status, times, after_effect, message, code, error_type, should_retry)
+        )
 
     def objects(self, kind: str) -> list[JSON]:
         """The live objects of a kind (``"customer"``, ``"subscription"``, ``"payment_intent"``, ``"charge"``,
@@ -701,111 +639,77 @@ class FakeStripe:
         return None
 
     # HTTP ---------------------------------------------------------------------------------------------------------
-    def _answer(self, method: str, target: str, headers: Mapping[str, str], raw: bytes) -> _Reply | None:
-        """The reply to one request (``headers`` with lower-case names), or None to drop the connection."""
-        split = urlsplit(target)
-        path = split.path
-        api_key = _api_key(headers.get("authorization"))
-        key = headers.get("idempotency-key")
-        version = headers.get("stripe-version")
-        request_id = _new_id("req", 14)
-        base_headers = {"Request-Id": request_id, "Stripe-Version": version or DEFAULT_API_VERSION}
-        if key is not None and method == "POST":
-            base_headers["Idempotency-Key"] = key
-        call = StripeCall(method, path, key, {}, api_key, version)
-        with self._lock:
-            self.requests.append(call)
+    def _record(self, request: Request) -> StripeCall:
+        return StripeCall(
+            request.method,
+            urlsplit(request.target).path,
+            request.headers.get("idempotency-key"),
+            {},
+            _api_key(request.headers.get("authorization")),
+            request.headers.get("stripe-version"),
+            request_id=_new_id("req", 14),
+        )
+
+    def _refusal(self, request: Request, call: StripeCall) -> Reply | None:
+        """Malformed parameters and a missing or wrong API key are answered before anything else."""
         try:
-            params = parse_form(split.query)
-            if raw:
-                params.update(parse_form(raw.decode("utf-8", "replace")))
+            params = parse_form(urlsplit(request.target).query)
+            if request.body:
+                params.update(parse_form(request.body.decode("utf-8", "replace")))
         except StripeError as error:
-            return self._error_reply(call, error, base_headers, request_id)
+            return self._error_reply(call, error)
         call.params = params
-        if not api_key or not re.fullmatch(r"(sk|rk)_test_\w+", api_key):
-            return self._error_reply(call, _auth_error(api_key), base_headers, request_id)
-        with self._lock:
-            fault = self._fault_for(method, path)
-        if fault is not None and not fault.after_effect:
-            return self._fault_reply(call, fault, base_headers, request_id)
-        reply = self._execute(call, params, api_key, base_headers, request_id)
-        if fault is not None:  # the effect happened (and is saved for the key); the answer is lost
-            return self._fault_reply(call, fault, base_headers, request_id)
-        call.status = reply.status
-        return reply
+        if not call.api_key or not re.fullmatch(r"(sk|rk)_test_\w+", call.api_key):
+            return self._error_reply(call, _auth_error(call.api_key))
+        return None
 
-    def _execute(
-        self, call: StripeCall, params: JSON, api_key: str, base_headers: dict[str, str], request_id: str
-    ) -> _Reply:
-        """Run a request through Stripe's idempotency layer (POST only) and the API."""
-        method, path, key = call.method, call.path, call.idempotency_key
-        scope = (api_key, key) if key is not None and method == "POST" else None
-        with self._lock:
-            if scope is not None:
-                if scope in self._in_flight:
-                    return _error_reply(_key_in_use(key), base_headers, request_id)
-                saved = self._replays.get(scope)
-                if saved is not None:
-                    mismatch = _idempotency_mismatch(saved, method, path, params, key)
-                    if mismatch is not None:
-                        return _error_reply(mismatch, base_headers, request_id)
-                    call.replayed = True
-                    replay_headers = {
-                        **saved.reply.headers,
-                        **base_headers,
-                        "Idempotent-Replayed": "true",
-                        "Original-Request": saved.request_id,
-                    }
-                    return _Reply(saved.reply.status, replay_headers, saved.reply.body)
-                self._in_flight.add(scope)
-            held = self._holds.pop((method, path), None)
-        try:
-            if held is not None:
-                arrived, release = held
-                arrived.set()
-                release.wait(timeout=120)
-            with self._lock:
-                try:
-                    reply = _Reply(200, dict(base_headers), json.dumps(self._dispatch(method, path, params)).encode())
-                    save = True
-                except StripeError as error:
-                    reply, save = _error_reply(error, base_headers, request_id), error.saved
-                except Exception as error:  # a bug in the fake: answer like Stripe's 500 rather than hang up
-                    reply = _error_reply(
-                        StripeError(500, f"The fake failed: {error!r}", error_type="api_error"),
-                        base_headers,
-                        request_id,
-                    )
-                    save = False
-                if scope is not None and save:
-                    self._replays[scope] = _Saved(method, path, params, reply, request_id)
-        finally:
-            if scope is not None:
-                with self._lock:
-                    self._in_flight.discard(scope)
-        return reply
-
-    def _error_reply(self, call: StripeCall, error: StripeError, headers: dict[str, str], request_id: str) -> _Reply:
-        call.status = error.status
-        return _error_reply(error, headers, request_id)
-
-    def _fault_reply(
-        self, call: StripeCall, fault: StripeFault, headers: dict[str, str], request_id: str
-    ) -> _Reply | None:
-        if fault.status is None:
-            call.status = None
+    def _idempotency_scope(self, call: StripeCall) -> Hashable | None:
+        """Stripe's idempotency covers POSTs only, each API key's keys apart."""
+        if call.idempotency_key is None or call.method != "POST":
             return None
-        error = _fault_error(fault.status, fault.message, fault.code, fault.error_type)
+        return (call.api_key, call.idempotency_key)
+
+    def _key_in_use(self, call: StripeCall) -> Reply:
+        return self._error_reply(call, _key_in_use(call.idempotency_key))
+
+    def _replay(self, saved: Saved[StripeCall], call: StripeCall) -> Reply:
+        mismatch = _idempotency_mismatch(saved.record, call)
+        if mismatch is not None:
+            return self._error_reply(call, mismatch)
+        call.replayed = True
+        headers = {
+            **saved.reply.headers,
+            **self._headers(call),
+            "Idempotent-Replayed": "true",
+            "Original-Request": saved.record.request_id,
+        }
+        return Reply(saved.reply.status, headers, saved.reply.body)
+
+    def _effect(self, request: Request, call: StripeCall) -> tuple[Reply, bool]:
+        try:
+            return Reply.json(200, self._dispatch(call.method, call.path, call.params), self._headers(call)), True
+        except StripeError as error:
+            return self._error_reply(call, error), error.saved
+        except Exception as error:  # a bug in the fake: answer like Stripe's 500 rather than hang up
+            return self._error_reply(
+                call, StripeError(500, f"The fake failed: {error!r}", error_type="api_error")
+            ), False
+
+    def _fault_reply(self, fault: StripeFault, status: int, call: StripeCall) -> Reply:
+        error = _fault_error(status, fault.message, fault.code, fault.error_type)
         if fault.should_retry is not None:
             error.headers["Stripe-Should-Retry"] = "true" if fault.should_retry else "false"
-        return self._error_reply(call, error, headers, request_id)
+        return self._error_reply(call, error)
 
-    def _fault_for(self, method: str, path: str) -> StripeFault | None:
-        for fault in self._faults:
-            if fault.method == method and fnmatchcase(path, fault.path_glob) and fault.times > 0:
-                fault.times -= 1
-                return fault
-        return None
+    def _headers(self, call: StripeCall) -> dict[str, str]:
+        """What every answer to ``call`` carries."""
+        headers = {"Request-Id": call.request_id, "Stripe-Version": call.stripe_version or DEFAULT_API_VERSION}
+        if call.idempotency_key is not None and call.method == "POST":
+            headers["Idempotency-Key"] = call.idempotency_key
+        return headers
+
+    def _error_reply(self, call: StripeCall, error: StripeError) -> Reply:
+        return Reply.json(error.status, error.body(call.request_id), {**self._headers(call), **error.headers})
 
     # routing ------------------------------------------------------------------------------------------------------
     def _dispatch(self, method: str, path: str, raw: JSON) -> JSON:
@@ -2103,17 +2007,18 @@ def _key_in_use(key: str | None) -> StripeError:
     )
 
 
-def _idempotency_mismatch(saved: _Saved, method: str, path: str, params: JSON, key: str | None) -> StripeError | None:
-    if (saved.method, saved.path) != (method, path):
+def _idempotency_mismatch(first: StripeCall, call: StripeCall) -> StripeError | None:
+    key = call.idempotency_key
+    if (first.method, first.path) != (call.method, call.path):
         return StripeError(
             400,
             f"Keys for idempotent requests can only be used for the same endpoint they were first used for "
-            f"('{saved.method} {saved.path}' vs '{method} {path}'). Try using a key other than '{key}' if you meant "
-            "to execute a different request.",
+            f"('{first.method} {first.path}' vs '{call.method} {call.path}'). Try using a key other than '{key}' if "
+            "you meant to execute a different request.",
             error_type="idempotency_error",
             saved=False,
         )
-    if saved.params != params:
+    if first.params != call.params:
         return StripeError(
             400,
             "Keys for idempotent requests can only be used with the same parameters they were first used with. Try "
@@ -2124,10 +2029,6 @@ def _idempotency_mismatch(saved: _Saved, method: str, path: str, params: JSON, k
     return None
 
 
-def _error_reply(error: StripeError, headers: dict[str, str], request_id: str) -> _Reply:
-    return _Reply(error.status, {**headers, **error.headers}, json.dumps(error.body(request_id)).encode())
-
-
 def _unrecognized(method: str, path: str) -> StripeError:
     return StripeError(
         404,
@@ -2135,34 +2036,3 @@ def _unrecognized(method: str, path: str) -> StripeError:
         "https://support.stripe.com/.",
         saved=False,
     )
-
-
-def _handler_for(fake: FakeStripe) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart (delayed ACK)
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read fake.calls()
-            pass
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            headers = {name.lower(): value for name, value in self.headers.items()}
-            reply = fake._answer(self.command, self.path, headers, raw)
-            if reply is None:  # a dropped connection: the client sees it closed without an answer
-                self.close_connection = True
-                with suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                return
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply.body)))
-            self.end_headers()
-            self.wfile.write(reply.body)
-
-        do_GET = do_POST = do_DELETE = _serve
-
-    return Handler
