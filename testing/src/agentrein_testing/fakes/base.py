@@ -30,6 +30,8 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from attrs import define, field
 
+JSON = dict[str, Any]  # a JSON object, as fakes read and answer them
+
 #: How long a held request waits for its release before it goes on anyway.
 HOLD_TIMEOUT = 120
 
