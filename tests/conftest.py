@@ -1,5 +1,6 @@
 """Fixtures shared by the behaviour tests: real databases (SQLite file, PostgreSQL when CI provides it) and
-a stateful fake service on 127.0.0.1."""
+a stateful fake service on 127.0.0.1. The fixtures of agentrein-testing's pytest plugin (``agentrein``,
+``fake_stripe``…) are here too; they record on the test's databases."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from serving import RunningServer
 from agentrein import AgentRein
 from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_testing import FakeService
+
+pytest_plugins = ("pytester",)
 
 POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it)"
@@ -60,11 +63,10 @@ def own_postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(autouse=True)
-def journal_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where the SDK journals calls made while AgentRein is unavailable: never the working directory."""
-    path = tmp_path / "agentrein-journal.db"
-    monkeypatch.setenv("AGENTREIN_JOURNAL", str(path))
-    return path
+def journal_in_tmp(agentrein_journal_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every client journals where the plugin's ``agentrein`` does (never the working directory), servers too."""
+    monkeypatch.setenv("AGENTREIN_JOURNAL", str(agentrein_journal_path))
+    return agentrein_journal_path
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -73,6 +75,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     if request.param == "postgresql":
         return str(request.getfixturevalue("postgres_url"))
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'agentrein.db'}"
+
+
+@pytest.fixture
+def agentrein_database_url(database_url: str) -> str:
+    """The plugin's ``agentrein`` and the connector contract record on both kinds of database."""
+    return database_url
 
 
 class Servers:
@@ -129,19 +137,17 @@ def ar(request: pytest.FixtureRequest, database_url: str) -> Iterator[AgentRein]
     """The SDK in an organisation of its own (so policies never leak between tests): embedded on the
     database, and through a real server over HTTP on the same kind of database, with an operator key."""
     if request.param == "embedded":
-        client = AgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
-    else:
-        client = request.getfixturevalue("server").tenant().client()
+        yield request.getfixturevalue("agentrein")  # which closes it
+        return
+    client = request.getfixturevalue("server").tenant().client()
     yield client
     client.close()
 
 
 @pytest.fixture
-def embedded(database_url: str) -> Iterator[AgentRein]:
+def embedded(agentrein: AgentRein) -> AgentRein:
     """The SDK embedded (no server), for what only embedded mode does (inverses through wrapped clients)."""
-    client = AgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
-    yield client
-    client.close()
+    return agentrein
 
 
 @pytest.fixture
