@@ -4,7 +4,11 @@ a stateful fake service on 127.0.0.1. The fixtures of agentrein-testing's pytest
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -14,9 +18,11 @@ from urllib.parse import urlsplit
 import pytest
 from pytest_postgresql.janitor import DatabaseJanitor
 from serving import RunningServer
+from third_party import TODO_PLUGIN, install
 
 from agentrein import AgentRein
 from agentrein_core.notifications import ALLOW_PRIVATE_ENV
+from agentrein_core.plugins import installed_connectors
 from agentrein_testing import FakeService
 
 pytest_plugins = ("pytester",)
@@ -27,6 +33,31 @@ NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it
 # Every peer of the tests (webhook receivers, the fake model) is on 127.0.0.1, which organisations may reach
 # only when the server allows it; the tests of that refusal take the permission away again.
 os.environ[ALLOW_PRIVATE_ENV] = "1"
+
+PLUGINS_SITE = pytest.StashKey[Path]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Install the example plugin for this session, before any test asks which connectors are installed: the
+    answer is found once per process, and the servers the tests run in threads ask too."""
+    site = Path(tempfile.mkdtemp(prefix="agentrein-plugins-"))
+    session.config.stash[PLUGINS_SITE] = site
+    install(TODO_PLUGIN, site)
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    installed_connectors.cache_clear()  # in case a plugin of pytest's asked already
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    site = session.config.stash.get(PLUGINS_SITE, None)
+    if site is not None:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def plugins_site(request: pytest.FixtureRequest) -> Path:
+    """Where the session installed the example plugin (on this process's ``sys.path`` only)."""
+    return request.config.stash[PLUGINS_SITE]
 
 
 @contextmanager
