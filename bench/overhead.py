@@ -17,7 +17,7 @@ What it measures
     - WRITE ``POST`` on a ``MockTransport`` answering 201 with an id: the same, without a network.
 
     The real ``stripe`` SDK, ``stripe.StripeClient("sk_test_x", base_addresses={"api": <fake>},
-    max_network_retries=0)`` against :class:`~agentrein_server.demo.fake_stripe.FakeStripe`,
+    max_network_retries=0)`` against :class:`~agentrein_testing.fakes.stripe.FakeStripe`,
     ``connector="stripe"``:
 
     - READ ``client.v1.customers.retrieve(id)``: the whole attribute chain goes through the proxy each call
@@ -28,7 +28,7 @@ What it measures
 
     Real PyGithub, ``github.Github(auth=github.Auth.Token("ghp_test"), base_url=<fake>, retry=None,
     seconds_between_requests=None, seconds_between_writes=None)`` against
-    :class:`~agentrein_server.demo.fake_github.FakeGitHub`, ``connector="github"``; the wrapped side uses the
+    :class:`~agentrein_testing.fakes.github.FakeGitHub`, ``connector="github"``; the wrapped side uses the
     repository that ``ar.wrap(gh, ...).get_repo("acme/shop")`` returns (a read, whose ``Repository`` the proxy
     wraps so that its calls are guarded):
 
@@ -39,7 +39,7 @@ What it measures
       scanning the repository's issues, so each block of writes (warm-up included) gets a fresh repository,
       made untimed just before it; the issue lists stay at most ``--calls`` long and the two sides alike.
 
-    Each fake (:class:`agentrein_server.demo.fake_service.FakeService` for the loopback http rows, FakeStripe,
+    Each fake (:class:`agentrein_testing.fakes.service.FakeService` for the loopback http rows, FakeStripe,
     FakeGitHub) is started once in a process of its own (as a real service would be, so its threads do not
     compete with the agent's for the GIL or, on two cores, for the measured process's CPU).
 
@@ -83,9 +83,7 @@ from github.Repository import Repository
 from stripe.params import CustomerCreateParams
 
 from agentrein import AgentRein
-from agentrein_server.demo.fake_github import FakeGitHub
-from agentrein_server.demo.fake_service import FakeService
-from agentrein_server.demo.fake_stripe import FakeStripe
+from agentrein_testing import FakeGitHub, FakeService, FakeStripe
 
 READ_AIM_NS = 5_000
 WRITE_AIM_NS = 300_000

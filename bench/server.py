@@ -6,7 +6,7 @@ What it measures
     dropped afterwards; the PostgreSQL rows are skipped with a note when the variable is unset). Agents are
     the SDK in server mode, ``AgentRein(base_url=..., api_key=<the operator key serve prints>)``, each with a
     session of its own and an ``httpx.Client`` wrapped with ``ar.wrap(client, session, connector="http")``,
-    calling ``POST /v1/things`` on :class:`agentrein_server.demo.fake_service.FakeService`, which runs in a
+    calling ``POST /v1/things`` on :class:`agentrein_testing.fakes.service.FakeService`, which runs in a
     process of its own (as in ``bench/overhead.py``). Each wrapped POST is one logged mutating action: the
     write-ahead record (``POST /sessions/{id}/actions``), the call to the service, and its confirmation
     (``PATCH /sessions/{id}/actions/{id}``).
@@ -74,7 +74,7 @@ from cryptography.fernet import Fernet
 from agentrein import AgentRein
 from agentrein.remote import ServedMode
 from agentrein_core.statuses import ApprovalStatus, OperationType
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 THROUGHPUT_AIM = 1500.0  # actions/s

@@ -1,9 +1,14 @@
 """Fixtures shared by the behaviour tests: real databases (SQLite file, PostgreSQL when CI provides it) and
-a stateful fake service on 127.0.0.1."""
+a stateful fake service on 127.0.0.1. The fixtures of agentrein-testing's pytest plugin (``agentrein``,
+``fake_stripe``…) are here too; they record on the test's databases."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -13,10 +18,14 @@ from urllib.parse import urlsplit
 import pytest
 from pytest_postgresql.janitor import DatabaseJanitor
 from serving import RunningServer
+from third_party import TODO_PLUGIN, install
 
 from agentrein import AgentRein
 from agentrein_core.notifications import ALLOW_PRIVATE_ENV
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_core.plugins import installed_connectors
+from agentrein_testing import FakeService
+
+pytest_plugins = ("pytester",)
 
 POSTGRES_ENV = "AGENTREIN_TEST_POSTGRES_URL"
 NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it)"
@@ -24,6 +33,31 @@ NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it
 # Every peer of the tests (webhook receivers, the fake model) is on 127.0.0.1, which organisations may reach
 # only when the server allows it; the tests of that refusal take the permission away again.
 os.environ[ALLOW_PRIVATE_ENV] = "1"
+
+PLUGINS_SITE = pytest.StashKey[Path]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Install the example plugin for this session, before any test asks which connectors are installed: the
+    answer is found once per process, and the servers the tests run in threads ask too."""
+    site = Path(tempfile.mkdtemp(prefix="agentrein-plugins-"))
+    session.config.stash[PLUGINS_SITE] = site
+    install(TODO_PLUGIN, site)
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    installed_connectors.cache_clear()  # in case a plugin of pytest's asked already
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    site = session.config.stash.get(PLUGINS_SITE, None)
+    if site is not None:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def plugins_site(request: pytest.FixtureRequest) -> Path:
+    """Where the session installed the example plugin (on this process's ``sys.path`` only)."""
+    return request.config.stash[PLUGINS_SITE]
 
 
 @contextmanager
@@ -60,11 +94,10 @@ def own_postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(autouse=True)
-def journal_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where the SDK journals calls made while AgentRein is unavailable: never the working directory."""
-    path = tmp_path / "agentrein-journal.db"
-    monkeypatch.setenv("AGENTREIN_JOURNAL", str(path))
-    return path
+def journal_in_tmp(agentrein_journal_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every client journals where the plugin's ``agentrein`` does (never the working directory), servers too."""
+    monkeypatch.setenv("AGENTREIN_JOURNAL", str(agentrein_journal_path))
+    return agentrein_journal_path
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -73,6 +106,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     if request.param == "postgresql":
         return str(request.getfixturevalue("postgres_url"))
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'agentrein.db'}"
+
+
+@pytest.fixture
+def agentrein_database_url(database_url: str) -> str:
+    """The plugin's ``agentrein`` and the connector contract record on both kinds of database."""
+    return database_url
 
 
 class Servers:
@@ -129,19 +168,17 @@ def ar(request: pytest.FixtureRequest, database_url: str) -> Iterator[AgentRein]
     """The SDK in an organisation of its own (so policies never leak between tests): embedded on the
     database, and through a real server over HTTP on the same kind of database, with an operator key."""
     if request.param == "embedded":
-        client = AgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
-    else:
-        client = request.getfixturevalue("server").tenant().client()
+        yield request.getfixturevalue("agentrein")  # which closes it
+        return
+    client = request.getfixturevalue("server").tenant().client()
     yield client
     client.close()
 
 
 @pytest.fixture
-def embedded(database_url: str) -> Iterator[AgentRein]:
+def embedded(agentrein: AgentRein) -> AgentRein:
     """The SDK embedded (no server), for what only embedded mode does (inverses through wrapped clients)."""
-    client = AgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
-    yield client
-    client.close()
+    return agentrein
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import httpx
 from attrs import define, field
 from serving import Tenant
 
-from agentrein_server.demo.loopback import serve, url_of
+from agentrein_testing.fakes.base import serve, url_of
 
 README = Path(__file__).parent.parent / "README.md"
 

@@ -22,7 +22,7 @@ from agentrein import (
     SessionStatus,
     ValidationError,
 )
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 APPROVAL_FIELDS = {
     "approval_id",

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from agentrein import ActionStatus, AgentRein, ApprovalRejectedError, SessionStatus
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 def test_async_calls_are_recorded_and_rolled_back_on_failure(ar: AgentRein, service: FakeService) -> None:

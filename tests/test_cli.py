@@ -25,8 +25,8 @@ from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
 from agentrein_core.store import Store
 from agentrein_server.cli import app
-from agentrein_server.demo.fake_service import FakeService
 from agentrein_server.vault import SECRET_KEY_ENV
+from agentrein_testing import FakeService
 
 runner = CliRunner()
 

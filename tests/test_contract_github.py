@@ -1,4 +1,4 @@
-"""The github connector keeps the connector contract (agentrein.testing), against the fake of GitHub. GitHub
+"""The github connector keeps the connector contract (agentrein_testing), against the fake of GitHub. GitHub
 has no idempotency keys: the key travels as the marker a create leaves in what it makes."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import pytest
 import requests
 from github.GithubException import GithubException, UnknownObjectException
 
-from agentrein.testing import ConnectorContract, Sample
 from agentrein_core.connector import Connector
 from agentrein_core.statuses import OperationType
 from agentrein_github import GitHubConnector
-from agentrein_server.demo.fake_github import FakeGitHub
+from agentrein_testing import ConnectorContract, FakeGitHub, Sample
 
 CREATE = Sample(
     ("create_issue",),

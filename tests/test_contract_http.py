@@ -1,4 +1,4 @@
-"""The http connector keeps the connector contract (agentrein.testing), against the loopback fake service."""
+"""The http connector keeps the connector contract (agentrein_testing), against the loopback fake service."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 import httpx
 import pytest
 
-from agentrein.testing import ConnectorContract, Sample
 from agentrein_core.connector import Connector
 from agentrein_core.statuses import OperationType
 from agentrein_http import HttpConnector
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import ConnectorContract, FakeService, Sample
 
 CREATE = Sample(
     ("post",),

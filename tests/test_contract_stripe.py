@@ -1,4 +1,4 @@
-"""The stripe connector keeps the connector contract (agentrein.testing), against the fake of Stripe."""
+"""The stripe connector keeps the connector contract (agentrein_testing), against the fake of Stripe."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 import stripe
 
-from agentrein.testing import ConnectorContract, Sample
 from agentrein_core.connector import Connector
 from agentrein_core.statuses import OperationType
-from agentrein_server.demo.fake_stripe import FakeStripe
 from agentrein_stripe import StripeConnector
+from agentrein_testing import ConnectorContract, FakeStripe, Sample
 
 CREATE = Sample(
     ("v1", "customers", "create"),

@@ -18,7 +18,7 @@ from serving import RunningServer, Tenant
 
 from agentrein import ActionStatus, ApprovalRejectedError
 from agentrein_core.statuses import UserRole
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=f"no browser at {CHROMIUM} (.ci/run installs it)")
 

@@ -11,7 +11,7 @@ import pytest
 from relay import Relay
 
 from agentrein import AgentRein, AgentReinUnavailableError
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 @pytest.fixture

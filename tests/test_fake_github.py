@@ -12,7 +12,7 @@ import pytest
 import requests
 from github.GithubException import BadCredentialsException, GithubException, UnknownObjectException
 
-from agentrein_server.demo.fake_github import FakeGitHub
+from agentrein_testing import FakeGitHub
 
 
 def client(fake: FakeGitHub, token: str | None = "ghp_test", **options: Any) -> github.Github:

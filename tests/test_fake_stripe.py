@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 import stripe
 
-from agentrein_server.demo.fake_stripe import FakeStripe, parse_form
+from agentrein_testing.fakes.stripe import FakeStripe, parse_form
 
 KEY = "sk_test_agentrein"
 

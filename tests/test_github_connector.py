@@ -12,7 +12,7 @@ import pytest
 from serving import RunningServer
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, ValidationError
-from agentrein_server.demo.fake_github import FakeGitHub
+from agentrein_testing import FakeGitHub
 
 TOKEN = "ghp_test"
 

@@ -17,7 +17,7 @@ from agentrein import ActionStatus, AgentRein, AgentReinError, AgentReinUnavaila
 from agentrein.journal import Entry, Journal
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.statuses import OperationType
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 @pytest.fixture

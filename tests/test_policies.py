@@ -14,7 +14,7 @@ from agentrein import (
     SessionStatus,
     ValidationError,
 )
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 def start(ar: AgentRein, service: FakeService, agent_id: str = "billing-agent") -> tuple[httpx.Client, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentrein import ActionStatus, AgentRein, SessionStatus
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 README = Path(__file__).parent.parent / "README.md"
 

@@ -19,7 +19,7 @@ from agentrein import (
     UndoStatus,
     UndoUnavailableError,
 )
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 def start(ar: AgentRein, service: FakeService, sandbox: bool = False, **options: object) -> tuple[httpx.Client, str]:

@@ -13,7 +13,7 @@ from agentrein_core.errors import AgentReinError
 from agentrein_core.model import Action
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.runner import run_inverse
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 HTTP = installed_connectors().get("http")
 

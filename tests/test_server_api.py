@@ -16,7 +16,7 @@ from serving import RunningServer, Tenant
 from agentrein import ActionStatus, ApprovalRejectedError, PolicyBlockedError, SessionStatus, UndoStatus
 from agentrein_core import schema
 from agentrein_core.statuses import Plan, Role
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 PROBLEM = "application/problem+json"
 

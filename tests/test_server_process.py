@@ -17,7 +17,7 @@ from dashboard import Visitor
 from serving import LOOPBACK_HTTP, ServerProcess
 
 from agentrein import AgentRein, SessionInfo
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 @pytest.fixture

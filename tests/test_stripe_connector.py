@@ -15,8 +15,8 @@ import stripe
 from serving import RunningServer
 
 from agentrein import ActionStatus, AgentRein, ApprovalPurpose, DisplayStatus, UndoStatus
-from agentrein_server.demo.fake_stripe import FakeStripe
 from agentrein_stripe import StripeConnector
+from agentrein_testing import FakeStripe
 
 KEY = "sk_test_agentrein"
 

@@ -26,7 +26,7 @@ from agentrein_core.statuses import ActionStatus, ApprovalPurpose, Plan, Verific
 from agentrein_core.store import Store
 from agentrein_core.verifier import ANSWER_SCHEMA
 from agentrein_server.cli import app
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 MODEL = "judge-1"
 

@@ -20,7 +20,7 @@ from agentrein_core.model import Event
 from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import Role
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from agentrein import (
     UnknownConnectorError,
     ValidationError,
 )
-from agentrein_server.demo.fake_service import FakeService
+from agentrein_testing import FakeService
 
 
 def wrapped(ar: AgentRein, service: FakeService, **options: object) -> tuple[httpx.Client, str]:

@@ -35,8 +35,8 @@ from agentrein import (
 )
 from agentrein_core.database import resolve_database_url
 from agentrein_core.model import UndoConfig
-from agentrein_server.demo.fake_github import FakeGitHub, Recorded
-from agentrein_server.demo.fake_stripe import FakeStripe, StripeCall
+from agentrein_testing.fakes.github import FakeGitHub, Recorded
+from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
 
 if TYPE_CHECKING:
     import github

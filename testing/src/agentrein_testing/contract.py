@@ -1,11 +1,11 @@
 """A conformance suite for connector plugins: the behaviour AgentRein relies on, checked against your own fake.
-Import it in your tests (it needs pytest): ``from agentrein.testing import ConnectorContract, Sample``.
+Import it in your tests: ``from agentrein_testing import ConnectorContract, Sample``.
 
 Subclass :class:`ConnectorContract` in your plugin's tests (the class name must start with ``Test`` for pytest to
-collect it), describe your service's calls, and provide four fixtures: ``connector`` (your connector),
-``client`` (a client of your service pointed at your local fake), ``database_url`` (where AgentRein records;
-a SQLite file in ``tmp_path`` will do) and ``service`` (whatever your fake is: it is passed back to the hooks
-below). Then implement the hooks::
+collect it), describe your service's calls, and provide three fixtures: ``connector`` (your connector),
+``client`` (a client of your service pointed at your local fake) and ``service`` (whatever your fake is: it is
+passed back to the hooks below). AgentRein records on the plugin's ``agentrein_database_url`` (a SQLite file in
+``tmp_path``; override that fixture to check on another database). Then implement the hooks::
 
     class TestTodoConnector(ConnectorContract):
         samples = (
@@ -35,6 +35,7 @@ import asyncio
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import field, frozen
@@ -139,12 +140,12 @@ class ConnectorContract(ABC):
             connector.check_undo(undo)  # what the server will accept from an agent
 
     def test_a_retry_after_a_lost_answer_makes_nothing_twice(
-        self, connector: Connector, client: Any, service: Any, database_url: str
+        self, connector: Connector, client: Any, service: Any, agentrein_database_url: str, agentrein_journal_path: Path
     ) -> None:
         before = self.count(service)
         keys_before = len(self.idempotency_keys(service))
         self.lose_next_answer(service)
-        with _embedded(database_url, connector) as agentrein:
+        with _embedded(agentrein_database_url, agentrein_journal_path, connector) as agentrein:
             session = agentrein.new_session(agent_id="contract", intent="a lost answer")
             assert self.create.api_name is not None
             wrapped = agentrein.wrap(client, session, connector=connector.name, retryable=[self.create.api_name])
@@ -163,10 +164,10 @@ class ConnectorContract(ABC):
             assert not connector.is_transient(error), f"{error!r} must not be retried"
 
     def test_secrets_never_reach_the_store(
-        self, connector: Connector, client: Any, service: Any, database_url: str
+        self, connector: Connector, client: Any, service: Any, agentrein_database_url: str, agentrein_journal_path: Path
     ) -> None:
         assert self.secret is not None and self.secret_value, "give a write whose payload holds a secret"
-        with _embedded(database_url, connector) as agentrein:
+        with _embedded(agentrein_database_url, agentrein_journal_path, connector) as agentrein:
             session = agentrein.new_session(agent_id="contract", intent="secrets")
             self.secret.call_on(agentrein.wrap(client, session, connector=connector.name))
             actions = agentrein.get_session(session).actions
@@ -174,9 +175,9 @@ class ConnectorContract(ABC):
         assert self.secret_value not in repr(actions)  # payload, response and undo alike
 
     def test_a_create_is_recorded_and_undone_by_a_rollback(
-        self, connector: Connector, client: Any, service: Any, database_url: str
+        self, connector: Connector, client: Any, service: Any, agentrein_database_url: str, agentrein_journal_path: Path
     ) -> None:
-        with _embedded(database_url, connector) as agentrein:
+        with _embedded(agentrein_database_url, agentrein_journal_path, connector) as agentrein:
             session = agentrein.new_session(agent_id="contract", intent="create, then roll back")
             result = self.create.call_on(agentrein.wrap(client, session, connector=connector.name))
             assert self.exists(service, result), "the create did not reach the fake"
@@ -202,7 +203,7 @@ class ConnectorContract(ABC):
         return asyncio.run(outcome) if prepared.is_async else outcome
 
 
-def _embedded(database_url: str, connector: Connector) -> AgentRein:
+def _embedded(database_url: str, journal_path: Path, connector: Connector) -> AgentRein:
     """AgentRein, embedded, wrapping with exactly the ``connector`` under test (not an installed namesake)."""
 
     class Plugin:
@@ -212,4 +213,5 @@ def _embedded(database_url: str, connector: Connector) -> AgentRein:
 
     manager = new_plugin_manager(load_entry_points=False)
     manager.register(Plugin())
-    return AgentRein(database_url, organisation=f"contract-{uuid.uuid4().hex[:8]}", connectors=Connectors(manager))
+    organisation = f"contract-{uuid.uuid4().hex[:8]}"
+    return AgentRein(database_url, organisation=organisation, connectors=Connectors(manager), journal_path=journal_path)
