@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from agentrein_cli.common import Target, console, table, targeted
 from agentrein_cli.reach import Records, admin, in_organisation, records, services
@@ -16,8 +17,6 @@ from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role, Rollb
 
 if TYPE_CHECKING:
     from datetime import datetime
-
-    from rich.table import Table
 
     from agentrein_core.engine import Engine
     from agentrein_core.model import Action, Rollback
@@ -64,8 +63,7 @@ def sessions_show(target: Target, session_id: str) -> None:
 
 
 def actions_table(session: SessionInfo) -> Table:
-    from rich.table import Table
-
+    """The session's actions in the order they were made, with their undo."""
     shown = Table(title=f"Actions of {session.id}")
     for column in ("seq", "api name", "operation", "status", "undo", "undo status"):
         shown.add_column(column, no_wrap=True)
