@@ -72,7 +72,7 @@ import httpx
 from cryptography.fernet import Fernet
 
 from agentrein import AgentRein
-from agentrein.remote import ServedMode
+from agentrein.served import ServedMode
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_testing import FakeService
 
@@ -117,7 +117,7 @@ def run_server(label: str, database_url: str, workdir: Path) -> Iterator[Server]
     port = _free_port()
     out, err = workdir / f"serve-{label}.out", workdir / f"serve-{label}.err"
     env = {**os.environ, "AGENTREIN_SECRET_KEY": Fernet.generate_key().decode(), "COLUMNS": "200"}
-    command = [sys.executable, "-c", "from agentrein_server.cli import app; app()", "serve"]
+    command = [sys.executable, "-c", "from agentrein_cli.main import app; app()", "serve"]
     command += ["--port", str(port), "--database-url", database_url]
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=workdir)

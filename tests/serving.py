@@ -94,7 +94,7 @@ class ServerProcess:
         env = {**os.environ, "AGENTREIN_SECRET_KEY": secret_key, "COLUMNS": "200"}
         if lease_seconds is not None:
             env["AGENTREIN_ROLLBACK_LEASE_SECONDS"] = str(lease_seconds)
-        command = [sys.executable, "-c", "from agentrein_server.cli import app; app()", "serve"]
+        command = [sys.executable, "-c", "from agentrein_cli.main import app; app()", "serve"]
         self.process = subprocess.Popen(
             [*command, "--port", str(self.port), "--database-url", database_url],
             stdout=subprocess.PIPE,

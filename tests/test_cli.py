@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,11 +22,11 @@ from serving import LOOPBACK_HTTP, RunningServer
 from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
+from agentrein_cli.main import app
 from agentrein_core.engine import Engine
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
 from agentrein_core.store import Store
-from agentrein_server.cli import app
 from agentrein_server.vault import SECRET_KEY_ENV
 from agentrein_testing import FakeService
 
@@ -76,6 +78,24 @@ def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Pa
     again = runner.invoke(app, command.split()[3:], env={"COLUMNS": "160"})
     assert again.exit_code == 1
     assert "already APPROVED by agentrein-demo (auto)" in again.output
+
+
+#: What ``agentrein --help`` must not wait for: the database, the server, HTTP, the connectors, the demo.
+HEAVY = ("sqlalchemy", "alembic", "litestar", "uvicorn", "httpx", "pluggy", "stripe", "github", "agentrein")
+HEAVY += ("agentrein_server", "agentrein_http", "agentrein_stripe", "agentrein_github", "agentrein_demo.run")
+
+
+def test_help_lists_every_command_without_importing_what_the_commands_use() -> None:
+    script = (
+        "import sys\n"
+        "from agentrein_cli.main import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print('imported:', sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in {HEAVY})))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={"COLUMNS": "160"})
+    assert done.returncode == 0, done.stderr
+    assert "imported: []" in done.stdout
+    assert all(f"│ {command} " in done.stdout for command in ("serve", "rollback", "sessions", "demo"))
 
 
 def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from relay import Relay
 from serving import RunningServer, Tenant
 
-from agentrein import ActionStatus, AgentRein, AgentReinError, AgentReinUnavailableError, DisplayStatus, remote
+from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus
 from agentrein.journal import Entry, Journal
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.statuses import OperationType
@@ -148,13 +148,3 @@ def test_entries_are_replayed_only_to_the_backend_that_journaled_them(journal_in
     assert not other.has_entries()
     assert other.replay(cast(Recorder, object())) == 0  # not even looked at: the backend would fail if asked
     assert Journal("server one, key a", journal_in_tmp).has_entries()
-
-
-@pytest.mark.parametrize(("status", "unavailable"), [(500, False), (502, True), (503, True), (504, True)])
-def test_only_an_unavailable_server_lets_open_mode_run_calls_unrecorded(status: int, unavailable: bool) -> None:
-    """A server that answers 500 is up and failing: the call must not run as if it were unreachable."""
-    request = httpx.Request("POST", "http://127.0.0.1:9/sessions/s/actions")
-    problem = {"type": "https://agentrein.dev/problems/internal-error", "status": status, "detail": "boom"}
-    error = remote.error_from(httpx.Response(status, json=problem, request=request))
-    assert isinstance(error, AgentReinError)
-    assert isinstance(error, AgentReinUnavailableError) is unavailable

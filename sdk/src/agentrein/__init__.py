@@ -9,6 +9,7 @@ when the run goes wrong.
 
 from __future__ import annotations
 
+from agentrein.admin import AdminClient
 from agentrein.client import AgentRein
 from agentrein.errors import (
     AgentReinError,
@@ -41,6 +42,7 @@ from agentrein_core.views import ApprovalInfo, SessionInfo
 
 __all__ = [
     "ActionStatus",
+    "AdminClient",
     "AgentRein",
     "AgentReinError",
     "AgentReinUnavailableError",

@@ -11,11 +11,12 @@ from typing import Any, TypeVar
 from agentrein.embedded import EmbeddedMode
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
+from agentrein.http import API_KEY_ENV, URL_ENV
 from agentrein.journal import Journal
 from agentrein.options import WrapOptions
 from agentrein.port import Mode
 from agentrein.proxy import WrappedClient
-from agentrein.remote import API_KEY_ENV, URL_ENV, ServedMode
+from agentrein.served import ServedMode
 from agentrein_core.engine import DEFAULT_ORGANISATION
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import Policy
@@ -61,14 +62,14 @@ class AgentRein:
         self._mode: Mode = (
             ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""))
             if base_url
-            else EmbeddedMode(Store(database_url), organisation, self._connectors, self._clients)
+            else EmbeddedMode.for_agent(Store(database_url), organisation, self._connectors, self._clients)
         )
         self._journal = Journal(self._mode.identity, journal_path)
 
     @property
     def database_url(self) -> str | None:
         """Where the records go in embedded mode (``None`` in server mode)."""
-        return self._mode.store.url if isinstance(self._mode, EmbeddedMode) else None
+        return self._mode.engine.store.url if isinstance(self._mode, EmbeddedMode) else None
 
     @property
     def base_url(self) -> str | None:

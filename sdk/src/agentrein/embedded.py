@@ -39,16 +39,29 @@ LOOK_AGAIN = 0.5
 
 
 class EmbeddedMode:
-    def __init__(self, store: Store, organisation: str, connectors: Connectors, clients: ClientUndoExecutor) -> None:
-        self.store = store
-        self.engine = Engine(store, connectors=connectors)
-        self.org_id = self.engine.ensure_organisation(organisation).org_id
-        self.identity = f"{store.url} organisation {self.org_id}"
+    """The engine's use cases in one organisation, undoing through ``clients``. An agent's process opens it
+    with :meth:`for_agent`, which also runs the organisation's intent checks in the background; the command
+    line uses it as it is, on a database it opened."""
+
+    def __init__(self, engine: Engine, org_id: str, clients: ClientUndoExecutor) -> None:
+        self.engine = engine
+        self.org_id = org_id
+        self.identity = f"{engine.store.url} organisation {org_id}"
         self.clients = clients
         self._last_maintenance = float("-inf")
         self._lock = threading.Lock()
-        self._checks = BackgroundChecks(IntentChecks(self.engine, connectors), self.engine, self.org_id, self._resume)
-        self._checks.poke()  # checks a process before this one left unasked
+        self._checks: BackgroundChecks | None = None
+
+    @classmethod
+    def for_agent(
+        cls, store: Store, organisation: str, connectors: Connectors, clients: ClientUndoExecutor
+    ) -> EmbeddedMode:
+        """The mode of an agent's process on ``store``, in ``organisation`` (made when missing)."""
+        engine = Engine(store, connectors=connectors)
+        mode = cls(engine, engine.ensure_organisation(organisation).org_id, clients)
+        mode._checks = BackgroundChecks(IntentChecks(engine, connectors), engine, mode.org_id, mode._resume)
+        mode._checks.poke()  # checks a process before this one left unasked
+        return mode
 
     # the guard's port ---------------------------------------------------------------------------------
     def log_action(
@@ -198,8 +211,9 @@ class EmbeddedMode:
         self.engine.delete_policy(self.org_id, policy_id)
 
     def close(self) -> None:
-        self._checks.stop()
-        self.store.close()
+        if self._checks is not None:
+            self._checks.stop()
+        self.engine.store.close()
 
     # what a server's workers would do -----------------------------------------------------------------
     def _maintain_now_and_then(self) -> None:

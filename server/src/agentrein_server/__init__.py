@@ -1,1 +1,1 @@
-"""AgentRein server and the ``agentrein`` command line."""
+"""AgentRein server: the REST API, the reviewer dashboard and the background workers."""

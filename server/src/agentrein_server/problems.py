@@ -1,6 +1,6 @@
 """Every error as RFC 9457 problem+json: ``{"type", "title", "status", "detail", ...}``.
 
-AgentRein's named errors carry their ``type`` slug (``problem_type``); Litestar's own (a body that is not
+AgentRein's named errors are written as ``agentrein_core.errors.to_problem`` says; Litestar's own (a body that is not
 JSON or does not match the schema, an unknown route, an oversize body) are mapped to the same shape. Anything
 else is a bug: logged with its traceback, answered with a plain 500 that shows none.
 """
@@ -8,7 +8,6 @@ else is a bug: logged with its traceback, answered with a plain 500 that shows n
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from typing import Any
 
 from litestar import Request, Response
@@ -19,18 +18,7 @@ from agentrein_core import errors
 log = logging.getLogger("agentrein.server")
 
 PROBLEM_JSON = "application/problem+json"
-TYPE_BASE = "https://agentrein.dev/problems/"
 
-STATUS_OF: dict[type[errors.AgentReinError], int] = {
-    errors.NotFoundError: 404,
-    errors.ValidationError: 400,
-    errors.UnauthorizedError: 401,
-    errors.ForbiddenError: 403,
-    errors.PolicyBlockedError: 403,
-    errors.ApprovalRejectedError: 403,
-    errors.InvalidTransitionError: 409,
-    errors.AgentReinUnavailableError: 503,
-}
 #: Slugs for Litestar's HTTP errors.
 HTTP_TYPES = {
     400: "validation-error",
@@ -43,26 +31,17 @@ HTTP_TYPES = {
 }
 
 
-def problem(status: int, type_: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:
-    body = {"type": TYPE_BASE + type_, "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
+def answer(body: dict[str, Any]) -> Response[dict[str, Any]]:
+    """A problem+json body (``agentrein_core.errors.problem``) as the response."""
+    status = int(body["status"])
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return Response(body | extra, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 def agentrein_error(_: Request[Any, Any, Any], exc: errors.AgentReinError) -> Response[dict[str, Any]]:
-    status = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)
-    extra: dict[str, Any] = {}
-    if isinstance(exc, errors.ValidationError):
-        extra["field"] = exc.field
-    if isinstance(exc, errors.NotFoundError):
-        extra |= {"kind": exc.kind, "id": exc.record_id}
-    if isinstance(exc, errors.PolicyBlockedError):
-        extra |= {"actionId": exc.action_id, "policyName": exc.policy_name}
-    if isinstance(exc, errors.ApprovalRejectedError):
-        extra |= {"actionId": exc.action_id, "approvalId": exc.approval_id, "reason": exc.reason}
-    if status == 500:
-        log.error("unmapped AgentRein error", exc_info=exc)
-    return problem(status, exc.problem_type, str(exc), **extra)
+    if exc.status == 500:
+        log.error("AgentRein error answered with 500", exc_info=exc)
+    return answer(errors.to_problem(exc))
 
 
 def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
@@ -74,16 +53,17 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
     if status >= 500:
         log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
         detail = "internal error"
-    return problem(status, HTTP_TYPES.get(status, "http-error" if status < 500 else "internal-error"), detail)
+    slug = HTTP_TYPES.get(status, "http-error" if status < 500 else "internal-error")
+    return answer(errors.problem(status, slug, detail))
 
 
 def too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:
-    return problem(400, "validation-error", "the JSON body is nested too deeply")
+    return answer(errors.problem(400, "validation-error", "the JSON body is nested too deeply"))
 
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem(500, "internal-error", "internal error; the server has logged it")
+    return answer(errors.problem(500, "internal-error", "internal error; the server has logged it"))
 
 
 def _describe(item: Any) -> str:

@@ -22,13 +22,13 @@ class ConnectorController(Controller):
     def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
         """Every installed connector, with the organisation's settings for it."""
         stored = {c.connector: c for c in services.engine.list_connector_configs(caller.org_id)}
-        return [_describe(name, stored.get(name)) for name in services.connectors.names()]
+        return [describe(name, stored.get(name)) for name in services.connectors.names()]
 
     @get("/{name:str}", sync_to_thread=True)
     def show(self, name: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         if name not in services.connectors.names():
             raise NotFoundError("installed connector", name, key="name")
-        return _describe(name, services.engine.connector_config(caller.org_id, name))
+        return describe(name, services.engine.connector_config(caller.org_id, name))
 
     @put("/{name:str}", sync_to_thread=True)
     def configure(
@@ -40,10 +40,11 @@ class ConnectorController(Controller):
         stored = services.configure_connector(
             caller.org_id, name, enabled=data.enabled, config=data.config, credentials=data.credentials
         )
-        return _describe(name, stored)
+        return describe(name, stored)
 
 
-def _describe(name: FromPath[str], stored: ConnectorConfig | None) -> dict[str, Any]:
+def describe(name: str, stored: ConnectorConfig | None) -> dict[str, Any]:
+    """A connector's settings as shown (``agentrein connectors`` on a database shows them the same way)."""
     return {
         "name": name,
         "enabled": bool(stored and stored.enabled),

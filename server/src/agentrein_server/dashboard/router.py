@@ -33,7 +33,6 @@ from agentrein_server.dashboard.rendering import STATIC
 from agentrein_server.dashboard.sessions import SessionPages
 from agentrein_server.dashboard.signin import SignInController, SignInThrottle
 from agentrein_server.dashboard.viewer import SIGNED_IN_SECONDS, SignInRequired, provide_member, provide_viewer
-from agentrein_server.problems import STATUS_OF
 from agentrein_server.vault import Vault
 
 log = logging.getLogger("agentrein.server")
@@ -139,7 +138,7 @@ def error_page(request: Request[Any, Any, Any], exc: Exception) -> Template:
     """An error as a page (or, for htmx, a message in the page's message area)."""
     status, detail = 500, "Something went wrong on our side; the server has logged it."
     if isinstance(exc, AgentReinError):
-        status = next((code for cls, code in STATUS_OF.items() if isinstance(exc, cls)), 500)
+        status = exc.status
         detail = str(exc) if status < 500 else detail
     elif isinstance(exc, HTTPException):
         status = exc.status_code

@@ -16,8 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+import github
+import stripe
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -38,10 +40,6 @@ from agentrein_core.model import UndoConfig
 from agentrein_testing.fakes.github import FakeGitHub, Recorded
 from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
 
-if TYPE_CHECKING:
-    import github
-    import stripe
-
 T = TypeVar("T")
 
 OWNER, REPO = "acme", "onboarding"
@@ -60,14 +58,6 @@ def run_demo(
 
     ``approval``: ``subscriptions.create`` waits for a human's approval; nobody deciding within
     ``approve_after`` seconds, the demo approves it itself."""
-    try:
-        import github
-        import stripe
-    except ImportError as exc:  # the server distribution alone does not bring the clients
-        raise AgentReinError(
-            f"the demo drives the real Stripe and GitHub clients: install stripe and PyGithub ({exc})"
-        ) from None
-
     wire = Wire()
     fake_stripe = FakeStripe(requests=wire.tap("Stripe"))
     fake_github = FakeGitHub(token=GITHUB_TOKEN, requests=wire.tap("GitHub"))
@@ -150,9 +140,6 @@ class Agent:
         self.completed = False
 
     def run(self, billing: stripe.StripeClient, repos: github.Github, price_id: str) -> None:
-        import github
-        import stripe
-
         try:
             customer = self._do(
                 "Stripe",
@@ -342,23 +329,6 @@ def rollback_table(session: SessionInfo) -> Table:
             action.api_name,
             _status(action.status),
             _describe_undo(action.undo),
-            action.undo_status,
-        )
-    return table
-
-
-def actions_table(session: SessionInfo) -> Table:
-    table = Table(title=f"Actions of {session.id}")
-    for column in ("seq", "api name", "operation", "status", "undo", "undo status"):
-        table.add_column(column, no_wrap=True)
-    for action in session.actions:
-        undo = action.undo.type if action.undo else "—"
-        table.add_row(
-            str(action.seq),
-            action.api_name,
-            action.operation_type,
-            _status(action.status),
-            undo,
             action.undo_status,
         )
     return table

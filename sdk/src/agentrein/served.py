@@ -12,17 +12,15 @@ import hashlib
 import logging
 import time
 from datetime import timedelta
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import TypeVar
 
-import httpx
-
+from agentrein.http import Connection
+from agentrein.http import segment as _seg
 from agentrein.port import ExecutedCall
 from agentrein.settle import see_through
 from agentrein_core import errors
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
-from agentrein_core.retry import retrying
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
 from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
@@ -30,50 +28,22 @@ from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
 
-URL_ENV = "AGENTREIN_URL"
-API_KEY_ENV = "AGENTREIN_API_KEY"
 #: The longest single long-poll asked of the server; longer waits are several in a row.
 LONG_POLL = 30.0
-#: Answers that mean the server (or the database behind it) cannot serve now, rather than that it failed.
-UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 #: How long a rollback is waited for in one request before the caller's loop looks again.
 ROLLBACK_POLL = 10.0
 
 
 class ServedMode:
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 10.0) -> None:
-        if not api_key:
-            raise errors.ValidationError("api_key", f"server mode needs an API key (api_key= or ${API_KEY_ENV})")
-        self.base_url = base_url.rstrip("/")
+        self._connection = Connection(base_url, api_key, timeout=timeout)
+        self._call = self._connection.call
+        self.base_url = self._connection.base_url
         #: Whose records these are, for the journal: the server and (a digest of) the key.
         self.identity = f"{self.base_url} key {hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
-        self._timeout = timeout
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "agentrein-sdk"},
-            timeout=timeout,
-        )
 
     def close(self) -> None:
-        self._http.close()
-
-    # HTTP ---------------------------------------------------------------------------------------------
-    def _call(self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0) -> Any:
-        """One request; its JSON answer, or the named error its problem+json describes. Reads are retried on
-        connection failures (they change nothing); writes are not, as the server may have applied them."""
-        timeout = self._timeout + wait
-        attempts = 3 if method == "GET" else 1
-        try:
-            for attempt in retrying(_is_connection_error, attempts):
-                with attempt:
-                    response = self._http.request(method, path, json=json, params=params, timeout=timeout)
-        except httpx.HTTPError as exc:
-            raise errors.AgentReinUnavailableError(f"AgentRein server {self.base_url} unreachable: {exc}") from exc
-        if response.status_code == 204:
-            return None
-        if response.is_success:
-            return response.json()
-        raise error_from(response)
+        self._connection.close()
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
@@ -229,48 +199,5 @@ class ServedMode:
         return from_wire(answer, Rollback)
 
 
-def _seg(record_id: str) -> str:
-    """An id as one path segment: an id with a slash in it must not reach another route."""
-    return quote(record_id, safe="")
-
-
 def _action_path(session_id: str, action_id: str) -> str:
     return f"/sessions/{_seg(session_id)}/actions/{_seg(action_id)}"
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.RemoteProtocolError)
-
-
-def error_from(response: httpx.Response) -> errors.AgentReinError:
-    """The named error a problem+json answer stands for."""
-    try:
-        problem: dict[str, Any] = response.json()
-    except ValueError:
-        problem = {}
-    status = response.status_code
-    detail = str(problem.get("detail") or f"HTTP {status} from the AgentRein server")
-    slug = str(problem.get("type", "")).rsplit("/", 1)[-1]
-    if status in UNAVAILABLE_STATUSES or slug == "unavailable":
-        return errors.AgentReinUnavailableError(f"the AgentRein server is unavailable: {detail}")
-    if status >= 500:
-        # The server is up but failed: not "unavailable", so failure_mode="open" does not let the call run.
-        return errors.AgentReinError(f"the AgentRein server failed: {detail}")
-    if slug == "not-found":
-        error: errors.AgentReinError = errors.NotFoundError(problem.get("kind", "record"), problem.get("id", "?"))
-    elif slug == "policy-blocked":
-        error = errors.PolicyBlockedError(problem.get("actionId", ""), problem.get("policyName", ""))
-    elif slug == "approval-rejected":
-        error = errors.ApprovalRejectedError(problem.get("reason"), problem.get("approvalId"), problem.get("actionId"))
-    elif slug == "rollback-refused":
-        error = errors.RollbackRefusedError(detail)
-    elif slug == "invalid-transition":
-        error = errors.InvalidTransitionError(detail)
-    elif slug == "unauthorized":
-        error = errors.UnauthorizedError(detail)
-    elif slug == "forbidden":
-        error = errors.ForbiddenError(detail)
-    else:
-        field = str(problem.get("field", "request"))
-        error = errors.ValidationError(field, detail.removeprefix(f"{field}: "))
-    return error

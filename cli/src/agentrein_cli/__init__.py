@@ -1,0 +1,1 @@
+"""The ``agentrein`` command line: :data:`agentrein_cli.main.app`."""

@@ -1,0 +1,87 @@
+"""Approval requests: listed, approved and rejected."""
+
+from __future__ import annotations
+
+import getpass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from agentrein_cli.common import Target, console, table, targeted
+from agentrein_cli.reach import records
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
+
+if TYPE_CHECKING:
+    from agentrein_core.views import ApprovalInfo
+
+approvals = typer.Typer(help="Approval requests: list them and decide them.", no_args_is_help=True)
+
+Reviewer = Annotated[
+    str | None,
+    typer.Option(help="Who decides (resolvedBy); default: the server names the API key, a database the login."),
+]
+
+
+@approvals.command("list")
+@targeted
+def approvals_list(
+    target: Target, status: Annotated[ApprovalStatus | None, typer.Option(help="Only these.")] = None
+) -> None:
+    """Approval requests, pending first and oldest first."""
+    with records(target) as found:
+        shown = table("approval", "purpose", "status", "agent", "api name", "time left", "summary")
+        for p in found.list_approvals(status):
+            flag = " [red](unconfirmed)[/]" if p.unconfirmed else ""
+            shown.add_row(
+                p.approval_id,
+                p.purpose,
+                f"{p.status}{flag}",
+                p.agent_id,
+                p.api_name,
+                f"{p.time_remaining:.0f}s" if p.time_remaining else "—",
+                p.payload_summary,
+            )
+        console.print(shown)
+
+
+@approvals.command("approve")
+@targeted
+def approvals_approve(
+    target: Target, approval_id: str, reviewer: Reviewer = None, reason: Annotated[str | None, typer.Option()] = None
+) -> None:
+    """Approve a pending request; a waiting agent resumes."""
+    with records(target) as found:
+        _decided(found.decide(approval_id, ApprovalStatus.APPROVED, _reviewer(reviewer, target), reason), target)
+
+
+@approvals.command("reject")
+@targeted
+def approvals_reject(
+    target: Target,
+    approval_id: str,
+    reviewer: Reviewer = None,
+    reason: Annotated[str | None, typer.Option(help="Told to the agent in ApprovalRejectedError.reason.")] = None,
+) -> None:
+    """Reject a pending request; what follows depends on its purpose (status reference §4)."""
+    with records(target) as found:
+        _decided(found.decide(approval_id, ApprovalStatus.REJECTED, _reviewer(reviewer, target), reason), target)
+
+
+def _reviewer(given: str | None, target: Target) -> str | None:
+    """Who decides: as given; else the server names the API key, and on a database the login is used."""
+    return given or (None if target.url else getpass.getuser())
+
+
+def _decided(info: ApprovalInfo, target: Target) -> None:
+    console.print(
+        f"{info.approval_id} {info.status} by {info.resolved_by}; action {info.action_id} is now {info.action_status}"
+    )
+    undo_next = (info.purpose, info.status) in {
+        (ApprovalPurpose.ROLLBACK, ApprovalStatus.APPROVED),
+        (ApprovalPurpose.AFTER_EXECUTION, ApprovalStatus.REJECTED),
+    }
+    if undo_next and not target.url:
+        console.print(
+            "The undo runs in the agent's process (its wrapped client), or here: "
+            f"`agentrein rollback {info.session_id}`"
+        )

@@ -1,0 +1,80 @@
+"""Connector plugins, and which of them rollbacks may run inverses through."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from agentrein_cli.common import Target, console, errors_exit, table, targeted
+from agentrein_cli.reach import admin, services
+
+if TYPE_CHECKING:
+    from agentrein_core.model import JSON
+
+connectors = typer.Typer(help="Connector plugins, and which may run inverses for rollbacks.", no_args_is_help=True)
+
+JsonObject = Annotated[str | None, typer.Option(help="A JSON object (omitted: keep what is stored).")]
+
+
+@connectors.command("list")
+@targeted
+def connectors_list(target: Target) -> None:
+    """The installed connector plugins, and whether each is enabled for the organisation: rollbacks run in
+    a server (or by `agentrein rollback` on a database) undo only through enabled ones."""
+    if target.url:
+        with admin(target.url, target.api_key) as operator:
+            rows = operator.list_connectors()
+    else:
+        from agentrein_server.api.connectors import describe
+
+        with services(target) as (opened, org_id):
+            stored = {c.connector: c for c in opened.engine.list_connector_configs(org_id)}
+            rows = [describe(name, stored.get(name)) for name in opened.connectors.names()]
+    shown = table("connector", "enabled", "credentials", "config")
+    for row in rows:
+        credentials = "stored" if row["hasCredentials"] else "—"
+        shown.add_row(row["name"], "yes" if row["enabled"] else "no", credentials, json.dumps(row["config"]))
+    console.print(shown)
+
+
+@connectors.command("enable")
+@targeted
+def connectors_enable(target: Target, name: str, config: JsonObject = None, credentials: JsonObject = None) -> None:
+    """Enable a connector for the organisation, so rollbacks can run its inverses; --config and --credentials
+    (stored encrypted) are JSON objects, e.g. --config '{"allowedHosts": ["api.example.com"]}' for http."""
+    from agentrein_core.converter import json_object
+
+    with errors_exit():
+        settings = json_object("--config", config), json_object("--credentials", credentials)
+    _configure(target, name, True, *settings)
+
+
+@connectors.command("disable")
+@targeted
+def connectors_disable(target: Target, name: str) -> None:
+    """Disable a connector for the organisation (its settings are kept): rollbacks no longer run its inverses."""
+    _configure(target, name, False, None, None)
+
+
+def _configure(target: Target, name: str, enabled: bool, config: JSON | None, credentials: JSON | None) -> None:
+    """Store the connector's settings; ``None`` keeps the stored config or credentials."""
+    row: dict[str, Any]
+    if target.url:
+        with admin(target.url, target.api_key) as operator:
+            row = operator.configure_connector(name, enabled=enabled, config=config, credentials=credentials)
+    else:
+        from agentrein_server.api.connectors import describe
+
+        with services(target) as (opened, org_id):
+            if config is None:
+                stored = opened.engine.connector_config(org_id, name)
+                config = stored.config if stored is not None else {}
+            row = describe(
+                name,
+                opened.configure_connector(org_id, name, enabled=enabled, config=config, credentials=credentials),
+            )
+    state = "enabled" if row["enabled"] else "disabled"
+    stored_credentials = "stored" if row["hasCredentials"] else "none"
+    console.print(f"Connector {name} {state}; config {json.dumps(row['config'])}; credentials {stored_credentials}")

@@ -1,0 +1,191 @@
+"""Sessions: listed, shown with their actions and intent checks, and rolled back with a progress bar."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentrein_cli.common import Target, console, table, targeted
+from agentrein_cli.reach import admin, in_organisation, records, services
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role, RollbackStatus, UndoStatus
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from agentrein.port import Mode
+    from agentrein_core.engine import Engine
+    from agentrein_core.model import Action, Rollback
+    from agentrein_core.views import SessionInfo
+
+sessions = typer.Typer(help="Sessions and their actions.", no_args_is_help=True)
+
+#: How long one look at a running rollback waits for it to move.
+POLL = 0.25
+
+
+@sessions.command("list")
+@targeted
+def sessions_list(target: Target, limit: Annotated[int, typer.Option(min=1, max=1000)] = 50) -> None:
+    """The newest sessions with their display status."""
+    with records(target) as found:
+        shown = table("session", "agent", "display status", "actions", "created", "intent")
+        for s in found.list_sessions(limit):
+            shown.add_row(
+                s.id, s.agent_id, s.display_status, str(len(s.actions)), f"{s.created_at:%Y-%m-%d %H:%M:%S}", s.intent
+            )
+        console.print(shown)
+
+
+@sessions.command("show")
+@targeted
+def sessions_show(target: Target, session_id: str) -> None:
+    """One session: its status and its actions in order."""
+    with records(target) as found:
+        s = found.get_session(session_id)
+        console.print(f"[bold]{s.id}[/]  agent {s.agent_id}  status {s.status}  display [bold]{s.display_status}[/]")
+        console.print(f"intent: {escape(s.intent)}", highlight=False)
+        console.print(actions_table(s))
+        checks = [(f"#{a.seq} {a.api_name}", a.verification) for a in s.actions if a.verification is not None]
+        if s.verification is not None:
+            checks.append(("the session", s.verification))
+        if checks:
+            shown = table("intent check", "outcome", "rationale", "verifier")
+            for subject, check in checks:
+                shown.add_row(
+                    escape(subject), check.outcome or "waiting", escape(check.rationale), escape(check.verifier)
+                )
+            console.print(shown)
+
+
+def actions_table(session: SessionInfo) -> Table:
+    """The session's actions in the order they were made, with their undo."""
+    shown = Table(title=f"Actions of {session.id}")
+    for column in ("seq", "api name", "operation", "status", "undo", "undo status"):
+        shown.add_column(column, no_wrap=True)
+    for action in session.actions:
+        undo = action.undo.type if action.undo else "—"
+        shown.add_row(
+            str(action.seq), action.api_name, action.operation_type, _status(action.status), undo, action.undo_status
+        )
+    return shown
+
+
+def _status(status: str) -> str:
+    colour = {"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, "white")
+    return f"[{colour}]{status}[/]"
+
+
+@targeted
+def rollback(target: Target, session_id: str) -> None:
+    """Roll a session back, last action first: a progress bar over the undo chain, then the outcomes.
+
+    A server runs the inverses itself; on a database this command runs them, through the connectors enabled
+    for the organisation (`agentrein connectors enable`). Exit status 1 when the rollback fails."""
+    started = _server_rollback(target.url, target, session_id) if target.url else _local_rollback(target, session_id)
+    with started as (found, before, job, look):
+        job, after = _follow(found, before, job, look)
+    shown = table("seq", "api name", "status", "undo status", "error")
+    for action in sorted(after.actions, key=lambda a: a.seq, reverse=True):
+        shown.add_row(str(action.seq), action.api_name, action.status, action.undo_status, action.error or "")
+    console.print(shown)
+    console.print(f"Session {after.id}: display status [bold]{after.display_status}[/]")
+    then = "" if target.url else f", then `agentrein rollback {after.id}` again"
+    for approval in after.approvals:
+        if approval.purpose is ApprovalPurpose.ROLLBACK and approval.status is ApprovalStatus.PENDING:
+            console.print(
+                f"The rollback waits for a reviewer: `agentrein approvals approve {approval.approval_id}`{then}"
+            )
+    if job.status is RollbackStatus.FAILED:
+        console.print(f"[red]error:[/] the rollback failed: {job.error}")
+        raise typer.Exit(1)
+
+
+#: One look at the rollback: how the job stands now (having waited a little for it to move).
+Look = Callable[[], "Rollback"]
+#: A rollback started: where the session is read, the session as it was before, the job, and how to look.
+Started = Iterator[tuple["Mode", "SessionInfo", "Rollback", Look]]
+
+
+def _follow(found: Mode, before: SessionInfo, job: Rollback, look: Look) -> tuple[Rollback, SessionInfo]:
+    """Show the rollback advancing until it has ended or waits for a reviewer: the job and session then."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentrein_core.rollback import chain
+
+    walk = {a.action_id: a.updated_at for a in chain(job, before.actions)}
+    columns = (TextColumn("undoing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("undo chain", total=len(walk))
+        while True:
+            job = look()
+            session = found.get_session(before.id)
+            progress.update(bar, completed=sum(_through(a, walk) for a in session.actions))
+            undoing = any(a.undo_status is UndoStatus.IN_PROGRESS for a in session.actions)
+            if job.status is not RollbackStatus.RUNNING and not undoing:
+                return job, session
+
+
+def _through(action: Action, walk: dict[str, datetime]) -> bool:
+    """Whether the chain has dealt with ``action`` since it started."""
+    from agentrein_core.rollback import is_through
+
+    if action.action_id not in walk or action.updated_at == walk[action.action_id]:
+        return False
+    return is_through(action)
+
+
+@contextmanager
+def _server_rollback(url: str, target: Target, session_id: str) -> Started:
+    """The server runs the rollback; each look asks it how the job stands."""
+    with records(target) as found, admin(url, target.api_key) as operator:
+        before = found.get_session(session_id)
+        job = operator.request_rollback(session_id, reason="agentrein rollback")
+        yield found, before, job, lambda: operator.get_rollback(session_id, wait=POLL)
+
+
+@contextmanager
+def _local_rollback(target: Target, session_id: str) -> Started:
+    """This process runs the rollback, in a thread, as a server would (through the stored connector settings)."""
+    from attrs import evolve
+
+    with services(target) as (opened, org_id):
+        engine = opened.engine
+        found = in_organisation(engine, org_id)
+        before = found.get_session(session_id)
+        _check_enabled(engine, org_id, before)
+        job = engine.request_rollback(
+            org_id, session_id, caller_role=Role.OPERATOR, requested_by="cli", trigger="agentrein rollback"
+        )
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(engine.run_rollback, org_id, job.rollback_id, opened.workers.executor)
+
+            def look() -> Rollback:
+                try:
+                    ran = running.result(timeout=POLL)
+                except TimeoutError:
+                    return evolve(job, status=RollbackStatus.RUNNING)
+                if ran.status is RollbackStatus.RUNNING:  # another process holds the job: watch it
+                    return engine.wait_for_rollback(org_id, session_id, POLL) or ran
+                return ran
+
+            yield found, before, job, look
+
+
+def _check_enabled(engine: Engine, org_id: str, session: SessionInfo) -> None:
+    """Refuse to start a rollback whose inverses would fail for want of a connector's settings."""
+    from agentrein_core.errors import RollbackRefusedError
+    from agentrein_core.rules import UNDOABLE
+
+    enabled = {c.connector for c in engine.list_connector_configs(org_id) if c.enabled}
+    undone = {a.connector for a in session.actions if a.status in UNDOABLE and a.undo and not a.undo.is_none}
+    if missing := undone - enabled:
+        raise RollbackRefusedError(
+            f"nothing was rolled back: here inverses run through the organisation's connector settings, and "
+            f"{', '.join(sorted(missing))} is not enabled (`agentrein connectors enable NAME`)"
+        )

@@ -1,1 +1,0 @@
-"""The demo: an agent on a loopback fake service, failing on its fourth step and rolled back."""
