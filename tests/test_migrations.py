@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
+from agentrein_core.database import alembic_config
+from agentrein_core.migrations import HEAD
 from agentrein_core.schema import metadata
-from agentrein_core.store import Store, alembic_config
+from agentrein_core.store import Store
 
 
 def test_migrations_produce_the_schema_the_code_declares(database_url: str) -> None:
@@ -34,3 +39,21 @@ def test_migrations_downgrade_to_nothing_and_upgrade_again(database_url: str) ->
 def test_opening_a_store_twice_is_harmless(database_url: str) -> None:
     Store(database_url).close()
     Store(database_url).close()
+
+
+def test_the_schema_head_the_store_checks_for_is_alembics_newest_revision(database_url: str) -> None:
+    """A store that opens a database at HEAD runs no migrator; HEAD must therefore be the newest revision."""
+    store = Store(database_url)
+    assert ScriptDirectory.from_config(alembic_config(store.url)).get_current_head() == HEAD
+    assert store.schema_version() == HEAD
+    store.close()
+
+
+def test_a_store_opened_on_an_empty_database_migrates_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    unmigrated = Store(url, migrate=False)
+    assert unmigrated.schema_version() is None
+    unmigrated.close()
+    migrated = Store(url)
+    assert migrated.schema_version() == HEAD
+    migrated.close()

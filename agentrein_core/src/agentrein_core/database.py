@@ -8,13 +8,15 @@ import os
 import sqlite3
 import time
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic.config import Config
 from sqlalchemy.engine import Connection, Engine
 
 from agentrein_core.errors import ValidationError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 DEFAULT_DATABASE_URL = "sqlite:///agentrein.db"
 DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
@@ -78,6 +80,8 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config  # imported only to migrate
+
     config = Config()
     config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))

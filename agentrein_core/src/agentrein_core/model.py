@@ -35,6 +35,9 @@ JSON = dict[str, Any]
 #: The undo type of an action that cannot or should not be undone: logged for audit, ``SKIPPED`` on rollback.
 UNDO_NONE = "none"
 
+#: The organisation an embedded agent, and a fresh server, works in unless told another.
+DEFAULT_ORGANISATION = "default"
+
 
 @frozen
 class UndoConfig:

@@ -20,7 +20,6 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from alembic import command
 from attrs import frozen
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
@@ -29,6 +28,7 @@ from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.database import alembic_config, create_db_engine, resolve_database_url
 from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
+from agentrein_core.migrations import HEAD
 from agentrein_core.model import (
     Action,
     ApiKey,
@@ -81,6 +81,7 @@ _UPSERTED: dict[type[Any], tuple[sa.Table, tuple[str, ...]]] = {
 #: replica's long-polls and workers wake at once.
 EVENTS_CHANNEL = "agentrein_events"
 _NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
+_SCHEMA_VERSION = sa.text("SELECT version_num FROM alembic_version")
 
 log = logging.getLogger("agentrein")
 
@@ -193,6 +194,10 @@ class Store:
 
     def upgrade(self) -> None:
         """Apply every Alembic migration not yet applied (``agentrein db upgrade`` does the same)."""
+        if self.schema_version() == HEAD:
+            return
+        from alembic import command  # only a database behind the code pays for importing the migrator
+
         config = alembic_config(self.url)
         with self._connect(write=True) as conn, conn.begin():
             if self.dialect == "postgresql":
@@ -200,6 +205,14 @@ class Store:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7346121)"))
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
+
+    def schema_version(self) -> str | None:
+        """The Alembic revision the database is at (``None``: not migrated yet)."""
+        with self._connect(write=False) as conn:
+            try:
+                return conn.execute(_SCHEMA_VERSION).scalar()
+            except (sa.exc.OperationalError, sa.exc.ProgrammingError):
+                return None  # no alembic_version table: an empty database
 
     def close(self) -> None:
         self.engine.dispose()

@@ -6,9 +6,8 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrein.embedded import EmbeddedMode
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.http import API_KEY_ENV, URL_ENV
@@ -17,14 +16,15 @@ from agentrein.options import WrapOptions
 from agentrein.port import Mode
 from agentrein.proxy import WrappedClient
 from agentrein.served import ServedMode
-from agentrein_core.engine import DEFAULT_ORGANISATION
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
-from agentrein_core.model import Policy
+from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.redaction import Redactor
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
-from agentrein_core.store import Store
 from agentrein_core.views import ApprovalInfo, SessionInfo
+
+if TYPE_CHECKING:
+    from agentrein.embedded import EmbeddedMode
 
 T = TypeVar("T")
 SessionRef = SessionInfo | str
@@ -62,14 +62,19 @@ class AgentRein:
         self._mode: Mode = (
             ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""))
             if base_url
-            else EmbeddedMode.for_agent(Store(database_url), organisation, self._connectors, self._clients)
+            else _embedded(database_url, organisation, self._connectors, self._clients)
         )
         self._journal = Journal(self._mode.identity, journal_path)
 
     @property
     def database_url(self) -> str | None:
         """Where the records go in embedded mode (``None`` in server mode)."""
-        return self._mode.engine.store.url if isinstance(self._mode, EmbeddedMode) else None
+        if isinstance(self._mode, ServedMode):
+            return None
+        from agentrein.embedded import EmbeddedMode  # loaded already: this is embedded mode
+
+        assert isinstance(self._mode, EmbeddedMode)
+        return self._mode.engine.store.url
 
     @property
     def base_url(self) -> str | None:
@@ -213,6 +218,17 @@ class AgentRein:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _embedded(
+    database_url: str | None, organisation: str, connectors: Connectors, clients: ClientUndoExecutor
+) -> EmbeddedMode:
+    """Embedded mode, imported only when it is used: an agent of a server never loads the engine's database
+    layer (SQLAlchemy and the rest)."""
+    from agentrein.embedded import EmbeddedMode
+    from agentrein_core.store import Store
+
+    return EmbeddedMode.for_agent(Store(database_url), organisation, connectors, clients)
 
 
 def _session_id(session: SessionRef) -> str:

@@ -7,11 +7,12 @@ and :mod:`.facade` gathers the areas. No module here imports this package's ``__
 
 from __future__ import annotations
 
-from agentrein_core.engine.accounts import API_KEY_PREFIX, DEFAULT_ORGANISATION
+from agentrein_core.engine.accounts import API_KEY_PREFIX
 from agentrein_core.engine.consequences import DEFAULT_APPROVAL_TIMEOUT, SYSTEM
 from agentrein_core.engine.facade import Engine
 from agentrein_core.engine.maintenance import MaintenanceReport
 from agentrein_core.engine.rollbacks import ROLLBACK_LEASE
+from agentrein_core.model import DEFAULT_ORGANISATION
 from agentrein_core.views import LoggedAction
 
 __all__ = [

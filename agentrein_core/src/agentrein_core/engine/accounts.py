@@ -13,10 +13,17 @@ from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.records import replace
 from agentrein_core.errors import NotFoundError, UnauthorizedError, ValidationError
 from agentrein_core.ids import new_id
-from agentrein_core.model import JSON, ApiKey, ConnectorConfig, Organisation, OrganisationSettings, User
+from agentrein_core.model import (
+    DEFAULT_ORGANISATION,
+    JSON,
+    ApiKey,
+    ConnectorConfig,
+    Organisation,
+    OrganisationSettings,
+    User,
+)
 from agentrein_core.statuses import DriftResponse, Plan, Role, UserRole
 
-DEFAULT_ORGANISATION = "default"
 #: API keys: a recognisable prefix, then 256 random bits; only their sha256 is stored.
 API_KEY_PREFIX = "ar_"
 
