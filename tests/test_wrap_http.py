@@ -108,6 +108,18 @@ def test_updates_and_deletes_are_logged_with_undo_none(ar: AgentRein, service: F
     assert undo is not None and undo.type == "none"
 
 
+def test_a_call_whose_undo_its_connector_refuses_is_still_recorded_as_done_with_no_undo(
+    ar: AgentRein, service: FakeService
+) -> None:
+    """The call ran: its record must say so (never left CLEARED, which no rollback undoes), and no undo the
+    connector refuses (here one to a non-HTTP URL) is stored to be run later."""
+    client, session_id = wrapped(ar, service, undo={"POST /v1/orders": {"url": "ftp://elsewhere.example/x"}})
+    client.post("/v1/orders", json={"sku": "A1"})
+    (action,) = ar.get_session(session_id).actions
+    assert action.status is ActionStatus.SUCCESS
+    assert action.undo is not None and action.undo.is_none
+
+
 def test_caller_can_override_an_undo_with_a_template_and_an_approval_flag(ar: AgentRein, service: FakeService) -> None:
     client, session_id = wrapped(
         ar,

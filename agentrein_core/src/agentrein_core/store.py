@@ -298,9 +298,15 @@ class Tx:
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
-        """A part of the transaction that can fail alone: its writes are undone, the rest's are kept."""
-        with self.conn.begin_nested():
-            yield
+        """A part of the transaction that can fail alone: its writes are undone, the rest's are kept (and
+        so is what it announced: undone too)."""
+        announced = set(self.changes)
+        try:
+            with self.conn.begin_nested():
+                yield
+        except BaseException:
+            self.changes = announced
+            raise
 
     def insert_once(self, record: Any) -> bool:
         """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""

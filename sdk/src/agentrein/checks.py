@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from agentrein_core.engine import Engine
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.store import Change
 from agentrein_core.verifiers import IntentChecks
@@ -27,9 +26,9 @@ STOP_WAIT = 2.0
 
 
 class BackgroundChecks:
-    def __init__(self, checks: IntentChecks, engine: Engine, org_id: str, after_drift: Callable[[], None]) -> None:
+    def __init__(self, checks: IntentChecks, org_id: str, after_drift: Callable[[], None]) -> None:
         self.checks = checks
-        self.engine = engine
+        self.engine = engine = checks.engine
         self.org_id = org_id
         self.after_drift = after_drift
         self._lock = threading.Lock()

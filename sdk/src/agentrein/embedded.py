@@ -20,7 +20,7 @@ from agentrein.port import ExecutedCall
 from agentrein.settle import see_through
 from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, ValidationError
-from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
 from agentrein_core.store import Store
@@ -39,18 +39,22 @@ LOOK_AGAIN = 0.5
 
 
 class EmbeddedMode:
-    """The engine's use cases in one organisation, undoing through ``clients``. An agent's process opens it
-    with :meth:`for_agent`, which also runs the organisation's intent checks in the background; the command
-    line uses it as it is, on a database it opened."""
+    """The engine's use cases in one organisation, undoing through ``clients``; with ``intent_checks``, the
+    organisation's intent checks run in a background thread. An agent's process opens it with
+    :meth:`for_agent`; the command line makes one with no checks, on a database it opened."""
 
-    def __init__(self, engine: Engine, org_id: str, clients: ClientUndoExecutor) -> None:
+    def __init__(
+        self, engine: Engine, org_id: str, clients: ClientUndoExecutor, intent_checks: IntentChecks | None = None
+    ) -> None:
         self.engine = engine
         self.org_id = org_id
         self.identity = f"{engine.store.url} organisation {org_id}"
         self.clients = clients
         self._last_maintenance = float("-inf")
         self._lock = threading.Lock()
-        self._checks: BackgroundChecks | None = None
+        self._checks = BackgroundChecks(intent_checks, org_id, self._resume) if intent_checks else None
+        if self._checks is not None:
+            self._checks.poke()  # checks a process before this one left unasked
 
     @classmethod
     def for_agent(
@@ -58,10 +62,8 @@ class EmbeddedMode:
     ) -> EmbeddedMode:
         """The mode of an agent's process on ``store``, in ``organisation`` (made when missing)."""
         engine = Engine(store, connectors=connectors)
-        mode = cls(engine, engine.ensure_organisation(organisation).org_id, clients)
-        mode._checks = BackgroundChecks(IntentChecks(engine, connectors), engine, mode.org_id, mode._resume)
-        mode._checks.poke()  # checks a process before this one left unasked
-        return mode
+        org_id = engine.ensure_organisation(organisation).org_id
+        return cls(engine, org_id, clients, IntentChecks(engine, connectors))
 
     # the guard's port ---------------------------------------------------------------------------------
     def log_action(
@@ -87,7 +89,9 @@ class EmbeddedMode:
         )
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
-        decision = self.engine.wait_for_decision(self.org_id, approval_id, timeout)
+        decision = self.engine.get_approval(self.org_id, approval_id)
+        if decision.status is ApprovalStatus.PENDING and decision.time_remaining > 0:
+            decision = self.engine.wait_for_decision(self.org_id, approval_id, timeout)
         if decision.status is ApprovalStatus.PENDING and decision.time_remaining <= 0:
             self.engine.maintain()  # past its time: expired now, by the engine's rules (no worker here does it)
             decision = self.engine.get_approval(self.org_id, approval_id)
@@ -155,6 +159,9 @@ class EmbeddedMode:
 
     def active_rollback(self, session_id: str) -> Rollback | None:
         return self.engine.active_rollback(self.org_id, session_id)
+
+    def session_approvals(self, session_id: str) -> list[Approval]:
+        return self.engine.get_session(self.org_id, session_id).approvals
 
     # approvals ----------------------------------------------------------------------------------------
     def get_approval(self, approval_id: str) -> ApprovalInfo:

@@ -32,8 +32,9 @@ from agentrein_core.errors import (
     AgentReinUnavailableError,
     ApprovalRejectedError,
     ApprovalTimeoutError,
+    ValidationError,
 )
-from agentrein_core.model import JSON, Action, UndoConfig
+from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.redaction import Redactor
 from agentrein_core.runner import run_call, run_call_async
 from agentrein_core.statuses import ApprovalStatus
@@ -196,9 +197,16 @@ class Guard:
         self._settle()
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
-        """What is recorded of a successful call: its redacted result and how to undo it."""
+        """What is recorded of a successful call: its redacted result and how to undo it. An undo its own
+        connector would refuse (AgentRein checks it again before storing it) is recorded as none, so that the
+        call, which did run, is never left unconfirmed; the session then shows it as not undone."""
         connector = self.options.connector
         undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
+        try:
+            connector.check_undo(undo)
+        except ValidationError as exc:
+            log.warning("AgentRein cannot undo %s (%s); it is recorded as an action with no undo", call.api_name, exc)
+            undo = UndoConfig(UNDO_NONE)
         return self.redactor.redact(connector.record_result(call, result)), undo
 
     def _journal_call(

@@ -56,8 +56,9 @@ class Recorder(Protocol):
     ) -> LoggedAction: ...
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
-        """The approval once decided, or as it stands after ``timeout`` seconds; one past its time is
-        expired by then (with what an expiry means)."""
+        """The approval once decided, or as it stands after ``timeout`` seconds. One past its time is
+        expired by whoever runs the expiries, with what an expiry means: embedded, this call does it at once;
+        a server's maintenance does it within a second."""
         ...
 
     def confirm_action(

@@ -22,7 +22,7 @@ from agentrein_core import errors
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
 from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
 
 T = TypeVar("T")
@@ -32,6 +32,8 @@ log = logging.getLogger("agentrein")
 LONG_POLL = 30.0
 #: How long a rollback is waited for in one request before the caller's loop looks again.
 ROLLBACK_POLL = 10.0
+#: How long a decision waits for the rollback it started or resumed to end or to wait for another reviewer.
+FOLLOW_DECISION = 300.0
 
 
 class ServedMode:
@@ -52,6 +54,9 @@ class ServedMode:
 
     def get_session(self, session_id: str) -> SessionInfo:
         return from_wire(self._call("GET", f"/sessions/{_seg(session_id)}"), SessionInfo)
+
+    def session_approvals(self, session_id: str) -> list[Approval]:
+        return self.get_session(session_id).approvals
 
     def list_sessions(self, limit: int) -> list[SessionInfo]:
         page = self._call("GET", "/sessions", params={"limit": limit})
@@ -136,8 +141,13 @@ class ServedMode:
         verb = "approve" if status is ApprovalStatus.APPROVED else "reject"
         body = {"reviewer": reviewer, "reason": reason}
         decided = from_wire(self._call("POST", f"/approvals/{_seg(approval_id)}/{verb}", json=body), ApprovalInfo)
+        deadline = time.monotonic() + FOLLOW_DECISION
         try:
-            self.settle_rollback(decided.session_id, wait=0)
+            while time.monotonic() < deadline:
+                job = self.active_rollback(decided.session_id)
+                if job is None or job.status is RollbackStatus.WAITING_APPROVAL:
+                    break
+                self._wait_for_workers(job)
         except errors.AgentReinError:
             log.exception("AgentRein could not follow the rollback of session %s", decided.session_id)
             return decided

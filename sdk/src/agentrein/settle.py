@@ -8,18 +8,21 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from agentrein_core.model import Rollback
+from agentrein_core.model import Approval, Rollback
 from agentrein_core.statuses import ApprovalStatus, RollbackStatus
-from agentrein_core.views import ApprovalInfo, SessionInfo
+from agentrein_core.views import ApprovalInfo
 
 ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
+#: How long an approval past its time is waited for: whoever runs the expiries (a server's maintenance runs
+#: every second; embedded mode expires it at once) does it within this.
+EXPIRY_GRACE = 1.0
 
 
 class Looks(Protocol):
     """The reads seeing a rollback through takes (both modes have them)."""
 
     def active_rollback(self, session_id: str) -> Rollback | None: ...
-    def get_session(self, session_id: str) -> SessionInfo: ...
+    def session_approvals(self, session_id: str) -> list[Approval]: ...
     def get_approval(self, approval_id: str) -> ApprovalInfo: ...
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
 
@@ -41,12 +44,12 @@ def see_through(
         if job.status is RollbackStatus.WAITING_APPROVAL:
             approval = _pending_approval(looks, session_id, job)
             if approval is not None:
-                if approval.time_remaining <= 0 or remaining > 0:
-                    # past its time it is expired now, by the rules (the mode's wait does it)
-                    wait_for = max(0.0, min(approval.time_remaining, remaining))
-                    approval = looks.wait_for_decision(approval.approval_id, wait_for)
-                if approval.status is not ApprovalStatus.PENDING or approval.time_remaining <= 0:
-                    continue  # decided, or about to be expired by whoever runs the expiries
+                if approval.time_remaining <= 0:  # past its time: expired by the rules, whatever our deadline
+                    approval = looks.wait_for_decision(approval.approval_id, EXPIRY_GRACE)
+                elif remaining > 0:
+                    approval = looks.wait_for_decision(approval.approval_id, min(approval.time_remaining, remaining))
+                if approval.status is not ApprovalStatus.PENDING:
+                    continue
         if remaining <= 0:
             return
         if pause:
@@ -55,7 +58,7 @@ def see_through(
 
 def _pending_approval(looks: Looks, session_id: str, job: Rollback) -> ApprovalInfo | None:
     """The rollback approval ``job`` waits for, if it is still pending."""
-    for approval in looks.get_session(session_id).approvals:
+    for approval in looks.session_approvals(session_id):
         if approval.rollback_id == job.rollback_id and approval.status is ApprovalStatus.PENDING:
             return looks.get_approval(approval.approval_id)
     return None

@@ -8,8 +8,7 @@ from attrs import evolve, frozen
 
 from agentrein_core import rules
 from agentrein_core.engine.base import UseCases
-from agentrein_core.engine.consequences import SYSTEM
-from agentrein_core.engine.reviews import apply_decision
+from agentrein_core.engine.consequences import SYSTEM, apply_decision
 from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.statuses import ApprovalStatus, SessionStatus
 

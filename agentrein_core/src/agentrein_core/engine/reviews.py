@@ -4,36 +4,19 @@ means for its action (status reference §4), whichever way it was decided: by a 
 from __future__ import annotations
 
 import time
-from datetime import datetime
-
-from attrs import evolve
 
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
-from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
-from agentrein_core.engine.consequences import after_failure, emit, rollback_ended, start_rollback
+from agentrein_core.engine.consequences import apply_decision
 from agentrein_core.engine.records import (
-    action_of,
     approval_of,
     read_approval,
-    replace,
-    session_of,
-    set_action,
-    set_session_status,
 )
-from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.model import Approval
 from agentrein_core.statuses import (
-    ActionStatus,
-    ApprovalPurpose,
     ApprovalStatus,
-    EventType,
-    RollbackStatus,
-    SessionStatus,
-    UndoStatus,
 )
-from agentrein_core.store import Change, Tx
 from agentrein_core.views import ApprovalInfo, approval_info
 
 
@@ -97,52 +80,3 @@ class Reviews(UseCases):
         )
         with self.store.transaction() as tx:
             return apply_decision(tx, self.clock(), approval_of(tx, org_id, approval_id), status, reviewer, reason)
-
-
-def apply_decision(
-    tx: Tx, now: datetime, approval: Approval, status: ApprovalStatus, reviewer: str, reason: str | None
-) -> Approval:
-    """Decide ``approval`` and carry out what the decision means for its action (status reference §4)."""
-    if approval.status is not ApprovalStatus.PENDING:
-        by = f" by {approval.resolved_by}" if approval.resolved_by else ""
-        raise InvalidTransitionError(f"approval {approval.approval_id} was already {approval.status}{by}")
-    decided = evolve(approval, status=status, resolved_at=now, resolved_by=reviewer, reason=reason)
-    replace(tx, decided, status=ApprovalStatus.PENDING)
-    tx.announce(Change.DECISION)
-    action = action_of(tx, approval.org_id, approval.action_id)
-    session = session_of(tx, approval.org_id, approval.session_id)
-    emit(tx, now, approval.org_id, EventType.APPROVAL_DECIDED, to_wire(approval_info(decided, action, session, now)))
-    approved = status is ApprovalStatus.APPROVED
-    purpose = approval.purpose
-    if purpose is ApprovalPurpose.BEFORE_EXECUTION:
-        if approved:
-            set_action(tx, action, now, status=ActionStatus.CLEARED)
-        else:
-            why = f"approval {status.lower()}" + (f": {reason}" if reason else "")
-            set_action(tx, action, now, status=ActionStatus.FAILED, error=why)
-            after_failure(tx, now, session, f"before-execution approval {status.lower()}", reviewer)
-    elif purpose is ApprovalPurpose.AFTER_EXECUTION:
-        if status is ApprovalStatus.REJECTED and action.status in rules.UNDOABLE:
-            set_action(tx, action, now, undo_requested=True)
-            start_rollback(tx, now, session, reviewer, "after-execution approval rejected", whole_session=False)
-    elif purpose is ApprovalPurpose.ROLLBACK:
-        job = tx.rollback(approval.org_id, approval.rollback_id or "")
-        if approved:
-            if job is not None and job.status is RollbackStatus.WAITING_APPROVAL:
-                replace(tx, evolve(job, status=RollbackStatus.RUNNING), status=job.status)
-                tx.announce(Change.ROLLBACK)
-        else:
-            set_action(tx, action, now, undo_status=UndoStatus.DECLINED)
-            set_session_status(tx, session, SessionStatus.FAILED)
-            if job is not None and job.status in rules.ROLLBACK_UNDER_WAY:
-                finished = evolve(
-                    job,
-                    status=RollbackStatus.FAILED,
-                    finished_at=now,
-                    error=f"rollback approval for {action.api_name} {status.lower()}",
-                    lease_token=None,
-                    lease_until=None,
-                )
-                replace(tx, finished, status=job.status)
-                rollback_ended(tx, now, finished)
-    return decided
