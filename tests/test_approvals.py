@@ -118,6 +118,18 @@ def test_an_undecided_approval_expires_and_raises_timeout(ar: AgentRein, service
     assert service.calls("POST", "/v1/refunds") == []
 
 
+def test_an_expired_approval_is_not_swallowed_by_code_that_catches_network_errors(
+    ar: AgentRein, service: FakeService
+) -> None:
+    """Agents catch ``OSError`` around their calls for network trouble; an expiry is not that."""
+    client, _ = start(ar, service, requires_approval=["POST /v1/refunds"], timeout_ms=150)
+    with pytest.raises(ApprovalTimeoutError):
+        try:
+            client.post("/v1/refunds", json={"amount": 10})
+        except OSError:
+            pytest.fail("the expiry was caught as a network error")
+
+
 def test_approval_is_matched_by_glob_over_the_api_name(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service, requires_approval=["DELETE /v1/orders/*"])
     order = client.post("/v1/orders", json={}).json()

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from agentrein_core.engine import Engine, LoggedAction
-from agentrein_core.errors import ApprovalRejectedError, NotFoundError, PolicyBlockedError
+from agentrein_core.errors import ApprovalRejectedError, NotFoundError, PolicyBlockedError, UnknownConnectorError
 from agentrein_core.model import Action, UndoConfig
+from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalStatus,
@@ -296,3 +297,21 @@ def test_approved_actions_never_confirmed_are_counted_after_an_hour(own_database
     assert engine.count_unconfirmed() == 0
     clock.advance(minutes=2)
     assert engine.count_unconfirmed() == 1
+
+
+def test_an_embedded_engine_records_no_call_of_a_connector_that_is_not_installed(database_url: str) -> None:
+    """A call of an unknown connector could be neither redacted by its rules nor undone: nothing is written."""
+    engine = Engine(Store(database_url), connectors=installed_connectors())
+    org = engine.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}")
+    session = engine.new_session(org.org_id, "a", "i")
+    with pytest.raises(UnknownConnectorError, match=r"installed: .*http"):
+        engine.log_action(
+            org.org_id,
+            session.session_id,
+            connector="nope",
+            api_name="x",
+            operation_type=OperationType.CREATE,
+            payload={},
+        )
+    assert engine.get_session(org.org_id, session.session_id).actions == []
+    engine.store.close()

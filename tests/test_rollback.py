@@ -131,6 +131,28 @@ def test_an_undo_requiring_approval_waits_for_the_reviewer(ar: AgentRein, servic
     assert session.status is SessionStatus.ROLLED_BACK
 
 
+def test_a_session_cannot_be_completed_while_its_rollback_runs(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, undo={"POST /v1/things": {"requireApproval": True}})
+    client.post("/v1/things", json={})
+    refused: list[InvalidTransitionError] = []
+
+    def agent_then_reviewer() -> None:
+        while not (pending := ar.list_approvals(status="PENDING")):
+            threading.Event().wait(0.01)
+        try:
+            ar.complete_session(session_id)  # the rollback waits for this undo's approval
+        except InvalidTransitionError as exc:
+            refused.append(exc)
+        ar.approve(pending[0].approval_id, reviewer="ops@example.com")
+
+    thread = threading.Thread(target=agent_then_reviewer)
+    thread.start()
+    session = ar.rollback_session(session_id)
+    thread.join()
+    assert len(refused) == 1 and "being rolled back" in str(refused[0])
+    assert session.status is SessionStatus.ROLLED_BACK and session.completed_at is None
+
+
 def test_a_declined_undo_keeps_the_action_and_fails_the_session(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service, undo={"POST /v1/things": {"requireApproval": True}})
     order = client.post("/v1/orders", json={}).json()

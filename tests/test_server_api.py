@@ -335,6 +335,7 @@ def recorded(session: dict[str, Any]) -> dict[str, Any]:
             "headers",
         ),
         ("POST", "/approvals/{approval}/approve", {"reviewer": "  "}, 400, "validation-error", "reviewer"),
+        ("POST", "/sessions/{session}/actions", {**NEW_ACTION, "connector": "nope"}, 400, "validation-error", "nope"),
         ("DELETE", "/sessions", None, 405, "method-not-allowed", ""),
         ("GET", "/nowhere", None, 404, "not-found", ""),
     ],

@@ -277,6 +277,19 @@ def test_an_organisations_verifier_on_a_private_address_is_refused(
     ar.close()
 
 
+def test_an_organisations_verifier_on_a_private_address_is_refused_when_it_is_stored(
+    tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused at once, as webhook URLs are (no request is made: the addresses are literals)."""
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    api = operator(tenant)
+    before = api.get("/settings").json()["verifierUrl"]
+    for url in ("http://127.0.0.1:9/v1", "http://169.254.169.254/latest", "http://[::1]:9/v1"):
+        refused = api.patch("/settings", json={"verifierUrl": url})
+        assert refused.status_code == 400 and "private or local address" in refused.json()["detail"], url
+    assert api.get("/settings").json()["verifierUrl"] == before
+
+
 def test_completing_twice_asks_for_one_session_check(tenant: Tenant, model: FakeModel, service: FakeService) -> None:
     ar, session = run_agent(tenant, service, calls=1)
     ar.complete_session(session)

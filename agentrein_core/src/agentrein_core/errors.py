@@ -148,8 +148,9 @@ class ApprovalRejectedError(AgentReinError):
         self.action_id = action_id
 
 
-class ApprovalTimeoutError(AgentReinError, TimeoutError):
-    """A before-execution approval expired undecided; the action is ``FAILED`` and the session rolled back."""
+class ApprovalTimeoutError(AgentReinError):
+    """A before-execution approval expired undecided; the action is ``FAILED`` and the session rolled back.
+    Deliberately not a ``TimeoutError``: that is an ``OSError``, which agent code catches for network errors."""
 
     status = 403  # as a rejection: the call may not run
     problem_type = "approval-expired"

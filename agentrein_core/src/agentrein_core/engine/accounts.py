@@ -75,7 +75,7 @@ class Accounts(UseCases):
             if name == "on_drift":
                 checked[name] = validation.enum("onDrift", DriftResponse, value)
             elif name == "verifier_url":
-                checked[name] = validation.url("verifierUrl", value) if value is not None else None
+                checked[name] = _verifier_url(value) if value is not None else None
             elif name == "verifier_model":
                 checked[name] = validation.text("verifierModel", value, 200) if value is not None else None
             elif name == "verifier_api_key":
@@ -222,3 +222,11 @@ class Accounts(UseCases):
     def list_connector_configs(self, org_id: str) -> list[ConnectorConfig]:
         with self.store.transaction(write=False) as tx:
             return tx.connector_configs(org_id)
+
+
+def _verifier_url(value: object) -> str:
+    """An organisation's own verifier: an http(s) URL of a public host, refused when stored (and checked again
+    before each request, as a host's address may change), as webhook URLs are."""
+    url = validation.url("verifierUrl", value)
+    notifications.check_target_url("verifierUrl", url)
+    return url

@@ -123,9 +123,15 @@ class Recording(UseCases):
                     return SessionPage(found, None)
 
     def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
+        """The agent is done: ``COMPLETED``, and the session's intent check is queued. Refused while a
+        rollback is under way: the agent must not be told "completed" while its work is being undone."""
         now = self.clock()
         with self.store.transaction() as tx:
             session = session_of(tx, org_id, session_id)
+            if tx.active_rollback(session_id) is not None:
+                raise InvalidTransitionError(
+                    f"session {session_id} is being rolled back; it can be completed once the rollback has ended"
+                )
             set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=now)
             if session.status is not SessionStatus.COMPLETED:  # a repeated completion asks for no second check
                 queue_check(tx, now, org_id, session_id, None)
@@ -147,6 +153,7 @@ class Recording(UseCases):
         """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
         human (``PENDING_APPROVAL``), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
         operation_type = OperationType(operation_type)
+        self._check_connector(connector)
         validation.text("api_name", api_name, 500)
         validation.json_value("payload", payload)
         now = self.clock()
@@ -305,6 +312,7 @@ class Recording(UseCases):
         A failed call rolls the session back, as it would have online."""
         operation_type = OperationType(operation_type)
         validation.text("idempotency_key", idempotency_key, 100)
+        self._check_connector(connector)
         self._check_undo(connector, undo)
         validation.text("api_name", api_name, 500)
         validation.json_value("payload", payload)
@@ -349,6 +357,12 @@ class Recording(UseCases):
                 open_approval(tx, now, review)
             queue_check(tx, now, org_id, session_id, action.action_id)
             return action
+
+    def _check_connector(self, connector: str) -> None:
+        """Only a call of an installed connector is recorded: its record could be neither redacted by the
+        connector's rules nor undone."""
+        if self.connectors is not None:
+            self.connectors.get(validation.text("connector", connector, 100))  # UnknownConnectorError names them
 
     def _check_undo(self, connector: str, undo: UndoConfig | None) -> None:
         """Undo configs come from agents: each is checked by its connector, when installed here, before it is
