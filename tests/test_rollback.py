@@ -14,6 +14,7 @@ from agentrein import (
     ApprovalStatus,
     DisplayStatus,
     InvalidTransitionError,
+    RollbackFailedError,
     RollbackRefusedError,
     SessionStatus,
     UndoStatus,
@@ -69,7 +70,11 @@ def test_a_failed_undo_stops_the_chain_and_fails_the_session(ar: AgentRein, serv
     client.post("/v1/orders", json={})
     client.post("/v1/orders", json={})
     service.fail_next("DELETE", "/v1/orders/*", status=500)  # the undo of the third call fails
-    session = ar.rollback_session(session_id)
+    with pytest.raises(RollbackFailedError) as failed:
+        ar.rollback_session(session_id)
+    session = failed.value.session
+    assert failed.value.action == session.actions[2] and "500" in str(failed.value)
+    assert session == ar.get_session(session_id)
     assert [a.status for a in session.actions] == [
         ActionStatus.SUCCESS,
         ActionStatus.SUCCESS,
@@ -83,12 +88,31 @@ def test_a_failed_undo_stops_the_chain_and_fails_the_session(ar: AgentRein, serv
     assert first["id"] in service.collection("orders")
 
 
+def test_when_the_rollback_after_a_failed_call_fails_too_the_call_s_error_says_so(
+    ar: AgentRein, service: FakeService
+) -> None:
+    """The agent still gets its own error, with the rollback's failure attached (attribute and note)."""
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    service.fail_next("DELETE", "/v1/orders/*", status=500)  # the undo of the first call will fail
+    service.fail_next("POST", "/v1/things", status=400)  # the second call fails: the session is rolled back
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        client.post("/v1/things", json={})
+    failure = getattr(raised.value, "agentrein_rollback_failure", None)
+    assert isinstance(failure, RollbackFailedError)
+    assert failure.action.status is ActionStatus.ROLLBACK_FAILED and failure.action.seq == 1
+    assert any("rolled the session back, and that failed too" in note for note in raised.value.__notes__)
+    assert ar.get_session(session_id).display_status is DisplayStatus.ROLLBACK_FAILED
+
+
 def test_a_retried_rollback_resumes_with_the_failed_undo_first(ar: AgentRein, service: FakeService) -> None:
     client, session_id = start(ar, service)
     client.post("/v1/orders", json={})
     client.post("/v1/things", json={})
     service.fail_next("DELETE", "/v1/things/*", status=500)
-    assert ar.rollback_session(session_id).status is SessionStatus.FAILED
+    with pytest.raises(RollbackFailedError):
+        ar.rollback_session(session_id)
+    assert ar.get_session(session_id).status is SessionStatus.FAILED
     session = ar.rollback_session(session_id)  # an operator tries again on the FAILED session
     assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["things", "things", "orders"]
     assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK] * 2

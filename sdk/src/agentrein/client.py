@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.http import API_KEY_ENV, URL_ENV
@@ -102,14 +103,18 @@ class AgentRein:
         Waits until the rollback ends, including for any rollback approval, at most ``timeout_ms``
         (default 5 minutes); an undo that needs approval and is not decided by then is declined. Inverses run
         through the clients wrapped in this session; :class:`UndoUnavailableError` says which connector has
-        none here."""
+        none here. An undo that fails stops the chain and raises :class:`RollbackFailedError`, which carries
+        the session as it then stands and the action whose undo failed."""
         session_id = _session_id(session)
         timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
         self._mode.request_rollback(
             session_id, trigger="rollback_session()", approval_timeout=timedelta(seconds=timeout)
         )
-        self._mode.settle_rollback(session_id, wait=timeout)
-        return self._mode.get_session(session_id)
+        session_now = self._mode.settle_rollback(session_id, wait=timeout)
+        failure = RollbackFailedError.of(session_now)
+        if failure is not None:
+            raise failure
+        return session_now
 
     # wrapping -----------------------------------------------------------------------------------------
     def wrap(

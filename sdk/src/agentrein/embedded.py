@@ -120,7 +120,7 @@ class EmbeddedMode:
             error=call.error,
         )
 
-    def settle_rollback(self, session_id: str, *, wait: float) -> None:
+    def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """Run the session's rollback here, through the wrapped clients; raises
         :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
         approval_timeout = timedelta(seconds=wait or DEFAULT_APPROVAL_WAIT)
@@ -129,6 +129,7 @@ class EmbeddedMode:
             return self.engine.run_rollback(self.org_id, job.rollback_id, self.clients, approval_timeout)
 
         see_through(self, session_id, run, wait=wait, pause=LOOK_AGAIN)
+        return self.engine.get_session(self.org_id, session_id)
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:

@@ -22,6 +22,7 @@ from typing import Any
 
 from attrs import define, evolve
 
+from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.journal import Entry, Journal, LateOutcome
 from agentrein.options import WrapOptions
@@ -41,6 +42,10 @@ from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import LoggedAction
 
 log = logging.getLogger("agentrein")
+
+#: The attribute a failed call's exception gets when the rollback it caused failed too (a
+#: :class:`RollbackFailedError`): ``getattr(err, "agentrein_rollback_failure", None)``.
+ROLLBACK_FAILURE = "agentrein_rollback_failure"
 
 
 @define
@@ -148,9 +153,9 @@ class Guard:
                 raise
             self.journal.warn_unavailable(exc)
             return None
-        except ApprovalRejectedError:
+        except ApprovalRejectedError as exc:
             # The plan has no approval gates: the action is FAILED and the session is being rolled back.
-            self._settle()
+            self._settle(exc)
             raise
 
     def _await_approval(self, logged: LoggedAction) -> None:
@@ -162,10 +167,13 @@ class Guard:
                 return
             if decision.status is ApprovalStatus.PENDING:
                 continue
-            self._settle()
-            if decision.status is ApprovalStatus.EXPIRED:
-                raise ApprovalTimeoutError(approval_id, logged.action.action_id)
-            raise ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
+            refusal: ApprovalRejectedError | ApprovalTimeoutError = (
+                ApprovalTimeoutError(approval_id, logged.action.action_id)
+                if decision.status is ApprovalStatus.EXPIRED
+                else ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
+            )
+            self._settle(refusal)
+            raise refusal
 
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:
@@ -194,7 +202,7 @@ class Guard:
         except Exception:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
             return
-        self._settle()
+        self._settle(error)
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
         """What is recorded of a successful call: its redacted result and how to undo it. An undo its own
@@ -230,15 +238,22 @@ class Guard:
         except Exception:
             log.exception("AgentRein could not journal the call %s", call.api_name)
 
-    def _settle(self) -> None:
-        """See the session's rollback through before the agent's call raises. The agent must see its own
-        error, so AgentRein's problems here are logged, not raised."""
+    def _settle(self, raising: BaseException) -> None:
+        """See the session's rollback through before the call raises ``raising``. The agent must see that
+        error, not ours: AgentRein's problems here are logged, and a rollback that failed is attached to it
+        (:data:`ROLLBACK_FAILURE`, and a note the traceback shows)."""
         try:
-            self.recorder.settle_rollback(self.session_id, wait=self.options.timeout)
+            session = self.recorder.settle_rollback(self.session_id, wait=self.options.timeout)
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
+            return
         except AgentReinError:
             log.exception("AgentRein could not finish rolling back session %s", self.session_id)
+            return
+        failure = RollbackFailedError.of(session)
+        if failure is not None:
+            setattr(raising, ROLLBACK_FAILURE, failure)
+            raising.add_note(f"AgentRein then rolled the session back, and that failed too: {failure}")
 
 
 def _journal_key() -> str:

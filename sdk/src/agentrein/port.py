@@ -69,9 +69,9 @@ class Recorder(Protocol):
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action: ...
 
-    def settle_rollback(self, session_id: str, *, wait: float) -> None:
+    def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """See the session's rollback (if any) through, waiting at most ``wait`` seconds: until it has ended,
-        or until it waits for a reviewer who has not decided in time."""
+        or until it waits for a reviewer who has not decided in time. Returns the session as it then stands."""
         ...
 
 

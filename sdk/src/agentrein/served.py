@@ -198,9 +198,10 @@ class ServedMode:
             return None  # never rolled back
         return job if job.status in ROLLBACK_UNDER_WAY else None
 
-    def settle_rollback(self, session_id: str, *, wait: float) -> None:
+    def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """The server's workers run the rollback (and expire its approvals): wait for them."""
         see_through(self, session_id, self._wait_for_workers, wait=wait, pause=0)
+        return self.get_session(session_id)
 
     def _wait_for_workers(self, job: Rollback) -> Rollback:
         """The job once it has ended or waits for a reviewer, or as it stands after ``ROLLBACK_POLL``."""
