@@ -8,7 +8,15 @@ import threading
 import httpx
 import pytest
 
-from agentrein import ActionStatus, AgentRein, ApprovalRejectedError, SessionStatus
+from agentrein import (
+    ActionStatus,
+    AgentRein,
+    ApprovalRejectedError,
+    DisplayStatus,
+    SessionStatus,
+    UndoStatus,
+    UndoUnavailableError,
+)
 from agentrein_testing import FakeService
 
 
@@ -93,3 +101,23 @@ def test_async_retries_use_one_idempotency_key(ar: AgentRein, service: FakeServi
     attempts = service.calls("POST")
     assert len(attempts) == 2 and attempts[0].idempotency_key == attempts[1].idempotency_key
     assert ar.get_session(session).actions[0].status is ActionStatus.SUCCESS
+
+
+def test_a_synchronous_rollback_on_the_async_client_s_own_loop_is_refused_before_anything_changes(
+    embedded: AgentRein, service: FakeService
+) -> None:
+    session = embedded.new_session(agent_id="a", intent="i")
+
+    async def agent() -> None:
+        client = embedded.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http")
+        await client.post("/v1/orders", json={"n": 1})
+        with pytest.raises(UndoUnavailableError, match=r"asyncio\.to_thread"):
+            embedded.rollback_session(session)  # would block the loop its own inverse needs
+        (action,) = embedded.get_session(session).actions
+        assert (action.status, action.undo_status) == (ActionStatus.SUCCESS, UndoStatus.NONE)
+        assert embedded.get_session(session).display_status is DisplayStatus.ACTIVE
+        rolled_back = await asyncio.to_thread(embedded.rollback_session, session)
+        assert rolled_back.actions[0].status is ActionStatus.ROLLED_BACK
+
+    asyncio.run(agent())
+    assert service.collection("orders") == {}

@@ -19,7 +19,7 @@ from agentrein.executor import ClientUndoExecutor
 from agentrein.port import ExecutedCall
 from agentrein.settle import see_through
 from agentrein_core.engine import Engine
-from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
@@ -123,6 +123,7 @@ class EmbeddedMode:
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """Run the session's rollback here, through the wrapped clients; raises
         :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
+        self._refuse_on_its_own_loop(session_id)
         approval_timeout = timedelta(seconds=wait or DEFAULT_APPROVAL_WAIT)
 
         def run(job: Rollback) -> Rollback:
@@ -149,6 +150,7 @@ class EmbeddedMode:
         return self.engine.complete_session(self.org_id, session_id)
 
     def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback:
+        self._refuse_on_its_own_loop(session_id)
         return self.engine.request_rollback(
             self.org_id,
             session_id,
@@ -222,6 +224,15 @@ class EmbeddedMode:
         if self._checks is not None:
             self._checks.stop()
         self.engine.store.close()
+
+    def _refuse_on_its_own_loop(self, session_id: str) -> None:
+        """Refused before anything starts (and so before any undo could be marked failed): a synchronous
+        rollback on the thread of an async client's event loop would block the loop its inverses need."""
+        if self.clients.on_this_threads_loop(session_id):
+            raise UndoUnavailableError(
+                f"session {session_id} has an async client on the event loop of this thread, which a synchronous "
+                "rollback would block; call `await asyncio.to_thread(ar.rollback_session, session)` instead"
+            )
 
     # what a server's workers would do -----------------------------------------------------------------
     def _maintain_now_and_then(self) -> None:

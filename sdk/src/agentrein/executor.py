@@ -43,6 +43,16 @@ class ClientUndoExecutor:
         with self._lock:
             self._by_session[(session_id, connector)] = ref
 
+    def on_this_threads_loop(self, session_id: str) -> bool:
+        """Whether an async client of the session belongs to the event loop running in this thread: its
+        inverses would have to run on the very loop this thread blocks while it waits for them."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        with self._lock:
+            return any(sid == session_id and ref.loop is running for (sid, _), ref in self._by_session.items())
+
     def knows_session(self, session_id: str) -> bool:
         with self._lock:
             return any(sid == session_id for sid, _ in self._by_session)
