@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 
 import httpx
 import pytest
@@ -12,7 +13,10 @@ from agentrein import (
     ActionStatus,
     AgentRein,
     ApprovalRejectedError,
+    ApprovalStatus,
+    AsyncAgentRein,
     DisplayStatus,
+    SessionInfo,
     SessionStatus,
     UndoStatus,
     UndoUnavailableError,
@@ -121,3 +125,51 @@ def test_a_synchronous_rollback_on_the_async_client_s_own_loop_is_refused_before
 
     asyncio.run(agent())
     assert service.collection("orders") == {}
+
+
+@pytest.fixture(params=["embedded", "server"])
+def async_ar(request: pytest.FixtureRequest, database_url: str) -> AsyncAgentRein:
+    """AsyncAgentRein in an organisation of its own: embedded on the database, and through a real server."""
+    if request.param == "embedded":
+        return AsyncAgentRein(database_url, organisation=f"test-{uuid.uuid4().hex[:8]}")
+    tenant = request.getfixturevalue("server").tenant()
+    return AsyncAgentRein(base_url=tenant.url, api_key=tenant.key)
+
+
+def test_an_async_agent_awaits_agentrein_and_rolls_back_on_its_own_event_loop(
+    async_ar: AsyncAgentRein, service: FakeService
+) -> None:
+    async def agent() -> SessionInfo:
+        async with async_ar as ar:
+            session = await ar.new_session(agent_id="a", intent="i")
+            client = ar.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http")
+            await client.post("/v1/orders", json={"n": 1})
+            await client.post("/v1/things", json={"n": 2})
+            assert [s.id for s in await ar.list_sessions()] == [session.id]
+            return await ar.rollback_session(session)  # on the loop the client's inverses need
+
+    rolled_back = asyncio.run(agent())
+    assert [a.status for a in rolled_back.actions] == [ActionStatus.ROLLED_BACK] * 2
+    assert [r.path.split("/")[2] for r in service.calls("DELETE")] == ["things", "orders"]
+
+
+def test_an_async_agent_decides_approvals_and_manages_policies_by_awaiting(
+    async_ar: AsyncAgentRein, service: FakeService
+) -> None:
+    async def agent() -> None:
+        async with async_ar as ar:
+            policy = await ar.add_policy(name="review orders", effect="REQUIRE_APPROVAL", api_name="POST /v1/orders")
+            assert [p.policy_id for p in await ar.list_policies()] == [policy.policy_id]
+            session = await ar.new_session(agent_id="a", intent="i")
+            client = ar.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http")
+            await client.post("/v1/orders", json={"n": 1})
+            (review,) = await ar.list_approvals(status="PENDING")
+            decided = await ar.approve(review.approval_id, reviewer="lead")
+            assert decided.status is ApprovalStatus.APPROVED
+            assert (await ar.get_approval(review.approval_id)).resolved_by is not None
+            assert not (await ar.set_policy_enabled(policy.policy_id, False)).enabled
+            await ar.remove_policy(policy.policy_id)
+            assert await ar.list_policies() == []
+            assert (await ar.complete_session(session)).status is SessionStatus.COMPLETED
+
+    asyncio.run(agent())

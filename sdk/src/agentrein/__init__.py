@@ -10,6 +10,7 @@ when the run goes wrong.
 from __future__ import annotations
 
 from agentrein.admin import AdminClient
+from agentrein.async_client import AsyncAgentRein
 from agentrein.client import AgentRein
 from agentrein.errors import (
     AgentReinError,
@@ -52,6 +53,7 @@ __all__ = [
     "ApprovalRejectedError",
     "ApprovalStatus",
     "ApprovalTimeoutError",
+    "AsyncAgentRein",
     "DisplayStatus",
     "ForbiddenError",
     "InvalidTransitionError",
