@@ -218,6 +218,7 @@ verifications = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_verifications_session", "session_id"),
     Index("ix_verifications_due", "due_at"),
+    Index("ix_verifications_checked", "checked_at"),  # retention prunes answered checks by age
 )
 
 organisation_settings = Table(
@@ -273,4 +274,6 @@ deliveries = Table(
     Column("delivered_at", UTCDateTime),
     Index("ix_deliveries_webhook", "webhook_id", "created_at"),
     Index("ix_deliveries_due", "status", "due_at"),
+    Index("ix_deliveries_event", "event_id"),  # retention keeps an event some delivery still refers to
+    Index("ix_deliveries_settled", "status", "created_at"),  # and prunes settled deliveries by age
 )

@@ -77,5 +77,7 @@ class UseCases:
     rollback_lease: timedelta
     #: Pauses between attempts of a webhook delivery.
     delivery_retry_after: tuple[timedelta, ...]
+    #: How long settled events, deliveries and intent checks are kept.
+    retention: timedelta
     waiters: Waiters
     policy_sets: PolicySets

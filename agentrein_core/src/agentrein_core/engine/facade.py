@@ -24,6 +24,7 @@ from agentrein_core.engine.recording import Recording
 from agentrein_core.engine.reviews import Reviews
 from agentrein_core.engine.rollbacks import ROLLBACK_LEASE, Rollbacks
 from agentrein_core.plugins import Connectors
+from agentrein_core.retention import from_environment as retention_from_environment
 from agentrein_core.store import Store
 
 
@@ -32,7 +33,9 @@ class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, Inten
 
     ``connectors`` (the installed ones) check the undo configs agents send before they are stored;
     ``rollback_lease`` is how long a worker holds a rollback job between steps (a crashed worker's job waits
-    this long); ``delivery_retry_after`` are the pauses between attempts of a webhook delivery."""
+    this long); ``delivery_retry_after`` are the pauses between attempts of a webhook delivery; ``retention``
+    is how long settled events, deliveries and intent checks are kept (default: ``$AGENTREIN_RETENTION_DAYS``,
+    else 30 days)."""
 
     def __init__(
         self,
@@ -42,12 +45,14 @@ class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, Inten
         connectors: Connectors | None = None,
         rollback_lease: timedelta = ROLLBACK_LEASE,
         delivery_retry_after: tuple[timedelta, ...] = notifications.RETRY_AFTER,
+        retention: timedelta | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.connectors = connectors
         self.rollback_lease = rollback_lease
         self.delivery_retry_after = delivery_retry_after
+        self.retention = retention or retention_from_environment()
         self.policy_sets = PolicySets()
         self.waiters = Waiters(store)
         store.observe(self.waiters.observe)

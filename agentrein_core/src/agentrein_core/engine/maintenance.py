@@ -1,12 +1,13 @@
-"""The engine's housekeeping: approvals that time out are expired (with what an expiry means), and sessions
-idle for 24 hours are abandoned. Run periodically by the server's workers or, embedded, now and then by the
-SDK; every part is safe to run concurrently."""
+"""The engine's housekeeping: approvals that time out are expired (with what an expiry means), sessions
+idle for 24 hours are abandoned, and settled events, deliveries and intent checks older than the retention
+are pruned (:mod:`agentrein_core.retention`). Run periodically by the server's workers or, embedded, now and
+then by the SDK; every part is safe to run concurrently."""
 
 from __future__ import annotations
 
 from attrs import evolve, frozen
 
-from agentrein_core import rules
+from agentrein_core import retention, rules
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, apply_decision
 from agentrein_core.errors import InvalidTransitionError
@@ -17,12 +18,14 @@ from agentrein_core.statuses import ApprovalStatus, SessionStatus
 class MaintenanceReport:
     expired_approvals: int
     abandoned_sessions: int
+    #: Events, deliveries and intent checks deleted for being settled and older than the retention.
+    pruned: int = 0
 
 
 class Maintenance(UseCases):
     def maintain(self) -> MaintenanceReport:
-        """Expire approvals past ``timeout_at`` (with the consequences of an expiry) and mark sessions idle
-        for 24 hours ``ABANDONED``."""
+        """Expire approvals past ``timeout_at`` (with the consequences of an expiry), mark sessions idle for
+        24 hours ``ABANDONED``, and prune a batch of what is past the retention."""
         now = self.clock()
         expired = abandoned = 0
         with self.store.transaction(write=False) as tx:
@@ -45,4 +48,6 @@ class Maintenance(UseCases):
                     last_activity_at=session.last_activity_at,
                 ):
                     abandoned += 1
-        return MaintenanceReport(expired, abandoned)
+        with self.store.transaction() as tx:
+            pruned = retention.prune(tx, now - self.retention)
+        return MaintenanceReport(expired, abandoned, pruned)

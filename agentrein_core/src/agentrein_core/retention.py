@@ -1,0 +1,55 @@
+"""How long the outbox and the intent checks are kept: what told the world about a change (events, webhook
+deliveries) and what checked it (intent verifications) are pruned once settled and older than the retention
+(``AGENTREIN_RETENTION_DAYS``, 30 by default). The records of what agents did (sessions, actions, approvals,
+rollbacks) are never pruned here.
+
+Each prune deletes a bounded batch through an index, so the maintenance worker that runs it never holds a
+long transaction, however much has piled up; the next run takes the next batch.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from agentrein_core import schema
+from agentrein_core.errors import ValidationError
+from agentrein_core.statuses import DeliveryStatus
+from agentrein_core.store import Tx
+
+RETENTION_ENV = "AGENTREIN_RETENTION_DAYS"
+DEFAULT_RETENTION = timedelta(days=30)
+#: Rows deleted per table and prune: a few milliseconds of work, repeated at every maintenance.
+BATCH = 500
+
+_D, _E, _V = schema.deliveries, schema.events, schema.verifications
+_SETTLED = (DeliveryStatus.DELIVERED, DeliveryStatus.FAILED)
+
+
+def from_environment() -> timedelta:
+    """``$AGENTREIN_RETENTION_DAYS``, a positive number of days (fractions allowed), else 30 days."""
+    raw = os.environ.get(RETENTION_ENV)
+    if not raw:
+        return DEFAULT_RETENTION
+    try:
+        days = float(raw)
+    except ValueError:
+        days = 0
+    if days <= 0:
+        raise ValidationError(RETENTION_ENV, f"must be a positive number of days, not {raw!r}")
+    return timedelta(days=days)
+
+
+def prune(tx: Tx, cutoff: datetime) -> int:
+    """Delete a batch of settled deliveries, dispatched events no delivery still needs, and answered intent
+    checks, all older than ``cutoff``; how many rows went."""
+    deliveries = sa.select(_D.c.delivery_id).where(_D.c.status.in_(_SETTLED), _D.c.created_at < cutoff).limit(BATCH)
+    gone = tx.conn.execute(_D.delete().where(_D.c.delivery_id.in_(deliveries))).rowcount
+    still_delivered = sa.exists().where(_D.c.event_id == _E.c.event_id)
+    events = sa.select(_E.c.event_id).where(_E.c.dispatched_at < cutoff, ~still_delivered).limit(BATCH)
+    gone += tx.conn.execute(_E.delete().where(_E.c.event_id.in_(events))).rowcount
+    checks = sa.select(_V.c.verification_id).where(_V.c.due_at.is_(None), _V.c.checked_at < cutoff).limit(BATCH)
+    gone += tx.conn.execute(_V.delete().where(_V.c.verification_id.in_(checks))).rowcount
+    return int(gone)
