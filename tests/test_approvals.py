@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import threading
 from collections.abc import Callable
 
@@ -128,6 +129,26 @@ def test_an_expired_approval_is_not_swallowed_by_code_that_catches_network_error
             client.post("/v1/refunds", json={"amount": 10})
         except OSError:
             pytest.fail("the expiry was caught as a network error")
+
+
+def test_an_agent_interrupted_while_it_waits_withdraws_its_request(ar: AgentRein, service: FakeService) -> None:
+    """Ctrl-C while a call waits for approval: nobody is left to run it, so no reviewer may clear it later."""
+    client, _ = start(ar, service, requires_approval=["POST /v1/refunds"])
+
+    def press_ctrl_c() -> None:
+        while not ar.list_approvals(status="PENDING"):
+            threading.Event().wait(0.01)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press_ctrl_c).start()
+    with pytest.raises(KeyboardInterrupt):
+        client.post("/v1/refunds", json={"amount": 10})
+    (request,) = ar.list_approvals()
+    assert request.status is ApprovalStatus.REJECTED and request.action_status is ActionStatus.FAILED
+    assert "withdrawn: the agent stopped waiting (KeyboardInterrupt)" in (request.reason or "")
+    with pytest.raises(InvalidTransitionError, match="already REJECTED"):
+        ar.approve(request.approval_id, reviewer="late@example.com")
+    assert service.calls("POST", "/v1/refunds") == []
 
 
 def test_approval_is_matched_by_glob_over_the_api_name(ar: AgentRein, service: FakeService) -> None:

@@ -173,3 +173,30 @@ def test_an_async_agent_decides_approvals_and_manages_policies_by_awaiting(
             assert (await ar.complete_session(session)).status is SessionStatus.COMPLETED
 
     asyncio.run(agent())
+
+
+def test_an_async_agent_whose_call_is_cancelled_while_it_waits_withdraws_its_request(
+    ar: AgentRein, service: FakeService
+) -> None:
+    session = ar.new_session(agent_id="a", intent="i")
+
+    async def agent() -> None:
+        client = ar.wrap(
+            httpx.AsyncClient(base_url=service.base_url),
+            session,
+            connector="http",
+            requires_approval=["POST *"],
+            poll_interval_ms=50,
+        )
+        call = asyncio.create_task(client.post("/v1/refunds", json={"amount": 10}))
+        while not await asyncio.to_thread(ar.list_approvals, "PENDING"):
+            await asyncio.sleep(0.01)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(agent())
+    (request,) = ar.list_approvals()
+    assert request.status is ApprovalStatus.REJECTED and request.action_status is ActionStatus.FAILED
+    assert "withdrawn: the agent stopped waiting (CancelledError)" in (request.reason or "")
+    assert service.calls("POST", "/v1/refunds") == []

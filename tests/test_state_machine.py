@@ -626,11 +626,13 @@ class EngineMachine(RuleBasedStateMachine):
 
     def complete(self, session_id: str) -> None:
         before = self.session(session_id).status
+        rolling_back = self.active_job(session_id) is not None
         try:
             info = self.engine.complete_session(self.org_id, session_id)
         except InvalidTransitionError:
-            assert before not in (S.ACTIVE, S.COMPLETED), f"complete refused for a {before} session"
+            assert rolling_back or before not in (S.ACTIVE, S.COMPLETED), f"complete refused for a {before} session"
             return
+        assert not rolling_back, "a session was completed while its rollback was under way"
         assert before in (S.ACTIVE, S.COMPLETED), f"a {before} session was completed"
         assert info.status == S.COMPLETED
 

@@ -97,6 +97,9 @@ class EmbeddedMode:
             decision = self.engine.get_approval(self.org_id, approval_id)
         return decision
 
+    def withdraw_approval(self, approval_id: str, reason: str) -> None:
+        self.engine.withdraw(self.org_id, approval_id, reason)
+
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> Action:

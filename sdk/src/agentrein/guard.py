@@ -39,7 +39,7 @@ from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.redaction import Redactor
 from agentrein_core.runner import run_call, run_call_async
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import LoggedAction
+from agentrein_core.views import ApprovalInfo, LoggedAction
 
 log = logging.getLogger("agentrein")
 
@@ -121,7 +121,12 @@ class Guard:
             await asyncio.to_thread(self._journal_call, call, key, result=result)
             return result
         if logged.approval is not None:
-            await asyncio.to_thread(self._await_approval, logged)
+            try:
+                await asyncio.to_thread(self._await_approval, logged)
+            except asyncio.CancelledError as exc:
+                # The task went away; the thread it waited in sees the withdrawal as a decision, and ends.
+                self._withdraw(logged.approval.approval_id, exc)
+                raise
         try:
             result = await self._execute_async(call, logged.action.idempotency_key)
         except Exception as exc:
@@ -161,19 +166,36 @@ class Guard:
     def _await_approval(self, logged: LoggedAction) -> None:
         assert logged.approval is not None
         approval_id = logged.approval.approval_id
+        try:
+            decision = self._decision(approval_id)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # interrupted (Ctrl-C) or exiting: nobody will run the call
+                self._withdraw(approval_id, exc)
+            raise
+        if decision.status is ApprovalStatus.APPROVED:
+            return
+        refusal: ApprovalRejectedError | ApprovalTimeoutError = (
+            ApprovalTimeoutError(approval_id, logged.action.action_id)
+            if decision.status is ApprovalStatus.EXPIRED
+            else ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
+        )
+        self._settle(refusal)
+        raise refusal
+
+    def _decision(self, approval_id: str) -> ApprovalInfo:
+        """The request once decided (approved, rejected, expired or withdrawn)."""
         while True:
             decision = self.recorder.wait_for_decision(approval_id, self.options.poll_interval)
-            if decision.status is ApprovalStatus.APPROVED:
-                return
-            if decision.status is ApprovalStatus.PENDING:
-                continue
-            refusal: ApprovalRejectedError | ApprovalTimeoutError = (
-                ApprovalTimeoutError(approval_id, logged.action.action_id)
-                if decision.status is ApprovalStatus.EXPIRED
-                else ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
-            )
-            self._settle(refusal)
-            raise refusal
+            if decision.status is not ApprovalStatus.PENDING:
+                return decision
+
+    def _withdraw(self, approval_id: str, why: BaseException) -> None:
+        """Withdraw the request the caller no longer waits for (best effort: it may be decided already, or
+        AgentRein out of reach, and the caller is leaving either way)."""
+        try:
+            self.recorder.withdraw_approval(approval_id, f"the agent stopped waiting ({type(why).__name__})")
+        except Exception as exc:
+            log.warning("AgentRein could not withdraw approval request %s: %s", approval_id, exc)
 
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:

@@ -61,6 +61,10 @@ class Recorder(Protocol):
         a server's maintenance does it within a second."""
         ...
 
+    def withdraw_approval(self, approval_id: str, reason: str) -> None:
+        """Nobody waits for this before-execution request any more: close it, its action ``FAILED``."""
+        ...
+
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> Action: ...

@@ -89,6 +89,9 @@ class ServedMode:
         approval = from_wire(logged["approval"], Approval) if logged["approval"] is not None else None
         return LoggedAction(from_wire(logged["action"], Action), approval)
 
+    def withdraw_approval(self, approval_id: str, reason: str) -> None:
+        self._call("POST", f"/approvals/{_seg(approval_id)}/withdraw", json={"reason": reason})
+
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> Action:

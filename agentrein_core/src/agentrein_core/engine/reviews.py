@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import time
 
+from attrs import evolve
+
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
+from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
-from agentrein_core.engine.consequences import apply_decision
-from agentrein_core.engine.records import (
-    approval_of,
-    read_approval,
-)
+from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
+from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, set_action
+from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.model import Approval
-from agentrein_core.statuses import (
-    ApprovalStatus,
-)
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
+from agentrein_core.store import Change
 from agentrein_core.views import ApprovalInfo, approval_info
 
 
@@ -70,6 +70,27 @@ class Reviews(UseCases):
             if view.status is not ApprovalStatus.PENDING or remaining <= 0:
                 return view
             self.waiters.wait(remaining)
+
+    def withdraw(self, org_id: str, approval_id: str, reason: str) -> Approval:
+        """The agent waiting for a before-execution approval has gone (interrupted, its task cancelled): its
+        call will not run, so nobody is left to act on a decision. The request closes ``REJECTED``, its reason
+        saying it was withdrawn and why; the action becomes ``FAILED``. Nothing is rolled back by it: nobody
+        refused the call (the agent may go on; an operator may roll the session back). A request decided
+        meanwhile stays as decided (:class:`InvalidTransitionError`)."""
+        why = "withdrawn: " + validation.text("reason", reason, validation.MAX_TEXT)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            approval = approval_of(tx, org_id, approval_id)
+            if approval.purpose is not ApprovalPurpose.BEFORE_EXECUTION:
+                raise InvalidTransitionError(f"approval {approval_id} is not a request a call waits for")
+            if approval.status is not ApprovalStatus.PENDING:
+                raise InvalidTransitionError(f"approval {approval_id} was already {approval.status}")
+            closed = evolve(approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=why)
+            replace(tx, closed, status=ApprovalStatus.PENDING)
+            tx.announce(Change.DECISION)
+            set_action(tx, action_of(tx, org_id, approval.action_id), now, status=ActionStatus.FAILED, error=why)
+            emit(tx, now, org_id, EventType.APPROVAL_DECIDED, to_wire(read_approval(tx, closed, now)))
+            return closed
 
     def _decide(
         self, org_id: str, approval_id: str, status: ApprovalStatus, reviewer: str, reason: str | None

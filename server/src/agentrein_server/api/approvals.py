@@ -91,6 +91,21 @@ class ApprovalController(Controller):
         rolling back where the rules say so. ``409`` if the request was already decided."""
         return self._decide(approval_id, caller, services, data, approve=False)
 
+    @post("/{approval_id:str}/withdraw", status_code=200, sync_to_thread=True)
+    def withdraw(
+        self,
+        approval_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        data: JSONBody[bodies.Withdrawal | None] = None,
+    ) -> dict[str, Any]:
+        """The agent stopped waiting for a before-execution request (interrupted, cancelled): it closes
+        ``REJECTED`` as withdrawn, and its action is ``FAILED``; nothing is rolled back. Agent keys may.
+        ``409`` if it was decided already."""
+        reason = (data or bodies.Withdrawal()).reason
+        services.engine.withdraw(caller.org_id, approval_id, f"{reason} ({caller.label})")
+        return _wire(services.engine.get_approval(caller.org_id, approval_id))
+
     @staticmethod
     def _decide(
         approval_id: FromPath[str],

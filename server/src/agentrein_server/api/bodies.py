@@ -73,6 +73,10 @@ class Decision(Body):
     reason: str | None = None
 
 
+class Withdrawal(Body):
+    reason: str = "the agent stopped waiting"
+
+
 class NewPolicy(Body):
     name: str
     effect: str  # checked by the engine, whose error lists the effects
