@@ -200,3 +200,21 @@ def test_an_async_agent_whose_call_is_cancelled_while_it_waits_withdraws_its_req
     assert request.status is ApprovalStatus.REJECTED and request.action_status is ActionStatus.FAILED
     assert "withdrawn: the agent stopped waiting (CancelledError)" in (request.reason or "")
     assert service.calls("POST", "/v1/refunds") == []
+
+
+def test_an_inverse_through_an_async_client_whose_loop_has_ended_is_recorded_done(
+    embedded: AgentRein, service: FakeService
+) -> None:
+    """The DELETE goes out on the pooled connection of the ended loop, then fails: the outcome is unknown, so
+    it is tried again under the same key (the repeat finds the order gone), never recorded as not done."""
+    session = embedded.new_session(agent_id="a", intent="i")
+
+    async def agent() -> None:
+        client = embedded.wrap(httpx.AsyncClient(base_url=service.base_url), session, connector="http")
+        await client.post("/v1/orders", json={"n": 1})
+
+    asyncio.run(agent())  # the loop, and the client's connections with it, are gone
+    rolled_back = embedded.rollback_session(session)
+    assert [(a.status, a.undo_status) for a in rolled_back.actions] == [(ActionStatus.ROLLED_BACK, UndoStatus.DONE)]
+    assert service.collection("orders") == {}
+    assert len({r.idempotency_key for r in service.calls("DELETE")}) == 1

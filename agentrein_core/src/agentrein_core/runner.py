@@ -54,9 +54,20 @@ def run_inverse(
     raises :class:`AgentReinError` and sends nothing."""
     undo = action.undo
     assert undo is not None
-    for attempt in retrying(connector.is_transient):
+
+    def worth_again(error: BaseException) -> bool:
+        return connector.is_transient(error) or _outcome_unknown(error)
+
+    for attempt in retrying(worth_again):
         with attempt:
             _settle(connector.run_undo(undo, client, action.undo_idempotency_key), loop)
+
+
+def _outcome_unknown(error: BaseException) -> bool:
+    """An async client whose event loop has ended fails *after* its request may have gone out (its pooled
+    connection belonged to that loop): the inverse may be done, so it is never taken as not done, and is
+    tried again under the same key (a repeated inverse finds its effect gone and succeeds harmlessly)."""
+    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
 
 
 def _settle(outcome: Any, loop: asyncio.AbstractEventLoop | None) -> None:
