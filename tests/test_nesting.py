@@ -160,3 +160,16 @@ def test_an_agents_payload_nested_too_deep_is_refused_before_the_call_runs(ar: A
     with pytest.raises(ValidationError, match="payload"):
         client.post("/v1/orders", json={"deep": nested(ISSUE_DEPTH)})
     assert service.calls("POST") == [] and ar.get_session(session).actions == []
+
+
+def test_an_undo_override_nested_too_deep_is_refused_when_the_client_is_wrapped(
+    ar: AgentRein, service: FakeService
+) -> None:
+    session = ar.new_session(agent_id="deep", intent="nesting")
+    with pytest.raises(ValidationError, match="undo"):
+        ar.wrap(
+            httpx.Client(base_url=service.base_url),
+            session,
+            connector="http",
+            undo={"POST *": {"deep": nested(MAX_DEPTH)}},
+        )
