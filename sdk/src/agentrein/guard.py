@@ -27,6 +27,7 @@ from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.journal import Entry, Journal, LateOutcome
 from agentrein.options import WrapOptions
 from agentrein.port import ExecutedCall, Recorder
+from agentrein_core import nesting
 from agentrein_core.connector import PreparedCall
 from agentrein_core.errors import (
     AgentReinError,
@@ -142,6 +143,7 @@ class Guard:
     # the steps both share -------------------------------------------------------------------------------
     def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:
         """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``."""
+        nesting.check("payload", call.payload)  # before the redactor, which recurses: the call has not run yet
         try:
             self.journal.replay(self.recorder)
             return self.recorder.log_action(
@@ -234,10 +236,12 @@ class Guard:
         undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
         try:
             connector.check_undo(undo)
+            nesting.check("undo", undo.params)
         except ValidationError as exc:
             log.warning("AgentRein cannot undo %s (%s); it is recorded as an action with no undo", call.api_name, exc)
             undo = UndoConfig(UNDO_NONE)
-        return self.redactor.redact(connector.record_result(call, result)), undo
+        # Bounded before it is redacted: the redactor recurses too, and an upstream answer may nest any depth.
+        return self.redactor.redact(nesting.bounded(connector.record_result(call, result))), undo
 
     def _journal_call(
         self, call: PreparedCall, key: str, *, result: Any = None, error: BaseException | None = None

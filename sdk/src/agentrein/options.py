@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from attrs import frozen
 
+from agentrein_core import nesting
 from agentrein_core.connector import Connector
 from agentrein_core.errors import ValidationError
 from agentrein_core.policies import validate_glob
@@ -48,6 +49,7 @@ class WrapOptions:
             if not isinstance(override, Mapping):
                 raise ValidationError(f"undo[{glob!r}]", "must be a mapping such as {'type': 'none'}")
             connector.check_undo_override(glob, override)
+            nesting.check(f"undo[{glob!r}]", dict(override))  # its keys become stored undo params
         return cls(
             connector=connector,
             requires_approval=_globs("requires_approval", requires_approval),

@@ -227,6 +227,7 @@ class Recording(UseCases):
         If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens.
         ``session_id``, when given, must be the action's session."""
         validation.json_value("response", response)
+        validation.undo_params(undo)
         now = self.clock()
         with self.store.transaction() as tx:
             done = tx.set_action_outcome(
@@ -317,6 +318,7 @@ class Recording(UseCases):
         validation.text("api_name", api_name, 500)
         validation.json_value("payload", payload)
         validation.json_value("response", response)
+        validation.undo_params(undo)
         now = self.clock()
         with self.store.transaction() as tx:
             existing = tx.action_by_key(org_id, session_id, idempotency_key)

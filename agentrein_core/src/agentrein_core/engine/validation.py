@@ -15,7 +15,9 @@ from typing import TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from agentrein_core import nesting
 from agentrein_core.errors import ValidationError
+from agentrein_core.model import UndoConfig
 
 E = TypeVar("E", bound=Enum)
 
@@ -48,10 +50,17 @@ def boolean(field: str, value: object) -> bool:
 
 
 def json_value(field: str, value: object) -> None:
+    nesting.check(field, value)  # first: json.dumps itself fails on a deep enough value
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(field, f"must be JSON-serialisable ({exc})") from None
+
+
+def undo_params(undo: UndoConfig | None) -> None:
+    """An undo config's parameters are the agent's JSON like any other (named ``undo``, as on the wire)."""
+    if undo is not None:
+        json_value("undo", undo.params)
 
 
 def enum(field: str, cls: type[E], value: object) -> E:
