@@ -191,7 +191,7 @@ class Guard:
         self.clients.remember(confirmed, ref)
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
-        message = _describe(error)
+        message = _describe(error, self.redactor)
         try:
             self.recorder.fail_action(self.session_id, action.action_id, error=message)
         except AgentReinUnavailableError as exc:
@@ -232,7 +232,7 @@ class Guard:
                 succeeded=error is None,
                 response=response,
                 undo=undo,
-                error=_describe(error) if error is not None else None,
+                error=_describe(error, self.redactor) if error is not None else None,
             )
             self.journal.append(Entry(self.session_id, call=executed))
         except Exception:
@@ -261,5 +261,6 @@ def _journal_key() -> str:
     return f"agentrein-journal-{secrets.token_hex(16)}"
 
 
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+def _describe(error: BaseException, redactor: Redactor) -> str:
+    """What is recorded of an error: redacted like a payload, for it may echo a URL's token or a card."""
+    return redactor.redact_text(f"{type(error).__name__}: {error}")
