@@ -69,3 +69,16 @@ def test_an_error_text_keeps_its_words_but_not_its_secrets() -> None:
 def test_short_secret_words_count_only_as_whole_words_of_a_key() -> None:
     keys = ["X-Auth-Key", "passKey", "card[pin]", "sig", "spinner", "compass", "Idempotency-Key", "monkey"]
     assert [Redactor().is_sensitive_key(k) for k in keys] == [True, True, True, True, False, False, False, False]
+
+
+def test_a_token_in_a_url_path_is_redacted_but_ids_and_names_are_kept() -> None:
+    redactor = Redactor()
+    assert redactor.redact_text("POST /services/T1/B1/aB1cD2eF3gH4iJ5kL6mN7oP8") == "POST /services/T1/B1/[REDACTED]"
+    telegram = "https://api.telegram.org/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/sendMessage"
+    assert redactor.redact_text(telegram) == "https://api.telegram.org/[REDACTED]/sendMessage"
+    kept = [
+        "DELETE /v1/payment_intents/pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        "DELETE /v1/x/550e8400-e29b-41d4-a716-446655440000",
+        "POST /v1/Very-Long-Resource-Name2024",
+    ]
+    assert [redactor.redact_text(path) for path in kept] == kept

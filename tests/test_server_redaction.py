@@ -13,7 +13,17 @@ from serving import RunningServer, Tenant
 
 CARD = "4242424242424242"
 #: Planted secrets: none of these may be read back from the server.
-SECRETS = ("hunter2-pw", CARD, "4000 0566 5566 5556", "cs_live_client_secret", "ak_journal_key", "tok-in-url", "314")
+SLACK_TOKEN = "aB1cD2eF3gH4iJ5kL6mN7oP8"
+SECRETS = (
+    SLACK_TOKEN,
+    "hunter2-pw",
+    CARD,
+    "4000 0566 5566 5556",
+    "cs_live_client_secret",
+    "ak_journal_key",
+    "tok-in-url",
+    "314",
+)
 
 
 @pytest.fixture
@@ -64,7 +74,9 @@ def test_a_raw_rest_payload_is_stored_redacted_by_key_and_by_card_shape(api: htt
     assert_no_secret(text)
 
 
-def test_a_raw_rest_response_and_undo_are_stored_redacted(api: httpx.Client) -> None:
+def test_a_raw_rest_response_and_undo_are_stored_redacted(
+    server: RunningServer, tenant: Tenant, api: httpx.Client
+) -> None:
     session_id = new_session(api)
     action_id = logged(api, session_id, {})
     outcome = {
@@ -76,6 +88,8 @@ def test_a_raw_rest_response_and_undo_are_stored_redacted(api: httpx.Client) -> 
     (action,), text = stored(api, session_id)
     assert action["response"] == {"id": "pi_1", "client_secret": "[REDACTED]"}
     assert_no_secret(text)
+    (record,) = server.engine.get_session(tenant.org_id, session_id).actions  # the undo config, as stored
+    assert record.undo is not None and record.undo.params["url"].endswith("?access_token=[REDACTED]")
 
 
 def test_a_stripe_payload_is_redacted_with_the_stripe_connectors_own_fields(api: httpx.Client) -> None:
@@ -127,3 +141,19 @@ def test_a_journaled_failure_that_echoes_the_card_is_stored_without_its_number_o
     (action,), text = stored(api, session_id)
     assert action["error"] == "CardError: Your card [REDACTED] was declined (card[cvc]=[REDACTED])"
     assert_no_secret(text)
+
+
+def test_a_token_in_a_url_path_is_kept_neither_in_the_api_name_nor_in_the_undo_url(
+    server: RunningServer, tenant: Tenant, api: httpx.Client
+) -> None:
+    session_id = new_session(api)
+    body = {"connector": "http", "apiName": f"POST /services/T1/B1/{SLACK_TOKEN}", "operationType": "CREATE"}
+    action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+    undo = {"type": "http-delete", "url": f"https://hooks.test/services/T1/B1/{SLACK_TOKEN}/messages/1"}
+    outcome = {"status": "SUCCESS", "response": {}, "undo": undo}
+    assert api.patch(f"/sessions/{session_id}/actions/{action_id}", json=outcome).status_code == 200
+    (action,), text = stored(api, session_id)
+    assert action["apiName"] == "POST /services/T1/B1/[REDACTED]"
+    assert_no_secret(text)
+    (record,) = server.engine.get_session(tenant.org_id, session_id).actions  # the undo config, as stored
+    assert record.undo is not None and record.undo.params["url"] == undo["url"].replace(SLACK_TOKEN, "[REDACTED]")

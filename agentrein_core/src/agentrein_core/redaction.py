@@ -49,6 +49,10 @@ _KEY = re.compile(r"""(?P<key>[A-Za-z][\w.\[\]-]*)["']?\s*[:=]\s*(?P<quote>["']?
 #: A value: with its auth scheme (``Bearer x``) if any, up to the next separator (or closing quote).
 _VALUE = re.compile(r"(?:(?:Bearer|Basic|Token|Digest)\s+)?[^\s&,;\"'<>(){}#]+", re.IGNORECASE)
 _QUOTED = {"'": re.compile(r"[^']*"), '"': re.compile(r'[^"]*')}
+#: A URL path segment that is a credential: a Telegram ``bot<id>:<token>``, or a long run of mixed-case
+#: letters and digits (a Slack or Discord webhook token) that is no prefixed id (``pi_3Mtw…``) or hex.
+_PATH_TOKEN = re.compile(r"(?<=/)(?:bot[0-9]+:[\w-]{20,}|[A-Za-z0-9_-]{24,})(?=[/?#\s'\"]|$)")
+_PREFIXED_ID = re.compile(r"[a-z]{1,12}_")
 _DIGIT_RUN = re.compile(r"(?<![\w-])[0-9](?:[ -]?[0-9]){12,18}(?![\w-])")
 
 _CARD_LIKE = re.compile(r"^[0-9][0-9 -]{11,22}[0-9]$")
@@ -77,6 +81,21 @@ def looks_like_card_number(value: str) -> bool:
 
 def _card_in_text(match: re.Match[str]) -> str:
     return REDACTED if looks_like_card_number(match.group(0)) else match.group(0)
+
+
+def _token_in_path(match: re.Match[str]) -> str:
+    segment = match.group(0)
+    if segment.startswith("bot"):
+        return REDACTED
+    if _PREFIXED_ID.match(segment):
+        return segment
+    # Words joined by dashes (``Very-Long-Name2024``) are a name; a token has a long run of its own.
+    runs = [run for run in re.split(r"[-_]", segment) if len(run) >= 20]
+    return REDACTED if any(_is_mixed(run) for run in runs) else segment
+
+
+def _is_mixed(run: str) -> bool:
+    return any(c.islower() for c in run) and any(c.isupper() for c in run) and any(c.isdigit() for c in run)
 
 
 class Redactor:
@@ -113,12 +132,15 @@ class Redactor:
         return UndoConfig(undo.type, params, undo.require_approval)
 
     def redact_text(self, text: str) -> str:
-        """``text`` with the value of every secret ``key=value`` (or ``key: value``) and every card number
-        replaced: error messages, plain-text bodies and URLs carry secrets in free text."""
+        """``text`` with the value of every secret ``key=value`` (or ``key: value``), every token-like URL
+        path segment and every card number replaced: error messages, plain-text bodies, api names and URLs
+        carry secrets in free text."""
         if looks_like_card_number(text):
             return REDACTED
         if "=" in text or ":" in text:  # the common case, a short text of neither, costs no regex
             text = self._redact_pairs(text)
+        if "/" in text:
+            text = _PATH_TOKEN.sub(_token_in_path, text)
         return _DIGIT_RUN.sub(_card_in_text, text)
 
     def _redact_pairs(self, text: str) -> str:

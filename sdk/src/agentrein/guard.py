@@ -226,7 +226,7 @@ class Guard:
             executed = ExecutedCall(
                 idempotency_key=key,
                 connector=self.connector_name,
-                api_name=call.api_name,
+                api_name=self.redactor.redact_text(call.api_name),  # the journal is on disk: a path's token too
                 operation_type=call.operation_type,
                 payload=self.redactor.redact(call.payload),
                 succeeded=error is None,
