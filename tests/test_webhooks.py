@@ -73,6 +73,21 @@ def test_approval_events_arrive_signed_and_pass_the_readme_check(tenant: Tenant,
     assert [r.accepted for r in receiver.received] == [True, True]
 
 
+def test_an_approval_requested_event_carries_no_secret_a_raw_client_sent(
+    tenant: Tenant, receiver: WebhookReceiver
+) -> None:
+    subscribe(tenant, receiver, ["approval.requested"])
+    api = operator(tenant)
+    session_id = api.post("/sessions", json={"agentId": "raw", "intent": "Refund"}).json()["id"]
+    payload = {"password": "hunter2-pw", "memo": "4242424242424242", "amount": 5}
+    body = {"connector": "http", "apiName": "POST /v1/refunds", "operationType": "CREATE", "payload": payload}
+    assert api.post(f"/sessions/{session_id}/actions", json={**body, "requiresApproval": True}).status_code == 201
+    (requested,) = eventually(lambda: bodies(receiver), lambda b: len(b) == 1)
+    delivered = json.dumps(requested)
+    assert "hunter2-pw" not in delivered and "4242424242424242" not in delivered
+    assert "amount" in delivered  # the summary is there, without its secrets
+
+
 def test_a_failing_endpoint_is_retried_and_the_log_shows_each_delivery(
     tenant: Tenant, receiver: WebhookReceiver
 ) -> None:

@@ -159,6 +159,35 @@ def test_an_error_status_fails_the_action_rolls_back_and_raises_http_status_erro
     assert order["id"] not in service.collection("orders")
 
 
+def test_a_failed_calls_error_is_recorded_without_the_token_of_its_url(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = wrapped(ar, service)
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        client.delete("/v1/orders/ord_missing", params={"access_token": "tok-in-query"})
+    assert "tok-in-query" in str(raised.value)  # the agent sees its own error as it was
+    (action,) = ar.get_session(session_id).actions
+    assert action.error is not None and "404" in action.error
+    assert "tok-in-query" not in action.error and "access_token=[REDACTED]" in action.error
+
+
+def test_secret_headers_keys_and_query_parameters_are_not_recorded(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = wrapped(ar, service)
+    headers = {"X-Auth-Key": "h1-secret", "Ocp-Apim-Subscription-Key": "h2-secret", "X-Session-Token": "h3-secret"}
+    body = {"user": "bob", "passphrase": "p1", "pass": "p2", "pin": "p3"}
+    client.post("/v1/orders", params={"sig": "q-secret"}, json=body, headers=headers)
+    stored = repr([(a.payload, a.error) for a in ar.get_session(session_id).actions])
+    planted = (
+        "h1-secret",
+        "h2-secret",
+        "h3-secret",
+        "q-secret",
+        "'p1'",
+        "'p2'",
+        "'p3'",
+    )
+    assert [p for p in planted if p in stored] == []
+    assert "bob" in stored  # what is no secret is kept
+
+
 def test_a_transport_error_is_reraised_unchanged_after_rollback(ar: AgentRein, service: FakeService) -> None:
     client, session_id = wrapped(ar, service)
     client.post("/v1/orders", json={"sku": "A1"})

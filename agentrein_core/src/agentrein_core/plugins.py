@@ -49,6 +49,11 @@ class Connectors:
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
+    def sensitive_fields(self, name: str) -> frozenset[str]:
+        """The connector's own fields to redact; none for a connector that is not installed here."""
+        found = self._by_name.get(name)
+        return found.sensitive_fields if found is not None else frozenset()
+
     def get(self, name: str) -> Connector:
         try:
             return self._by_name[name]

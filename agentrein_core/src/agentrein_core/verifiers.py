@@ -8,9 +8,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentrein_core import verifier as built_in
-from agentrein_core.errors import UnknownConnectorError
 from agentrein_core.model import Action, OrganisationSettings
-from agentrein_core.redaction import Redactor
+from agentrein_core.redaction import Redactors
 from agentrein_core.verification import IntentCheck, Verdict, VerifierSettings
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ class IntentChecks:
         self.connectors = connectors
         self.decrypt = decrypt or (lambda token: token)
         self.environment = VerifierSettings.from_environment()
-        self._redactors: dict[str, Redactor] = {}
+        self._redactors = Redactors(connectors.sensitive_fields)
 
     def run_one(self, org_id: str | None = None) -> Verification | None:
         """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
@@ -55,11 +54,4 @@ class IntentChecks:
     def redact(self, action: Action, value: Any) -> Any:
         """Redacted again on the way out, with the action's connector's own sensitive fields where it is
         installed here: what the recording side missed never reaches a model."""
-        redactor = self._redactors.get(action.connector)
-        if redactor is None:
-            try:
-                extra = self.connectors.get(action.connector).sensitive_fields
-            except UnknownConnectorError:
-                extra = frozenset()
-            redactor = self._redactors[action.connector] = Redactor(extra)
-        return redactor.redact(value)
+        return self._redactors.of(action.connector).redact(value)

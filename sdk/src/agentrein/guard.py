@@ -215,7 +215,7 @@ class Guard:
         self.clients.remember(confirmed, ref)
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
-        message = _describe(error)
+        message = _describe(error, self.redactor)
         try:
             self.recorder.fail_action(self.session_id, action.action_id, error=message)
         except AgentReinUnavailableError as exc:
@@ -252,13 +252,13 @@ class Guard:
             executed = ExecutedCall(
                 idempotency_key=key,
                 connector=self.connector_name,
-                api_name=call.api_name,
+                api_name=self.redactor.redact_text(call.api_name),  # the journal is on disk: a path's token too
                 operation_type=call.operation_type,
                 payload=self.redactor.redact(call.payload),
                 succeeded=error is None,
                 response=response,
                 undo=undo,
-                error=_describe(error) if error is not None else None,
+                error=_describe(error, self.redactor) if error is not None else None,
             )
             self.journal.append(Entry(self.session_id, call=executed))
         except Exception:
@@ -287,5 +287,6 @@ def _journal_key() -> str:
     return f"agentrein-journal-{secrets.token_hex(16)}"
 
 
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+def _describe(error: BaseException, redactor: Redactor) -> str:
+    """What is recorded of an error: redacted like a payload, for it may echo a URL's token or a card."""
+    return redactor.redact_text(f"{type(error).__name__}: {error}")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agentrein_core.clock import Clock
     from agentrein_core.model import Policy
     from agentrein_core.plugins import Connectors
+    from agentrein_core.redaction import Redactors
 
 #: How often a waiting long-poll looks again by itself, for changes made where no notification reaches this
 #: process (another process on the same SQLite file)...
@@ -73,6 +74,8 @@ class UseCases:
     clock: Clock
     #: The installed connectors: they check the undo configs agents send before they are stored.
     connectors: Connectors | None
+    #: Each connector's redaction rules: whatever a client sent, nothing is stored unredacted (DESIGN §4).
+    redactors: Redactors
     #: How long a worker holds a rollback job between steps; a crashed worker's job waits this long.
     rollback_lease: timedelta
     #: Pauses between attempts of a webhook delivery.

@@ -24,6 +24,7 @@ from agentrein_core.engine.recording import Recording
 from agentrein_core.engine.reviews import Reviews
 from agentrein_core.engine.rollbacks import ROLLBACK_LEASE, Rollbacks
 from agentrein_core.plugins import Connectors
+from agentrein_core.redaction import Redactors
 from agentrein_core.retention import from_environment as retention_from_environment
 from agentrein_core.store import Store
 
@@ -50,6 +51,7 @@ class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, Inten
         self.store = store
         self.clock = clock
         self.connectors = connectors
+        self.redactors = Redactors(connectors.sensitive_fields if connectors is not None else lambda name: ())
         self.rollback_lease = rollback_lease
         self.delivery_retry_after = delivery_retry_after
         self.retention = retention or retention_from_environment()

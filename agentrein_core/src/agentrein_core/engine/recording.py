@@ -156,6 +156,8 @@ class Recording(UseCases):
         self._check_connector(connector)
         validation.text("api_name", api_name, 500)
         validation.json_value("payload", payload)
+        redactor = self.redactors.of(connector)
+        api_name, payload = redactor.redact_text(api_name), redactor.redact(payload)
         now = self.clock()
         blocked: PolicyBlockedError | None = None
         no_gates: ApprovalRejectedError | None = None
@@ -230,8 +232,17 @@ class Recording(UseCases):
         validation.undo_params(undo)
         now = self.clock()
         with self.store.transaction() as tx:
+            # Redacted by the action's connector, known only from its record (one read by primary key).
+            redactor = self.redactors.of(action_of(tx, org_id, action_id).connector)
+            undo = redactor.redact_undo(undo)
             done = tx.set_action_outcome(
-                org_id, action_id, ActionStatus.CLEARED, ActionStatus.SUCCESS, response, undo_row(undo), now
+                org_id,
+                action_id,
+                ActionStatus.CLEARED,
+                ActionStatus.SUCCESS,
+                redactor.redact(response),
+                undo_row(undo),
+                now,
             )
             if done is None:
                 action = action_of(tx, org_id, action_id)  # NotFoundError if it does not exist
@@ -259,6 +270,7 @@ class Recording(UseCases):
             if session_id is not None and action.session_id != session_id:
                 raise NotFoundError("action", action_id)
             rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
+            error = self.redactors.of(action.connector).redact_text(error)
             was_approved = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
                 for p in tx.approvals_of_action(action_id)
@@ -319,6 +331,11 @@ class Recording(UseCases):
         validation.json_value("payload", payload)
         validation.json_value("response", response)
         validation.undo_params(undo)
+        redactor = self.redactors.of(connector)
+        api_name, payload = redactor.redact_text(api_name), redactor.redact(payload)
+        response, undo = redactor.redact(response), redactor.redact_undo(undo)
+        if not succeeded:
+            error = redactor.redact_text(validation.text("error", error or "failed", validation.MAX_TEXT))
         now = self.clock()
         with self.store.transaction() as tx:
             existing = tx.action_by_key(org_id, session_id, idempotency_key)
@@ -344,7 +361,7 @@ class Recording(UseCases):
                 updated_at=now,
                 response=response if succeeded else None,
                 undo=undo if succeeded else None,
-                error=None if succeeded else validation.text("error", error or "failed", validation.MAX_TEXT),
+                error=None if succeeded else error,
                 policy_name=decision.policy.name if decision.policy is not None else None,
             )
             if not tx.insert_once(action):  # a concurrent replay of the same call won

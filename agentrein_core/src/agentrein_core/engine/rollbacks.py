@@ -250,7 +250,9 @@ class Rollbacks(UseCases):
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
         now = self.clock()
-        error = validation.text("error", f"undo failed: {exc}", validation.MAX_TEXT)
+        # An inverse's error may echo its URL and whatever the server added to it (a token): redacted as well.
+        error = self.redactors.of(action.connector).redact_text(f"undo failed: {exc}")
+        error = validation.text("error", error[: validation.MAX_TEXT], validation.MAX_TEXT)
         with self.store.transaction() as tx:
             set_action(tx, action, now, status=ActionStatus.ROLLBACK_FAILED, undo_status=UndoStatus.FAILED, error=error)
             set_session_status(tx, session_of(tx, job.org_id, job.session_id), SessionStatus.FAILED)
