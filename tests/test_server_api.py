@@ -335,6 +335,16 @@ def recorded(session: dict[str, Any]) -> dict[str, Any]:
             "headers",
         ),
         ("POST", "/approvals/{approval}/approve", {"reviewer": "  "}, 400, "validation-error", "reviewer"),
+        ("POST", "/sessions", b'{"agentId": "a", "agentId": "b"}', 400, "validation-error", "agentId"),
+        (
+            "POST",
+            "/sessions/{session}/actions",
+            b'{"connector": "http", "apiName": "POST /x", "operationType": "CREATE",'
+            b' "payload": {"order": {"amount": 1, "amount": 1000}}}',
+            400,
+            "validation-error",
+            "amount",
+        ),
         ("DELETE", "/sessions", None, 405, "method-not-allowed", ""),
         ("GET", "/nowhere", None, 404, "not-found", ""),
     ],
@@ -365,6 +375,32 @@ def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
     assert recorded(api.get(f"/sessions/{session_id}").json()) == before
     assert len(api.get("/sessions").json()["sessions"]) == 1
     assert api.get("/policies").json() == []
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
+def test_a_body_not_declared_as_json_is_refused_with_415_and_not_acted_on(
+    api: httpx.Client, content_type: str | None
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    response = api.post("/sessions", content=b'{"agentId": "a"}', headers=headers)
+    assert response.status_code == 415, response.text
+    assert slug(response) == "unsupported-media-type"
+    assert "application/json" in response.json()["detail"]
+    assert api.get("/sessions").json()["sessions"] == []
+
+
+def test_json_with_parameters_or_a_json_suffix_is_accepted_and_a_request_without_a_body_needs_no_type(
+    api: httpx.Client,
+) -> None:
+    for content_type in ("application/json; charset=utf-8", "Application/JSON", "application/merge-patch+json"):
+        created = api.post("/sessions", content=b'{"agentId": "a"}', headers={"content-type": content_type})
+        assert created.status_code == 201, created.text
+    approval_id = pending_approval(api)
+    approved = api.post(f"/approvals/{approval_id}/approve")
+    assert approved.status_code == 200, approved.text
+    assert "content-type" not in approved.request.headers
 
 
 # reading ---------------------------------------------------------------------------------------------------
