@@ -470,6 +470,35 @@ def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None
     assert 'agentrein_requests_total{app_name="agentrein",method="POST",path="/sessions"' in text
 
 
+def test_metrics_without_a_scrape_token_set_refuse_a_client_that_is_not_loopback(api: httpx.Client) -> None:
+    # uvicorn takes X-Forwarded-For from a loopback proxy: this is how a scraper from elsewhere arrives
+    forwarded = httpx.get(f"{api.base_url}/metrics", headers={"X-Forwarded-For": "203.0.113.7"})
+    assert forwarded.status_code == 403, forwarded.text
+    assert slug(forwarded) == "forbidden" and "AGENTREIN_METRICS_TOKEN" in forwarded.json()["detail"]
+    assert "agentrein_approvals_pending" not in forwarded.text
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic c2NyYXBlLXRva2Vu"])
+def test_metrics_with_a_scrape_token_set_refuse_a_scraper_without_it_even_on_loopback(
+    api: httpx.Client, monkeypatch: pytest.MonkeyPatch, authorization: str | None
+) -> None:
+    monkeypatch.setenv("AGENTREIN_METRICS_TOKEN", "scrape-token")
+    headers = {"Authorization": authorization} if authorization else {}
+    refused = httpx.get(f"{api.base_url}/metrics", headers=headers)
+    assert refused.status_code == 401, refused.text
+    assert slug(refused) == "unauthorized" and "agentrein_approvals_pending" not in refused.text
+
+
+def test_metrics_with_a_scrape_token_set_answer_a_scraper_holding_it_from_anywhere(
+    api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTREIN_METRICS_TOKEN", "scrape-token")
+    headers = {"Authorization": "Bearer scrape-token", "X-Forwarded-For": "203.0.113.7"}
+    scraped = httpx.get(f"{api.base_url}/metrics", headers=headers)
+    assert scraped.status_code == 200, scraped.text
+    assert "agentrein_approvals_pending" in scraped.text
+
+
 # approvals: long-poll and races ----------------------------------------------------------------------------
 
 

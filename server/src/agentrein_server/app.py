@@ -192,7 +192,14 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
             description="Record, review and roll back what AI agents do through real APIs.",
             path="/schema",
             render_plugins=[SwaggerRenderPlugin()],
-            components=Components(security_schemes={"apiKey": SecurityScheme(type="http", scheme="bearer")}),
+            components=Components(
+                security_schemes={
+                    "apiKey": SecurityScheme(type="http", scheme="bearer"),
+                    "metricsToken": SecurityScheme(
+                        type="http", scheme="bearer", description="$AGENTREIN_METRICS_TOKEN (unset: loopback only)"
+                    ),
+                }
+            ),
             security=[{"apiKey": []}],
         ),
         debug=False,
