@@ -470,6 +470,21 @@ def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None
     assert 'agentrein_requests_total{app_name="agentrein",method="POST",path="/sessions"' in text
 
 
+def test_the_openapi_document_answers_415_exactly_where_an_operation_takes_a_json_body(api: httpx.Client) -> None:
+    operations = [
+        (f"{method} {path}", operation)
+        for path, item in api.get("/schema/openapi.json").json()["paths"].items()
+        if not path.startswith("/dashboard")
+        for method, operation in item.items()
+    ]
+    with_body = {name for name, operation in operations if "requestBody" in operation}
+    assert "post /sessions/{session_id}/rollback" in with_body
+    documented = {
+        name for name, operation in operations if PROBLEM in operation["responses"].get("415", {}).get("content", {})
+    }
+    assert documented == with_body
+
+
 def test_metrics_without_a_scrape_token_set_refuse_a_client_that_is_not_loopback(api: httpx.Client) -> None:
     # uvicorn takes X-Forwarded-For from a loopback proxy: this is how a scraper from elsewhere arrives
     forwarded = httpx.get(f"{api.base_url}/metrics", headers={"X-Forwarded-For": "203.0.113.7"})

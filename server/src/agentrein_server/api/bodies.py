@@ -11,10 +11,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import Request
 from litestar.exceptions import HTTPException
+from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
 from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
+from agentrein_server.problems import PROBLEM_JSON, Problem
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0
@@ -37,6 +39,17 @@ async def require_json(request: Request[Any, Any, Any]) -> None:
             status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             detail=f"the body must be sent as 'Content-Type: application/json', not {declared}",
         )
+
+
+#: The OpenAPI answer every handler that takes a body adds (``responses=bodies.JSON_ONLY``).
+JSON_ONLY = {
+    HTTP_415_UNSUPPORTED_MEDIA_TYPE: ResponseSpec(
+        Problem,
+        description="A body not declared as 'Content-Type: application/json'",
+        media_type=PROBLEM_JSON,
+        generate_examples=False,
+    )
+}
 
 
 def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> None:
