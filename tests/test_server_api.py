@@ -336,6 +336,16 @@ def recorded(session: dict[str, Any]) -> dict[str, Any]:
         ),
         ("POST", "/approvals/{approval}/approve", {"reviewer": "  "}, 400, "validation-error", "reviewer"),
         ("POST", "/sessions/{session}/actions", {**NEW_ACTION, "connector": "nope"}, 400, "validation-error", "nope"),
+        ("POST", "/sessions", b'{"agentId": "a", "agentId": "b"}', 400, "validation-error", "agentId"),
+        (
+            "POST",
+            "/sessions/{session}/actions",
+            b'{"connector": "http", "apiName": "POST /x", "operationType": "CREATE",'
+            b' "payload": {"order": {"amount": 1, "amount": 1000}}}',
+            400,
+            "validation-error",
+            "amount",
+        ),
         ("DELETE", "/sessions", None, 405, "method-not-allowed", ""),
         ("GET", "/nowhere", None, 404, "not-found", ""),
     ],
@@ -366,6 +376,32 @@ def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
     assert recorded(api.get(f"/sessions/{session_id}").json()) == before
     assert len(api.get("/sessions").json()["sessions"]) == 1
     assert api.get("/policies").json() == []
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
+def test_a_body_not_declared_as_json_is_refused_with_415_and_not_acted_on(
+    api: httpx.Client, content_type: str | None
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    response = api.post("/sessions", content=b'{"agentId": "a"}', headers=headers)
+    assert response.status_code == 415, response.text
+    assert slug(response) == "unsupported-media-type"
+    assert "application/json" in response.json()["detail"]
+    assert api.get("/sessions").json()["sessions"] == []
+
+
+def test_json_with_parameters_or_a_json_suffix_is_accepted_and_a_request_without_a_body_needs_no_type(
+    api: httpx.Client,
+) -> None:
+    for content_type in ("application/json; charset=utf-8", "Application/JSON", "application/merge-patch+json"):
+        created = api.post("/sessions", content=b'{"agentId": "a"}', headers={"content-type": content_type})
+        assert created.status_code == 201, created.text
+    approval_id = pending_approval(api)
+    approved = api.post(f"/approvals/{approval_id}/approve")
+    assert approved.status_code == 200, approved.text
+    assert "content-type" not in approved.request.headers
 
 
 # reading ---------------------------------------------------------------------------------------------------
@@ -433,6 +469,50 @@ def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None
     assert 'agentrein_actions_logged_total{status="CLEARED"}' in text
     assert "agentrein_approvals_pending" in text and "agentrein_actions_unconfirmed" in text
     assert 'agentrein_requests_total{app_name="agentrein",method="POST",path="/sessions"' in text
+
+
+def test_the_openapi_document_answers_415_exactly_where_an_operation_takes_a_json_body(api: httpx.Client) -> None:
+    operations = [
+        (f"{method} {path}", operation)
+        for path, item in api.get("/schema/openapi.json").json()["paths"].items()
+        if not path.startswith("/dashboard")
+        for method, operation in item.items()
+    ]
+    with_body = {name for name, operation in operations if "requestBody" in operation}
+    assert "post /sessions/{session_id}/rollback" in with_body
+    documented = {
+        name for name, operation in operations if PROBLEM in operation["responses"].get("415", {}).get("content", {})
+    }
+    assert documented == with_body
+
+
+def test_metrics_without_a_scrape_token_set_refuse_a_client_that_is_not_loopback(api: httpx.Client) -> None:
+    # uvicorn takes X-Forwarded-For from a loopback proxy: this is how a scraper from elsewhere arrives
+    forwarded = httpx.get(f"{api.base_url}/metrics", headers={"X-Forwarded-For": "203.0.113.7"})
+    assert forwarded.status_code == 403, forwarded.text
+    assert slug(forwarded) == "forbidden" and "AGENTREIN_METRICS_TOKEN" in forwarded.json()["detail"]
+    assert "agentrein_approvals_pending" not in forwarded.text
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic c2NyYXBlLXRva2Vu"])
+def test_metrics_with_a_scrape_token_set_refuse_a_scraper_without_it_even_on_loopback(
+    api: httpx.Client, monkeypatch: pytest.MonkeyPatch, authorization: str | None
+) -> None:
+    monkeypatch.setenv("AGENTREIN_METRICS_TOKEN", "scrape-token")
+    headers = {"Authorization": authorization} if authorization else {}
+    refused = httpx.get(f"{api.base_url}/metrics", headers=headers)
+    assert refused.status_code == 401, refused.text
+    assert slug(refused) == "unauthorized" and "agentrein_approvals_pending" not in refused.text
+
+
+def test_metrics_with_a_scrape_token_set_answer_a_scraper_holding_it_from_anywhere(
+    api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTREIN_METRICS_TOKEN", "scrape-token")
+    headers = {"Authorization": "Bearer scrape-token", "X-Forwarded-For": "203.0.113.7"}
+    scraped = httpx.get(f"{api.base_url}/metrics", headers=headers)
+    assert scraped.status_code == 200, scraped.text
+    assert "agentrein_approvals_pending" in scraped.text
 
 
 # approvals: long-poll and races ----------------------------------------------------------------------------

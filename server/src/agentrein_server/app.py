@@ -32,6 +32,7 @@ from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.store import Store
 from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics, problems
+from agentrein_server.api import bodies
 from agentrein_server.api.approvals import ApprovalController
 from agentrein_server.api.connectors import ConnectorController
 from agentrein_server.api.keys import ApiKeyController
@@ -132,6 +133,12 @@ def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # 
     return error_page(request, exc) if is_dashboard(request) else problems.http_error(request, exc)
 
 
+async def _json_api_only(request: Request) -> None:  # type: ignore[type-arg]
+    """The REST API takes JSON bodies only; the dashboard's forms are form-encoded."""
+    if not is_dashboard(request):
+        await bodies.require_json(request)
+
+
 def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
     """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica that runs
     workers)."""
@@ -173,6 +180,8 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         state=State({"services": services}),
         exception_handlers={**problems.HANDLERS, HTTPException: _problem_or_page},
         middleware=[metrics.prometheus.middleware],
+        request_class=bodies.JsonRequest,
+        before_request=_json_api_only,
         on_startup=[start],
         on_shutdown=[stop],
         request_max_body_size=MAX_BODY_BYTES,
@@ -183,7 +192,14 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
             description="Record, review and roll back what AI agents do through real APIs.",
             path="/schema",
             render_plugins=[SwaggerRenderPlugin()],
-            components=Components(security_schemes={"apiKey": SecurityScheme(type="http", scheme="bearer")}),
+            components=Components(
+                security_schemes={
+                    "apiKey": SecurityScheme(type="http", scheme="bearer"),
+                    "metricsToken": SecurityScheme(
+                        type="http", scheme="bearer", description="$AGENTREIN_METRICS_TOKEN (unset: loopback only)"
+                    ),
+                }
+            ),
             security=[{"apiKey": []}],
         ),
         debug=False,

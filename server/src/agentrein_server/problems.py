@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
@@ -18,6 +19,16 @@ from agentrein_core import errors
 log = logging.getLogger("agentrein.server")
 
 PROBLEM_JSON = "application/problem+json"
+
+
+class Problem(msgspec.Struct):
+    """The shape of every error body, for the OpenAPI document (some errors add fields, e.g. ``field``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+
 
 #: Slugs for Litestar's HTTP errors.
 HTTP_TYPES = {

@@ -69,7 +69,7 @@ class ApprovalController(Controller):
             return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait))
         return _wire(engine.get_approval(caller.org_id, approval_id))
 
-    @post("/{approval_id:str}/approve", status_code=200, sync_to_thread=True)
+    @post("/{approval_id:str}/approve", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
     def approve(
         self,
         approval_id: FromPath[str],
@@ -79,7 +79,7 @@ class ApprovalController(Controller):
     ) -> dict[str, Any]:
         return self._decide(approval_id, caller, services, data, approve=True)
 
-    @post("/{approval_id:str}/reject", status_code=200, sync_to_thread=True)
+    @post("/{approval_id:str}/reject", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
     def reject(
         self,
         approval_id: FromPath[str],
@@ -91,7 +91,7 @@ class ApprovalController(Controller):
         rolling back where the rules say so. ``409`` if the request was already decided."""
         return self._decide(approval_id, caller, services, data, approve=False)
 
-    @post("/{approval_id:str}/withdraw", status_code=200, sync_to_thread=True)
+    @post("/{approval_id:str}/withdraw", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
     def withdraw(
         self,
         approval_id: FromPath[str],

@@ -1,19 +1,77 @@
 """Request bodies. Litestar decodes and checks them (types, required fields, no unknown fields) before a
-handler runs, and documents them in the OpenAPI schema."""
+handler runs, and documents them in the OpenAPI schema; :class:`JsonRequest` and :func:`require_json` add
+what it does not check: that a body is declared as JSON, and that no object repeats a key."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
+from litestar import Request
+from litestar.exceptions import HTTPException
+from litestar.openapi import ResponseSpec
+from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
+from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
+from agentrein_server.problems import PROBLEM_JSON, Problem
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0
 #: An approval timeout in milliseconds: positive, at most 365 days.
 TimeoutMs = Annotated[int, msgspec.Meta(gt=0, le=365 * 24 * 3600 * 1000)]
+
+
+def is_json(media_type: str) -> bool:
+    """``application/json`` or a JSON-based type such as ``application/merge-patch+json`` (parameters such
+    as ``charset`` already stripped)."""
+    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
+
+
+async def require_json(request: Request[Any, Any, Any]) -> None:
+    """Before an API handler runs: a body not declared as JSON is refused (415) rather than parsed as JSON
+    anyway; a request without a body needs no ``Content-Type``."""
+    if await request.body() and not is_json(request.content_type[0]):
+        declared = request.headers.get("content-type") or "no Content-Type"
+        raise HTTPException(
+            status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            detail=f"the body must be sent as 'Content-Type: application/json', not {declared}",
+        )
+
+
+#: The OpenAPI answer every handler that takes a body adds (``responses=bodies.JSON_ONLY``).
+JSON_ONLY = {
+    HTTP_415_UNSUPPORTED_MEDIA_TYPE: ResponseSpec(
+        Problem,
+        description="A body not declared as 'Content-Type: application/json'",
+        media_type=PROBLEM_JSON,
+        generate_examples=False,
+    )
+}
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValidationError(key, "appears more than once in one JSON object; send each key once")
+        seen.add(key)
+
+
+class JsonRequest(Request[Any, Any, Any]):
+    """Where the request bytes become JSON (every ``data`` parameter reads this): msgspec, like any JSON
+    decoder, keeps the last of repeated keys, so a body that repeats one, at any depth, is refused instead
+    of read as one of its possible meanings."""
+
+    async def json(self) -> Any:
+        value = await super().json()  # first, so malformed JSON keeps Litestar's message
+        body = await self.body()
+        if body:
+            # stdlib json: the one decoder here that shows every pair; the hook builds nothing
+            json.loads(body, object_pairs_hook=_refuse_repeated_keys)
+        return value
 
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):

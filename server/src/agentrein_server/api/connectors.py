@@ -30,7 +30,7 @@ class ConnectorController(Controller):
             raise NotFoundError("installed connector", name, key="name")
         return describe(name, services.engine.connector_config(caller.org_id, name))
 
-    @put("/{name:str}", sync_to_thread=True)
+    @put("/{name:str}", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def configure(
         self, name: FromPath[str], data: JSONBody[bodies.ConnectorSettings], caller: CallerDep, services: ServicesDep
     ) -> dict[str, Any]:

@@ -16,7 +16,7 @@ class ApiKeyController(Controller):
     path = "/api-keys"
     tags = ("api keys",)
 
-    @post(sync_to_thread=True)
+    @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewApiKey], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         caller.require_operator("create API keys")
         key, secret = services.engine.create_api_key(caller.org_id, data.role)

@@ -20,7 +20,7 @@ class PolicyController(Controller):
     def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
         return to_wire(services.engine.list_policies(caller.org_id))  # type: ignore[no-any-return]
 
-    @post(sync_to_thread=True)
+    @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewPolicy], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         """Each given glob (``connector``, ``apiName``, ``agentId``, ``operationType``) must match for the
         policy to apply."""
@@ -37,7 +37,7 @@ class PolicyController(Controller):
         )
         return to_wire(policy)  # type: ignore[no-any-return]
 
-    @patch("/{policy_id:str}", sync_to_thread=True)
+    @patch("/{policy_id:str}", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def change(
         self, policy_id: FromPath[str], data: JSONBody[bodies.PolicyChange], caller: CallerDep, services: ServicesDep
     ) -> dict[str, Any]:

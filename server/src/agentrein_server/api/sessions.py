@@ -23,7 +23,7 @@ class SessionController(Controller):
     path = "/sessions"
     tags = ("sessions",)
 
-    @post(sync_to_thread=True)
+    @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         engine = services.engine
         session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox)
@@ -63,7 +63,7 @@ class SessionController(Controller):
     def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/actions", sync_to_thread=True)
+    @post("/{session_id:str}/actions", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def log_action(
         self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
     ) -> dict[str, Any]:
@@ -87,7 +87,7 @@ class SessionController(Controller):
         metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
         return {"action": to_wire(logged.action), "approval": to_wire(logged.approval)}
 
-    @patch("/{session_id:str}/actions/{action_id:str}", sync_to_thread=True)
+    @patch("/{session_id:str}/actions/{action_id:str}", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def record_outcome(
         self,
         session_id: FromPath[str],
@@ -112,7 +112,7 @@ class SessionController(Controller):
             action = engine.fail_action(caller.org_id, action_id, error=data.error or "failed", session_id=session_id)
         return to_wire(action)  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/journal", sync_to_thread=True)
+    @post("/{session_id:str}/journal", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def replay(
         self, session_id: FromPath[str], data: JSONBody[bodies.ExecutedAction], caller: CallerDep, services: ServicesDep
     ) -> dict[str, Any]:
@@ -133,7 +133,7 @@ class SessionController(Controller):
         )
         return to_wire(action)  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True)
+    @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True, responses=bodies.JSON_ONLY)
     def rollback(
         self,
         session_id: FromPath[str],

@@ -23,7 +23,7 @@ class SettingsController(Controller):
         caller.require_operator("read the organisation's settings")
         return _describe(services.engine.settings(caller.org_id))
 
-    @patch(sync_to_thread=True)
+    @patch(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def change(self, data: JSONBody[bodies.SettingsChange], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         """Change the fields given. ``verifierApiKey`` is write-only: stored encrypted, never returned."""
         caller.require_operator("change the organisation's settings")

@@ -18,7 +18,7 @@ class WebhookController(Controller):
     path = "/webhooks"
     tags = ("webhooks",)
 
-    @post(sync_to_thread=True)
+    @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewWebhook], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         """Register an endpoint. Its host must be among the settings' ``webhookHosts``. The answer carries the
         signing ``secret``; no later answer does."""
