@@ -9,13 +9,12 @@ long transaction, however much has piled up; the next run takes the next batch.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from agentrein_core import schema
-from agentrein_core.errors import ValidationError
+from agentrein_core.environment import positive_number
 from agentrein_core.statuses import DeliveryStatus
 from agentrein_core.store import Tx
 
@@ -30,16 +29,8 @@ _SETTLED = (DeliveryStatus.DELIVERED, DeliveryStatus.FAILED)
 
 def from_environment() -> timedelta:
     """``$AGENTREIN_RETENTION_DAYS``, a positive number of days (fractions allowed), else 30 days."""
-    raw = os.environ.get(RETENTION_ENV)
-    if not raw:
-        return DEFAULT_RETENTION
-    try:
-        days = float(raw)
-    except ValueError:
-        days = 0
-    if days <= 0:
-        raise ValidationError(RETENTION_ENV, f"must be a positive number of days, not {raw!r}")
-    return timedelta(days=days)
+    days = positive_number(RETENTION_ENV, "days")
+    return timedelta(days=days) if days is not None else DEFAULT_RETENTION
 
 
 def prune(tx: Tx, cutoff: datetime) -> int:

@@ -26,6 +26,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
+from agentrein_core.environment import positive_number
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors
@@ -93,16 +94,8 @@ def open_services(
 
 def _lease_from_environment() -> timedelta:
     """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``: how soon a rollback left by a crashed server is taken over."""
-    raw = os.environ.get(LEASE_ENV)
-    if not raw:
-        return ROLLBACK_LEASE
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0
-    if seconds <= 0:
-        raise ValidationError(LEASE_ENV, f"must be a positive number of seconds, not {raw!r}")
-    return timedelta(seconds=seconds)
+    seconds = positive_number(LEASE_ENV, "seconds")
+    return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
 
 
 def secret_key_file(database_url: str) -> Path:
