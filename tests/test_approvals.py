@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 from collections.abc import Callable
 
@@ -140,9 +141,14 @@ def test_an_agent_interrupted_while_it_waits_withdraws_its_request(ar: AgentRein
             threading.Event().wait(0.01)
         _thread.interrupt_main()
 
-    threading.Thread(target=press_ctrl_c).start()
-    with pytest.raises(KeyboardInterrupt):
-        client.post("/v1/refunds", json={"amount": 10})
+    # Ctrl-C raises KeyboardInterrupt even where this run was started with SIGINT ignored (in the background).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=press_ctrl_c).start()
+        with pytest.raises(KeyboardInterrupt):
+            client.post("/v1/refunds", json={"amount": 10})
+    finally:
+        signal.signal(signal.SIGINT, previous)
     (request,) = ar.list_approvals()
     assert request.status is ApprovalStatus.REJECTED and request.action_status is ActionStatus.FAILED
     assert "withdrawn: the agent stopped waiting (KeyboardInterrupt)" in (request.reason or "")
