@@ -22,7 +22,7 @@ SECRETS = (
     "cs_live_client_secret",
     "ak_journal_key",
     "tok-in-url",
-    "314",
+    "cvc]=314",  # the CVC where it was planted: "314" alone turns up in random ids
 )
 
 
