@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from pytest_postgresql.janitor import DatabaseJanitor
 from serving import RunningServer
-from third_party import TODO_PLUGIN, install
+from third_party import EXAMPLE_PLUGIN, install
 
 from agentrein import AgentRein
 from agentrein_core.notifications import ALLOW_PRIVATE_ENV
@@ -42,7 +42,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     answer is found once per process, and the servers the tests run in threads ask too."""
     site = Path(tempfile.mkdtemp(prefix="agentrein-plugins-"))
     session.config.stash[PLUGINS_SITE] = site
-    install(TODO_PLUGIN, site)
+    install(EXAMPLE_PLUGIN, site)
     sys.path.insert(0, str(site))
     importlib.invalidate_caches()
     installed_connectors.cache_clear()  # in case a plugin of pytest's asked already

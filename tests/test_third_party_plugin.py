@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from agentrein_todo import TodoClient
 from serving import RunningServer
-from third_party import TODO_PLUGIN, uv
+from third_party import EXAMPLE_PLUGIN, uv
 
 from agentrein import AgentRein
 from agentrein_core.plugins import installed_connectors
@@ -31,8 +31,8 @@ def test_the_plugins_own_tests_pass_with_agentrein_testing_alone(
     # applies: the contract kit and the fixtures come from the installed agentrein-testing.
     monkeypatch.setenv("PYTHONPATH", str(plugins_site))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    result = pytester.runpytest_subprocess(str(TODO_PLUGIN / "tests"), "-p", "no:cacheprovider", timeout=300)
-    assert f"rootdir: {TODO_PLUGIN}" in result.stdout.str()
+    result = pytester.runpytest_subprocess(str(EXAMPLE_PLUGIN / "tests"), "-p", "no:cacheprovider", timeout=300)
+    assert f"rootdir: {EXAMPLE_PLUGIN}" in result.stdout.str()
     result.assert_outcomes(passed=9)
 
 

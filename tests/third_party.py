@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 #: The worked example of CONTRIBUTING.md's plugin guide: a distribution of its own, with its own tests.
-TODO_PLUGIN = Path(__file__).parent / "plugins" / "todo"
+EXAMPLE_PLUGIN = Path(__file__).parent / "plugins" / "todo"
 
 
 def uv() -> str:
