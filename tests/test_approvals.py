@@ -223,6 +223,88 @@ def test_rejecting_an_after_execution_approval_undoes_that_action_only(ar: Agent
     assert order["id"] in service.collection("orders")
 
 
+def test_a_before_execution_policy_holds_a_call_the_agent_did_not_declare(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="approve refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds", before_execution=True)
+    client, session_id = start(ar, service)  # the agent's code declares no approvals
+
+    def approve(p: ApprovalInfo) -> None:
+        assert p.purpose is ApprovalPurpose.BEFORE_EXECUTION
+        assert service.calls("POST") == []  # held: the call has not run
+        ar.approve(p.approval_id, reviewer="lead@example.com")
+
+    thread = reviewer(ar, approve)
+    client.post("/v1/refunds", json={"amount": 5})
+    thread.join()
+    assert len(service.calls("POST")) == 1
+    (action,) = ar.get_session(session_id).actions
+    assert action.status is ActionStatus.SUCCESS and action.policy_name == "approve refunds"
+    assert ar.list_approvals(status="PENDING") == []  # approved before it ran: no second review afterwards
+
+
+def test_a_call_a_before_execution_policy_holds_never_runs_when_rejected(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="approve refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds", before_execution=True)
+    client, session_id = start(ar, service)
+    client.post("/v1/orders", json={})
+    thread = reviewer(ar, lambda p: ar.reject(p.approval_id, reviewer="lead", reason="not this month"))
+    with pytest.raises(ApprovalRejectedError) as raised:
+        client.post("/v1/refunds", json={"amount": 5})
+    thread.join()
+    assert raised.value.reason == "not this month"
+    assert [r.path for r in service.calls("POST")] == ["/v1/orders"]
+    session = ar.get_session(session_id)
+    assert session.status is SessionStatus.ROLLED_BACK and session.display_status is DisplayStatus.REVERTED
+
+
+def test_a_before_execution_policy_waits_for_its_own_timeout(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(
+        name="approve refunds",
+        effect="REQUIRE_APPROVAL",
+        api_name="POST /v1/refunds",
+        before_execution=True,
+        approval_timeout_ms=50,
+    )
+    client, _ = start(ar, service, timeout_ms=3_600_000)  # the agent would wait an hour
+    with pytest.raises(ApprovalTimeoutError):
+        client.post("/v1/refunds", json={"amount": 5})
+    assert service.calls("POST") == []
+    (expired,) = ar.list_approvals(status="EXPIRED")
+    assert (expired.timeout_at - expired.requested_at).total_seconds() == pytest.approx(0.05)
+
+
+def test_holding_before_execution_is_stricter_than_reviewing_afterwards(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review posts", effect="REQUIRE_APPROVAL", api_name="POST *")
+    ar.add_policy(name="hold refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds", before_execution=True)
+    client, session_id = start(ar, service)
+    thread = reviewer(ar, lambda p: ar.approve(p.approval_id, reviewer="lead"))
+    client.post("/v1/refunds", json={"amount": 5})
+    thread.join()
+    (decided,) = ar.list_approvals(status="APPROVED")
+    assert decided.purpose is ApprovalPurpose.BEFORE_EXECUTION
+    assert ar.get_session(session_id).actions[0].policy_name == "hold refunds"
+    assert ar.list_approvals(status="PENDING") == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "message"),
+    [
+        ({"effect": "BLOCK", "before_execution": True}, "before_execution", "only a REQUIRE_APPROVAL policy"),
+        ({"effect": "REQUIRE_APPROVAL", "approval_timeout_ms": 1000}, "approval_timeout_ms", "before_execution"),
+        (
+            {"effect": "REQUIRE_APPROVAL", "before_execution": True, "approval_timeout_ms": 0},
+            "approval_timeout_ms",
+            "positive",
+        ),
+    ],
+)
+def test_a_policy_that_cannot_hold_calls_is_refused(
+    ar: AgentRein, kwargs: dict[str, object], field: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message) as raised:
+        ar.add_policy(name="p", **kwargs)  # type: ignore[arg-type]
+    assert raised.value.field == field
+    assert ar.list_policies() == []
+
+
 def test_a_decided_approval_cannot_be_decided_again(ar: AgentRein, service: FakeService) -> None:
     ar.add_policy(name="review", effect="REQUIRE_APPROVAL", api_name="POST *")
     client, _ = start(ar, service)

@@ -301,9 +301,10 @@ def test_policies_are_added_listed_and_removed(target: Target, service: FakeServ
     assert added.exit_code == 0, added.output
     (policy,) = target.agent.list_policies()
     assert (policy.name, policy.effect, policy.api_name, policy.agent_id) == ("no deletes", "BLOCK", "DELETE *", None)
-    assert f"Added policy {policy.policy_id} 'no deletes': BLOCK" in added.output
+    assert f"Added policy {policy.policy_id} 'no deletes': BLOCK, blocks the call" in " ".join(added.output.split())
     listed = cli("policies", "list", *target.options)
-    assert table_rows(listed.output) == [[policy.policy_id, "BLOCK", "yes", "http", "DELETE *", "*", "*", "no deletes"]]
+    row = [policy.policy_id, "BLOCK", "-", "yes", "http", "DELETE *", "*", "*", "no deletes"]
+    assert table_rows(listed.output) == [row]
     session = target.agent.new_session(agent_id="cleaner")
     api = target.agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
     with pytest.raises(PolicyBlockedError):
@@ -316,6 +317,21 @@ def test_policies_are_added_listed_and_removed(target: Target, service: FakeServ
     unknown = cli("policies", "add", "maybe", "--effect", "MAYBE", *target.options)
     assert unknown.exit_code == 2 and "'MAYBE' is not one of 'ALLOW', 'REQUIRE_APPROVAL', 'BLOCK'" in unknown.output
     assert target.agent.list_policies() == []
+
+
+def test_a_policy_added_with_before_execution_says_it_holds_calls(target: Target) -> None:
+    options = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/refunds", "--before-execution"]
+    added = cli("policies", "add", "hold refunds", *options, "--approval-timeout", "90", *target.options)
+    assert added.exit_code == 0, added.output
+    (policy,) = target.agent.list_policies()
+    assert policy.before_execution is True and policy.approval_timeout_ms == 90 * 60_000
+    assert "holds the call until a reviewer approves it (the agent waits, for 90 minutes)" in " ".join(
+        added.output.split()
+    )
+    cli("policies", "add", "review posts", "--effect", "REQUIRE_APPROVAL", "--api-name", "POST *", *target.options)
+    rows = {row[-1]: row for row in table_rows(cli("policies", "list", *target.options).output)}
+    assert rows["hold refunds"][1:3] == ["REQUIRE_APPROVAL", "before it runs"]
+    assert rows["review posts"][1:3] == ["REQUIRE_APPROVAL", "after it ran"]
 
 
 def test_connectors_are_listed_enabled_and_disabled(target: Target) -> None:

@@ -206,6 +206,42 @@ def test_a_rollback_started_from_the_session_page_undoes_last_first(
     ar.close()
 
 
+def test_a_policy_added_in_the_browser_holds_an_agents_call_until_approved(
+    browser: Browser,
+    server: RunningServer,
+    tenant: Tenant,
+    service: FakeService,
+    tabs: list[Tab],
+    screenshots: Path,
+) -> None:
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.ADMIN))
+    page.goto("/dashboard/policies")
+    page.get_by_label("Name", exact=True).fill("approve refunds")
+    page.get_by_label("Effect").select_option("REQUIRE_APPROVAL")
+    page.get_by_label("Hold the call until a reviewer approves it").check()
+    page.get_by_label("Wait for a reviewer").fill("30")
+    page.get_by_label("API name").fill("POST /v1/refunds")
+    page.get_by_role("button", name="Add policy").click()
+    row = page.locator("tbody tr").filter(has_text="approve refunds")
+    expect(row).to_contain_text("holds the call until a reviewer approves it (the agent waits, for 30 minutes)")
+    page.screenshot(path=screenshots / "policies-before-execution.png", full_page=True)
+    ar = tenant.client()
+    session = ar.new_session(agent_id="billing-agent", intent="Refund order 9")
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")  # declares no approvals
+    outcome: dict[str, Any] = {}
+    agent = threading.Thread(target=lambda: outcome.update(response=api.post("/v1/refunds", json={"amount": 1})))
+    agent.start()
+    page.goto("/dashboard/approvals")
+    card = page.locator("article.approval").filter(has_text="POST /v1/refunds")
+    expect(card).to_contain_text("Before it runs")
+    assert agent.is_alive() and service.requests == []
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_contain_text("You approved this request.")
+    agent.join(timeout=30)
+    assert outcome["response"].status_code == 201
+    ar.close()
+
+
 def test_an_agent_payload_with_markup_stays_inert_in_the_browser(
     browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab]
 ) -> None:

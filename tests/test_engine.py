@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from agentrein_core.engine import Engine, LoggedAction
-from agentrein_core.errors import ApprovalRejectedError, NotFoundError, PolicyBlockedError, UnknownConnectorError
+from agentrein_core.errors import (
+    ApprovalRejectedError,
+    NotFoundError,
+    PolicyBlockedError,
+    UnknownConnectorError,
+    ValidationError,
+)
 from agentrein_core.model import Action, UndoConfig
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import (
@@ -139,6 +145,14 @@ def test_the_free_plan_has_no_approval_gates(engine: Engine) -> None:
     assert view.approvals == []
     (job,) = engine.rollbacks_to_run(org.org_id)
     assert job.session_id == session.session_id
+
+
+def test_the_free_plan_cannot_add_a_policy_that_holds_calls(engine: Engine) -> None:
+    org = engine.ensure_organisation("free-org", plan=Plan.FREE)
+    with pytest.raises(ValidationError, match="plan has no approval gates") as raised:
+        engine.add_policy(org.org_id, "hold", "REQUIRE_APPROVAL", before_execution=True)
+    assert raised.value.field == "before_execution"
+    assert engine.list_policies(org.org_id) == []
 
 
 def test_a_rollback_killed_mid_inverse_resumes_and_repeats_that_inverse_with_the_same_key(

@@ -182,6 +182,39 @@ def test_a_free_plan_has_no_approval_gates(server: RunningServer, service: FakeS
     ar.close()
 
 
+def test_a_before_execution_policy_makes_the_write_ahead_record_wait_for_approval(
+    api: httpx.Client, tenant: Tenant
+) -> None:
+    created = api.post(
+        "/policies",
+        json={
+            "name": "hold refunds",
+            "effect": "REQUIRE_APPROVAL",
+            "apiName": "POST /v1/refunds",
+            "beforeExecution": True,
+            "approvalTimeoutMs": 600_000,
+        },
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["beforeExecution"] is True and created.json()["approvalTimeoutMs"] == 600_000
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    logged = api.post(
+        f"/sessions/{session_id}/actions",
+        json={"connector": "http", "apiName": "POST /v1/refunds", "operationType": "CREATE"},
+    ).json()
+    assert logged["action"]["status"] == "PENDING_APPROVAL"
+    assert logged["approval"]["purpose"] == "BEFORE_EXECUTION"
+    approval = api.get(f"/approvals/{logged['approval']['approvalId']}").json()
+    assert 590 < approval["timeRemaining"] <= 600
+
+
+def test_a_policy_that_holds_calls_must_require_approval(api: httpx.Client) -> None:
+    refused = api.post("/policies", json={"name": "p", "effect": "BLOCK", "beforeExecution": True})
+    assert refused.status_code == 400
+    assert "only a REQUIRE_APPROVAL policy" in refused.json()["detail"]
+    assert api.get("/policies").json() == []
+
+
 def test_a_blocked_action_is_403_and_stored_failed(api: httpx.Client, tenant: Tenant, service: FakeService) -> None:
     api.post("/policies", json={"name": "no deletes", "effect": "BLOCK", "operationType": "DELETE"})
     session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]

@@ -151,7 +151,10 @@ class Approval:
 
 @frozen
 class Policy:
-    """An organisation rule: when every given glob matches an action, ``effect`` applies to it."""
+    """An organisation rule: when every given glob matches an action, ``effect`` applies to it.
+
+    A ``REQUIRE_APPROVAL`` rule reviews a matching call after it ran, unless ``before_execution``: then the
+    call is held until a reviewer approves it, for ``approval_timeout_ms`` (else the agent's own timeout)."""
 
     policy_id: str
     org_id: str
@@ -163,6 +166,8 @@ class Policy:
     api_name: str | None = None
     agent_id: str | None = None
     operation_type: str | None = None
+    before_execution: bool = False
+    approval_timeout_ms: int | None = None
 
 
 @frozen

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    false,
     text,
 )
 
@@ -135,6 +136,8 @@ policies = Table(
     Column("agent_id", String(200)),
     Column("operation_type", String(50)),
     Column("created_at", UTCDateTime, nullable=False),
+    Column("before_execution", Boolean, nullable=False, server_default=false()),
+    Column("approval_timeout_ms", BigInteger),
     Index("ux_policies_org_name", "org_id", "name", unique=True),
 )
 

@@ -10,7 +10,13 @@ from agentrein_cli.common import Target, console, table, targeted
 from agentrein_cli.reach import records
 from agentrein_core.statuses import PolicyEffect
 
-policies = typer.Typer(help="The organisation's policies: ALLOW < REQUIRE_APPROVAL < BLOCK.", no_args_is_help=True)
+policies = typer.Typer(
+    help=(
+        "The organisation's policies: ALLOW < REQUIRE_APPROVAL after execution (the call runs, then a reviewer "
+        "looks at it) < REQUIRE_APPROVAL before execution (the call waits for a reviewer) < BLOCK."
+    ),
+    no_args_is_help=True,
+)
 
 Glob = Annotated[str | None, typer.Option(help="A glob the action must match (omitted: any).")]
 
@@ -18,12 +24,16 @@ Glob = Annotated[str | None, typer.Option(help="A glob the action must match (om
 @policies.command("list")
 @targeted
 def policies_list(target: Target) -> None:
-    """The organisation's policies; the strictest enabled one that matches an action decides it."""
+    """The organisation's policies; the strictest enabled one that matches an action decides it. A
+    REQUIRE_APPROVAL policy has a reviewer look at a call before it runs (the agent waits) or after it ran."""
+    from agentrein_core.policies import review_timing
+
     with records(target) as found:
-        shown = table("policy", "effect", "enabled", "connector", "api name", "agent", "operation", "name")
+        shown = table("policy", "effect", "reviewed", "enabled", "connector", "api name", "agent", "operation", "name")
         for p in found.list_policies():
             globs = (p.connector, p.api_name, p.agent_id, p.operation_type)
-            shown.add_row(p.policy_id, p.effect, "yes" if p.enabled else "no", *(g or "*" for g in globs), p.name)
+            enabled = "yes" if p.enabled else "no"
+            shown.add_row(p.policy_id, p.effect, review_timing(p) or "-", enabled, *(g or "*" for g in globs), p.name)
         console.print(shown)
 
 
@@ -37,13 +47,38 @@ def policies_add(
     api_name: Glob = None,
     agent_id: Glob = None,
     operation_type: Glob = None,
+    before_execution: Annotated[
+        bool,
+        typer.Option(
+            "--before-execution",
+            help=(
+                "REQUIRE_APPROVAL only: hold a matching call until a reviewer approves it, for every agent. "
+                "Without it the call runs first and a reviewer looks at it afterwards (a rejection undoes it)."
+            ),
+        ),
+    ] = False,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approval-timeout", min=0.001, help="With --before-execution: minutes a held call waits for a reviewer."
+        ),
+    ] = None,
 ) -> None:
     """Add a policy; it applies to an action when every glob given matches."""
+    from agentrein_core.policies import describe
+
     with records(target) as found:
         policy = found.add_policy(
-            name, effect, connector=connector, api_name=api_name, agent_id=agent_id, operation_type=operation_type
+            name,
+            effect,
+            connector=connector,
+            api_name=api_name,
+            agent_id=agent_id,
+            operation_type=operation_type,
+            before_execution=before_execution,
+            approval_timeout_ms=round(approval_timeout * 60_000) if approval_timeout is not None else None,
         )
-        console.print(f"Added policy {policy.policy_id} {policy.name!r}: {policy.effect}")
+        console.print(f"Added policy {policy.policy_id} {policy.name!r}: {policy.effect}, {describe(policy)}")
 
 
 @policies.command("remove")

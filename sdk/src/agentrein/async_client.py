@@ -112,6 +112,8 @@ class AsyncAgentRein:
         api_name: str | None = None,
         agent_id: str | None = None,
         operation_type: str | None = None,
+        before_execution: bool = False,
+        approval_timeout_ms: int | None = None,
     ) -> Policy:
         return await asyncio.to_thread(
             self.sync.add_policy,
@@ -121,6 +123,8 @@ class AsyncAgentRein:
             api_name=api_name,
             agent_id=agent_id,
             operation_type=operation_type,
+            before_execution=before_execution,
+            approval_timeout_ms=approval_timeout_ms,
         )
 
     async def list_policies(self) -> list[Policy]:

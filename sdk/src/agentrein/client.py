@@ -189,8 +189,15 @@ class AgentRein:
         api_name: str | None = None,
         agent_id: str | None = None,
         operation_type: str | None = None,
+        before_execution: bool = False,
+        approval_timeout_ms: int | None = None,
     ) -> Policy:
-        """Add an organisation rule; each given glob must match for it to apply (strictest match wins)."""
+        """Add an organisation rule; each given glob must match for it to apply (strictest match wins).
+
+        A ``REQUIRE_APPROVAL`` rule lets a matching call run and then asks a reviewer to look at it (a
+        rejection undoes it); with ``before_execution=True`` it holds the call until a reviewer approves it,
+        for every agent whatever its code declares, waiting ``approval_timeout_ms`` (else the wrap's
+        ``timeout_ms``)."""
         return self._mode.add_policy(
             name,
             effect,
@@ -198,6 +205,8 @@ class AgentRein:
             api_name=api_name,
             agent_id=agent_id,
             operation_type=operation_type,
+            before_execution=before_execution,
+            approval_timeout_ms=approval_timeout_ms,
         )
 
     def list_policies(self) -> list[Policy]:

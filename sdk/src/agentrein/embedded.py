@@ -203,6 +203,8 @@ class EmbeddedMode:
         api_name: str | None,
         agent_id: str | None,
         operation_type: str | None,
+        before_execution: bool,
+        approval_timeout_ms: int | None,
     ) -> Policy:
         return self.engine.add_policy(
             self.org_id,
@@ -212,6 +214,8 @@ class EmbeddedMode:
             api_name=api_name,
             agent_id=agent_id,
             operation_type=operation_type,
+            before_execution=before_execution,
+            approval_timeout_ms=approval_timeout_ms,
         )
 
     def list_policies(self) -> list[Policy]:

@@ -166,6 +166,8 @@ class ServedMode:
         api_name: str | None,
         agent_id: str | None,
         operation_type: str | None,
+        before_execution: bool,
+        approval_timeout_ms: int | None,
     ) -> Policy:
         body = {
             "name": name,
@@ -174,6 +176,8 @@ class ServedMode:
             "apiName": api_name,
             "agentId": agent_id,
             "operationType": operation_type,
+            "beforeExecution": before_execution,
+            "approvalTimeoutMs": approval_timeout_ms,
         }
         return from_wire(self._call("POST", "/policies", json=body), Policy)
 

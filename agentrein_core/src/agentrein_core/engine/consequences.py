@@ -44,6 +44,7 @@ from agentrein_core.views import approval_info
 SYSTEM = "agentrein"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
 DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
+NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 
 
 # approvals ----------------------------------------------------------------------------------------------

@@ -3,15 +3,18 @@ calls (matched and ranked by :mod:`agentrein_core.policies`)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from attrs import evolve
 
 import agentrein_core.engine.validation as validation
 from agentrein_core.engine.base import UseCases
+from agentrein_core.engine.consequences import NO_GATES_REASON
 from agentrein_core.errors import NotFoundError, ValidationError
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action, Policy
 from agentrein_core.policies import Subject, matches, parse_effect, validate_glob
-from agentrein_core.statuses import PolicyEffect
+from agentrein_core.statuses import Plan, PolicyEffect
 
 
 class PolicyRules(UseCases):
@@ -26,7 +29,12 @@ class PolicyRules(UseCases):
         agent_id: str | None = None,
         operation_type: str | None = None,
         enabled: bool = True,
+        before_execution: bool = False,
+        approval_timeout_ms: int | None = None,
     ) -> Policy:
+        """A new rule. ``before_execution`` (``REQUIRE_APPROVAL`` only) holds a matching call until a reviewer
+        approves it, whatever the agent's code declares, for ``approval_timeout_ms`` if given (else the
+        agent's own approval timeout); otherwise a ``REQUIRE_APPROVAL`` rule reviews the call after it ran."""
         policy = Policy(
             policy_id=new_id("pol"),
             org_id=org_id,
@@ -38,8 +46,14 @@ class PolicyRules(UseCases):
             api_name=validate_glob("api_name", api_name),
             agent_id=validate_glob("agent_id", agent_id),
             operation_type=validate_glob("operation_type", operation_type),
+            before_execution=validation.boolean("before_execution", before_execution),
+            approval_timeout_ms=approval_timeout_ms,
         )
+        _check_holding(policy)
         with self.store.transaction() as tx:
+            org = tx.org(org_id)
+            if policy.before_execution and org is not None and org.plan is Plan.FREE:
+                raise ValidationError("before_execution", NO_GATES_REASON)
             if any(p.name == policy.name for p in tx.policies_of(org_id)):
                 raise ValidationError("name", f"a policy named {policy.name!r} already exists")
             tx.insert(policy)
@@ -97,3 +111,17 @@ class PolicyRules(UseCases):
             for action, agent in found
             if matches(rule, Subject(action.connector, action.api_name, agent, action.operation_type))
         ]
+
+
+def _check_holding(policy: Policy) -> None:
+    if policy.before_execution and policy.effect is not PolicyEffect.REQUIRE_APPROVAL:
+        raise ValidationError("before_execution", "only a REQUIRE_APPROVAL policy can hold a call before it runs")
+    if policy.approval_timeout_ms is None:
+        return
+    if not policy.before_execution:
+        raise ValidationError(
+            "approval_timeout_ms", "only a policy that holds calls before they run (before_execution) has a timeout"
+        )
+    if isinstance(policy.approval_timeout_ms, bool) or not isinstance(policy.approval_timeout_ms, int):
+        raise ValidationError("approval_timeout_ms", "must be a whole number of milliseconds")
+    validation.approval_timeout(timedelta(milliseconds=policy.approval_timeout_ms), "approval_timeout_ms")

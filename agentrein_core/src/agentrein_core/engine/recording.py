@@ -14,6 +14,7 @@ from agentrein_core import rules
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     DEFAULT_APPROVAL_TIMEOUT,
+    NO_GATES_REASON,
     SYSTEM,
     after_agent_failure,
     after_failure,
@@ -44,7 +45,6 @@ from agentrein_core.statuses import (
 )
 from agentrein_core.views import LoggedAction, SessionInfo, SessionPage
 
-NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 #: A listing filtered by display status (derived, so filtered after reading) reads at most this many
 #: sessions per page, then answers with what it found and a cursor to go on from.
 MAX_SCANNED = 2_000
@@ -151,7 +151,8 @@ class Recording(UseCases):
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
     ) -> LoggedAction:
         """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
-        human (``PENDING_APPROVAL``), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
+        human (``PENDING_APPROVAL``: the agent declared it, or a before-execution policy holds it, for the
+        policy's own timeout when it has one), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
         operation_type = OperationType(operation_type)
         self._check_connector(connector)
         validation.text("api_name", api_name, 500)
@@ -189,19 +190,23 @@ class Recording(UseCases):
             )
             subject = Subject(connector, api_name, taken.agent_id, operation_type)
             decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
+            # Held by the agent's own declaration or by a policy, whatever the agent's code declares.
+            held = requires_approval or decision.holds
             if decision.policy is not None:
                 # A held call has had its human review already; otherwise REQUIRE_APPROVAL reviews it afterwards.
-                review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not requires_approval
+                review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not held
                 action = evolve(action, policy_name=decision.policy.name, review_after=review_after)
+                if decision.holds and decision.policy.approval_timeout_ms is not None:
+                    approval_timeout = timedelta(milliseconds=decision.policy.approval_timeout_ms)
             approval = None
             if decision.effect is PolicyEffect.BLOCK:
                 assert decision.policy is not None
                 action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
                 blocked = PolicyBlockedError(action_id, decision.policy.name)
-            elif requires_approval and taken.plan is Plan.FREE:
+            elif held and taken.plan is Plan.FREE:
                 action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
                 no_gates = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
-            elif requires_approval:
+            elif held:
                 action = evolve(action, status=ActionStatus.PENDING_APPROVAL)
                 approval = new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
             tx.insert(action)

@@ -143,6 +143,11 @@ class NewPolicy(Body):
     agent_id: str | None = None
     operation_type: str | None = None
     enabled: bool = True
+    #: REQUIRE_APPROVAL only: hold a matching call until a reviewer approves it (else it is reviewed after it ran).
+    before_execution: bool = False
+    #: How long a held call waits for a reviewer (default: the agent's own approval timeout); the engine checks
+    #: it, with the other rules of a policy that holds calls.
+    approval_timeout_ms: int | None = None
 
 
 class PolicyChange(Body):

@@ -1,4 +1,5 @@
-"""The organisation's policies: ``ALLOW`` < ``REQUIRE_APPROVAL`` < ``BLOCK``, the strictest match wins."""
+"""The organisation's policies: ``ALLOW`` < ``REQUIRE_APPROVAL`` after execution < ``REQUIRE_APPROVAL`` before
+execution < ``BLOCK``, the strictest match wins."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ class PolicyController(Controller):
     @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewPolicy], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         """Each given glob (``connector``, ``apiName``, ``agentId``, ``operationType``) must match for the
-        policy to apply."""
+        policy to apply. A ``REQUIRE_APPROVAL`` policy lets the call run and opens a review of it afterwards;
+        with ``beforeExecution`` it holds the call (``PENDING_APPROVAL``) until a reviewer approves it, for
+        ``approvalTimeoutMs`` or the agent's own timeout."""
         caller.require_operator("manage policies")
         policy = services.engine.add_policy(
             caller.org_id,
@@ -34,6 +37,8 @@ class PolicyController(Controller):
             agent_id=data.agent_id,
             operation_type=data.operation_type,
             enabled=data.enabled,
+            before_execution=data.before_execution,
+            approval_timeout_ms=data.approval_timeout_ms,
         )
         return to_wire(policy)  # type: ignore[no-any-return]
 

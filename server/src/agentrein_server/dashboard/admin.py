@@ -15,6 +15,7 @@ from litestar.response import Redirect, Template
 
 from agentrein_core.converter import json_object
 from agentrein_core.errors import AgentReinError
+from agentrein_core.policies import describe
 from agentrein_core.statuses import DriftResponse, EventType, PolicyEffect, Role, UserRole, WebhookFormat
 from agentrein_server.dashboard import forms
 from agentrein_server.dashboard.rendering import fragment, page, redirect
@@ -44,6 +45,7 @@ class PolicyPages(AdminPages):
             viewer,
             policies=services.engine.list_policies(viewer.org_id),
             effects=list(PolicyEffect),
+            describe=describe,
         )
 
     @post(sync_to_thread=True, status_code=303)
@@ -63,6 +65,8 @@ class PolicyPages(AdminPages):
                 api_name=forms.optional(data.api_name),
                 agent_id=forms.optional(data.agent_id),
                 operation_type=forms.optional(data.operation_type),
+                before_execution=bool(data.before_execution),
+                approval_timeout_ms=forms.minutes_in_ms("timeout_minutes", data.timeout_minutes),
             )
         except AgentReinError as err:
             return redirect(request, "/dashboard/policies", f"Policy not added: {err}", error=True)

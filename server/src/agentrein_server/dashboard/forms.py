@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
+
+from agentrein_core.errors import ValidationError
 
 
 class Form(msgspec.Struct, kw_only=True):
@@ -27,6 +31,8 @@ class NewPolicy(Form):
     api_name: str = ""
     agent_id: str = ""
     operation_type: str = ""
+    before_execution: str = ""  # "on" when the box is ticked
+    timeout_minutes: str = ""  # empty: the agent's own approval timeout
 
 
 class ConnectorSettings(Form):
@@ -69,6 +75,19 @@ def several(value: list[str] | str) -> list[str]:
     if isinstance(value, str):
         return [value] if value else []
     return value
+
+
+def minutes_in_ms(field: str, text: str) -> int | None:
+    """A number of minutes typed in a form, in milliseconds; ``None`` when left empty."""
+    if not text.strip():
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        raise ValidationError(field, f"{text!r} is not a number of minutes") from None
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise ValidationError(field, "must be a positive number of minutes")
+    return round(minutes * 60_000)
 
 
 def optional(text: str) -> str | None:
