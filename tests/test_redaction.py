@@ -93,7 +93,8 @@ def test_a_short_or_lowercase_token_after_a_word_that_names_a_secret_is_redacted
         "POST /password/reset/k3j9x2": "POST /password/reset/[REDACTED]",
         "POST /api/token/abc123xyz/refresh": "POST /api/token/[REDACTED]/refresh",
         "GET /invite/q7w8e9": "GET /invite/[REDACTED]",
-        "DELETE /v1/api_keys/550e8400-e29b-41d4-a716-446655440000": "DELETE /v1/api_keys/[REDACTED]",
+        "GET /reset/550e8400-e29b-41d4-a716-446655440000": "GET /reset/[REDACTED]",
+        "DELETE /v1/api_keys/k3j9x2": "DELETE /v1/api_keys/[REDACTED]",
         "POST /api/webhooks/123456789/k3j9x2m4n8": "POST /api/webhooks/123456789/[REDACTED]",
         "POST /services/T0001/B0002/abcdefghijklmnopqrstuvwx": "POST /services/T0001/B0002/[REDACTED]",
     }
@@ -123,6 +124,7 @@ def test_ordinary_path_segments_are_kept_however_long() -> None:
         "POST /repos/acme/web/statuses/da39a3ee5e6b4b0d3255bfef95601890afd80709",  # a git SHA-1
         "DELETE /2010-04-01/Accounts/AC0123456789abcdef0123456789abcdef/Calls/CA0123456789abcdef0123456789abcdef",
         "DELETE /v1/keys/key_123",
+        "DELETE /v1/api_keys/550e8400-e29b-41d4-a716-446655440000",
         "DELETE /user/keys/123",
         "POST /repos/acme/web/hooks/123/pings",
         "PUT /repos/acme/web/actions/secrets/DB_PASSWORD2",

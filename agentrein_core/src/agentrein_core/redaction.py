@@ -16,10 +16,11 @@ reason, a log line) these are replaced:
 - in a URL path, a segment that is a credential. A segment is one when
   1. it follows a segment whose last word names a secret (:data:`SECRET_SEGMENTS`: ``/token/``, ``/keys/``,
      ``/secrets/``, ``/password/``, ``/reset/``, ``/invite/``…), or it comes anywhere after a ``/hooks/`` or
-     ``/webhooks/`` segment (Discord's ``/webhooks/<id>/<token>``), or it is the third after ``/services/``
-     in a Slack webhook (``/services/T…/B…/<token>``), unless it is ordinary: a number, a word (letters,
-     then perhaps digits, joined by ``-`` or ``_``: ``refresh``, ``public-key``, ``DB_PASSWORD2``), a
-     version (``v2``) or a prefixed id (``key_123``); there, a UUID is taken for the secret it often is;
+     ``/webhooks/`` segment (Discord's ``/webhooks/<id>/<token>``), unless it is ordinary: a number, a word
+     (letters, then perhaps digits, joined by ``-`` or ``_``: ``refresh``, ``public-key``, ``DB_PASSWORD2``),
+     a version (``v2``), a prefixed id (``key_123``), or a UUID after a collection (``/api_keys/<uuid>``; after
+     ``/reset/`` or ``/invite/`` a UUID is taken for the secret it often is); or it is the third segment after
+     ``/services/`` in a Slack webhook (``/services/T…/B…/<token>``);
   2. it is a Telegram ``bot<id>:<token>``;
   3. anywhere, it holds a stretch (of letters, digits, ``-`` and ``_``) of 20 or more characters that looks
      random: it has letters and digits, not all its parts (between ``-`` and ``_``) are words or numbers,
@@ -107,30 +108,13 @@ KNOWN_TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
 _TOKEN_MARKS = tuple(mark for marks, _ in KNOWN_TOKENS for mark in marks)
 _KNOWN_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(pattern for _, pattern in KNOWN_TOKENS) + r")")
 
-#: The last word of a path segment that names a secret: the segment after it is one, unless ordinary.
+#: The last word of a path segment that names a secret: the segment after it is one, unless ordinary...
 SECRET_SEGMENTS = frozenset(
-    {
-        "token",
-        "tokens",
-        "secret",
-        "secrets",
-        "key",
-        "keys",
-        "apikey",
-        "apikeys",
-        "password",
-        "passwords",
-        "passwd",
-        "reset",
-        "invite",
-        "invites",
-        "invitation",
-        "invitations",
-        "verify",
-        "confirm",
-        "activate",
-    }
+    {"token", "secret", "key", "apikey", "password", "passwd", "reset", "invite", "invitation", "verify", "confirm"}
+    | {"activate", "tokens", "secrets", "keys", "apikeys", "passwords", "invites", "invitations"}
 )
+#: ...and of those, the collections, where a UUID is the id of one (``/api_keys/<uuid>``), not the secret.
+SECRET_COLLECTIONS = frozenset({"tokens", "secrets", "keys", "apikeys", "passwords", "invites", "invitations"})
 #: Segments after which every segment that is not ordinary is a secret (webhook URLs carry their token).
 HOOK_SEGMENTS = frozenset({"hook", "hooks", "webhook", "webhooks"})
 _NAMING_SUFFIXES = tuple(SECRET_SEGMENTS | HOOK_SEGMENTS)
@@ -176,27 +160,32 @@ def _card_in_text(match: re.Match[str]) -> str:
     return REDACTED if looks_like_card_number(match.group(0)) else match.group(0)
 
 
-def _names_secret(segment: str, names: frozenset[str]) -> bool:
-    """Whether the segment's last word (``api_keys`` -> ``keys``; not ``monkey``) is one of ``names``."""
+def _last_word(segment: str) -> str | None:
+    """The segment's last word, lowercase (``api_keys`` -> ``keys``; ``monkey`` -> ``monkey``)."""
     words = _WORD.findall(segment)
-    return bool(words) and words[-1].lower() in names
+    return words[-1].lower() if words else None
 
 
 def _redact_path(match: re.Match[str]) -> str:
     segments = match.group(0).split("/")
-    named = hooked = False  # the previous segment names a secret; a hooks segment came before
+    named: str | None = None  # the last word of the previous segment, when it names a secret
+    hooked = False  # a hooks segment came before
     for i, segment in enumerate(segments):
         if segment and segment != REDACTED:
-            if (named or hooked) and not _ORDINARY.fullmatch(segment):
+            if (named or hooked) and not _ordinary(segment, named in SECRET_COLLECTIONS):
                 segments[i] = REDACTED
             elif i >= 3 and segments[i - 3] == "services" and _SLACK_IDS.fullmatch("/".join(segments[i - 2 : i])):
                 segments[i] = REDACTED  # a Slack webhook's /services/T…/B…/<token>
             elif len(segment) >= 20 and (_TELEGRAM.fullmatch(segment) or _holds_random_stretch(segment)):
                 segments[i] = REDACTED
-        naming = segment.lower().endswith(_NAMING_SUFFIXES)  # a cheap test first: most segments name nothing
-        named = naming and _names_secret(segment, SECRET_SEGMENTS)
-        hooked = hooked or (naming and _names_secret(segment, HOOK_SEGMENTS))
+        last = _last_word(segment) if segment.lower().endswith(_NAMING_SUFFIXES) else None  # most name nothing
+        named = last if last in SECRET_SEGMENTS else None
+        hooked = hooked or last in HOOK_SEGMENTS
     return "/".join(segments)
+
+
+def _ordinary(segment: str, in_collection: bool) -> bool:
+    return _ORDINARY.fullmatch(segment) is not None or (in_collection and _UUID.fullmatch(segment) is not None)
 
 
 def _holds_random_stretch(segment: str) -> bool:
