@@ -16,21 +16,24 @@ What it measures
     - a log line of the server's http client (``HTTP Request: DELETE https://… "HTTP/1.1 200 OK"``) through the
       logging filter, where the module has one.
 
-Run ``uv run python bench/redaction.py`` (``--help`` for options).
+Run ``uv run python bench/redaction.py`` (``--help`` for options). To compare with another version,
+``git show <commit>:agentrein_core/src/agentrein_core/redaction.py > /tmp/old.py`` and pass
+``--module /tmp/old.py``: that file's ``Redactor`` is measured instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import platform
 import statistics
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from agentrein_core import redaction
-from agentrein_core.redaction import Redactor
 from agentrein_http import HttpConnector
 
 HTTP_PAYLOAD = {
@@ -58,7 +61,7 @@ LONG_TEXT = ("The quick brown fox jumps over the lazy dog near /v1/orders/1042 a
 LOG_LINE = 'HTTP Request: DELETE https://api.example.com/v1/customers/cus_123 "HTTP/1.1 200 OK"'
 
 
-def cases(redactor: Redactor) -> list[tuple[str, Callable[[], Any]]]:
+def cases(module: ModuleType, redactor: Any) -> list[tuple[str, Callable[[], Any]]]:
     found: list[tuple[str, Callable[[], Any]]] = [
         ("http payload (POST)", lambda: redactor.redact(HTTP_PAYLOAD)),
         ("stripe payload (customer + card)", lambda: redactor.redact(STRIPE_PAYLOAD)),
@@ -69,7 +72,7 @@ def cases(redactor: Redactor) -> list[tuple[str, Callable[[], Any]]]:
         ("intent / reason (a sentence)", lambda: redactor.redact_text(INTENT)),
         ("plain-text body (10 KB)", lambda: redactor.redact_text(LONG_TEXT)),
     ]
-    make_filter = getattr(redaction, "RedactingFilter", None)
+    make_filter = getattr(module, "RedactingFilter", None)
     if make_filter is not None:
         log_filter = make_filter(redactor)
 
@@ -98,18 +101,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--module", help="a redaction.py to measure instead of the installed one")
     args = parser.parse_args()
-    redactor = Redactor(HttpConnector.sensitive_fields)
-    print(f"redaction cost per call; Python {platform.python_version()} on {platform.machine()}")
+    module = _load(args.module) if args.module else redaction
+    redactor = module.Redactor(HttpConnector.sensitive_fields)
+    print(f"redaction cost per call ({module.__file__}); Python {platform.python_version()} on {platform.machine()}")
     print(f"{args.rounds} rounds of {args.calls} calls per case, after {args.calls} warm-up calls\n")
     head = f"{'case':<36} {'p50 us':>8} {'p90 us':>8}"
     print(head)
     print("-" * len(head))
-    for label, call in cases(redactor):
+    for label, call in cases(module, redactor):
         durations = sorted(measure(call, args.rounds, args.calls))
         p50 = statistics.median(durations) / 1000
         p90 = durations[int(len(durations) * 0.9)] / 1000
         print(f"{label:<36} {p50:8.1f} {p90:8.1f}")
+
+
+def _load(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("redaction_measured", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

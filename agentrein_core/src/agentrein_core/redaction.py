@@ -105,7 +105,7 @@ KNOWN_TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("eyJ",), r"eyJ[\w-]+\.eyJ[\w-]+\.[\w-]*"),  # a JWT: base64url of '{"…' twice, then a signature
     (("earer ",), r"(?<=[Bb]earer )(?![A-Z]?[a-z]+\b)[A-Za-z0-9._~+/-]{8,}=*"),  # after Bearer (not a word)
 )
-_TOKEN_MARKS = tuple(mark for marks, _ in KNOWN_TOKENS for mark in marks)
+_TOKEN_MARK = re.compile("|".join(re.escape(mark) for marks, _ in KNOWN_TOKENS for mark in marks))
 _KNOWN_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(pattern for _, pattern in KNOWN_TOKENS) + r")")
 
 #: The last word of a path segment that names a secret: the segment after it is one, unless ordinary...
@@ -253,7 +253,7 @@ class Redactor:
             return REDACTED
         if "=" in text or ":" in text:  # the common case, a short text of neither, costs no regex
             text = self._redact_pairs(text)
-        if any(mark in text for mark in _TOKEN_MARKS):
+        if _TOKEN_MARK.search(text):
             text = _KNOWN_TOKEN.sub(REDACTED, text)
         if "/" in text:
             text = _PATH.sub(_redact_path, text)
