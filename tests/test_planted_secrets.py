@@ -80,9 +80,9 @@ def delivered(receiver: WebhookReceiver, event_type: str) -> list[dict[str, Any]
     return found
 
 
-def read_back(server: RunningServer, tenant: Tenant, session_id: str) -> str:
-    """Everything an operator can read of the session: the REST API, the dashboard's pages and the command
-    line, as one text."""
+def read_back_without_secrets(server: RunningServer, tenant: Tenant, session_id: str, events: Any) -> str:
+    """Everything an operator can read of the session (the REST API, the dashboard's pages, the command line)
+    and the webhook ``events``, as one text, checked to hold none of the planted secrets."""
     api = operator(tenant)
     answers = [api.get(f"/sessions/{session_id}"), api.get("/sessions"), api.get("/approvals")]
     answers += [api.get(f"/approvals/{a['approvalId']}") for a in answers[-1].json()]
@@ -98,7 +98,9 @@ def read_back(server: RunningServer, tenant: Tenant, session_id: str) -> str:
         result = CliRunner().invoke(app, [*command, *options], env={"COLUMNS": "400"})
         assert result.exit_code == 0, result.output
         texts.append(result.output)
-    return "\n".join(texts)
+    shown = "\n".join([*texts, json.dumps(events)])
+    assert_no_secret(shown)
+    return shown
 
 
 def held_action(api: httpx.Client, session_id: str) -> str:
@@ -126,39 +128,37 @@ def test_a_planted_intent_is_read_back_through_no_path(
     events = delivered(receiver, "approval.requested")
     assert [e["data"]["sessionIntent"] for e in events] == [KEPT]
     assert api.get(f"/sessions/{session_id}").json()["intent"] == KEPT
-    shown = read_back(server, tenant, session_id)
-    assert KEPT in shown
-    assert_no_secret(shown + json.dumps(events))
+    assert KEPT in read_back_without_secrets(server, tenant, session_id, events)
+
+
+@pytest.fixture
+def held(tenant: Tenant) -> tuple[str, str]:
+    """A session whose one call waits for a before-execution approval: their ids."""
+    session_id = new_session(operator(tenant))
+    return session_id, held_action(operator(tenant), session_id)
 
 
 def test_a_planted_rejection_reason_is_read_back_through_no_path(
-    server: RunningServer, tenant: Tenant, receiver: WebhookReceiver
+    server: RunningServer, tenant: Tenant, receiver: WebhookReceiver, held: tuple[str, str]
 ) -> None:
-    api = operator(tenant)
-    session_id = new_session(api)
-    approval_id = held_action(api, session_id)
+    (session_id, approval_id), api = held, operator(tenant)
     decision = {"reviewer": "lead@example.com", "reason": PLANTED}
     assert api.post(f"/approvals/{approval_id}/reject", json=decision).status_code == 200
     events = delivered(receiver, "approval.decided")
     assert api.get(f"/approvals/{approval_id}").json()["reason"] == KEPT
     (action,) = api.get(f"/sessions/{session_id}").json()["actions"]
     assert action["error"] == f"approval rejected: {KEPT}"  # what the agent is told, too
-    shown = read_back(server, tenant, session_id)
-    assert KEPT in shown
-    assert_no_secret(shown + json.dumps(events))
+    assert KEPT in read_back_without_secrets(server, tenant, session_id, events)
 
 
 def test_a_planted_withdrawal_reason_is_read_back_through_no_path(
-    server: RunningServer, tenant: Tenant, receiver: WebhookReceiver
+    server: RunningServer, tenant: Tenant, receiver: WebhookReceiver, held: tuple[str, str]
 ) -> None:
-    api = operator(tenant)
-    session_id = new_session(api)
-    approval_id = held_action(api, session_id)
+    (session_id, approval_id), api = held, operator(tenant)
     assert api.post(f"/approvals/{approval_id}/withdraw", json={"reason": PLANTED}).status_code == 200
     events = delivered(receiver, "approval.decided")
     assert api.get(f"/approvals/{approval_id}").json()["reason"].startswith(f"withdrawn: {KEPT} (")
-    shown = read_back(server, tenant, session_id)
-    assert_no_secret(shown + json.dumps(events))
+    read_back_without_secrets(server, tenant, session_id, events)
 
 
 def test_a_planted_rollback_reason_is_read_back_through_no_path_even_cut_short(
@@ -177,5 +177,4 @@ def test_a_planted_rollback_reason_is_read_back_through_no_path_even_cut_short(
     events = delivered(receiver, "rollback.completed")
     trigger = api.get(f"/sessions/{session_id}/rollback").json()["trigger"]
     assert trigger == f"requested: {padding} [REDACTED] and card"
-    shown = read_back(server, tenant, session_id)
-    assert_no_secret(shown + json.dumps(events))
+    read_back_without_secrets(server, tenant, session_id, events)
