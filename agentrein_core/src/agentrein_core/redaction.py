@@ -108,13 +108,24 @@ KNOWN_TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
 _TOKEN_MARK = re.compile("|".join(re.escape(mark) for marks, _ in KNOWN_TOKENS for mark in marks))
 _KNOWN_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(pattern for _, pattern in KNOWN_TOKENS) + r")")
 
-#: The last word of a path segment that names a secret: the segment after it is one, unless ordinary...
-SECRET_SEGMENTS = frozenset(
-    {"token", "secret", "key", "apikey", "password", "passwd", "reset", "invite", "invitation", "verify", "confirm"}
-    | {"activate", "tokens", "secrets", "keys", "apikeys", "passwords", "invites", "invitations"}
-)
-#: ...and of those, the collections, where a UUID is the id of one (``/api_keys/<uuid>``), not the secret.
+#: Collections whose members are secrets: the segment after one is a secret unless ordinary (a UUID there is
+#: the id of a member, ``/api_keys/<uuid>``)...
 SECRET_COLLECTIONS = frozenset({"tokens", "secrets", "keys", "apikeys", "passwords", "invites", "invitations"})
+#: ...and every last word of a path segment after which the next one is a secret unless ordinary.
+SECRET_SEGMENTS = SECRET_COLLECTIONS | {
+    "token",
+    "secret",
+    "key",
+    "apikey",
+    "password",
+    "passwd",
+    "reset",
+    "invite",
+    "invitation",
+    "verify",
+    "confirm",
+    "activate",
+}
 #: Segments after which every segment that is not ordinary is a secret (webhook URLs carry their token).
 HOOK_SEGMENTS = frozenset({"hook", "hooks", "webhook", "webhooks"})
 _NAMING_SUFFIXES = tuple(SECRET_SEGMENTS | HOOK_SEGMENTS)
