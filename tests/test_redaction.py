@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import httpx
+import logging
 
-from agentrein_core.redaction import REDACTED, Redactor
+import httpx
+import pytest
+
+from agentrein_core.redaction import REDACTED, Redactor, redact_logs
 from agentrein_http import HttpConnector
 
 
@@ -82,3 +85,79 @@ def test_a_token_in_a_url_path_is_redacted_but_ids_and_names_are_kept() -> None:
         "POST /v1/Very-Long-Resource-Name2024",
     ]
     assert [redactor.redact_text(path) for path in kept] == kept
+
+
+def test_a_short_or_lowercase_token_after_a_word_that_names_a_secret_is_redacted() -> None:
+    redactor = Redactor()
+    paths = {
+        "POST /password/reset/k3j9x2": "POST /password/reset/[REDACTED]",
+        "POST /api/token/abc123xyz/refresh": "POST /api/token/[REDACTED]/refresh",
+        "GET /invite/q7w8e9": "GET /invite/[REDACTED]",
+        "GET /reset/550e8400-e29b-41d4-a716-446655440000": "GET /reset/[REDACTED]",
+        "DELETE /v1/api_keys/k3j9x2": "DELETE /v1/api_keys/[REDACTED]",
+        "POST /api/webhooks/123456789/k3j9x2m4n8": "POST /api/webhooks/123456789/[REDACTED]",
+        "POST /services/T0001/B0002/abcdefghijklmnopqrstuvwx": "POST /services/T0001/B0002/[REDACTED]",
+    }
+    assert {path: redactor.redact_text(path) for path in paths} == paths
+
+
+def test_a_random_looking_path_segment_is_redacted_whatever_its_case() -> None:
+    redactor = Redactor()
+    paths = {
+        "POST /v1/feeds/k3j9x2m4n8p1q7r5s6t0/items": "POST /v1/feeds/[REDACTED]/items",  # all lowercase
+        "POST /v1/blobs/" + "ab12" * 16: "POST /v1/blobs/[REDACTED]",  # 64 hex digits
+        "POST /v1/x/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl": "POST /v1/x/[REDACTED]",  # a JWT
+    }
+    assert {path: redactor.redact_text(path) for path in paths} == paths
+
+
+def test_ordinary_path_segments_are_kept_however_long() -> None:
+    kept = [
+        "POST /v1/customers/cus_123",
+        "POST /repos/acme/web/issues/12",
+        "DELETE /v1/x/550e8400-e29b-41d4-a716-446655440000",
+        "PUT /users/ada-lovelace",
+        "POST /reports/2024-05-01/summary",
+        "POST /blog/how-to-refund-a-customer-order-in-2024",
+        "POST /v1/Very-Long-Resource-Name2024",
+        "DELETE /v1/things/507f1f77bcf86cd799439011",  # a MongoDB ObjectId
+        "POST /repos/acme/web/statuses/da39a3ee5e6b4b0d3255bfef95601890afd80709",  # a git SHA-1
+        "DELETE /2010-04-01/Accounts/AC0123456789abcdef0123456789abcdef/Calls/CA0123456789abcdef0123456789abcdef",
+        "DELETE /v1/keys/key_123",
+        "DELETE /v1/api_keys/550e8400-e29b-41d4-a716-446655440000",
+        "DELETE /user/keys/123",
+        "POST /repos/acme/web/hooks/123/pings",
+        "PUT /repos/acme/web/actions/secrets/DB_PASSWORD2",
+        "POST /v1/password/reset",
+        "POST /monkey/abc123",
+        "GET /dashboard/sessions/ses_0123456789abcdef0123456789abcdef",
+    ]
+    redactor = Redactor()
+    assert [redactor.redact_text(path) for path in kept] == kept
+
+
+def test_known_token_shapes_and_bearer_tokens_are_redacted_in_free_text() -> None:
+    text = (
+        "use ghp_aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2, sk_live_51HqLyjWDarjtT1zdp7dc, xoxb-1234-5678-abcdefghij, "
+        "AKIAIOSFODNN7EXAMPLE or send Bearer eyJabc.def12345; a bearer token, sk-learn-tutorial-for-beginners-2024"
+    )
+    assert Redactor().redact_text(text) == (
+        "use [REDACTED], [REDACTED], [REDACTED], [REDACTED] or send Bearer [REDACTED]; a bearer token, "
+        "sk-learn-tutorial-for-beginners-2024"
+    )
+
+
+def test_a_log_record_and_its_traceback_are_redacted_by_the_stores_rules(caplog: pytest.LogCaptureFixture) -> None:
+    url = "https://hooks.test/services/T1/B1/aB1cD2eF3gH4iJ5kL6mN7oP8"
+    logger = logging.getLogger("agentrein.test-redaction")
+    redact_logs(Redactor(), [logger.name])
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        logger.info('HTTP Request: %s %s "%s"', "POST", url, "HTTP/1.1 200 OK")
+        try:
+            raise ValueError(f"could not reach {url}")
+        except ValueError:
+            logger.exception("delivery failed")
+    shown = caplog.text
+    assert "aB1cD2eF3gH4iJ5kL6mN7oP8" not in shown
+    assert 'HTTP Request: POST https://hooks.test/services/T1/B1/[REDACTED] "HTTP/1.1 200 OK"' in shown
+    assert "ValueError: could not reach https://hooks.test/services/T1/B1/[REDACTED]" in shown

@@ -10,6 +10,7 @@ from agentrein import (
     AgentRein,
     DisplayStatus,
     OperationType,
+    RollbackFailedError,
     SessionStatus,
     UndoStatus,
     UnknownConnectorError,
@@ -118,6 +119,23 @@ def test_a_call_whose_undo_its_connector_refuses_is_still_recorded_as_done_with_
     (action,) = ar.get_session(session_id).actions
     assert action.status is ActionStatus.SUCCESS
     assert action.undo is not None and action.undo.is_none
+
+
+def test_an_undo_whose_url_lost_a_token_to_redaction_fails_rather_than_passing_for_done(
+    ar: AgentRein, service: FakeService
+) -> None:
+    """A token in the path is not stored, so the stored undo is not the inverse the call had: sent as stored,
+    its 404 would read as "already gone" while the resource stays. It is refused, and the rollback says so."""
+    client, session_id = wrapped(ar, service)
+    created = client.post("/v1/aB1cD2eF3gH4iJ5kL6mN7oP8", json={}).json()  # a collection named by a token
+    (action,) = ar.get_session(session_id).actions
+    assert action.undo is not None and action.undo.params["url"].endswith(f"/v1/[REDACTED]/{created['id']}")
+    with pytest.raises(RollbackFailedError) as failed:
+        ar.rollback_session(session_id)
+    (undone,) = failed.value.session.actions
+    assert undone.status is ActionStatus.ROLLBACK_FAILED and undone.undo_status is UndoStatus.FAILED
+    assert undone.error is not None and "its url held a secret, which AgentRein does not store" in undone.error
+    assert service.calls("DELETE") == [] and created["id"] in service.collection("aB1cD2eF3gH4iJ5kL6mN7oP8")
 
 
 def test_caller_can_override_an_undo_with_a_template_and_an_approval_flag(ar: AgentRein, service: FakeService) -> None:

@@ -10,7 +10,10 @@ approvals, retries, rollback) is the same for every service:
    where the service expects it; :meth:`Connector.is_transient` says which failures are worth retrying.
 3. *How is it undone?* :meth:`Connector.undo_for` derives an :class:`UndoConfig` from the call and its
    result; :meth:`Connector.run_undo` runs it, with the undo's own idempotency key.
-4. *What must never be stored?* :attr:`Connector.sensitive_fields` extends the default redaction list.
+4. *What must never be stored?* :attr:`Connector.sensitive_fields` extends the default redaction list
+   (:mod:`agentrein_core.redaction`). An undo's parameters are redacted too, and an undo left holding
+   ``[REDACTED]`` is refused at rollback, so an undo must carry no secret: credentials come from
+   :meth:`Connector.server_client`.
 
 :mod:`agentrein_core.runner` runs the calls and their inverses (keyed, retried, awaited) the same way for every
 connector. In server mode inverses run in the server, through a client the connector builds from the

@@ -54,6 +54,10 @@ class Connectors:
         found = self._by_name.get(name)
         return found.sensitive_fields if found is not None else frozenset()
 
+    def every_sensitive_field(self) -> frozenset[str]:
+        """The fields every installed connector redacts: for text of no one connector (intents, log lines)."""
+        return frozenset().union(*(c.sensitive_fields for c in self._by_name.values()))
+
     def get(self, name: str) -> Connector:
         try:
             return self._by_name[name]

@@ -1,16 +1,50 @@
-"""Redaction of secrets from payloads and responses before anything is stored.
+"""Redaction of secrets from what AgentRein stores and logs.
 
-A value is replaced by ``REDACTED`` when its key names a secret (compared without case, ``-`` or ``_``, and
-as a substring, so ``X-Api-Key`` and ``client_secret`` are caught; short words such as ``pin`` or ``key`` only
-as a whole word of the key, so ``X-Auth-Key`` is caught and ``spinner`` is not), or when it is a string that
-looks like a payment card number (13-19 digits passing the Luhn check), wherever it stands. Free text (an
-error message, a plain-text body, a URL) is redacted too: the value of every ``key=value`` or ``key: value``
-whose key names a secret, and every card number within it.
+By key. A value is replaced by ``REDACTED`` when its key names a secret (compared without case, ``-`` or
+``_``, and as a substring, so ``X-Api-Key`` and ``client_secret`` are caught; short words such as ``pin`` or
+``key`` only as a whole word of the key, so ``X-Auth-Key`` is caught and ``spinner`` is not), or when it is a
+string that looks like a payment card number (13-19 digits passing the Luhn check), wherever it stands.
+
+In free text (an error message, a plain-text body, an api name, a URL, a session's intent, a reviewer's
+reason, a log line) these are replaced:
+
+- the value of every ``key=value`` or ``key: value`` whose key names a secret;
+- every card number;
+- every known token shape (:data:`KNOWN_TOKENS`: GitHub ``ghp_…``/``github_pat_…``, Stripe ``sk_live_…``,
+  ``rk_…``, ``whsec_…`` and client secrets, Slack ``xoxb-…``, AWS ``AKIA…``, Google ``AIza…``, GitLab
+  ``glpat-…``, OpenAI-style ``sk-…``, npm, PyPI, and JWTs ``eyJ….eyJ….…``), and the token after ``Bearer``;
+- in a URL path, a segment that is a credential. A segment is one when
+  1. it follows a segment whose last word names a secret (:data:`SECRET_SEGMENTS`: ``/token/``, ``/keys/``,
+     ``/secrets/``, ``/password/``, ``/reset/``, ``/invite/``…), or it comes anywhere after a ``/hooks/`` or
+     ``/webhooks/`` segment (Discord's ``/webhooks/<id>/<token>``), unless it is ordinary: a number, a word
+     (letters, then perhaps digits, joined by ``-`` or ``_``: ``refresh``, ``public-key``, ``DB_PASSWORD2``),
+     a version (``v2``), a prefixed id (``key_123``), or a UUID after a collection (``/api_keys/<uuid>``; after
+     ``/reset/`` or ``/invite/`` a UUID is taken for the secret it often is); or it is the third segment after
+     ``/services/`` in a Slack webhook (``/services/T…/B…/<token>``);
+  2. it is a Telegram ``bot<id>:<token>``;
+  3. anywhere, it holds a stretch (of letters, digits, ``-`` and ``_``) of 20 or more characters that looks
+     random: it has letters and digits, not all its parts (between ``-`` and ``_``) are words or numbers,
+     and its Shannon entropy is at least 0.8 of the most its length allows (``log2(min(length, 64))`` bits
+     a character) - random tokens score about 0.85 and above, slugs and names about 0.7 to 0.8 - or it is
+     a run of more than 40 hex digits.
+  Kept, however long: numbers, dates, UUIDs (outside rule 1), prefixed ids (``cus_123``, ``pi_3Mtw…``,
+  AgentRein's ``act_…``), hex of up to 40 digits after at most four letters (MongoDB ObjectIds, UUIDs
+  without dashes, git SHA-1s, Twilio SIDs), and slugs and names whose parts are words (``ada-lovelace``,
+  ``Very-Long-Resource-Name2024``). Not caught, for no shape tells them from a name: a short token, or a
+  token of letters only, where no word before it names a secret; a long CamelCase name with digits
+  (``ProductionCluster2024EuWest``) is taken for a token.
+
+An undo whose stored parameters were redacted cannot be run as it was described:
+:func:`~agentrein_core.runner.run_inverse` refuses it rather than send it. :class:`RedactingFilter` redacts
+log records with the same rules.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -45,17 +79,71 @@ NOT_SECRET_KEYS = frozenset({"idempotencykey"})
 
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 #: ``key=value``, ``key: value``, ``"key": "value"``: the key and what separates it from its value.
-_KEY = re.compile(r"""(?P<key>[A-Za-z][\w.\[\]-]*)["']?\s*[:=]\s*(?P<quote>["']?)""")
+#: (Possessive, and never started within a word: a word followed by neither costs one look, not one a letter.)
+_KEY = re.compile(r"""(?<![A-Za-z])(?P<key>[A-Za-z][\w.\[\]-]*+)["']?\s*[:=]\s*(?P<quote>["']?)""")
 #: A value: with its auth scheme (``Bearer x``) if any, up to the next separator (or closing quote).
 _VALUE = re.compile(r"(?:(?:Bearer|Basic|Token|Digest)\s+)?[^\s&,;\"'<>(){}#]+", re.IGNORECASE)
 _QUOTED = {"'": re.compile(r"[^']*"), '"': re.compile(r'[^"]*')}
-#: A URL path segment that is a credential: a Telegram ``bot<id>:<token>``, or a long run of mixed-case
-#: letters and digits (a Slack or Discord webhook token) that is no prefixed id (``pi_3Mtw…``) or hex.
-_PATH_TOKEN = re.compile(r"(?<=/)(?:bot[0-9]+:[\w-]{20,}|[A-Za-z0-9_-]{24,})(?=[/?#\s'\"]|$)")
-_PREFIXED_ID = re.compile(r"[a-z]{1,12}_")
 _DIGIT_RUN = re.compile(r"(?<![\w-])[0-9](?:[ -]?[0-9]){12,18}(?![\w-])")
-
 _CARD_LIKE = re.compile(r"^[0-9][0-9 -]{11,22}[0-9]$")
+
+#: Tokens whose shape alone gives them away, wherever they stand: each pattern, with the marks one of which
+#: any text it matches holds (a text with none is not searched: most texts hold none).
+KNOWN_TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_[A-Za-z0-9]{36,}"),  # GitHub
+    (("github_pat_",), r"github_pat_[A-Za-z0-9_]{22,}"),
+    (("k_live_", "k_test_"), r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret and restricted keys
+    (("whsec_",), r"whsec_[A-Za-z0-9+/=]{20,}"),  # Stripe webhook signing secrets
+    (("_secret_",), r"[a-z]{2,5}_[A-Za-z0-9]+_secret_[A-Za-z0-9]+"),  # Stripe client secrets (pi_…_secret_…)
+    (("xox", "xapp-"), r"(?:xox[abposer]|xapp)-[A-Za-z0-9-]{10,}"),  # Slack
+    (("AKIA", "ASIA"), r"(?:AKIA|ASIA)[A-Z0-9]{16}"),  # AWS access key ids
+    (("AIza",), r"AIza[A-Za-z0-9_-]{35}"),  # Google API keys
+    (("glpat-",), r"glpat-[A-Za-z0-9_-]{20,}"),  # GitLab
+    (("sk-",), r"sk-(?=[\w-]*[0-9])(?=[\w-]*[A-Z])[\w-]{32,}"),  # OpenAI, Anthropic and the like
+    (("npm_",), r"npm_[A-Za-z0-9]{36}"),
+    (("pypi-",), r"pypi-[A-Za-z0-9_-]{50,}"),
+    (("eyJ",), r"eyJ[\w-]+\.eyJ[\w-]+\.[\w-]*"),  # a JWT: base64url of '{"…' twice, then a signature
+    (("earer ",), r"(?<=[Bb]earer )(?![A-Z]?[a-z]+\b)[A-Za-z0-9._~+/-]{8,}=*"),  # after Bearer (not a word)
+)
+_TOKEN_MARK = re.compile("|".join(re.escape(mark) for marks, _ in KNOWN_TOKENS for mark in marks))
+_KNOWN_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(pattern for _, pattern in KNOWN_TOKENS) + r")")
+
+#: Collections whose members are secrets: the segment after one is a secret unless ordinary (a UUID there is
+#: the id of a member, ``/api_keys/<uuid>``)...
+SECRET_COLLECTIONS = frozenset({"tokens", "secrets", "keys", "apikeys", "passwords", "invites", "invitations"})
+#: ...and every last word of a path segment after which the next one is a secret unless ordinary.
+SECRET_SEGMENTS = SECRET_COLLECTIONS | {
+    "token",
+    "secret",
+    "key",
+    "apikey",
+    "password",
+    "passwd",
+    "reset",
+    "invite",
+    "invitation",
+    "verify",
+    "confirm",
+    "activate",
+}
+#: Segments after which every segment that is not ordinary is a secret (webhook URLs carry their token).
+HOOK_SEGMENTS = frozenset({"hook", "hooks", "webhook", "webhooks"})
+_NAMING_SUFFIXES = tuple(SECRET_SEGMENTS | HOOK_SEGMENTS)
+#: A URL path: ``/``-separated segments, up to its query, fragment, whitespace or quotes.
+_PATH = re.compile(r"(?:/[^/?#\s'\"<>(){},;|\\^`]*)+")
+_SLACK_IDS = re.compile(r"T[A-Z0-9]+/B[A-Z0-9]+")
+_TELEGRAM = re.compile(r"bot[0-9]+:[\w-]{20,}")
+_ORDINARY = re.compile(r"[0-9]+|v[0-9]+|[A-Za-z]+[0-9]*(?:[-_][A-Za-z]+[0-9]*)*|[a-z]{1,12}_[A-Za-z0-9]+")
+_STRETCH = re.compile(r"[A-Za-z0-9_-]{20,}")
+_PREFIXED_ID = re.compile(r"[a-z]{1,12}_")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_HEX = re.compile(r"[A-Za-z]{0,4}?([0-9a-fA-F]+)")
+#: A part of a slug or name: a word (perhaps capitalised, perhaps followed by digits), an acronym, a number
+#: (perhaps with a suffix: ``2nd``, ``4k``) or dimensions (``1024x768``).
+_WORD_PART = re.compile(r"[A-Z]?[a-z]*[0-9]*|[A-Z]+[0-9]*|[0-9]+(?:[a-z]{1,2}|x[0-9]+)?")
+_PARTS = re.compile(r"[-_]")
+#: How evenly a stretch's characters must be spread, as a share of the most its length allows.
+RANDOM_ENTROPY = 0.8
 
 
 def normalise_key(key: str) -> str:
@@ -83,19 +171,56 @@ def _card_in_text(match: re.Match[str]) -> str:
     return REDACTED if looks_like_card_number(match.group(0)) else match.group(0)
 
 
-def _token_in_path(match: re.Match[str]) -> str:
-    segment = match.group(0)
-    if segment.startswith("bot"):
-        return REDACTED
-    if _PREFIXED_ID.match(segment):
-        return segment
-    # Words joined by dashes (``Very-Long-Name2024``) are a name; a token has a long run of its own.
-    runs = [run for run in re.split(r"[-_]", segment) if len(run) >= 20]
-    return REDACTED if any(_is_mixed(run) for run in runs) else segment
+def _last_word(segment: str) -> str | None:
+    """The segment's last word, lowercase (``api_keys`` -> ``keys``; ``monkey`` -> ``monkey``)."""
+    words = _WORD.findall(segment)
+    return words[-1].lower() if words else None
 
 
-def _is_mixed(run: str) -> bool:
-    return any(c.islower() for c in run) and any(c.isupper() for c in run) and any(c.isdigit() for c in run)
+def _redact_path(match: re.Match[str]) -> str:
+    segments = match.group(0).split("/")
+    named: str | None = None  # the last word of the previous segment, when it names a secret
+    hooked = False  # a hooks segment came before
+    for i, segment in enumerate(segments):
+        if segment and segment != REDACTED:
+            if (named or hooked) and not _ordinary(segment, named in SECRET_COLLECTIONS):
+                segments[i] = REDACTED
+            elif i >= 3 and segments[i - 3] == "services" and _SLACK_IDS.fullmatch("/".join(segments[i - 2 : i])):
+                segments[i] = REDACTED  # a Slack webhook's /services/T…/B…/<token>
+            elif len(segment) >= 20 and (_TELEGRAM.fullmatch(segment) or _holds_random_stretch(segment)):
+                segments[i] = REDACTED
+        last = _last_word(segment) if segment.lower().endswith(_NAMING_SUFFIXES) else None  # most name nothing
+        named = last if last in SECRET_SEGMENTS else None
+        hooked = hooked or last in HOOK_SEGMENTS
+    return "/".join(segments)
+
+
+def _ordinary(segment: str, in_collection: bool) -> bool:
+    return _ORDINARY.fullmatch(segment) is not None or (in_collection and _UUID.fullmatch(segment) is not None)
+
+
+def _holds_random_stretch(segment: str) -> bool:
+    return any(_looks_random(stretch) for stretch in _STRETCH.findall(segment))
+
+
+def _looks_random(stretch: str) -> bool:
+    """A stretch of 20+ letters, digits, ``-`` and ``_`` that is a token rather than an id or a name."""
+    if _PREFIXED_ID.match(stretch) or _UUID.fullmatch(stretch):
+        return False
+    hex_run = _HEX.fullmatch(stretch)
+    if hex_run is not None and any(c.isdigit() for c in stretch):
+        return len(hex_run.group(1)) > 40  # ids up to SHA-1's 40 digits; a longer run is a secret
+    if not any(c.isdigit() for c in stretch) or not any(c.isalpha() for c in stretch):
+        return False
+    if all(_WORD_PART.fullmatch(part) for part in _PARTS.split(stretch)):
+        return False
+    return _entropy(stretch) >= RANDOM_ENTROPY * math.log2(min(len(stretch), 64))
+
+
+def _entropy(text: str) -> float:
+    """Shannon entropy in bits a character."""
+    n = len(text)
+    return -sum(k / n * math.log2(k / n) for k in Counter(text).values())
 
 
 class Redactor:
@@ -132,15 +257,17 @@ class Redactor:
         return UndoConfig(undo.type, params, undo.require_approval)
 
     def redact_text(self, text: str) -> str:
-        """``text`` with the value of every secret ``key=value`` (or ``key: value``), every token-like URL
-        path segment and every card number replaced: error messages, plain-text bodies, api names and URLs
-        carry secrets in free text."""
+        """``text`` with the value of every secret ``key=value`` (or ``key: value``), every known token, every
+        credential in a URL path and every card number replaced (the rules of the module's docstring): error
+        messages, plain-text bodies, api names, URLs, intents and reasons carry secrets in free text."""
         if looks_like_card_number(text):
             return REDACTED
         if "=" in text or ":" in text:  # the common case, a short text of neither, costs no regex
             text = self._redact_pairs(text)
+        if _TOKEN_MARK.search(text):
+            text = _KNOWN_TOKEN.sub(REDACTED, text)
         if "/" in text:
-            text = _PATH_TOKEN.sub(_token_in_path, text)
+            text = _PATH.sub(_redact_path, text)
         return _DIGIT_RUN.sub(_card_in_text, text)
 
     def _redact_pairs(self, text: str) -> str:
@@ -173,14 +300,58 @@ class Redactor:
 
 class Redactors:
     """One :class:`Redactor` per connector, built once: the default fields plus those ``fields_of`` the
-    connector (its ``sensitive_fields``; none for a connector that is not installed)."""
+    connector (its ``sensitive_fields``; none for a connector that is not installed); and :attr:`common`, for
+    text of no one connector (a session's intent, a reviewer's reason, a rollback's trigger, a log line),
+    with every installed connector's fields (``every_field``)."""
 
-    def __init__(self, fields_of: Callable[[str], Iterable[str]]) -> None:
+    def __init__(self, fields_of: Callable[[str], Iterable[str]], every_field: Iterable[str] = ()) -> None:
         self._fields_of = fields_of
         self._by_connector: dict[str, Redactor] = {}
+        self.common = Redactor(every_field)
 
     def of(self, connector: str) -> Redactor:
         redactor = self._by_connector.get(connector)
         if redactor is None:  # a race builds the same redactor twice, harmlessly
             redactor = self._by_connector[connector] = Redactor(self._fields_of(connector))
         return redactor
+
+
+#: The loggers AgentRein's own lines are written to (a filter on a logger sees only the records made on it,
+#: not those its children pass up).
+AGENTREIN_LOGGERS = ("agentrein", "agentrein.server", "agentrein.verification")
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts each record's message, and the traceback it carries, with ``redactor``'s free-text rules:
+    a log line may hold a URL with its token (httpx logs every request's URL at INFO), an api name or an
+    error that echoes a card."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its format fails in the handler, as without us
+            return True
+        redacted = self.redactor.redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            # Formatted here once, so that handlers print this text rather than format the exception again.
+            record.exc_text = self.redactor.redact_text(_TRACEBACKS.formatException(record.exc_info))
+        return True
+
+
+_TRACEBACKS = logging.Formatter()
+
+
+def redact_logs(redactor: Redactor, loggers: Iterable[str]) -> None:
+    """Put a :class:`RedactingFilter` with ``redactor`` on each of ``loggers``, in place of one put there
+    before (so a process that starts many servers or clients keeps one filter a logger)."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, RedactingFilter)]:
+            logger.removeFilter(old)
+        logger.addFilter(RedactingFilter(redactor))

@@ -17,8 +17,9 @@ import asyncio
 from typing import Any
 
 from agentrein_core.connector import Connector, PreparedCall
-from agentrein_core.errors import AgentReinError
+from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import Action
+from agentrein_core.redaction import REDACTED
 from agentrein_core.retry import async_retrying, retrying
 
 
@@ -54,6 +55,14 @@ def run_inverse(
     raises :class:`AgentReinError` and sends nothing."""
     undo = action.undo
     assert undo is not None
+    redacted = _redacted_param(undo.params)
+    if redacted is not None:
+        # Sent as stored, it would not be the inverse the agent described (a 404 for a redacted URL would
+        # even pass for "already undone"): refused, so the rollback says it failed.
+        raise UndoError(
+            f"the undo of {action.api_name} cannot run: its {redacted} held a secret, which AgentRein does not "
+            "store; undo this action by hand"
+        )
 
     def worth_again(error: BaseException) -> bool:
         return connector.is_transient(error) or _outcome_unknown(error)
@@ -61,6 +70,17 @@ def run_inverse(
     for attempt in retrying(worth_again):
         with attempt:
             _settle(connector.run_undo(undo, client, action.undo_idempotency_key), loop)
+
+
+def _redacted_param(params: Any, where: str = "") -> str | None:
+    """The name of the first parameter (``url``, ``body.token``) whose stored value was redacted, if any."""
+    if isinstance(params, dict):
+        found = (_redacted_param(v, f"{where}.{k}" if where else str(k)) for k, v in params.items())
+    elif isinstance(params, list):
+        found = (_redacted_param(v, f"{where}[{i}]") for i, v in enumerate(params))
+    else:
+        return where or "parameters" if isinstance(params, str) and REDACTED in params else None
+    return next((name for name in found if name is not None), None)
 
 
 def _outcome_unknown(error: BaseException) -> bool:

@@ -20,7 +20,7 @@ from agentrein.served import ServedMode
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors, installed_connectors
-from agentrein_core.redaction import Redactor
+from agentrein_core.redaction import AGENTREIN_LOGGERS, Redactor, redact_logs
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
 from agentrein_core.views import ApprovalInfo, SessionInfo
 
@@ -55,6 +55,8 @@ class AgentRein:
     ) -> None:
         self.organisation = organisation
         self._connectors = connectors or installed_connectors()
+        # AgentRein's own log lines name api names and errors, which may hold what the store never keeps.
+        redact_logs(Redactor(self._connectors.every_sensitive_field()), AGENTREIN_LOGGERS)
         #: The clients wrapped in this process, by session and connector: embedded rollbacks run through them.
         self._clients = ClientUndoExecutor(self._connectors)
         base_url = base_url or (os.environ.get(URL_ENV) if database_url is None else None)

@@ -25,6 +25,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from agentrein_core import redaction
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
 from agentrein_core.environment import positive_number
 from agentrein_core.errors import ValidationError
@@ -54,6 +55,9 @@ from agentrein_server.workers import Workers
 log = logging.getLogger("agentrein.server")
 
 LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
+#: Loggers whose records are redacted as the store is: AgentRein's own, and httpx's, which logs at INFO the
+#: URL of every request the server makes (inverses, webhook deliveries, verifier calls), tokens and all.
+REDACTED_LOGGERS = ("httpx", *redaction.AGENTREIN_LOGGERS)
 #: Request bodies larger than this are refused with 413 before they are read in full.
 MAX_BODY_BYTES = 1024 * 1024
 #: Threads for the (synchronous) request handlers; a long-poll holds one while it waits, so there must be
@@ -72,6 +76,7 @@ def open_services(
     store = Store(database_url)
     connectors = connectors or installed_connectors()
     engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
+    redaction.redact_logs(engine.redactors.common, REDACTED_LOGGERS)
     if vault is None:
         if store.dialect == "postgresql" and not os.environ.get(SECRET_KEY_ENV):
             raise ValidationError(

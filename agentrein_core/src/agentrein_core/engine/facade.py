@@ -51,7 +51,11 @@ class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, Inten
         self.store = store
         self.clock = clock
         self.connectors = connectors
-        self.redactors = Redactors(connectors.sensitive_fields if connectors is not None else lambda name: ())
+        self.redactors = (
+            Redactors(connectors.sensitive_fields, connectors.every_sensitive_field())
+            if connectors is not None
+            else Redactors(lambda name: ())
+        )
         self.rollback_lease = rollback_lease
         self.delivery_retry_after = delivery_retry_after
         self.retention = retention or retention_from_environment()

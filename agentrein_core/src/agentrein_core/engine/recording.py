@@ -58,7 +58,9 @@ class Recording(UseCases):
             session_id=new_id("ses"),
             org_id=org_id,
             agent_id=validation.text("agent_id", agent_id, 200),
-            intent=validation.text("intent", intent, validation.MAX_TEXT, allow_empty=True),
+            intent=validation.redacted_text(
+                "intent", intent, validation.MAX_TEXT, self.redactors.common, allow_empty=True
+            ),
             sandbox=validation.boolean("sandbox", sandbox),
             status=SessionStatus.ACTIVE,
             created_at=now,
@@ -155,10 +157,9 @@ class Recording(UseCases):
         policy's own timeout when it has one), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
         operation_type = OperationType(operation_type)
         self._check_connector(connector)
-        validation.text("api_name", api_name, 500)
         validation.json_value("payload", payload)
         redactor = self.redactors.of(connector)
-        api_name, payload = redactor.redact_text(api_name), redactor.redact(payload)
+        api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
         now = self.clock()
         blocked: PolicyBlockedError | None = None
         no_gates: ApprovalRejectedError | None = None
@@ -332,12 +333,11 @@ class Recording(UseCases):
         validation.text("idempotency_key", idempotency_key, 100)
         self._check_connector(connector)
         self._check_undo(connector, undo)
-        validation.text("api_name", api_name, 500)
         validation.json_value("payload", payload)
         validation.json_value("response", response)
         validation.undo_params(undo)
         redactor = self.redactors.of(connector)
-        api_name, payload = redactor.redact_text(api_name), redactor.redact(payload)
+        api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
         response, undo = redactor.redact(response), redactor.redact_undo(undo)
         if not succeeded:
             error = redactor.redact_text(validation.text("error", error or "failed", validation.MAX_TEXT))

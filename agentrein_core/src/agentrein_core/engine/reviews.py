@@ -77,7 +77,7 @@ class Reviews(UseCases):
         saying it was withdrawn and why; the action becomes ``FAILED``. Nothing is rolled back by it: nobody
         refused the call (the agent may go on; an operator may roll the session back). A request decided
         meanwhile stays as decided (:class:`InvalidTransitionError`)."""
-        why = "withdrawn: " + validation.text("reason", reason, validation.MAX_TEXT)
+        why = "withdrawn: " + validation.redacted_text("reason", reason, validation.MAX_TEXT, self.redactors.common)
         now = self.clock()
         with self.store.transaction() as tx:
             approval = approval_of(tx, org_id, approval_id)
@@ -95,9 +95,10 @@ class Reviews(UseCases):
     def _decide(
         self, org_id: str, approval_id: str, status: ApprovalStatus, reviewer: str, reason: str | None
     ) -> Approval:
-        reviewer = validation.text("reviewer", reviewer, 200)
-        reason = (
-            validation.text("reason", reason, validation.MAX_TEXT, allow_empty=True) if reason is not None else None
-        )
+        # Free text of a person's choosing, redacted like an error text: a reason may quote the card or token.
+        redactor = self.redactors.common
+        reviewer = validation.redacted_text("reviewer", reviewer, 200, redactor)
+        if reason is not None:
+            reason = validation.redacted_text("reason", reason, validation.MAX_TEXT, redactor, allow_empty=True)
         with self.store.transaction() as tx:
             return apply_decision(tx, self.clock(), approval_of(tx, org_id, approval_id), status, reviewer, reason)

@@ -70,7 +70,9 @@ class Rollbacks(UseCases):
                 return running
             view = read_session(tx, session)
             rules.check_rollback_allowed(session, view.actions, view.display_status, caller_role)
-            requested_by = validation.text("requested_by", requested_by, 200)
+            redactor = self.redactors.common  # who asked and why are free text: a reason may quote a secret
+            requested_by = validation.redacted_text("requested_by", requested_by, 200, redactor)
+            trigger = validation.redacted_text("trigger", trigger, 200, redactor)
             return start_rollback(tx, self.clock(), session, requested_by, trigger, approval_timeout=approval_timeout)
 
     def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:

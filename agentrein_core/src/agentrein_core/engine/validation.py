@@ -10,7 +10,7 @@ import re
 import secrets
 from datetime import timedelta
 from enum import Enum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -18,6 +18,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from agentrein_core import nesting
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
+
+if TYPE_CHECKING:
+    from agentrein_core.redaction import Redactor
 
 E = TypeVar("E", bound=Enum)
 
@@ -41,6 +44,15 @@ def text(field: str, value: object, max_len: int, allow_empty: bool = False) -> 
     if len(value) > max_len:
         raise ValidationError(field, f"must be at most {max_len} characters")
     return value
+
+
+def redacted_text(field: str, value: object, max_len: int, redactor: Redactor, allow_empty: bool = False) -> str:
+    """:func:`text` with its secrets redacted, refused if the marker made it longer than ``max_len`` (a short
+    secret is replaced by a longer marker, and the record keeps no more)."""
+    redacted = redactor.redact_text(text(field, value, max_len, allow_empty))
+    if len(redacted) > max_len:
+        raise ValidationError(field, f"must be at most {max_len} characters once its secrets are redacted")
+    return redacted
 
 
 def boolean(field: str, value: object) -> bool:

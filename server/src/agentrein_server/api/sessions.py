@@ -144,12 +144,14 @@ class SessionController(Controller):
         """Start the session's rollback (or return the one under way); the server's workers run it.
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
         request = data or bodies.RollbackRequest()
+        trigger = f"requested: {request.reason}" if request.reason else "requested"
         job = services.engine.request_rollback(
             caller.org_id,
             session_id,
             caller_role=caller.role,
             requested_by=caller.label,
-            trigger=(f"requested: {request.reason}" if request.reason else "requested")[:200],
+            # Redacted before it is cut short: a secret cut in two would no longer be recognised.
+            trigger=services.engine.redactors.common.redact_text(trigger)[:200],
             approval_timeout=bodies.timeout(request.approval_timeout_ms),
         )
         return _job(job)
