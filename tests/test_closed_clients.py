@@ -133,6 +133,14 @@ def undo_tokens(service: FakeService) -> list[str | None]:
     return [r.authorization for r in service.calls("DELETE")]
 
 
+def ordered_by_a_closed_client(ar: AgentRein, service: FakeService, token: str) -> SessionInfo:
+    """A session whose order was created inside a ``with`` block, its client closed since."""
+    session = ar.new_session(agent_id="a", intent="i")
+    with bearer(service, token) as closing:
+        ar.wrap(closing, session, connector="http").post("/v1/orders", json={})
+    return session
+
+
 def test_an_action_is_undone_with_its_own_client_while_it_is_open(embedded: AgentRein, service: FakeService) -> None:
     session = embedded.new_session(agent_id="a", intent="i")
     embedded.wrap(bearer(service, "a"), session, connector="http").post("/v1/orders", json={})
@@ -146,9 +154,7 @@ def test_an_action_is_undone_with_its_own_client_while_it_is_open(embedded: Agen
 def test_the_newest_open_client_of_the_session_undoes_what_a_closed_client_did(
     embedded: AgentRein, service: FakeService
 ) -> None:
-    session = embedded.new_session(agent_id="a", intent="i")
-    with bearer(service, "a") as closing:
-        embedded.wrap(closing, session, connector="http").post("/v1/orders", json={})
+    session = ordered_by_a_closed_client(embedded, service, "a")
     embedded.wrap(bearer(service, "b"), session, connector="http")
     embedded.wrap(bearer(service, "c"), session, connector="http")
     embedded.rollback_session(session)
@@ -158,9 +164,7 @@ def test_the_newest_open_client_of_the_session_undoes_what_a_closed_client_did(
 def test_a_closed_client_is_reopened_when_the_session_has_no_open_one(
     embedded: AgentRein, service: FakeService
 ) -> None:
-    session = embedded.new_session(agent_id="a", intent="i")
-    with bearer(service, "a") as closing:
-        embedded.wrap(closing, session, connector="http").post("/v1/orders", json={})
+    session = ordered_by_a_closed_client(embedded, service, "a")
     with bearer(service, "b") as closing:
         embedded.wrap(closing, session, connector="http")  # newer, but closed too: the action's own wins
     embedded.rollback_session(session)
@@ -200,6 +204,13 @@ def enable_http(database_url: str, organisation: str, allowed_hosts: list[str]) 
     assert result.exit_code == 0, result.output
 
 
+def an_order(ar: AgentRein, service: FakeService) -> SessionInfo:
+    """A session in which the agent created an order, through a client it leaves open."""
+    session = ar.new_session(agent_id="a", intent="i")
+    ar.wrap(bearer(service, "agent"), session, connector="http").post("/v1/orders", json={})
+    return session
+
+
 @pytest.fixture
 def another_process(embedded: AgentRein, database_url: str) -> Iterator[AgentRein]:
     """AgentRein of another process on the same records: it has wrapped no client."""
@@ -212,8 +223,7 @@ def another_process(embedded: AgentRein, database_url: str) -> Iterator[AgentRei
 def test_a_process_that_wrapped_no_client_rolls_back_through_the_organisation_s_stored_settings(
     embedded: AgentRein, another_process: AgentRein, database_url: str, service: FakeService
 ) -> None:
-    session = embedded.new_session(agent_id="a", intent="i")
-    embedded.wrap(bearer(service, "agent"), session, connector="http").post("/v1/orders", json={})
+    session = an_order(embedded, service)
     enable_http(database_url, embedded.organisation, ["127.0.0.1"])
     rolled_back = another_process.rollback_session(session)
     assert undone(rolled_back) == [(ActionStatus.ROLLED_BACK, UndoStatus.DONE)]
@@ -224,8 +234,7 @@ def test_a_process_that_wrapped_no_client_rolls_back_through_the_organisation_s_
 def test_stored_settings_refuse_an_undo_outside_their_allowed_hosts(
     embedded: AgentRein, another_process: AgentRein, database_url: str, service: FakeService
 ) -> None:
-    session = embedded.new_session(agent_id="a", intent="i")
-    embedded.wrap(bearer(service, "agent"), session, connector="http").post("/v1/orders", json={})
+    session = an_order(embedded, service)
     enable_http(database_url, embedded.organisation, ["api.example.com"])
     with pytest.raises(RollbackFailedError) as raised:
         another_process.rollback_session(session)
@@ -240,9 +249,7 @@ def test_a_closed_client_of_the_session_is_reopened_rather_than_the_stored_setti
     embedded: AgentRein, database_url: str, service: FakeService
 ) -> None:
     enable_http(database_url, embedded.organisation, ["127.0.0.1"])
-    session = embedded.new_session(agent_id="a", intent="i")
-    with bearer(service, "agent") as closing:
-        embedded.wrap(closing, session, connector="http").post("/v1/orders", json={})
+    session = ordered_by_a_closed_client(embedded, service, "agent")
     embedded.rollback_session(session)
     assert undo_tokens(service) == ["Bearer agent"]
 
@@ -253,9 +260,7 @@ def test_stored_credentials_are_read_with_the_key_file_the_command_line_made_bes
     monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
     url = f"sqlite:///{tmp_path / 'agentrein.db'}"
     with AgentRein(url) as agent:
-        session = agent.new_session(agent_id="a", intent="i")
-        agent.wrap(bearer(service, "agent"), session, connector="http").post("/v1/orders", json={})
-        organisation = agent.organisation
+        session, organisation = an_order(agent, service), agent.organisation
     enable_http(url, organisation, ["127.0.0.1"])  # makes the key file
     with AgentRein(url) as later:
         assert undone(later.rollback_session(session)) == [(ActionStatus.ROLLED_BACK, UndoStatus.DONE)]
