@@ -265,3 +265,21 @@ def test_stored_credentials_are_read_with_the_key_file_the_command_line_made_bes
     with AgentRein(url) as later:
         assert undone(later.rollback_session(session)) == [(ActionStatus.ROLLED_BACK, UndoStatus.DONE)]
     assert undo_tokens(service) == ["Bearer org-token"]
+
+
+def test_stored_credentials_without_their_secret_key_fail_the_undo_saying_where_the_key_was_looked_for(
+    tmp_path: Path, service: FakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    monkeypatch.setenv(SECRET_KEY_ENV, Fernet.generate_key().decode())
+    with AgentRein(url) as agent:
+        session, organisation = an_order(agent, service), agent.organisation
+    enable_http(url, organisation, ["127.0.0.1"])
+    monkeypatch.delenv(SECRET_KEY_ENV)  # the agent's process was not given the key, and no key file was made
+    with AgentRein(url) as later, pytest.raises(RollbackFailedError) as raised:
+        later.rollback_session(session)
+    (action,) = raised.value.session.actions
+    assert f"no secret key (set {SECRET_KEY_ENV}" in (action.error or "")
+    assert "agentrein.db.secret-key" in (action.error or "")
+    assert service.calls("DELETE") == []
+    assert not (tmp_path / "agentrein.db.secret-key").exists()

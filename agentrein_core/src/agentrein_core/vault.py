@@ -43,12 +43,12 @@ class Vault:
         key = os.environ.get(SECRET_KEY_ENV)
         if key:
             return cls(key)
-        if not key_file.exists() and not create:
-            raise AgentReinError(
-                f"the stored connector credentials cannot be decrypted: no secret key (set {SECRET_KEY_ENV} as "
-                f"the server and the command line have it, or keep their key file {key_file})"
-            )
         if not key_file.exists():
+            if not create:
+                raise AgentReinError(
+                    f"the stored connector credentials cannot be decrypted: no secret key (set {SECRET_KEY_ENV} "
+                    f"as the server and the command line have it, or keep their key file {key_file})"
+                )
             key_file.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as out:
@@ -77,7 +77,7 @@ class Vault:
             credentials: JSON = json.loads(self._fernet.decrypt(token.encode()))
         except InvalidToken:
             raise AgentReinError(
-                "the stored connector credentials cannot be decrypted with this server's secret key "
+                "the stored connector credentials cannot be decrypted with this secret key "
                 f"(was {SECRET_KEY_ENV} or the key file changed?); store them again"
             ) from None
         return credentials

@@ -2,9 +2,9 @@
 
 Everything a server's workers would do happens here instead: the undos of a rollback run through the clients
 wrapped in this process, or the organisation's stored connector settings where it wrapped none
-(:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are
-expired and idle sessions abandoned now and then as this process reads, and intent checks run in a background
-thread (:mod:`agentrein.checks`). The embedded caller owns its database, so it has an operator's rights (it
+(:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are expired and idle sessions
+abandoned now and then as this process reads, and intent checks run in a background thread
+(:mod:`agentrein.checks`). The embedded caller owns its database, so it has an operator's rights (it
 may, for instance, roll back a session it already completed).
 """
 
