@@ -20,8 +20,8 @@ from cryptography.fernet import Fernet
 from agentrein import AgentRein
 from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import Plan, Role
+from agentrein_core.vault import Vault
 from agentrein_server.app import create_app, open_services
-from agentrein_server.vault import Vault
 
 #: The http connector's settings that let the server undo calls made to the loopback fake service.
 LOOPBACK_HTTP = {"allowedHosts": ["127.0.0.1"]}

@@ -27,7 +27,7 @@ from agentrein_core.engine import Engine
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
 from agentrein_core.store import Store
-from agentrein_server.vault import SECRET_KEY_ENV
+from agentrein_core.vault import SECRET_KEY_ENV
 from agentrein_testing import FakeService
 
 runner = CliRunner()

@@ -1,4 +1,5 @@
-"""The http connector on its own, against respx routes (no socket): what it records and how it undoes."""
+"""The http connector on its own, against respx routes and mock transports (no socket; the loopback fake where
+a request must really go out): what it records, how it undoes, how it reopens a closed client."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.statuses import OperationType
 from agentrein_http import HttpConnector
+from agentrein_testing import FakeService
 
 connector = HttpConnector()
 
@@ -102,3 +104,98 @@ def test_an_undo_refused_by_the_service_is_an_undo_error() -> None:
 )
 def test_transient_errors(error: BaseException, transient: bool) -> None:
     assert connector.is_transient(error) is transient
+
+
+# Reopening a client the agent closed (``with httpx.Client(...) as raw:``) ---------------------------------
+
+
+def mocked(seen: list[httpx.Request]) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    return httpx.MockTransport(handle)
+
+
+def test_only_a_closed_httpx_client_is_closed() -> None:
+    client = httpx.Client()
+    assert not connector.is_closed(client)
+    client.close()
+    assert connector.is_closed(client)
+
+
+@pytest.mark.parametrize("kind", [httpx.Client, httpx.AsyncClient])
+def test_a_reopened_client_keeps_the_closed_ones_settings(kind: type[httpx.Client] | type[httpx.AsyncClient]) -> None:
+    seen: list[httpx.Request] = []
+    hooked: list[str] = []
+
+    def hook(request: httpx.Request) -> None:
+        hooked.append(request.method)
+
+    async def async_hook(request: httpx.Request) -> None:
+        hook(request)
+
+    closed = kind(
+        base_url="http://127.0.0.1:9/api",
+        headers={"X-Tenant": "acme"},
+        cookies={"sid": "c-1"},
+        params={"region": "eu"},
+        timeout=7.5,
+        follow_redirects=True,
+        max_redirects=3,
+        trust_env=False,
+        event_hooks={"request": [async_hook if kind is httpx.AsyncClient else hook]},
+        transport=mocked(seen),
+    )
+    closed.auth = ("agent", "s3cret")  # type: ignore[assignment]
+    if isinstance(closed, httpx.AsyncClient):
+        asyncio.run(closed.aclose())
+    else:
+        closed.close()
+    reopened = connector.reopen(closed)
+    assert type(reopened) is kind and not reopened.is_closed
+    assert (reopened.timeout, reopened.follow_redirects, reopened.max_redirects, reopened.trust_env) == (
+        httpx.Timeout(7.5),
+        True,
+        3,
+        False,
+    )
+
+    async def send_async() -> None:
+        assert isinstance(reopened, httpx.AsyncClient)
+        async with reopened:
+            await reopened.delete("orders/1")
+
+    if isinstance(reopened, httpx.AsyncClient):
+        asyncio.run(send_async())
+    else:
+        with reopened:
+            reopened.delete("orders/1")
+    (request,) = seen  # through the closed client's own transport
+    assert str(request.url) == "http://127.0.0.1:9/api/orders/1?region=eu"
+    assert (request.headers["X-Tenant"], request.headers["Cookie"]) == ("acme", "sid=c-1")
+    assert request.headers["Authorization"].startswith("Basic ")
+    assert hooked == ["DELETE"]
+
+
+def test_a_reopened_client_keeps_the_transports_mounted_on_the_closed_one() -> None:
+    seen: list[httpx.Request] = []
+    closed = httpx.Client(mounts={"http://127.0.0.1:9": mocked(seen)})
+    closed.close()
+    connector.reopen(closed).delete("http://127.0.0.1:9/v1/orders/1")
+    assert [str(r.url) for r in seen] == ["http://127.0.0.1:9/v1/orders/1"]
+
+
+def test_without_httpx_s_private_transports_a_client_reopens_on_httpx_s_default_one(
+    service: FakeService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version of httpx that keeps its transports elsewhere: the client still reopens, with what httpx shows
+    of it, and a warning says that its transport settings (here a mock) were not carried over."""
+    seen: list[httpx.Request] = []
+    closed = httpx.Client(base_url=service.base_url, headers={"Authorization": "Bearer a"}, transport=mocked(seen))
+    closed.close()
+    del closed._transport, closed._mounts
+    connector.reopen(closed).delete("/v1/orders/ord_1")
+    assert seen == []
+    assert [(r.path, r.authorization) for r in service.calls("DELETE")] == [("/v1/orders/ord_1", "Bearer a")]
+    assert "without its transport settings" in caplog.text

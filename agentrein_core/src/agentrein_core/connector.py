@@ -19,6 +19,15 @@ approvals, retries, rollback) is the same for every service:
 connector. In server mode inverses run in the server, through a client the connector builds from the
 organisation's stored configuration and credentials (:meth:`Connector.server_client`, checked by
 :meth:`Connector.check_config` when an operator stores them).
+
+In embedded mode inverses run through the clients the agent wrapped, which the agent may have closed by the
+time it rolls back (``with httpx.Client(...) as raw:``). An action is undone with the client that made it
+while that one is open (:meth:`Connector.is_closed`); else with the newest open client the session wrapped for
+the connector; else through a client :meth:`Connector.reopen` makes from the closed one (same service, same
+credentials and settings), closed again once the inverse is through; and when the process holds no client
+of the session for the connector, through the organisation's stored settings, as the server would. A client
+with no closed state needs neither method: by default a client is never closed, and reopening gives it back
+as it is.
 """
 
 from __future__ import annotations
@@ -92,6 +101,17 @@ class Connector(ABC):
         """Whether ``error`` is worth retrying with the same idempotency key."""
         return False
 
+    def is_closed(self, client: Any) -> bool:
+        """Whether ``client``, one the agent wrapped, can no longer send (the agent closed it). By default a
+        client has no closed state."""
+        return False
+
+    def reopen(self, client: Any) -> Any:
+        """A client that reaches the service as the closed ``client`` did (its address, credentials and
+        connection settings), to run an inverse through; AgentRein closes it after that inverse (``aclose()``
+        or ``close()``). By default ``client`` itself, which :meth:`is_closed` never says is closed."""
+        return client
+
     def run_undo(self, undo: UndoConfig, client: Any, idempotency_key: str) -> Any:
         """Run the inverse described by ``undo`` through ``client``. Return normally (or an awaitable) when
         the effect is gone, including when the service says it was already gone; raise otherwise."""
@@ -113,7 +133,8 @@ class Connector(ABC):
 
     def server_client(self, config: JSON, credentials: JSON) -> Any:
         """A client through which the server runs this connector's inverses, built from the organisation's
-        settings. Closed after use if it has ``close()``. By default the connector has no server-side undo."""
+        settings (embedded mode too, when the process holds no client of the session). Closed after use if it
+        has ``aclose()`` or ``close()``. By default the connector has no server-side undo."""
         raise UndoError(f"connector {self.name!r} cannot run inverses in the server")
 
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:

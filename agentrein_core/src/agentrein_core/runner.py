@@ -14,6 +14,7 @@ Both run the same way wherever they run (the SDK's guard, the SDK's embedded-mod
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from agentrein_core.connector import Connector, PreparedCall
@@ -21,6 +22,8 @@ from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import Action
 from agentrein_core.redaction import REDACTED
 from agentrein_core.retry import async_retrying, retrying
+
+log = logging.getLogger("agentrein")
 
 
 def run_call(connector: Connector, call: PreparedCall, key: str, *, retryable: bool) -> Any:
@@ -45,14 +48,20 @@ async def run_call_async(connector: Connector, call: PreparedCall, key: str, *, 
 
 
 def run_inverse(
-    connector: Connector, action: Action, client: Any, *, loop: asyncio.AbstractEventLoop | None = None
+    connector: Connector,
+    action: Action,
+    client: Any,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+    close_after: bool = False,
 ) -> None:
     """Undo ``action`` through ``client`` with the action's undo idempotency key, retrying what the connector
-    judges transient; return once the effect is gone, raise otherwise.
+    judges transient; return once the effect is gone, raise otherwise. ``close_after``: ``client`` was made
+    for this inverse (from stored settings, or reopened), and is closed once it is through.
 
     An async client's inverse is awaited on ``loop``, the loop the client belongs to, while that loop runs in
-    another thread; on a fresh loop when none is given or it has stopped. Called on ``loop``'s own thread, it
-    raises :class:`AgentReinError` and sends nothing."""
+    another thread; on one fresh loop for every attempt and the closing when none is given or it has stopped.
+    Called on ``loop``'s own thread, it raises :class:`AgentReinError` and sends nothing."""
     undo = action.undo
     assert undo is not None
     redacted = _redacted_param(undo.params)
@@ -67,9 +76,14 @@ def run_inverse(
     def worth_again(error: BaseException) -> bool:
         return connector.is_transient(error) or _outcome_unknown(error)
 
-    for attempt in retrying(worth_again):
-        with attempt:
-            _settle(connector.run_undo(undo, client, action.undo_idempotency_key), loop)
+    with _Settler(loop) as settle:
+        try:
+            for attempt in retrying(worth_again):
+                with attempt:
+                    settle(connector.run_undo(undo, client, action.undo_idempotency_key))
+        finally:
+            if close_after:
+                _close(client, settle)
 
 
 def _redacted_param(params: Any, where: str = "") -> str | None:
@@ -90,19 +104,52 @@ def _outcome_unknown(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
 
 
-def _settle(outcome: Any, loop: asyncio.AbstractEventLoop | None) -> None:
-    if not asyncio.iscoroutine(outcome):
-        return  # a sync client's inverse has already run
-    if loop is None or not loop.is_running():
-        asyncio.run(outcome)
-        return
-    if _running_loop() is loop:
-        outcome.close()  # not started, so nothing was sent
-        raise AgentReinError(
-            "an async client's rollback cannot run on its own event loop thread; "
-            "call `await asyncio.to_thread(ar.rollback_session, session)` instead"
-        )
-    asyncio.run_coroutine_threadsafe(outcome, loop).result()
+class _Settler:
+    """Sees an inverse's outcome through: a sync client's has already run; an async client's is awaited on its
+    client's running loop, else on a fresh loop kept for the whole inverse, so that the connections an
+    attempt opens there are reused and closed on the loop they belong to."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self._loop = loop
+        self._fresh: asyncio.Runner | None = None
+
+    def __enter__(self) -> _Settler:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._fresh is not None:
+            self._fresh.close()
+
+    def __call__(self, outcome: Any) -> None:
+        if not asyncio.iscoroutine(outcome):
+            return
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            self._fresh = self._fresh or asyncio.Runner()
+            self._fresh.run(outcome)
+            return
+        if _running_loop() is loop:
+            outcome.close()  # not started, so nothing was sent
+            raise AgentReinError(
+                "an async client's rollback cannot run on its own event loop thread; "
+                "call `await asyncio.to_thread(ar.rollback_session, session)` instead"
+            )
+        asyncio.run_coroutine_threadsafe(outcome, loop).result()
+
+
+def _close(client: Any, settle: _Settler) -> None:
+    """Close a client made for one inverse: ``aclose()`` awaited where its requests were, else ``close()``.
+    The inverse's outcome is known by now, so a failure to close is logged and changes nothing."""
+    try:
+        aclose = getattr(client, "aclose", None)
+        if callable(aclose):
+            settle(aclose())
+            return
+        close = getattr(client, "close", None)
+        if callable(close):
+            close()
+    except Exception:
+        log.warning("could not close the client of an inverse", exc_info=True)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -57,16 +57,18 @@ class AgentRein:
         self._connectors = connectors or installed_connectors()
         # AgentRein's own log lines name api names and errors, which may hold what the store never keeps.
         redact_logs(Redactor(self._connectors.every_sensitive_field()), AGENTREIN_LOGGERS)
-        #: The clients wrapped in this process, by session and connector: embedded rollbacks run through them.
-        self._clients = ClientUndoExecutor(self._connectors)
         base_url = base_url or (os.environ.get(URL_ENV) if database_url is None else None)
         if base_url and database_url is not None:
             raise ValidationError("database_url", "give a database_url (embedded) or a base_url (server), not both")
-        self._mode: Mode = (
-            ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""))
-            if base_url
-            else _embedded(database_url, organisation, self._connectors, self._clients)
-        )
+        self._mode: Mode
+        # self._clients: the clients wrapped in this process, by session and connector; embedded rollbacks run
+        # through them.
+        if base_url:
+            self._mode = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""))
+            self._clients = ClientUndoExecutor(self._connectors)  # remembered only: the server runs the undos
+        else:
+            embedded = _embedded(database_url, organisation, self._connectors)
+            self._mode, self._clients = embedded, embedded.clients
         self._journal = Journal(self._mode.identity, journal_path)
 
     @property
@@ -236,15 +238,13 @@ class AgentRein:
         self.close()
 
 
-def _embedded(
-    database_url: str | None, organisation: str, connectors: Connectors, clients: ClientUndoExecutor
-) -> EmbeddedMode:
+def _embedded(database_url: str | None, organisation: str, connectors: Connectors) -> EmbeddedMode:
     """Embedded mode, imported only when it is used: an agent of a server never loads the engine's database
     layer (SQLAlchemy and the rest)."""
     from agentrein.embedded import EmbeddedMode
     from agentrein_core.store import Store
 
-    return EmbeddedMode.for_agent(Store(database_url), organisation, connectors, clients)
+    return EmbeddedMode.for_agent(Store(database_url), organisation, connectors)
 
 
 def _session_id(session: SessionRef) -> str:

@@ -1,9 +1,10 @@
 """Embedded mode: the engine runs in this process, on the database given to it (no server).
 
 Everything a server's workers would do happens here instead: the undos of a rollback run through the clients
-wrapped in this process (:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are
-expired and idle sessions abandoned now and then as this process reads, and intent checks run in a background
-thread (:mod:`agentrein.checks`). The embedded caller owns its database, so it has an operator's rights (it
+wrapped in this process, or the organisation's stored connector settings where it wrapped none
+(:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are expired and idle sessions
+abandoned now and then as this process reads, and intent checks run in a background thread
+(:mod:`agentrein.checks`). The embedded caller owns its database, so it has an operator's rights (it
 may, for instance, roll back a session it already completed).
 """
 
@@ -22,8 +23,10 @@ from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.plugins import Connectors
+from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
 from agentrein_core.store import Store
+from agentrein_core.vault import reader_of, secret_key_file
 from agentrein_core.verifiers import IntentChecks
 from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
 
@@ -57,13 +60,14 @@ class EmbeddedMode:
             self._checks.poke()  # checks a process before this one left unasked
 
     @classmethod
-    def for_agent(
-        cls, store: Store, organisation: str, connectors: Connectors, clients: ClientUndoExecutor
-    ) -> EmbeddedMode:
-        """The mode of an agent's process on ``store``, in ``organisation`` (made when missing)."""
+    def for_agent(cls, store: Store, organisation: str, connectors: Connectors) -> EmbeddedMode:
+        """The mode of an agent's process on ``store``, in ``organisation`` (made when missing). Its undos run
+        through the clients wrapped here and, for a session that wrapped none for a connector, through the
+        organisation's stored settings (credentials read with the key the server and the command line use)."""
         engine = Engine(store, connectors=connectors)
         org_id = engine.ensure_organisation(organisation).org_id
-        return cls(engine, org_id, clients, IntentChecks(engine, connectors))
+        stored = SettingsUndoExecutor(engine, connectors, reader_of(secret_key_file(store.url)))
+        return cls(engine, org_id, ClientUndoExecutor(connectors, stored), IntentChecks(engine, connectors))
 
     # the guard's port ---------------------------------------------------------------------------------
     def log_action(

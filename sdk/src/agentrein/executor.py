@@ -1,17 +1,20 @@
 """Embedded-mode undo: inverses run through the very clients the agent wrapped (their credentials, their
-base URL), retried like the calls themselves."""
+base URL), retried like the calls themselves; failing those, through the organisation's stored settings."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
 
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
 from agentrein_core.runner import run_inverse
+
+if TYPE_CHECKING:
+    from agentrein_core.settings_undo import SettingsUndoExecutor
 
 
 @define
@@ -26,22 +29,32 @@ class ClientRef:
 class ClientUndoExecutor:
     """An :class:`~agentrein_core.rollback.UndoExecutor` over the clients wrapped in this process.
 
-    An action is undone with the client that made it; failing that (the action was made by another process),
-    with the latest client the same session wrapped for the same connector."""
+    An action is undone with the client that made it while that client is open; else with the newest open
+    client the same session wrapped for the same connector (the action was made by another process, or by a
+    client closed since); else through a client the connector reopens from the closed one. With ``stored``,
+    an action of a session that wrapped no client here for its connector is undone through the organisation's
+    stored connector settings, when that connector is enabled (see :mod:`agentrein_core.connector`)."""
 
     connectors: Connectors
+    stored: SettingsUndoExecutor | None = None
     _by_action: dict[str, ClientRef] = field(factory=dict)
-    _by_session: dict[tuple[str, str], ClientRef] = field(factory=dict)
+    #: The clients each session wrapped for each connector, the most recently wrapped or used last.
+    _by_session: dict[tuple[str, str], list[ClientRef]] = field(factory=dict)
     _lock: threading.Lock = field(factory=threading.Lock)
 
     def remember(self, action: Action, ref: ClientRef) -> None:
         with self._lock:
             self._by_action[action.action_id] = ref
-            self._by_session[(action.session_id, action.connector)] = ref
+            self._add(action.session_id, action.connector, ref)
 
     def remember_session(self, session_id: str, connector: str, ref: ClientRef) -> None:
         with self._lock:
-            self._by_session[(session_id, connector)] = ref
+            self._add(session_id, connector, ref)
+
+    def _add(self, session_id: str, connector: str, ref: ClientRef) -> None:
+        refs = self._by_session.setdefault((session_id, connector), [])
+        refs[:] = [known for known in refs if known.client is not ref.client]
+        refs.append(ref)
 
     def on_this_threads_loop(self, session_id: str) -> bool:
         """Whether an async client of the session belongs to the event loop running in this thread: its
@@ -51,20 +64,38 @@ class ClientUndoExecutor:
         except RuntimeError:
             return False
         with self._lock:
-            return any(sid == session_id and ref.loop is running for (sid, _), ref in self._by_session.items())
+            return any(
+                sid == session_id and ref.loop is running for (sid, _), refs in self._by_session.items() for ref in refs
+            )
 
     def knows_session(self, session_id: str) -> bool:
         with self._lock:
             return any(sid == session_id for sid, _ in self._by_session)
 
-    def _ref(self, action: Action) -> ClientRef | None:
+    def _candidates(self, action: Action) -> list[ClientRef]:
+        """The clients that may undo ``action``, in the order they are preferred when open: its own, then the
+        session's for its connector, newest first."""
         with self._lock:
-            return self._by_action.get(action.action_id) or self._by_session.get((action.session_id, action.connector))
+            own = self._by_action.get(action.action_id)
+            wrapped = reversed(self._by_session.get((action.session_id, action.connector), []))
+            return [own] + [ref for ref in wrapped if ref.client is not own.client] if own else list(wrapped)
 
     def can_run(self, action: Action) -> bool:
-        return self._ref(action) is not None and action.connector in self.connectors.names()
+        if action.connector not in self.connectors.names():
+            return False
+        return bool(self._candidates(action)) or (self.stored is not None and self.stored.enabled_for(action))
 
     def run_undo(self, action: Action) -> None:
-        ref = self._ref(action)
-        assert ref is not None
-        run_inverse(self.connectors.get(action.connector), action, ref.client, loop=ref.loop)
+        connector = self.connectors.get(action.connector)
+        candidates = self._candidates(action)
+        if not candidates:
+            assert self.stored is not None  # can_run said so
+            self.stored.run_undo(action)
+            return
+        for ref in candidates:
+            if not connector.is_closed(ref.client):
+                run_inverse(connector, action, ref.client, loop=ref.loop)
+                return
+        closed = candidates[0]  # the action's own client when this process made it
+        client = connector.reopen(closed.client)
+        run_inverse(connector, action, client, loop=closed.loop, close_after=client is not closed.client)

@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from litestar import Litestar, Request, Response
@@ -31,7 +30,9 @@ from agentrein_core.environment import positive_number
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors
+from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
+from agentrein_core.vault import SECRET_KEY_ENV, Vault, secret_key_file
 from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics, problems
 from agentrein_server.api import bodies
@@ -47,8 +48,6 @@ from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.dashboard.rendering import template_config
 from agentrein_server.dashboard.router import dashboard_router, error_page, is_dashboard, root
 from agentrein_server.services import Services, ServicesDep, provide_services
-from agentrein_server.undo import ServerUndoExecutor
-from agentrein_server.vault import SECRET_KEY_ENV, Vault
 from agentrein_server.webhooks import WebhookSender
 from agentrein_server.workers import Workers
 
@@ -88,7 +87,7 @@ def open_services(
         vault = Vault.from_environment(secret_key_file(store.url))
     workers = Workers(
         engine,
-        ServerUndoExecutor(engine, connectors, vault),
+        SettingsUndoExecutor(engine, connectors, vault.decrypt),
         rollback_threads,
         checks=IntentChecks(engine, connectors, vault.decrypt_text),
         sender=WebhookSender(engine, vault),
@@ -101,14 +100,6 @@ def _lease_from_environment() -> timedelta:
     """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``: how soon a rollback left by a crashed server is taken over."""
     seconds = positive_number(LEASE_ENV, "seconds")
     return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
-
-
-def secret_key_file(database_url: str) -> Path:
-    """Where the generated secret key lives when ``$AGENTREIN_SECRET_KEY`` is not set: beside a SQLite
-    database (PostgreSQL needs the variable)."""
-    if database_url.startswith("sqlite:///") and database_url != "sqlite:///:memory:":
-        return Path(database_url.removeprefix("sqlite:///") + ".secret-key")
-    return Path("agentrein.secret-key")
 
 
 def _notifier(connectors: Connectors) -> Callable[[Event], None]:

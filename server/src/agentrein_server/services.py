@@ -16,8 +16,8 @@ from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, OrganisationSettings, Webhook
 from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import WebhookFormat
+from agentrein_core.vault import Vault
 from agentrein_server.auth import Authenticator, Caller
-from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
 
 WEBHOOK_SECRET_PREFIX = "whsec_"

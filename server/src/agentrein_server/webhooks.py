@@ -13,7 +13,7 @@ from agentrein_core import notifications
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Event, Webhook
-from agentrein_server.vault import Vault
+from agentrein_core.vault import Vault
 
 log = logging.getLogger("agentrein.server")
 

@@ -1,8 +1,8 @@
 """The server's background work, in threads of its own:
 
 - rollback workers claim running rollback jobs (leases; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and run
-  their inverses through :class:`ServerUndoExecutor`; a job left by a killed server is taken over when its
-  lease runs out, here or on another replica;
+  their inverses through the organisation's connector settings (:mod:`agentrein_core.settings_undo`); a job
+  left by a killed server is taken over when its lease runs out, here or on another replica;
 - maintenance expires approvals at ``timeoutAt`` and marks sessions idle for 24 h ``ABANDONED``;
 - the verifier checks actions and completed sessions against their intent (:mod:`agentrein_core.verification`);
 - one thread sends webhook deliveries, another hands events to the ``agentrein_notify`` plugins;

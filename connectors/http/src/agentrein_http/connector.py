@@ -7,6 +7,8 @@
   other calls are not undone unless the caller gives an undo (``http-delete`` or ``http-request``).
 - An error status (>= 400) raises ``httpx.HTTPStatusError``; connect/read errors and 429/502/503/504 are
   transient.
+- A client closed before the rollback (``with httpx.Client(...) as raw:``) is reopened for its inverses with
+  the same settings and transports (:mod:`agentrein_http.reopen`).
 - In the server, inverses are sent only where the organisation allows, because an undo is described by the
   agent while the server adds the organisation's credentials to it. Config: ``allowedHosts`` (host[:port]
   globs; one without a port matches any port; none: no undo runs), ``allowedMethods`` (default
@@ -30,6 +32,7 @@ from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.redaction import REDACTED
 from agentrein_core.statuses import OperationType
+from agentrein_http.reopen import reopened
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 HTTP_DELETE = "http-delete"
@@ -200,6 +203,12 @@ class HttpConnector(Connector):
             follow_redirects=False,  # a redirect must not lead an inverse off the allowed hosts
             timeout=30.0,
         )
+
+    def is_closed(self, client: Any) -> bool:
+        return bool(client.is_closed)
+
+    def reopen(self, client: Any) -> httpx.Client | httpx.AsyncClient:
+        return reopened(client)
 
     def is_transient(self, error: BaseException) -> bool:
         if isinstance(error, httpx.HTTPStatusError):

@@ -20,6 +20,7 @@ from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp
 
 from agentrein_core.errors import AgentReinError
+from agentrein_core.vault import Vault
 from agentrein_server.dashboard.admin import (
     ConnectorPages,
     KeyPages,
@@ -33,7 +34,6 @@ from agentrein_server.dashboard.rendering import STATIC
 from agentrein_server.dashboard.sessions import SessionPages
 from agentrein_server.dashboard.signin import SignInController, SignInThrottle
 from agentrein_server.dashboard.viewer import SIGNED_IN_SECONDS, SignInRequired, provide_member, provide_viewer
-from agentrein_server.vault import Vault
 
 log = logging.getLogger("agentrein.server")
 
