@@ -1,5 +1,6 @@
-"""When AgentRein's database cannot be reached: `open` runs the call anyway (warning once), `closed` refuses
-before any side effect. The outage is real: PostgreSQL is reached through a loopback relay the test cuts."""
+"""When AgentRein's database cannot be reached: `open` runs the call anyway (warning once), and opens a
+session anyway, journaling both until the database answers; `closed` refuses before any side effect. The
+outage is real: PostgreSQL is reached through a loopback relay the test cuts or pauses."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from relay import Relay
 
-from agentrein import AgentRein, AgentReinUnavailableError
+from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, SessionStatus
 from agentrein_testing import FakeService
 
 
@@ -44,3 +45,19 @@ def test_closed_mode_refuses_before_any_side_effect(relayed: tuple[AgentRein, Re
     with pytest.raises(AgentReinUnavailableError):
         client.post("/v1/orders", json={})
     assert service.calls() == []
+
+
+def test_open_mode_opens_a_session_while_the_database_is_away_and_records_it_once_it_is_back(
+    relayed: tuple[AgentRein, Relay], service: FakeService
+) -> None:
+    ar, relay = relayed
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="AgentRein is unavailable"):
+        session = ar.new_session(agent_id="a", intent="i")
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    assert client.post("/v1/orders", json={}).status_code == 201
+    ar.complete_session(session)
+    relay.resume()
+    stored = ar.get_session(session)  # replays the journal first
+    assert (stored.id, stored.status) == (session.id, SessionStatus.COMPLETED)
+    assert [a.status for a in stored.actions] == [ActionStatus.SUCCESS]

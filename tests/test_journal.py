@@ -13,7 +13,7 @@ import pytest
 from relay import Relay
 from serving import RunningServer, Tenant
 
-from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus
+from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus, NotFoundError, SessionStatus
 from agentrein.journal import Entry, Journal
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.statuses import OperationType
@@ -99,6 +99,62 @@ def test_closed_mode_refuses_before_any_side_effect_when_the_server_is_away(
     with pytest.raises(AgentReinUnavailableError):
         client.post("/v1/orders", json={})
     assert service.calls() == []
+    assert not journal_in_tmp.exists()
+
+
+def test_a_session_opened_while_the_server_is_away_is_created_with_its_calls_and_completion_once_it_is_back(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="unavailable"):
+        session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    client.post("/v1/orders", json={"n": 1})
+    client.post("/v1/orders", json={"n": 2})
+    assert agent.complete_session(session).status is SessionStatus.COMPLETED
+    with pytest.raises(AgentReinUnavailableError):
+        agent.get_session(session)
+    reader = tenant.client()
+    with pytest.raises(NotFoundError):
+        reader.get_session(session.id)  # the server itself is up: nothing reached it
+    relay.resume()
+    agent.close()  # replays what is journaled
+    stored = reader.get_session(session.id)
+    assert (stored.agent_id, stored.intent, stored.status) == ("billing", "orders", SessionStatus.COMPLETED)
+    assert [a.payload["body"]["n"] for a in stored.actions] == [1, 2]
+    assert [a.status for a in stored.actions] == [ActionStatus.SUCCESS] * 2
+    assert [a.idempotency_key for a in stored.actions] == [r.idempotency_key for r in service.calls("POST")]
+    reader.close()
+
+
+def test_a_rollback_asked_for_while_the_server_is_away_is_journaled_and_made_once_it_is_back(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="unavailable"):
+        session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    client.post("/v1/orders", json={})
+    with pytest.raises(AgentReinUnavailableError, match=r"rollback of session .* is journaled"):
+        agent.rollback_session(session)
+    assert len(service.collection("orders")) == 1
+    relay.resume()
+    agent.close()  # replays the session, its call, then the rollback request
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        job = api.get(f"/sessions/{session.id}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED" and job["trigger"] == "requested: rollback_session()"
+    reader = tenant.client()
+    assert reader.get_session(session.id).display_status is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}
+    reader.close()
+
+
+def test_closed_mode_opens_no_session_while_the_server_is_away(
+    agent: AgentRein, relay: Relay, journal_in_tmp: Path
+) -> None:
+    relay.pause()
+    with pytest.raises(AgentReinUnavailableError):
+        agent.new_session(agent_id="billing", intent="orders", failure_mode="closed")
     assert not journal_in_tmp.exists()
 
 

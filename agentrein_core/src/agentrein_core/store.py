@@ -308,11 +308,11 @@ class Tx:
             self.changes = announced
             raise
 
-    def insert_once(self, record: Any) -> bool:
+    def insert_once(self, record: Any, **extra: Any) -> bool:
         """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""
         try:
             with self.conn.begin_nested():
-                self.insert(record)
+                self.insert(record, **extra)
         except IntegrityError:
             return False
         return True

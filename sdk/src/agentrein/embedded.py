@@ -136,9 +136,9 @@ class EmbeddedMode:
         return self.engine.get_session(self.org_id, session_id)
 
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+    def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
         self._maintain_now_and_then()
-        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
+        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox, session_id=session_id)
         return self.engine.get_session(self.org_id, session.session_id)
 
     def get_session(self, session_id: str) -> SessionInfo:

@@ -48,8 +48,10 @@ class ServedMode:
         self._connection.close()
 
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+    def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
         body = {"agentId": agent_id, "intent": intent, "sandbox": sandbox}
+        if session_id is not None:
+            body["id"] = session_id
         return from_wire(self._call("POST", "/sessions", json=body), SessionInfo)
 
     def get_session(self, session_id: str) -> SessionInfo:

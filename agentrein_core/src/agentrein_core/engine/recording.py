@@ -52,10 +52,19 @@ MAX_SCANNED = 2_000
 
 class Recording(UseCases):
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False) -> Session:
+    def new_session(
+        self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False, *, session_id: str | None = None
+    ) -> Session:
+        """Open a session. ``session_id`` is an id the client chose (the SDK chooses one when it opens a session
+        while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
+        AgentRein's own ids, and accepted once. The same creation sent again (same agent, intent and sandbox)
+        returns the session made first, so a replay repeated after a crash makes nothing twice; any other
+        creation with a taken id is refused, with one answer whichever organisation holds the id, so no answer
+        says whether another organisation has a session of that id, nor hands that session over."""
         now = self.clock()
+        chosen = validation.chosen_id("id", session_id, "ses") if session_id is not None else None
         session = Session(
-            session_id=new_id("ses"),
+            session_id=chosen or new_id("ses"),
             org_id=org_id,
             agent_id=validation.text("agent_id", agent_id, 200),
             intent=validation.text("intent", intent, validation.MAX_TEXT, allow_empty=True),
@@ -67,8 +76,15 @@ class Recording(UseCases):
         with self.store.transaction() as tx:
             if tx.org(org_id) is None:
                 raise NotFoundError("organisation", org_id)
-            tx.insert(session, last_seq=0)
-        return session
+            if chosen is None:
+                tx.insert(session, last_seq=0)
+                return session
+            if tx.insert_once(session, last_seq=0):
+                return session
+            earlier = tx.session(org_id, chosen)  # this organisation's only: another's is never read
+            if earlier is not None and _same_creation(earlier, session):
+                return earlier
+            raise InvalidTransitionError(f"session id {chosen} is taken; open the session with another random id")
 
     def get_session(self, org_id: str, session_id: str) -> SessionInfo:
         """The session with its actions, approvals and intent verifications."""
@@ -388,6 +404,11 @@ class Recording(UseCases):
         stored (a connector this process does not have is checked where the inverse runs)."""
         if undo is not None and self.connectors is not None and connector in self.connectors.names():
             self.connectors.get(connector).check_undo(undo)
+
+
+def _same_creation(earlier: Session, again: Session) -> bool:
+    """Whether ``again`` asks for the session ``earlier`` already is (a repeated replay of its creation)."""
+    return (earlier.agent_id, earlier.intent, earlier.sandbox) == (again.agent_id, again.intent, again.sandbox)
 
 
 def _encode_cursor(position: tuple[datetime, str]) -> str:

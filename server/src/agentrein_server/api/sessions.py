@@ -25,8 +25,10 @@ class SessionController(Controller):
 
     @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+        """Open a session. With ``id``: the session a client opened while this server was unreachable (the
+        SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken."""
         engine = services.engine
-        session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox)
+        session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id)
         return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
 
     @get(sync_to_thread=True)
