@@ -714,11 +714,28 @@ def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
         journaled = {**NEW_ACTION, "idempotencyKey": "agentrein-journal-1", "status": "FAILED", "error": "boom"}
         assert agent.post(f"/sessions/{session_id}/journal", json=journaled).status_code == 201
         assert agent.patch(f"/sessions/{session_id}/actions/{late}", json={"status": "FAILED"}).status_code == 200
+        logging_failed = agent.post(f"/sessions/{session_id}/fail", json={"reason": "action logging failed"})
+        assert logging_failed.status_code == 200, logging_failed.text
     time.sleep(0.5)  # the workers would have started on a rollback by now
     session = api.get(f"/sessions/{session_id}").json()
     assert session["status"] == "COMPLETED"
     assert api.get(f"/sessions/{session_id}/rollback").status_code == 404
     assert order_id in service.collection("orders")
+
+
+def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_back(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
+) -> None:
+    session_id, order_id = session_with_a_created_order(api, service)
+    reason = {"reason": "action logging failed: a token=abc123 in the api name", "connector": "http"}
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
+    assert reported.status_code == 200, reported.text
+    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED" and job["trigger"].startswith("action logging failed")
+    assert "abc123" not in job["trigger"]
+    assert api.get(f"/sessions/{session_id}").json()["displayStatus"] == "REVERTED"
+    assert order_id not in service.collection("orders")
 
 
 def test_a_server_side_undo_may_not_use_a_method_the_organisation_did_not_allow(

@@ -123,6 +123,9 @@ class EmbeddedMode:
             error=call.error,
         )
 
+    def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
+        return self.engine.fail_session(self.org_id, session_id, reason=reason, connector=connector)
+
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """Run the session's rollback here, through the wrapped clients; raises
         :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""

@@ -4,7 +4,7 @@ An agent whose AgentRein is down keeps working (a warning says so once). Every c
 every outcome it could not report, is written to a SQLite file beside the agent (``./agentrein-journal.db``,
 ``$AGENTREIN_JOURNAL`` or ``AgentRein(journal_path=...)``), and so are the session it opened meanwhile (with
 an id of AgentRein's shape, chosen here), its completion, and the rollbacks AgentRein could not be asked for
-(one the agent requested). Once AgentRein answers again the
+(one the agent requested, one that action logging failing calls for). Once AgentRein answers again the
 entries are replayed in the order they were written: a session is created with its id, a call becomes an
 action recorded as it happened (deduplicated by the idempotency key the call carried), an outcome confirms or
 fails the action it belongs to, a completion completes, a rollback is requested and seen started. So the
@@ -70,6 +70,14 @@ class RollbackRequest:
 
 
 @frozen
+class LoggingFailure:
+    """Action logging failed and AgentRein could not then be told: the session is to be rolled back."""
+
+    reason: str
+    connector: str | None = None
+
+
+@frozen
 class Entry:
     """One thing AgentRein is to learn about session ``session_id``: exactly one of the fields is set."""
 
@@ -80,6 +88,7 @@ class Entry:
     #: When the agent completed the session (one it opened while AgentRein could not be reached).
     completed_at: datetime | None = None
     rollback: RollbackRequest | None = None
+    logging_failure: LoggingFailure | None = None
 
 
 class Journal:
@@ -226,6 +235,11 @@ class Journal:
                     except AgentReinError as exc:
                         log.error("AgentRein refused journal entry %s (%s): %s", row_id, _what(entry), exc)
                         conn.execute("UPDATE entries SET problem = ? WHERE id = ?", (str(exc), row_id))
+                    except Exception:
+                        # Not AgentRein's named error (a bug, an answer that is not JSON): the agent's call must
+                        # not fail for it; the entries are tried again later, in order.
+                        log.exception("AgentRein could not replay journal entry %s (%s)", row_id, _what(entry))
+                        break
                     else:
                         conn.execute("DELETE FROM entries WHERE id = ?", (row_id,))
                         replayed += 1
@@ -252,6 +266,10 @@ def _apply(recorder: Recorder, entry: Entry) -> None:
     elif entry.rollback is not None:
         timeout = timedelta(milliseconds=entry.rollback.approval_timeout_ms)
         recorder.request_rollback(session_id, trigger=entry.rollback.trigger, approval_timeout=timeout)
+        _see_started(recorder, session_id)
+    elif entry.logging_failure is not None:
+        failure = entry.logging_failure
+        recorder.fail_session(session_id, reason=failure.reason, connector=failure.connector)
         _see_started(recorder, session_id)
 
 
@@ -284,5 +302,6 @@ def _what(entry: Entry) -> str:
         return "its opening"
     if entry.completed_at is not None:
         return "its completion"
-    assert entry.rollback is not None
-    return "a rollback request"
+    if entry.rollback is not None:
+        return "a rollback request"
+    return "a rollback after action logging failed"

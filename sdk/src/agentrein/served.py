@@ -54,6 +54,10 @@ class ServedMode:
             body["id"] = session_id
         return from_wire(self._call("POST", "/sessions", json=body), SessionInfo)
 
+    def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
+        body = {"reason": reason, "connector": connector}
+        return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/fail", json=body), SessionInfo)
+
     def get_session(self, session_id: str) -> SessionInfo:
         return from_wire(self._call("GET", f"/sessions/{_seg(session_id)}"), SessionInfo)
 

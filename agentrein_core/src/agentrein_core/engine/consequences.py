@@ -44,6 +44,8 @@ from agentrein_core.views import approval_info
 SYSTEM = "agentrein"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
 DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
+#: The longest a rollback's trigger (why it started) may be.
+MAX_TRIGGER = 200
 
 
 # approvals ----------------------------------------------------------------------------------------------
@@ -149,7 +151,7 @@ def start_rollback(
         org_id=session.org_id,
         session_id=session.session_id,
         status=RollbackStatus.RUNNING,
-        trigger=validation.text("trigger", trigger, 200),
+        trigger=validation.text("trigger", trigger, MAX_TRIGGER),
         requested_by=requested_by,
         created_at=now,
         whole_session=whole_session,

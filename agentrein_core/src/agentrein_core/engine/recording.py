@@ -14,6 +14,7 @@ from agentrein_core import rules
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     DEFAULT_APPROVAL_TIMEOUT,
+    MAX_TRIGGER,
     SYSTEM,
     after_agent_failure,
     after_failure,
@@ -42,7 +43,7 @@ from agentrein_core.statuses import (
     PolicyEffect,
     SessionStatus,
 )
-from agentrein_core.views import LoggedAction, SessionInfo, SessionPage
+from agentrein_core.views import LoggedAction, SessionInfo, SessionPage, shortened
 
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 #: A listing filtered by display status (derived, so filtered after reading) reads at most this many
@@ -151,6 +152,20 @@ class Recording(UseCases):
             set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=now)
             if session.status is not SessionStatus.COMPLETED:  # a repeated completion asks for no second check
                 queue_check(tx, now, org_id, session_id, None)
+            return read_session(tx, session_of(tx, org_id, session_id))
+
+    def fail_session(self, org_id: str, session_id: str, *, reason: str, connector: str | None = None) -> SessionInfo:
+        """The agent reports that its run failed outside a recorded call: AgentRein could not record one
+        (action logging failed: its write-ahead record was refused or failed, or AgentRein was out of reach
+        in ``failure_mode="closed"``). The session is rolled back as a failed call rolls it back: while it is
+        ``ACTIVE``, and with nothing to undo it becomes ``FAILED``. ``reason`` is redacted by the rules of
+        ``connector`` (the failed call's), as its error would be. Returns the session as it then stands."""
+        reason = validation.text("reason", reason, validation.MAX_TEXT)
+        installed = self.connectors is not None and connector in self.connectors.names()
+        reason = self.redactors.of(connector if installed and connector else "").redact_text(reason)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            after_agent_failure(tx, now, session_of(tx, org_id, session_id), shortened(reason, MAX_TRIGGER))
             return read_session(tx, session_of(tx, org_id, session_id))
 
     # actions ------------------------------------------------------------------------------------------

@@ -103,6 +103,14 @@ class NewSession(Body):
     ) = None
 
 
+class SessionFailure(Body):
+    """The agent's run failed outside a recorded call (AgentRein could not record one)."""
+
+    reason: str
+    #: The connector of the call that could not be recorded: the reason is redacted by its rules.
+    connector: str | None = None
+
+
 class NewAction(Body):
     connector: str
     api_name: str

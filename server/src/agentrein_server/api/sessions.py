@@ -65,6 +65,16 @@ class SessionController(Controller):
     def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
 
+    @post("/{session_id:str}/fail", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    def fail(
+        self, session_id: FromPath[str], data: JSONBody[bodies.SessionFailure], caller: CallerDep, services: ServicesDep
+    ) -> dict[str, Any]:
+        """The agent's run failed outside a recorded call: AgentRein could not record one (action logging
+        failed). The session is rolled back as after a failed call, while it is ``ACTIVE`` (the server's
+        workers run the rollback); with nothing to undo it becomes ``FAILED``."""
+        session = services.engine.fail_session(caller.org_id, session_id, reason=data.reason, connector=data.connector)
+        return to_wire(session)  # type: ignore[no-any-return]
+
     @post("/{session_id:str}/actions", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def log_action(
         self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
