@@ -13,6 +13,7 @@ import pytest
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import (
     ApprovalRejectedError,
+    InvalidTransitionError,
     NotFoundError,
     PolicyBlockedError,
     UnknownConnectorError,
@@ -204,6 +205,28 @@ def test_another_organisations_records_are_not_found(engine: Engine) -> None:
         engine.get_session(mine.org_id, session.session_id)
     with pytest.raises(NotFoundError):
         engine.request_rollback(mine.org_id, session.session_id, caller_role="operator", requested_by="t")
+
+
+@pytest.mark.parametrize("chosen", ["ses_1", "ses_" + "A" * 32, "act_" + "a" * 32, "ses_" + "a" * 32 + "/x", ""])
+def test_an_embedded_engine_refuses_a_chosen_session_id_not_of_its_own_shape(engine: Engine, chosen: str) -> None:
+    org = engine.ensure_organisation("mine")
+    with pytest.raises(ValidationError, match=r"^id: must be an id of AgentRein's shape"):
+        engine.new_session(org.org_id, "agent", "intent", session_id=chosen)
+    assert engine.list_sessions(org.org_id).sessions == []
+
+
+def test_an_embedded_engine_refuses_another_organisations_session_id_as_it_refuses_its_own(engine: Engine) -> None:
+    mine = engine.ensure_organisation("mine")
+    theirs = engine.ensure_organisation("theirs")
+    their_id, my_id = f"ses_{uuid.uuid4().hex}", f"ses_{uuid.uuid4().hex}"
+    engine.new_session(theirs.org_id, "agent", "intent", session_id=their_id)
+    engine.new_session(mine.org_id, "agent", "intent", session_id=my_id)
+    with pytest.raises(InvalidTransitionError) as taken_there:
+        engine.new_session(mine.org_id, "agent", "intent", session_id=their_id)
+    with pytest.raises(InvalidTransitionError) as taken_here:
+        engine.new_session(mine.org_id, "another agent", "intent", session_id=my_id)
+    assert str(taken_there.value).replace(their_id, "ID") == str(taken_here.value).replace(my_id, "ID")
+    assert [s.id for s in engine.list_sessions(mine.org_id).sessions] == [my_id]
 
 
 def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engine, clock: Clock) -> None:

@@ -1,5 +1,7 @@
-"""When AgentRein's database cannot be reached: `open` runs the call anyway (warning once), `closed` refuses
-before any side effect. The outage is real: PostgreSQL is reached through a loopback relay the test cuts."""
+"""When AgentRein's database cannot be reached: `open` runs the call anyway (warning once), and opens a
+session anyway, journaling both until the database answers; `closed` refuses before any side effect, and the
+session is rolled back (action logging failed) once the database answers. The
+outage is real: PostgreSQL is reached through a loopback relay the test cuts or pauses."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import httpx
 import pytest
 from relay import Relay
 
-from agentrein import AgentRein, AgentReinUnavailableError
+from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus, SessionStatus
 from agentrein_testing import FakeService
 
 
@@ -44,3 +46,37 @@ def test_closed_mode_refuses_before_any_side_effect(relayed: tuple[AgentRein, Re
     with pytest.raises(AgentReinUnavailableError):
         client.post("/v1/orders", json={})
     assert service.calls() == []
+
+
+def test_open_mode_opens_a_session_while_the_database_is_away_and_records_it_once_it_is_back(
+    relayed: tuple[AgentRein, Relay], service: FakeService
+) -> None:
+    ar, relay = relayed
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="AgentRein is unavailable"):
+        session = ar.new_session(agent_id="a", intent="i")
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    assert client.post("/v1/orders", json={}).status_code == 201
+    ar.complete_session(session)
+    relay.resume()
+    stored = ar.get_session(session)  # replays the journal first
+    assert (stored.id, stored.status) == (session.id, SessionStatus.COMPLETED)
+    assert [a.status for a in stored.actions] == [ActionStatus.SUCCESS]
+
+
+def test_closed_mode_refuses_a_call_while_the_database_is_away_and_rolls_the_session_back_once_it_is_back(
+    relayed: tuple[AgentRein, Relay], service: FakeService
+) -> None:
+    ar, relay = relayed
+    session = ar.new_session(agent_id="a", intent="i")
+    client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", failure_mode="closed")
+    client.post("/v1/orders", json={})
+    relay.pause()
+    with pytest.raises(AgentReinUnavailableError) as raised:
+        client.post("/v1/orders", json={})
+    assert any("the rollback is journaled" in note for note in raised.value.__notes__)
+    assert len(service.calls("POST")) == 1
+    relay.resume()
+    rolled_back = ar.get_session(session)  # replays the journal first: the rollback runs here
+    assert rolled_back.display_status is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}

@@ -6,14 +6,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import httpx
 import pytest
 from relay import Relay
 from serving import RunningServer, Tenant
 
-from agentrein import ActionStatus, AgentRein, AgentReinUnavailableError, DisplayStatus
+from agentrein import (
+    ActionStatus,
+    AgentRein,
+    AgentReinUnavailableError,
+    DisplayStatus,
+    NotFoundError,
+    SessionInfo,
+    SessionStatus,
+)
 from agentrein.journal import Entry, Journal
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.statuses import OperationType
@@ -39,6 +47,25 @@ def agent(tenant: Tenant, relay: Relay) -> Iterator[AgentRein]:
     ar = AgentRein(base_url=f"http://127.0.0.1:{relay.port}", api_key=tenant.key)
     yield ar
     ar.close()
+
+
+def opened_while_the_server_is_away(
+    agent: AgentRein, relay: Relay, service: FakeService
+) -> tuple[SessionInfo, httpx.Client]:
+    """The server goes away; a session opened meanwhile (warned about), and a client wrapped in it."""
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="unavailable"):
+        session = agent.new_session(agent_id="billing", intent="orders")
+    return session, agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+
+
+def rolled_back_by_the_server(tenant: Tenant, session_id: str) -> tuple[dict[str, Any], DisplayStatus]:
+    """The session's rollback job once the server's workers have run it (REST, long-polled), and how the
+    session then shows."""
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        job: dict[str, Any] = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+        shown = DisplayStatus(api.get(f"/sessions/{session_id}").json()["displayStatus"])
+    return job, shown
 
 
 def test_calls_made_while_the_server_is_away_are_replayed_in_order_once_it_is_back(
@@ -90,15 +117,69 @@ def test_an_outcome_the_server_missed_is_confirmed_from_the_journal(
     reader.close()
 
 
-def test_closed_mode_refuses_before_any_side_effect_when_the_server_is_away(
-    agent: AgentRein, relay: Relay, service: FakeService, journal_in_tmp: Path
+def test_closed_mode_refuses_a_call_while_the_server_is_away_and_the_session_is_rolled_back_once_it_is_back(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
 ) -> None:
     session = agent.new_session(agent_id="billing", intent="orders")
     client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http", failure_mode="closed")
+    client.post("/v1/orders", json={"n": 1})
+    relay.pause()
+    with pytest.raises(AgentReinUnavailableError) as raised:
+        client.post("/v1/orders", json={"n": 2})
+    assert any("the rollback is journaled" in note for note in raised.value.__notes__)
+    assert len(service.calls("POST")) == 1  # the refused call never ran
+    relay.resume()
+    agent.close()  # replays the rollback that action logging failing called for
+    job, shown = rolled_back_by_the_server(tenant, session.id)
+    assert job["status"] == "SUCCEEDED" and job["trigger"].startswith("action logging failed: AgentReinUnavailable")
+    assert shown is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}
+
+
+def test_a_session_opened_while_the_server_is_away_is_created_with_its_calls_and_completion_once_it_is_back(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    session, client = opened_while_the_server_is_away(agent, relay, service)
+    client.post("/v1/orders", json={"n": 1})
+    client.post("/v1/orders", json={"n": 2})
+    assert agent.complete_session(session).status is SessionStatus.COMPLETED
+    with pytest.raises(AgentReinUnavailableError):
+        agent.get_session(session)
+    reader = tenant.client()
+    with pytest.raises(NotFoundError):
+        reader.get_session(session.id)  # the server itself is up: nothing reached it
+    relay.resume()
+    agent.close()  # replays what is journaled
+    stored = reader.get_session(session.id)
+    assert (stored.agent_id, stored.intent, stored.status) == ("billing", "orders", SessionStatus.COMPLETED)
+    assert [a.payload["body"]["n"] for a in stored.actions] == [1, 2]
+    assert [a.status for a in stored.actions] == [ActionStatus.SUCCESS] * 2
+    assert [a.idempotency_key for a in stored.actions] == [r.idempotency_key for r in service.calls("POST")]
+    reader.close()
+
+
+def test_a_rollback_asked_for_while_the_server_is_away_is_journaled_and_made_once_it_is_back(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    session, client = opened_while_the_server_is_away(agent, relay, service)
+    client.post("/v1/orders", json={})
+    with pytest.raises(AgentReinUnavailableError, match=r"rollback of session .* is journaled"):
+        agent.rollback_session(session)
+    assert len(service.collection("orders")) == 1
+    relay.resume()
+    agent.close()  # replays the session, its call, then the rollback request
+    job, shown = rolled_back_by_the_server(tenant, session.id)
+    assert job["status"] == "SUCCEEDED" and job["trigger"] == "requested: rollback_session()"
+    assert shown is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}
+
+
+def test_closed_mode_opens_no_session_while_the_server_is_away(
+    agent: AgentRein, relay: Relay, journal_in_tmp: Path
+) -> None:
     relay.pause()
     with pytest.raises(AgentReinUnavailableError):
-        client.post("/v1/orders", json={})
-    assert service.calls() == []
+        agent.new_session(agent_id="billing", intent="orders", failure_mode="closed")
     assert not journal_in_tmp.exists()
 
 

@@ -3,6 +3,7 @@ long-polls, concurrent reviewers, connector settings and server-side undo."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -257,6 +258,9 @@ def recorded(session: dict[str, Any]) -> dict[str, Any]:
         ("POST", "/sessions", {"agentId": "   "}, 400, "validation-error", "agent_id"),
         ("POST", "/sessions", {"agentId": "a", "sandbox": "yes"}, 400, "validation-error", "sandbox"),
         ("POST", "/sessions", b"[" + b"1," * 600_000 + b"1]", 413, "payload-too-large", ""),
+        ("POST", "/sessions", {"agentId": "a", "id": "ses_chosen"}, 400, "validation-error", "(id)"),
+        ("POST", "/sessions", {"agentId": "a", "id": "SES_" + "A" * 32}, 400, "validation-error", "(id)"),
+        ("POST", "/sessions", {"agentId": "a", "id": "act_" + "a" * 32}, 400, "validation-error", "(id)"),
         ("GET", "/sessions?limit=0", None, 400, "validation-error", "limit"),
         ("GET", "/sessions?status=SOMEWHERE", None, 400, "validation-error", "status"),
         ("GET", "/sessions?cursor=garbage", None, 400, "validation-error", "cursor"),
@@ -435,6 +439,61 @@ def test_json_with_parameters_or_a_json_suffix_is_accepted_and_a_request_without
     approved = api.post(f"/approvals/{approval_id}/approve")
     assert approved.status_code == 200, approved.text
     assert "content-type" not in approved.request.headers
+
+
+# sessions opened while the server was unreachable: a client-chosen id -------------------------------------
+
+
+def a_chosen_id() -> str:
+    return f"ses_{secrets.token_hex(16)}"
+
+
+def test_a_session_created_again_with_the_same_id_and_fields_is_created_once(api: httpx.Client) -> None:
+    body = {"id": a_chosen_id(), "agentId": "billing", "intent": "orders"}
+    first = api.post("/sessions", json=body)
+    again = api.post("/sessions", json=body)
+    assert first.status_code == again.status_code == 201, again.text
+    assert first.json()["id"] == again.json()["id"] == body["id"]
+    assert [s["id"] for s in api.get("/sessions").json()["sessions"]] == [body["id"]]
+
+
+def test_a_taken_session_id_is_refused_for_another_creation_in_the_organisation(api: httpx.Client) -> None:
+    session_id = a_chosen_id()
+    api.post("/sessions", json={"id": session_id, "agentId": "billing", "intent": "orders"})
+    other = api.post("/sessions", json={"id": session_id, "agentId": "someone else", "intent": "orders"})
+    assert other.status_code == 409, other.text
+    assert slug(other) == "invalid-transition" and "taken" in other.json()["detail"]
+    (kept,) = api.get("/sessions").json()["sessions"]
+    assert kept["agentId"] == "billing"
+
+
+def test_another_organisations_session_id_is_refused_with_the_same_answer_and_hands_nothing_over(
+    server: RunningServer, api: httpx.Client
+) -> None:
+    theirs = server.tenant()
+    body = {"agentId": "billing", "intent": "orders"}
+    with as_key(theirs, theirs.key) as their_api:
+        their_session = their_api.post("/sessions", json={**body, "id": a_chosen_id()}).json()
+        their_api.post(f"/sessions/{their_session['id']}/actions", json=NEW_ACTION)
+        ours = api.post("/sessions", json={**body, "id": their_session["id"]})  # the very same creation
+        taken_here = a_chosen_id()
+        api.post("/sessions", json={**body, "id": taken_here})
+        ours_again = api.post("/sessions", json={**body, "agentId": "x", "id": taken_here})
+        assert ours.status_code == ours_again.status_code == 409, ours.text
+        assert ours.json()["detail"].replace(their_session["id"], "ID") == ours_again.json()["detail"].replace(
+            taken_here, "ID"
+        )
+        assert "billing" not in ours.text and "act_" not in ours.text
+        assert api.get(f"/sessions/{their_session['id']}").status_code == 404
+        assert len(their_api.get(f"/sessions/{their_session['id']}").json()["actions"]) == 1
+
+
+def test_the_openapi_document_types_the_client_chosen_session_id(api: httpx.Client) -> None:
+    schemas = api.get("/schema/openapi.json").json()["components"]["schemas"]
+    (new_session,) = [s for name, s in schemas.items() if name.endswith("NewSession")]
+    chosen = new_session["properties"]["id"]
+    assert {"type": "string"} in chosen["oneOf"] and "id" not in new_session["required"]
+    assert chosen["pattern"] == "^ses_[0-9a-f]{32}$" and "once" in chosen["description"]
 
 
 # reading ---------------------------------------------------------------------------------------------------
@@ -688,11 +747,28 @@ def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
         journaled = {**NEW_ACTION, "idempotencyKey": "agentrein-journal-1", "status": "FAILED", "error": "boom"}
         assert agent.post(f"/sessions/{session_id}/journal", json=journaled).status_code == 201
         assert agent.patch(f"/sessions/{session_id}/actions/{late}", json={"status": "FAILED"}).status_code == 200
+        logging_failed = agent.post(f"/sessions/{session_id}/fail", json={"reason": "action logging failed"})
+        assert logging_failed.status_code == 200, logging_failed.text
     time.sleep(0.5)  # the workers would have started on a rollback by now
     session = api.get(f"/sessions/{session_id}").json()
     assert session["status"] == "COMPLETED"
     assert api.get(f"/sessions/{session_id}/rollback").status_code == 404
     assert order_id in service.collection("orders")
+
+
+def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_back(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
+) -> None:
+    session_id, order_id = session_with_a_created_order(api, service)
+    reason = {"reason": "action logging failed: a token=abc123 in the api name", "connector": "http"}
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
+    assert reported.status_code == 200, reported.text
+    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED" and job["trigger"].startswith("action logging failed")
+    assert "abc123" not in job["trigger"]
+    assert api.get(f"/sessions/{session_id}").json()["displayStatus"] == "REVERTED"
+    assert order_id not in service.collection("orders")
 
 
 def test_a_server_side_undo_may_not_use_a_method_the_organisation_did_not_allow(

@@ -12,6 +12,7 @@ through psycopg 3 and is the path for several processes or machines.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -22,12 +23,12 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from attrs import frozen
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 
 from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.database import alembic_config, create_db_engine, resolve_database_url
-from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError, ValidationError
+from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.migrations import HEAD
 from agentrein_core.model import (
     Action,
@@ -260,6 +261,8 @@ class Store:
             with queue, (self._writer if write else self.engine).connect() as conn:
                 yield conn
         except OperationalError as exc:
+            if not _cannot_serve_now(exc):
+                raise  # the database answered, and failed: an error of AgentRein's, not an outage
             # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.
             raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
         except sa.exc.TimeoutError as exc:
@@ -269,7 +272,9 @@ class Store:
     def transaction(self, write: bool = True) -> Iterator[Tx]:
         """One unit of work: everything inside commits together or not at all. A write that a concurrent one
         made impossible is :class:`InvalidTransitionError`; a value the database cannot hold (PostgreSQL
-        refuses NUL characters, say) is :class:`ValidationError`; either way nothing is written."""
+        refuses NUL characters, say) is :class:`ValidationError`; either way nothing is written. A database
+        that cannot serve now (unreachable, locked, full) is :class:`AgentReinUnavailableError`; any other
+        database error is :class:`AgentReinError` (500): the store failed."""
         try:
             with self._connect(write) as conn, conn.begin():
                 tx = Tx(conn, self.dialect)
@@ -280,7 +285,36 @@ class Store:
             ) from exc
         except DataError as exc:
             raise ValidationError("request", f"a value the database cannot store ({exc.orig})") from exc
+        except DBAPIError as exc:
+            # Named, so a caller can tell AgentRein's failure from its own; the database's words stay in the
+            # cause (a traceback, the server's log), for they may quote what was stored.
+            raise AgentReinError(f"the AgentRein database failed ({type(exc.orig).__name__})") from exc
         self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
+
+
+#: SQLite's (primary) result codes that mean the database cannot serve now; its other operational errors
+#: (``SQLITE_ERROR``: a statement that failed, a table that is missing) mean the database failed.
+_SQLITE_OUTAGES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_INTERRUPT,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+
+
+def _cannot_serve_now(exc: OperationalError) -> bool:
+    """Whether an operational error is an outage (``failure_mode`` decides what a call does then) rather than a
+    failure. PostgreSQL's operational errors are all outages (connection, resources, shutdown, conflicts);
+    SQLite says which by its result code."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return code is None or code & 0xFF in _SQLITE_OUTAGES
 
 
 class Tx:
@@ -308,11 +342,11 @@ class Tx:
             self.changes = announced
             raise
 
-    def insert_once(self, record: Any) -> bool:
+    def insert_once(self, record: Any, **extra: Any) -> bool:
         """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""
         try:
             with self.conn.begin_nested():
-                self.insert(record)
+                self.insert(record, **extra)
         except IntegrityError:
             return False
         return True

@@ -141,5 +141,9 @@ def approval_info(approval: Approval, action: Action, session: Session, now: dat
 def summarise(action: Action, limit: int = 240) -> str:
     """A one-line, human-readable summary of what an action does, for reviewers."""
     body = json.dumps(action.payload, separators=(", ", ": "), sort_keys=True, default=str)
-    text = f"{action.operation_type} {action.api_name} {body}"
+    return shortened(f"{action.operation_type} {action.api_name} {body}", limit)
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters (the last an ellipsis) when longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -51,8 +51,10 @@ class AsyncAgentRein:
     def base_url(self) -> str | None:
         return self.sync.base_url
 
-    async def new_session(self, agent_id: str, intent: str = "", sandbox: bool = False) -> SessionInfo:
-        return await asyncio.to_thread(self.sync.new_session, agent_id, intent, sandbox)
+    async def new_session(
+        self, agent_id: str, intent: str = "", sandbox: bool = False, *, failure_mode: str = "open"
+    ) -> SessionInfo:
+        return await asyncio.to_thread(self.sync.new_session, agent_id, intent, sandbox, failure_mode=failure_mode)
 
     async def get_session(self, session: SessionRef) -> SessionInfo:
         return await asyncio.to_thread(self.sync.get_session, session)

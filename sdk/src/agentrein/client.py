@@ -12,8 +12,8 @@ from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.http import API_KEY_ENV, URL_ENV
-from agentrein.journal import Journal
-from agentrein.options import WrapOptions
+from agentrein.journal import Entry, Journal, RollbackRequest
+from agentrein.options import WrapOptions, checked_failure_mode
 from agentrein.port import Mode
 from agentrein.proxy import WrappedClient
 from agentrein.served import ServedMode
@@ -87,19 +87,53 @@ class AgentRein:
         return self._mode.base_url if isinstance(self._mode, ServedMode) else None
 
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, agent_id: str, intent: str = "", sandbox: bool = False) -> SessionInfo:
-        """Open a session: the unit of work an agent's run is recorded, reviewed and rolled back in."""
-        return self._mode.new_session(agent_id, intent, sandbox)
+    def new_session(
+        self, agent_id: str, intent: str = "", sandbox: bool = False, *, failure_mode: str = "open"
+    ) -> SessionInfo:
+        """Open a session: the unit of work an agent's run is recorded, reviewed and rolled back in.
+
+        When AgentRein cannot be reached, ``failure_mode="open"`` (the default, as for :meth:`wrap`) opens it
+        here, with a warning: it gets an id of AgentRein's shape chosen here, and its creation is journaled
+        and replayed once AgentRein answers, before its calls (which are journaled too) and its completion.
+        ``"closed"`` raises :class:`AgentReinUnavailableError`."""
+        mode = checked_failure_mode(failure_mode)
+        try:
+            self._journal.replay(self._mode)  # what is journaled reaches AgentRein before anything newer
+            return self._mode.new_session(agent_id, intent, sandbox)
+        except AgentReinUnavailableError as exc:
+            if mode == "closed":
+                raise
+            self._journal.warn_unavailable(exc, stacklevel=3)
+            return self._journal.open_session(agent_id, intent, sandbox)
 
     def get_session(self, session: SessionRef) -> SessionInfo:
-        return self._mode.get_session(_session_id(session))
+        """The session as AgentRein holds it. While AgentRein cannot be reached this raises
+        :class:`AgentReinUnavailableError`, for a session opened meanwhile too: only AgentRein can say what
+        its policies and reviewers made of the calls."""
+        session_id = _session_id(session)
+        self._journal.replay(self._mode)
+        return self._mode.get_session(session_id)
 
     def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
         """The organisation's sessions, newest first."""
+        self._journal.replay(self._mode)
         return self._mode.list_sessions(limit)
 
     def complete_session(self, session: SessionRef) -> SessionInfo:
-        return self._mode.complete_session(_session_id(session))
+        """The agent is done. A session opened while AgentRein could not be reached, of which AgentRein has not
+        learnt yet, is completed in the journal when AgentRein still cannot be reached (after its calls; made
+        when the journal is replayed): the session is returned as it stands here. Any other session needs
+        AgentRein (:class:`AgentReinUnavailableError` otherwise)."""
+        session_id = _session_id(session)
+        try:
+            self._journal.replay(self._mode)
+            return self._mode.complete_session(session_id)
+        except AgentReinUnavailableError as exc:
+            completed = self._journal.complete_offline(session_id)
+            if completed is None:
+                raise
+            self._journal.warn_unavailable(exc, stacklevel=3)
+            return completed
 
     def rollback_session(self, session: SessionRef, *, timeout_ms: int | None = None) -> SessionInfo:
         """Undo the session's executed actions, last first, and return the session as it then stands.
@@ -108,12 +142,25 @@ class AgentRein:
         (default 5 minutes); an undo that needs approval and is not decided by then is declined. Inverses run
         through the clients wrapped in this session; :class:`UndoUnavailableError` says which connector has
         none here. An undo that fails stops the chain and raises :class:`RollbackFailedError`, which carries
-        the session as it then stands and the action whose undo failed."""
+        the session as it then stands and the action whose undo failed.
+
+        When AgentRein cannot be reached the rollback cannot run: the request is journaled, made as soon as
+        AgentRein answers (at this client's next dealing with it, or its :meth:`close`), and
+        :class:`AgentReinUnavailableError` says so."""
         session_id = _session_id(session)
         timeout = timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT
-        self._mode.request_rollback(
-            session_id, trigger="rollback_session()", approval_timeout=timedelta(seconds=timeout)
-        )
+        approval_timeout = timedelta(seconds=timeout)
+        trigger = "rollback_session()"
+        try:
+            self._journal.replay(self._mode)
+            self._mode.request_rollback(session_id, trigger=trigger, approval_timeout=approval_timeout)
+        except AgentReinUnavailableError as exc:
+            request = RollbackRequest(trigger, max(1, round(timeout * 1000)))
+            self._journal.append(Entry(session_id, rollback=request))
+            raise AgentReinUnavailableError(
+                f"{exc}; the rollback of session {session_id} is journaled in {self._journal.path} and requested "
+                "as soon as AgentRein answers"
+            ) from exc
         session_now = self._mode.settle_rollback(session_id, wait=timeout)
         failure = RollbackFailedError.of(session_now)
         if failure is not None:
@@ -153,6 +200,7 @@ class AgentRein:
         )
         session_id = _session_id(session)
         try:
+            self._journal.replay(self._mode)  # a session opened while AgentRein was unreachable is made first
             self._mode.get_session(session_id)  # an unknown session is an error now, not at the first call
         except AgentReinUnavailableError as exc:
             if options.failure_mode == "closed":

@@ -127,6 +127,9 @@ class EmbeddedMode:
             error=call.error,
         )
 
+    def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
+        return self.engine.fail_session(self.org_id, session_id, reason=reason, connector=connector)
+
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """Run the session's rollback here, through the wrapped clients; raises
         :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
@@ -140,9 +143,9 @@ class EmbeddedMode:
         return self.engine.get_session(self.org_id, session_id)
 
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+    def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
         self._maintain_now_and_then()
-        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox)
+        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox, session_id=session_id)
         return self.engine.get_session(self.org_id, session.session_id)
 
     def get_session(self, session_id: str) -> SessionInfo:

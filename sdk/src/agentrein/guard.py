@@ -2,6 +2,8 @@
 
 1. The connector describes the call (:meth:`Connector.prepare`); reads pass straight through.
 2. Write-ahead: the action is recorded before anything runs; policies may block it or hold it for approval.
+   A record AgentRein refuses or fails to write (or, ``failure_mode="closed"``, cannot be sent) is action
+   logging that failed: the call does not run, the session is rolled back, and the recording error raised.
 3. A held call waits for the reviewer's decision (rejected or expired: the session is rolled back, and
    :class:`ApprovalRejectedError` / :class:`ApprovalTimeoutError` is raised).
 4. The call runs with its idempotency key, retried on transient failures when the caller said it may be.
@@ -24,7 +26,7 @@ from attrs import define, evolve
 
 from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
-from agentrein.journal import Entry, Journal, LateOutcome
+from agentrein.journal import Entry, Journal, LateOutcome, LoggingFailure
 from agentrein.options import WrapOptions
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core import nesting
@@ -40,13 +42,15 @@ from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.redaction import Redactor
 from agentrein_core.runner import run_call, run_call_async
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import ApprovalInfo, LoggedAction
+from agentrein_core.views import ApprovalInfo, LoggedAction, shortened
 
 log = logging.getLogger("agentrein")
 
 #: The attribute a failed call's exception gets when the rollback it caused failed too (a
 #: :class:`RollbackFailedError`): ``getattr(err, "agentrein_rollback_failure", None)``.
 ROLLBACK_FAILURE = "agentrein_rollback_failure"
+#: The longest reason sent when action logging failed (AgentRein keeps the start of it as the rollback's trigger).
+MAX_REASON = 1_000
 
 
 @define
@@ -142,9 +146,12 @@ class Guard:
 
     # the steps both share -------------------------------------------------------------------------------
     def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:
-        """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``."""
-        nesting.check("payload", call.payload)  # before the redactor, which recurses: the call has not run yet
+        """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``.
+
+        Action logging that fails rolls the session back, and the call does not run: the agent gets the
+        recording error, with the rollback's outcome attached as for a failed call (:meth:`_logging_failed`)."""
         try:
+            nesting.check("payload", call.payload)  # before the redactor, which recurses: the call has not run yet
             self.journal.replay(self.recorder)
             return self.recorder.log_action(
                 self.session_id,
@@ -156,13 +163,18 @@ class Guard:
                 approval_timeout=timedelta(seconds=self.options.timeout),
             )
         except AgentReinUnavailableError as exc:
-            if self.options.failure_mode == "closed":
-                raise
-            self.journal.warn_unavailable(exc)
-            return None
+            if self.options.failure_mode == "open":
+                self.journal.warn_unavailable(exc)
+                return None
+            self._logging_failed(exc, exc, call.api_name)
+            raise
         except ApprovalRejectedError as exc:
             # The plan has no approval gates: the action is FAILED and the session is being rolled back.
             self._settle(exc)
+            raise
+        except Exception as exc:
+            if is_logging_failure(exc):
+                self._logging_failed(exc, exc, call.api_name)
             raise
 
     def _await_approval(self, logged: LoggedAction) -> None:
@@ -209,7 +221,10 @@ class Guard:
             late = LateOutcome(action.action_id, True, response, undo)
             self.journal.append(Entry(self.session_id, outcome=late))
             return
-        except Exception:  # the agent's call succeeded; our bookkeeping failing must not say otherwise
+        except Exception:
+            # The agent's call succeeded; our bookkeeping failing must not say otherwise, and it rolls nothing
+            # back: raising would invite the agent to make the call twice, and a rollback could not undo this
+            # one (a CLEARED action is never undone), only the well-recorded work before it.
             log.exception("AgentRein could not confirm action %s; it stays CLEARED", action.action_id)
             return
         self.clients.remember(confirmed, ref)
@@ -223,10 +238,37 @@ class Guard:
             late = LateOutcome(action.action_id, False, error=message)
             self.journal.append(Entry(self.session_id, outcome=late))
             return
-        except Exception:  # the agent must see its own error, not ours
+        except Exception as exc:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
+            if is_logging_failure(exc):
+                self._logging_failed(error, exc, action.api_name)
             return
         self._settle(error)
+
+    def _logging_failed(self, raising: BaseException, cause: BaseException, api_name: str) -> None:
+        """Recording ``api_name`` failed with ``cause`` (action logging failed, a rollback trigger): roll the
+        session back as a failed call does, before the call raises ``raising``. AgentRein out of reach: the
+        request is journaled, made as soon as AgentRein answers, and a note on ``raising`` says so."""
+        what = f"{_describe(cause, self.redactor)} ({self.redactor.redact_text(api_name)})"
+        reason = shortened(f"action logging failed: {what}", MAX_REASON)  # an api name may be of any length
+        try:
+            self.recorder.fail_session(self.session_id, reason=reason, connector=self.connector_name)
+        except AgentReinUnavailableError:
+            try:
+                failure = LoggingFailure(reason, self.connector_name)
+                self.journal.append(Entry(self.session_id, logging_failure=failure))
+            except Exception:
+                log.exception("AgentRein could not journal the rollback of session %s", self.session_id)
+                return
+            raising.add_note(
+                f"AgentRein could not be reached to roll the session back; the rollback is journaled in "
+                f"{self.journal.path} and requested as soon as AgentRein answers"
+            )
+            return
+        except Exception:
+            log.exception("AgentRein could not roll back session %s after action logging failed", self.session_id)
+            return
+        self._settle(raising)
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
         """What is recorded of a successful call: its redacted result and how to undo it. An undo its own
@@ -280,6 +322,20 @@ class Guard:
         if failure is not None:
             setattr(raising, ROLLBACK_FAILURE, failure)
             raising.add_note(f"AgentRein then rolled the session back, and that failed too: {failure}")
+
+
+def is_logging_failure(error: BaseException) -> bool:
+    """Whether ``error``, raised by recording a call, means action logging failed: the record was refused as
+    invalid (:class:`ValidationError`, 400) or AgentRein failed (any 5xx, a database error, or, only where
+    ``failure_mode="closed"`` asks, AgentRein out of reach). Not: a decision about the call (a ``BLOCK``
+    policy, a plan without approval gates, which rolls back by itself), the session's own state (unknown, or
+    no longer accepting actions: completed, rolled back) or the key's rights; a rollback would be refused or
+    wrong then."""
+    if isinstance(error, ValidationError):
+        return True
+    if isinstance(error, AgentReinError):
+        return error.status >= 500
+    return isinstance(error, Exception)
 
 
 def _journal_key() -> str:

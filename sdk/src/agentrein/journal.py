@@ -2,10 +2,13 @@
 
 An agent whose AgentRein is down keeps working (a warning says so once). Every call it makes meanwhile, and
 every outcome it could not report, is written to a SQLite file beside the agent (``./agentrein-journal.db``,
-``$AGENTREIN_JOURNAL`` or ``AgentRein(journal_path=...)``). Once AgentRein answers again the entries are
-replayed in the order they were written: a call becomes an action recorded as it happened (deduplicated by
-the idempotency key the call carried), an outcome confirms or fails the action it belongs to. So the audit
-trail has no hole, and a replay repeated after a crash records nothing twice.
+``$AGENTREIN_JOURNAL`` or ``AgentRein(journal_path=...)``), and so are the session it opened meanwhile (with
+an id of AgentRein's shape, chosen here), its completion, and the rollbacks AgentRein could not be asked for
+(one the agent requested, one that action logging failing calls for). Once AgentRein answers again the
+entries are replayed in the order they were written: a session is created with its id, a call becomes an
+action recorded as it happened (deduplicated by the idempotency key the call carried), an outcome confirms or
+fails the action it belongs to, a completion completes, a rollback is requested and seen started. So the
+audit trail has no hole, and a replay repeated after a crash records nothing twice.
 """
 
 from __future__ import annotations
@@ -16,19 +19,25 @@ import os
 import sqlite3
 import threading
 import warnings
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from attrs import frozen
 
 from agentrein.port import ExecutedCall, Recorder
+from agentrein_core.clock import utcnow
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError
+from agentrein_core.ids import new_id
 from agentrein_core.model import JSON, UndoConfig
+from agentrein_core.statuses import DisplayStatus, SessionStatus
+from agentrein_core.views import SessionInfo
 
 log = logging.getLogger("agentrein")
 
 JOURNAL_ENV = "AGENTREIN_JOURNAL"
 DEFAULT_JOURNAL = "agentrein-journal.db"
+_WAITING = "SELECT id, body FROM entries WHERE backend = ? AND problem IS NULL ORDER BY id"
 
 
 @frozen
@@ -43,10 +52,43 @@ class LateOutcome:
 
 
 @frozen
+class OpenedSession:
+    """A session opened while AgentRein could not be reached; its id (the entry's) was chosen here."""
+
+    agent_id: str
+    intent: str
+    sandbox: bool
+    opened_at: datetime
+
+
+@frozen
+class RollbackRequest:
+    """A rollback the agent asked for while AgentRein could not be reached."""
+
+    trigger: str
+    approval_timeout_ms: int
+
+
+@frozen
+class LoggingFailure:
+    """Action logging failed and AgentRein could not then be told: the session is to be rolled back."""
+
+    reason: str
+    connector: str | None = None
+
+
+@frozen
 class Entry:
+    """One thing AgentRein is to learn about session ``session_id``: exactly one of the fields is set."""
+
     session_id: str
     call: ExecutedCall | None = None
     outcome: LateOutcome | None = None
+    opened: OpenedSession | None = None
+    #: When the agent completed the session (one it opened while AgentRein could not be reached).
+    completed_at: datetime | None = None
+    rollback: RollbackRequest | None = None
+    logging_failure: LoggingFailure | None = None
 
 
 class Journal:
@@ -61,8 +103,9 @@ class Journal:
         self._pending: int | None = None  # unknown until first asked
         self._warned = False
 
-    def warn_unavailable(self, error: AgentReinUnavailableError) -> None:
-        """``failure_mode="open"``: say once that calls now run without AgentRein's protection."""
+    def warn_unavailable(self, error: AgentReinUnavailableError, *, stacklevel: int = 6) -> None:
+        """``failure_mode="open"``: say once that calls now run without AgentRein's protection (the warning
+        points ``stacklevel`` frames up: by default, at the agent's own call through the wrapped client)."""
         with self._lock:
             first, self._warned = not self._warned, True
         if first:
@@ -70,7 +113,7 @@ class Journal:
                 f"AgentRein is unavailable ({error}); calls run without approvals or rollback, and are journaled "
                 f"in {self.path} until AgentRein is back",
                 RuntimeWarning,
-                stacklevel=6,  # the agent's own call through the wrapped client
+                stacklevel=stacklevel,
             )
         log.warning("AgentRein unavailable: %s", error)
 
@@ -109,6 +152,66 @@ class Journal:
             "AgentRein unavailable: journaled %s for session %s in %s", _what(entry), entry.session_id, self.path
         )
 
+    def open_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+        """A session opened here while AgentRein could not be reached: its creation is journaled (and made,
+        with this id, once AgentRein answers); returns the session as it stands here."""
+        session_id = new_id("ses")
+        self.append(Entry(session_id, opened=OpenedSession(agent_id, intent, sandbox, utcnow())))
+        return self._offline_view(session_id)
+
+    def complete_offline(self, session_id: str) -> SessionInfo | None:
+        """Complete a session opened while AgentRein could not be reached, of which AgentRein has not learnt
+        yet: the completion is journaled after its calls. Returns the session as it then stands here, or
+        ``None`` if it is no such session."""
+        if self.offline_session(session_id) is None:
+            return None
+        self.append(Entry(session_id, completed_at=utcnow()))
+        return self._offline_view(session_id)
+
+    def _offline_view(self, session_id: str) -> SessionInfo:
+        found = self.offline_session(session_id)
+        assert found is not None  # journaled just now
+        return found
+
+    def offline_session(self, session_id: str) -> SessionInfo | None:
+        """The session as it stands here if it was opened while AgentRein could not be reached and AgentRein
+        has not learnt of it yet (its creation still journaled); ``None`` otherwise."""
+        opened: OpenedSession | None = None
+        completed_at: datetime | None = None
+        for entry in self._entries():
+            if entry.session_id == session_id and entry.opened is not None:
+                opened = entry.opened
+            if entry.session_id == session_id and entry.completed_at is not None:
+                completed_at = entry.completed_at
+        if opened is None:
+            return None
+        status = SessionStatus.COMPLETED if completed_at is not None else SessionStatus.ACTIVE
+        return SessionInfo(
+            id=session_id,
+            agent_id=opened.agent_id,
+            intent=opened.intent,
+            sandbox=opened.sandbox,
+            status=status,
+            display_status=DisplayStatus(status.value),
+            created_at=opened.opened_at,
+            last_activity_at=opened.opened_at,
+            completed_at=completed_at,
+            actions=[],
+            approvals=[],
+        )
+
+    def _entries(self) -> list[Entry]:
+        """The entries waiting to be replayed, in order."""
+        if not self.has_entries():
+            return []
+        with self._lock:
+            conn = self._connect()
+            try:
+                rows = conn.execute(_WAITING, (self.identity,)).fetchall()
+            finally:
+                conn.close()
+        return [from_wire(json.loads(body), Entry) for _, body in rows]
+
     def replay(self, recorder: Recorder) -> int:
         """Send the entries to AgentRein in order (before anything newer is recorded), deleting each once it
         is recorded; stop at the first that cannot be sent because AgentRein is still unavailable. Returns how
@@ -122,9 +225,7 @@ class Journal:
             try:
                 # Held to the end: another process replaying the same file waits, then finds these gone.
                 conn.execute("BEGIN IMMEDIATE")
-                rows = conn.execute(
-                    "SELECT id, body FROM entries WHERE backend = ? AND problem IS NULL ORDER BY id", (self.identity,)
-                ).fetchall()
+                rows = conn.execute(_WAITING, (self.identity,)).fetchall()
                 for row_id, body in rows:
                     entry = from_wire(json.loads(body), Entry)
                     try:
@@ -134,6 +235,11 @@ class Journal:
                     except AgentReinError as exc:
                         log.error("AgentRein refused journal entry %s (%s): %s", row_id, _what(entry), exc)
                         conn.execute("UPDATE entries SET problem = ? WHERE id = ?", (str(exc), row_id))
+                    except Exception:
+                        # Not AgentRein's named error (a bug, an answer that is not JSON): the agent's call must
+                        # not fail for it; the entries are tried again later, in order.
+                        log.exception("AgentRein could not replay journal entry %s (%s)", row_id, _what(entry))
+                        break
                     else:
                         conn.execute("DELETE FROM entries WHERE id = ?", (row_id,))
                         replayed += 1
@@ -147,23 +253,55 @@ class Journal:
 
 
 def _apply(recorder: Recorder, entry: Entry) -> None:
-    if entry.call is not None:
-        recorder.record_executed_action(entry.session_id, entry.call)
-        return
-    outcome = entry.outcome
-    assert outcome is not None
+    session_id = entry.session_id
+    if entry.opened is not None:
+        opened = entry.opened
+        recorder.new_session(opened.agent_id, opened.intent, opened.sandbox, session_id=session_id)
+    elif entry.call is not None:
+        recorder.record_executed_action(session_id, entry.call)
+    elif entry.outcome is not None:
+        _apply_outcome(recorder, session_id, entry.outcome)
+    elif entry.completed_at is not None:
+        recorder.complete_session(session_id)
+    elif entry.rollback is not None:
+        timeout = timedelta(milliseconds=entry.rollback.approval_timeout_ms)
+        recorder.request_rollback(session_id, trigger=entry.rollback.trigger, approval_timeout=timeout)
+        _see_started(recorder, session_id)
+    elif entry.logging_failure is not None:
+        failure = entry.logging_failure
+        recorder.fail_session(session_id, reason=failure.reason, connector=failure.connector)
+        _see_started(recorder, session_id)
+
+
+def _apply_outcome(recorder: Recorder, session_id: str, outcome: LateOutcome) -> None:
     try:
         if outcome.succeeded:
-            recorder.confirm_action(entry.session_id, outcome.action_id, response=outcome.response, undo=outcome.undo)
+            recorder.confirm_action(session_id, outcome.action_id, response=outcome.response, undo=outcome.undo)
         else:
-            recorder.fail_action(entry.session_id, outcome.action_id, error=outcome.error or "failed")
+            recorder.fail_action(session_id, outcome.action_id, error=outcome.error or "failed")
     except InvalidTransitionError as exc:
         # Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
         log.info("journal outcome of %s already settled: %s", outcome.action_id, exc)
 
 
+def _see_started(recorder: Recorder, session_id: str) -> None:
+    """A rollback the replay started: moved as far as it goes at once (embedded, its undos run here; a
+    server's workers run them there). The request is made either way: what stops it here is logged."""
+    try:
+        recorder.settle_rollback(session_id, wait=0)
+    except AgentReinError as exc:
+        log.warning("AgentRein started the journaled rollback of session %s; it goes on later: %s", session_id, exc)
+
+
 def _what(entry: Entry) -> str:
     if entry.call is not None:
         return f"call {entry.call.api_name}"
-    assert entry.outcome is not None
-    return f"the outcome of action {entry.outcome.action_id}"
+    if entry.outcome is not None:
+        return f"the outcome of action {entry.outcome.action_id}"
+    if entry.opened is not None:
+        return "its opening"
+    if entry.completed_at is not None:
+        return "its completion"
+    if entry.rollback is not None:
+        return "a rollback request"
+    return "a rollback after action logging failed"

@@ -16,6 +16,15 @@ from agentrein_core.policies import validate_glob
 FailureMode = Literal["open", "closed"]
 
 
+def checked_failure_mode(value: str) -> FailureMode:
+    """What an agent does when AgentRein cannot be reached: ``open`` goes on (journaled), ``closed`` stops."""
+    if value == "open":
+        return "open"
+    if value == "closed":
+        return "closed"
+    raise ValidationError("failure_mode", f"must be 'open' or 'closed', not {value!r}")
+
+
 @frozen
 class WrapOptions:
     connector: Connector
@@ -38,8 +47,7 @@ class WrapOptions:
         failure_mode: str,
         undo: Mapping[str, Mapping[str, Any]] | None,
     ) -> WrapOptions:
-        if failure_mode not in ("open", "closed"):
-            raise ValidationError("failure_mode", f"must be 'open' or 'closed', not {failure_mode!r}")
+        mode = checked_failure_mode(failure_mode)
         for name, value in (("poll_interval_ms", poll_interval_ms), ("timeout_ms", timeout_ms)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ValidationError(name, f"must be a positive number of milliseconds, not {value!r}")
@@ -56,7 +64,7 @@ class WrapOptions:
             retryable=_globs("retryable", retryable),
             poll_interval=poll_interval_ms / 1000,
             timeout=timeout_ms / 1000,
-            failure_mode=failure_mode,  # type: ignore[arg-type]
+            failure_mode=mode,
             undo=overrides,
         )
 

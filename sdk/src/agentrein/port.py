@@ -1,12 +1,13 @@
 """What the SDK needs of AgentRein, in the two sizes its parts need it.
 
 :class:`Recorder` is the guard's port: the few steps a guarded call takes (record it before it runs, wait for
-a reviewer, confirm or fail it, report a call that ran while AgentRein was unreachable, see the session's
-rollback through). :class:`Mode` is everything :class:`~agentrein.AgentRein` offers on top. Each has two
-implementations, the modes: :class:`~agentrein.embedded.EmbeddedMode` (the engine in this process, which
-runs the undos through the wrapped clients) and :class:`~agentrein.served.ServedMode` (a server over HTTP,
-whose workers run them); who drives a rollback is the mode's own business, so neither needs a stub of the
-other's.
+a reviewer, confirm or fail it, report a call that ran while AgentRein was unreachable, report that a call
+could not be recorded, see the session's rollback through), and what the journal replays besides (a session
+opened, completed or rolled back while AgentRein was unreachable). :class:`Mode` is everything
+:class:`~agentrein.AgentRein` offers on top. Each has two implementations, the modes:
+:class:`~agentrein.embedded.EmbeddedMode` (the engine in this process, which runs the undos through the
+wrapped clients) and :class:`~agentrein.served.ServedMode` (a server over HTTP, whose workers run them); who
+drives a rollback is the mode's own business, so neither needs a stub of the other's.
 """
 
 from __future__ import annotations
@@ -73,6 +74,19 @@ class Recorder(Protocol):
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action: ...
 
+    def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
+        """Action logging failed (a call could not be recorded): roll the session back as a failed call does,
+        while it is ``ACTIVE``. The caller then sees the rollback through (:meth:`settle_rollback`)."""
+        ...
+
+    def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
+        """Open a session; ``session_id`` is the id of one opened while AgentRein was unreachable (its
+        creation replayed from the journal: accepted once, the same creation again returns it)."""
+        ...
+
+    def complete_session(self, session_id: str) -> SessionInfo: ...
+    def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback: ...
+
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """See the session's rollback (if any) through, waiting at most ``wait`` seconds: until it has ended,
         or until it waits for a reviewer who has not decided in time. Returns the session as it then stands."""
@@ -82,11 +96,8 @@ class Recorder(Protocol):
 class Mode(Recorder, Protocol):
     """What :class:`~agentrein.AgentRein` needs besides: sessions, approvals, policies, rollbacks."""
 
-    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo: ...
     def get_session(self, session_id: str) -> SessionInfo: ...
     def list_sessions(self, limit: int) -> list[SessionInfo]: ...
-    def complete_session(self, session_id: str) -> SessionInfo: ...
-    def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback: ...
     def get_approval(self, approval_id: str) -> ApprovalInfo: ...
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
     def decide(

@@ -48,9 +48,15 @@ class ServedMode:
         self._connection.close()
 
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, agent_id: str, intent: str, sandbox: bool) -> SessionInfo:
+    def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
         body = {"agentId": agent_id, "intent": intent, "sandbox": sandbox}
+        if session_id is not None:
+            body["id"] = session_id
         return from_wire(self._call("POST", "/sessions", json=body), SessionInfo)
+
+    def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
+        body = {"reason": reason, "connector": connector}
+        return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/fail", json=body), SessionInfo)
 
     def get_session(self, session_id: str) -> SessionInfo:
         return from_wire(self._call("GET", f"/sessions/{_seg(session_id)}"), SessionInfo)

@@ -45,6 +45,8 @@ SYSTEM = "agentrein"
 #: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
 DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
+#: The longest a rollback's trigger (why it started) may be.
+MAX_TRIGGER = 200
 
 
 # approvals ----------------------------------------------------------------------------------------------
@@ -150,7 +152,7 @@ def start_rollback(
         org_id=session.org_id,
         session_id=session.session_id,
         status=RollbackStatus.RUNNING,
-        trigger=validation.text("trigger", trigger, 200),
+        trigger=validation.text("trigger", trigger, MAX_TRIGGER),
         requested_by=requested_by,
         created_at=now,
         whole_session=whole_session,

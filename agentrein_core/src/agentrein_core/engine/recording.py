@@ -15,6 +15,7 @@ from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     DEFAULT_APPROVAL_TIMEOUT,
     NO_GATES_REASON,
+    MAX_TRIGGER,
     SYSTEM,
     after_agent_failure,
     after_failure,
@@ -43,7 +44,7 @@ from agentrein_core.statuses import (
     PolicyEffect,
     SessionStatus,
 )
-from agentrein_core.views import LoggedAction, SessionInfo, SessionPage
+from agentrein_core.views import LoggedAction, SessionInfo, SessionPage, shortened
 
 #: A listing filtered by display status (derived, so filtered after reading) reads at most this many
 #: sessions per page, then answers with what it found and a cursor to go on from.
@@ -52,10 +53,19 @@ MAX_SCANNED = 2_000
 
 class Recording(UseCases):
     # sessions -----------------------------------------------------------------------------------------
-    def new_session(self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False) -> Session:
+    def new_session(
+        self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False, *, session_id: str | None = None
+    ) -> Session:
+        """Open a session. ``session_id`` is an id the client chose (the SDK chooses one when it opens a session
+        while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
+        AgentRein's own ids, and accepted once. The same creation sent again (same agent, intent and sandbox)
+        returns the session made first, so a replay repeated after a crash makes nothing twice; any other
+        creation with a taken id is refused, with one answer whichever organisation holds the id, so no answer
+        says whether another organisation has a session of that id, nor hands that session over."""
         now = self.clock()
+        chosen = validation.chosen_id("id", session_id, "ses") if session_id is not None else None
         session = Session(
-            session_id=new_id("ses"),
+            session_id=chosen or new_id("ses"),
             org_id=org_id,
             agent_id=validation.text("agent_id", agent_id, 200),
             intent=validation.redacted_text(
@@ -69,8 +79,15 @@ class Recording(UseCases):
         with self.store.transaction() as tx:
             if tx.org(org_id) is None:
                 raise NotFoundError("organisation", org_id)
-            tx.insert(session, last_seq=0)
-        return session
+            if chosen is None:
+                tx.insert(session, last_seq=0)
+                return session
+            if tx.insert_once(session, last_seq=0):
+                return session
+            earlier = tx.session(org_id, chosen)  # this organisation's only: another's is never read
+            if earlier is not None and _same_creation(earlier, session):
+                return earlier
+            raise InvalidTransitionError(f"session id {chosen} is taken; open the session with another random id")
 
     def get_session(self, org_id: str, session_id: str) -> SessionInfo:
         """The session with its actions, approvals and intent verifications."""
@@ -137,6 +154,20 @@ class Recording(UseCases):
             set_session_status(tx, session, SessionStatus.COMPLETED, completed_at=now)
             if session.status is not SessionStatus.COMPLETED:  # a repeated completion asks for no second check
                 queue_check(tx, now, org_id, session_id, None)
+            return read_session(tx, session_of(tx, org_id, session_id))
+
+    def fail_session(self, org_id: str, session_id: str, *, reason: str, connector: str | None = None) -> SessionInfo:
+        """The agent reports that its run failed outside a recorded call: AgentRein could not record one
+        (action logging failed: its write-ahead record was refused or failed, or AgentRein was out of reach
+        in ``failure_mode="closed"``). The session is rolled back as a failed call rolls it back: while it is
+        ``ACTIVE``, and with nothing to undo it becomes ``FAILED``. ``reason`` is redacted by the rules of
+        ``connector`` (the failed call's), as its error would be. Returns the session as it then stands."""
+        reason = validation.text("reason", reason, validation.MAX_TEXT)
+        installed = self.connectors is not None and connector in self.connectors.names()
+        reason = self.redactors.of(connector if installed and connector else "").redact_text(reason)
+        now = self.clock()
+        with self.store.transaction() as tx:
+            after_agent_failure(tx, now, session_of(tx, org_id, session_id), shortened(reason, MAX_TRIGGER))
             return read_session(tx, session_of(tx, org_id, session_id))
 
     # actions ------------------------------------------------------------------------------------------
@@ -393,6 +424,11 @@ class Recording(UseCases):
         stored (a connector this process does not have is checked where the inverse runs)."""
         if undo is not None and self.connectors is not None and connector in self.connectors.names():
             self.connectors.get(connector).check_undo(undo)
+
+
+def _same_creation(earlier: Session, again: Session) -> bool:
+    """Whether ``again`` asks for the session ``earlier`` already is (a repeated replay of its creation)."""
+    return (earlier.agent_id, earlier.intent, earlier.sandbox) == (again.agent_id, again.intent, again.sandbox)
 
 
 def _encode_cursor(position: tuple[datetime, str]) -> str:

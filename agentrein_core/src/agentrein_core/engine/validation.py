@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from agentrein_core import nesting
+from agentrein_core import ids, nesting
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
 
@@ -58,6 +58,18 @@ def redacted_text(field: str, value: object, max_len: int, redactor: Redactor, a
 def boolean(field: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(field, f"must be true or false, not {value!r}")
+    return value
+
+
+def chosen_id(field: str, value: object, prefix: str) -> str:
+    """An id a client chose for a record it creates: it must have the shape of AgentRein's own ids, so that it
+    is as hard to guess (and to collide with) as they are."""
+    if not isinstance(value, str) or not ids.has_shape(prefix, value):
+        raise ValidationError(
+            field,
+            f"must be an id of AgentRein's shape, {prefix!r}, '_' and {ids.RANDOM_DIGITS} lowercase hex digits "
+            "chosen at random",
+        )
     return value
 
 

@@ -86,6 +86,29 @@ class NewSession(Body):
     agent_id: str
     intent: str = ""
     sandbox: bool = False
+    #: An id the client chose (the SDK does for a session it opened while the server was unreachable): of
+    #: the shape of the server's own, ``ses_`` and 32 lowercase hex digits chosen at random. Accepted once;
+    #: the same creation sent again returns the session made first; any other use of a taken id is a 409.
+    id: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                pattern="^ses_[0-9a-f]{32}$",
+                description="An id the client chose for the session (`ses_` and 32 random lowercase hex digits), "
+                "accepted once: the same creation again returns the session made first; any other use of a "
+                "taken id is refused (409).",
+            ),
+        ]
+        | None
+    ) = None
+
+
+class SessionFailure(Body):
+    """The agent's run failed outside a recorded call (AgentRein could not record one)."""
+
+    reason: str
+    #: The connector of the call that could not be recorded: the reason is redacted by its rules.
+    connector: str | None = None
 
 
 class NewAction(Body):

@@ -25,8 +25,10 @@ class SessionController(Controller):
 
     @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
     def create(self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+        """Open a session. With ``id``: the session a client opened while this server was unreachable (the
+        SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken."""
         engine = services.engine
-        session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox)
+        session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id)
         return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
 
     @get(sync_to_thread=True)
@@ -62,6 +64,16 @@ class SessionController(Controller):
     @post("/{session_id:str}/complete", status_code=200, sync_to_thread=True)
     def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
+
+    @post("/{session_id:str}/fail", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    def fail(
+        self, session_id: FromPath[str], data: JSONBody[bodies.SessionFailure], caller: CallerDep, services: ServicesDep
+    ) -> dict[str, Any]:
+        """The agent's run failed outside a recorded call: AgentRein could not record one (action logging
+        failed). The session is rolled back as after a failed call, while it is ``ACTIVE`` (the server's
+        workers run the rollback); with nothing to undo it becomes ``FAILED``."""
+        session = services.engine.fail_session(caller.org_id, session_id, reason=data.reason, connector=data.connector)
+        return to_wire(session)  # type: ignore[no-any-return]
 
     @post("/{session_id:str}/actions", sync_to_thread=True, responses=bodies.JSON_ONLY)
     def log_action(
