@@ -1,0 +1,245 @@
+"""Where the server sends requests whose address an organisation or an agent chose (server-side undos with
+the organisation's credentials, webhook deliveries, an organisation's own verifier): the http connector's
+allowedHosts rule, public addresses only, and connections pinned to the address that was checked.
+
+Names are answered by a stubbed resolver, and a guard refuses every connection outside 127.0.0.0/8 and [::1]
+before it is made: no test reaches another address, even where the code under test would try.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from attrs import define, field
+from peers import FakeModel, WebhookReceiver, eventually, operator
+from serving import RunningServer, Tenant, rolled_back, session_with_a_created_order
+
+from agentrein import ActionStatus
+from agentrein_core.statuses import VerificationOutcome
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
+from agentrein_testing import FakeService
+
+#: A public address that names answer with; nothing ever connects to it (the guard refuses first).
+PUBLIC = "93.184.215.14"
+#: Where nothing listens: a name that answers this after its first answer leads nowhere.
+NOWHERE = "127.0.0.2"
+
+
+@define
+class Resolver:
+    """``socket.getaddrinfo`` for chosen names: each asking takes the next of the name's answers, the last one
+    repeated; other names (IP literals among them) are resolved as usual. ``asked`` counts the askings."""
+
+    real: Any
+    answers: dict[str, list[str]] = field(factory=dict)
+    asked: Counter[str] = field(factory=Counter)
+
+    def answer(self, name: str, *addresses: str) -> None:
+        self.answers[name] = list(addresses)
+        self.asked[name] = 0
+
+    def __call__(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name not in self.answers:
+            found: list[Any] = self.real(host, port, *args, **kwargs)
+            return found
+        self.asked[name] += 1
+        queue = self.answers[name]
+        address = queue.pop(0) if len(queue) > 1 else queue[0]
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, int(port or 0)))]
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Resolver:
+    stub = Resolver(socket.getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", stub)
+    return stub
+
+
+@pytest.fixture(autouse=True)
+def outside(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Every connection tried outside loopback, each refused before it was made."""
+    tried: list[Any] = []
+    connect = socket.socket.connect
+
+    def loopback_only(sock: socket.socket, address: Any) -> None:
+        if isinstance(address, tuple) and not ipaddress.ip_address(address[0].split("%", 1)[0]).is_loopback:
+            tried.append(address)
+            raise ConnectionRefusedError(f"the tests reach loopback only, not {address[0]}")
+        connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    yield tried
+
+
+def loopback_counts_as_public(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on private targets are refused, but 127.0.0.1 (where the fakes listen) counts as public: it
+    stands in for a public address, which no test may reach. ``NOWHERE`` stays private."""
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    is_global = ipaddress.IPv4Address.is_global
+    stand_in = ipaddress.IPv4Address("127.0.0.1")
+    monkeypatch.setattr(
+        ipaddress.IPv4Address, "is_global", property(lambda address: address == stand_in or is_global.fget(address))
+    )
+
+
+@pytest.fixture
+def tenant(server: RunningServer) -> Tenant:
+    return server.tenant()
+
+
+@pytest.fixture
+def api(tenant: Tenant) -> Iterator[httpx.Client]:
+    with operator(tenant) as client:
+        yield client
+
+
+def problem_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    problem: dict[str, Any] = response.json()
+    assert problem["type"].endswith("/validation-error") and problem["field"] == "config.allowedHosts"
+    return problem
+
+
+# what the http connector's allowedHosts may hold ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("pattern", ["*", "*:*", "*.*", "?*", "*:443", "*.com", "127.0.0.*", "*.0.0.1"])
+def test_an_allowed_host_that_allows_every_host_or_a_range_of_addresses_is_refused(
+    api: httpx.Client, pattern: str
+) -> None:
+    """Refused even where private targets are allowed (as in these tests): the rule is about the pattern."""
+    before = api.get("/connectors/http").json()["config"]
+    refused = api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": [pattern]}})
+    assert "allows too much" in problem_of(refused)["detail"]
+    assert api.get("/connectors/http").json()["config"] == before
+
+
+@pytest.mark.parametrize(
+    ("pattern", "address"),
+    [
+        ("169.254.169.254", "169.254.169.254"),
+        ("10.0.0.5", "10.0.0.5"),
+        ("127.0.0.1:8080", "127.0.0.1"),
+        ("[::1]:8080", "::1"),
+        ("internal.rebound.test", "10.1.2.3"),
+    ],
+)
+def test_an_allowed_host_on_a_private_address_is_refused_when_stored(
+    api: httpx.Client, resolver: Resolver, monkeypatch: pytest.MonkeyPatch, pattern: str, address: str
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    resolver.answer("internal.rebound.test", "10.1.2.3")
+    before = api.get("/connectors/http").json()["config"]
+    refused = api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": [pattern]}})
+    detail = problem_of(refused)["detail"]
+    assert "private or local address" in detail and address in detail
+    assert api.get("/connectors/http").json()["config"] == before
+
+
+# server-side undos ------------------------------------------------------------------------------------------
+
+
+def test_an_undo_to_a_host_that_now_resolves_to_a_private_address_is_refused_and_nothing_is_sent(
+    api: httpx.Client, resolver: Resolver, outside: list[Any], monkeypatch: pytest.MonkeyPatch, service: FakeService
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    resolver.answer("api.rebound.test", PUBLIC)
+    stored = api.put(
+        "/connectors/http",
+        json={
+            "enabled": True,
+            "config": {"allowedHosts": ["api.rebound.test"]},
+            "credentials": {"headers": {"Authorization": "Bearer sk_live_org"}},
+        },
+    )
+    assert stored.status_code == 200, stored.text
+    session_id, order_id = session_with_a_created_order(api, service, undo_base="http://api.rebound.test")
+    resolver.answer("api.rebound.test", "10.0.0.5")
+    session = rolled_back(api, session_id)
+    (action,) = session["actions"]
+    assert action["status"] == ActionStatus.ROLLBACK_FAILED and session["displayStatus"] == "ROLLBACK_FAILED"
+    assert "private or local address (10.0.0.5)" in action["error"] and "api.rebound.test" in action["error"]
+    assert outside == [] and service.calls("DELETE") == []
+    assert order_id in service.collection("orders")
+
+
+def test_an_undo_under_settings_stored_before_the_rule_that_allow_every_host_is_refused(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, service: FakeService
+) -> None:
+    everything = {"allowedHosts": ["*"]}
+    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=everything, credentials=None)
+    session_id, order_id = session_with_a_created_order(api, service)
+    (action,) = rolled_back(api, session_id)["actions"]
+    assert action["status"] == ActionStatus.ROLLBACK_FAILED
+    assert "allowedHosts" in action["error"] and "allows too much" in action["error"]
+    assert service.calls("DELETE") == [] and order_id in service.collection("orders")
+
+
+def test_an_undo_connects_to_the_address_it_checked_under_the_name_it_was_given(
+    api: httpx.Client, resolver: Resolver, monkeypatch: pytest.MonkeyPatch, service: FakeService
+) -> None:
+    port = httpx.URL(service.base_url).port
+    allowed = {"allowedHosts": ["*.rebound.test"]}
+    assert api.put("/connectors/http", json={"enabled": True, "config": allowed}).status_code == 200
+    session_id, order_id = session_with_a_created_order(api, service, undo_base=f"http://orders.rebound.test:{port}")
+    loopback_counts_as_public(monkeypatch)
+    resolver.answer("orders.rebound.test", "127.0.0.1", NOWHERE)
+    assert rolled_back(api, session_id)["displayStatus"] == "REVERTED"
+    (undo,) = service.calls("DELETE")
+    assert undo.host == f"orders.rebound.test:{port}"
+    assert resolver.asked["orders.rebound.test"] == 1
+    assert order_id not in service.collection("orders")
+
+
+# webhook deliveries and organisations' verifiers ------------------------------------------------------------
+
+
+def test_a_webhook_delivery_connects_to_the_address_it_checked_under_the_name_it_was_given(
+    api: httpx.Client, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with WebhookReceiver().running() as receiver:
+        port = httpx.URL(receiver.url).port
+        assert api.patch("/settings", json={"webhookHosts": ["hooks.rebound.test"]}).status_code == 200
+        hook = {"url": f"http://hooks.rebound.test:{port}/hook", "events": ["approval.requested"]}
+        made = api.post("/webhooks", json=hook)
+        assert made.status_code == 201, made.text
+        receiver.secret = made.json()["secret"]
+        loopback_counts_as_public(monkeypatch)
+        resolver.answer("hooks.rebound.test", "127.0.0.1", NOWHERE)
+        session_id = api.post("/sessions", json={"agentId": "a", "intent": "refund"}).json()["id"]
+        held = {"connector": "http", "apiName": "POST /v1/refunds", "operationType": "CREATE", "payload": {}}
+        api.post(f"/sessions/{session_id}/actions", json={**held, "requiresApproval": True})
+        (delivered,) = eventually(receiver.accepted, bool)
+    assert delivered.headers["host"] == f"hooks.rebound.test:{port}"
+    assert resolver.asked["hooks.rebound.test"] == 1
+
+
+def test_an_organisations_verifier_is_asked_at_the_address_it_checked_under_the_name_it_was_given(
+    api: httpx.Client, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeModel().running() as model:
+        port = httpx.URL(model.url).port
+        assert api.patch("/settings", json={"verifierUrl": f"http://model.rebound.test:{port}/v1"}).status_code == 200
+        loopback_counts_as_public(monkeypatch)
+        resolver.answer("model.rebound.test", "127.0.0.1", NOWHERE)
+        session_id = api.post("/sessions", json={"agentId": "a", "intent": "send the email"}).json()["id"]
+        body = {"connector": "http", "apiName": "POST /v1/emails", "operationType": "CREATE", "payload": {}}
+        action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+        api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "SUCCESS", "response": {}})
+        (checked,) = eventually(
+            lambda: api.get(f"/sessions/{session_id}").json()["actions"],
+            lambda actions: (actions[0].get("verification") or {}).get("outcome"),
+        )
+    assert checked["verification"]["outcome"] == VerificationOutcome.VERIFIED, checked["verification"]
+    ((headers, _),) = model.requests
+    assert headers["host"] == f"model.rebound.test:{port}"
+    assert resolver.asked["model.rebound.test"] == 1
