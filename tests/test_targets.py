@@ -10,17 +10,28 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
+import threading
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from attrs import define, field
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from peers import FakeModel, WebhookReceiver, eventually, operator
 from serving import RunningServer, Tenant, rolled_back, session_with_a_created_order
 
 from agentrein import ActionStatus
+from agentrein_core import targets
+from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_testing import FakeService
@@ -33,15 +44,16 @@ NOWHERE = "127.0.0.2"
 
 @define
 class Resolver:
-    """``socket.getaddrinfo`` for chosen names: each asking takes the next of the name's answers, the last one
-    repeated; other names (IP literals among them) are resolved as usual. ``asked`` counts the askings."""
+    """``socket.getaddrinfo`` for chosen names: each asking takes the next of the name's answers (an address,
+    or a tuple of them), the last one repeated; other names (IP literals among them) are resolved as usual.
+    ``asked`` counts the askings."""
 
     real: Any
-    answers: dict[str, list[str]] = field(factory=dict)
+    answers: dict[str, list[str | tuple[str, ...]]] = field(factory=dict)
     asked: Counter[str] = field(factory=Counter)
 
-    def answer(self, name: str, *addresses: str) -> None:
-        self.answers[name] = list(addresses)
+    def answer(self, name: str, *answers: str | tuple[str, ...]) -> None:
+        self.answers[name] = list(answers)
         self.asked[name] = 0
 
     def __call__(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
@@ -51,9 +63,11 @@ class Resolver:
             return found
         self.asked[name] += 1
         queue = self.answers[name]
-        address = queue.pop(0) if len(queue) > 1 else queue[0]
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, int(port or 0)))]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (a, port))
+            for a in ((answer,) if isinstance(answer, str) else answer)
+        ]
 
 
 @pytest.fixture
@@ -243,3 +257,86 @@ def test_an_organisations_verifier_is_asked_at_the_address_it_checked_under_the_
     ((headers, _),) = model.requests
     assert headers["host"] == f"model.rebound.test:{port}"
     assert resolver.asked["model.rebound.test"] == 1
+
+
+# the pinned client --------------------------------------------------------------------------------------------
+
+
+def test_a_request_tries_each_checked_address_of_its_one_resolution_in_turn(
+    resolver: Resolver, service: FakeService
+) -> None:
+    resolver.answer("twice.rebound.test", (NOWHERE, "127.0.0.1"), NOWHERE)
+    with targets.pinned_client("url") as client:
+        made = client.post(f"http://twice.rebound.test:{httpx.URL(service.base_url).port}/v1/orders", json={})
+    assert made.status_code == 201 and resolver.asked["twice.rebound.test"] == 1
+
+
+def test_a_request_is_refused_before_connecting_when_any_answer_for_its_host_is_private(
+    resolver: Resolver, outside: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    resolver.answer("mixed.rebound.test", (PUBLIC, "10.0.0.5"))
+    with targets.pinned_client("url") as client, pytest.raises(ValidationError, match=r"private or local.*10\.0\.0\.5"):
+        client.post("https://mixed.rebound.test/hook", json={})
+    assert outside == []
+
+
+# TLS on the name ---------------------------------------------------------------------------------------------
+
+
+def self_signed(name: str, folder: Path) -> tuple[Path, Path]:
+    """A certificate for ``name`` (its own authority) and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+def test_an_https_request_connects_to_the_checked_address_and_verifies_the_certificate_of_the_name(
+    resolver: Resolver, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cert_file, key_file = self_signed("secure.rebound.test", tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))  # the client trusts this certificate only
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    asked_for: list[str | None] = []
+    context.sni_callback = lambda _socket, name, _context: asked_for.append(name)
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        resolver.answer("secure.rebound.test", "127.0.0.1", NOWHERE)
+        with targets.pinned_client("url") as client:
+            answer = client.get(f"https://secure.rebound.test:{server.server_address[1]}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answer.status_code == 200
+    assert asked_for == ["secure.rebound.test"] and resolver.asked["secure.rebound.test"] == 1

@@ -110,7 +110,9 @@ class Connector(ABC):
 
     def server_client(self, config: JSON, credentials: JSON) -> Any:
         """A client through which the server runs this connector's inverses, built from the organisation's
-        settings. Closed after use if it has ``close()``. By default the connector has no server-side undo."""
+        settings. Closed after use if it has ``close()``. By default the connector has no server-side undo.
+        Where an undo's address comes from the agent, use :func:`agentrein_core.targets.pinned_client`: it
+        reaches public addresses only, at the address it checked."""
         raise UndoError(f"connector {self.name!r} cannot run inverses in the server")
 
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
