@@ -21,8 +21,8 @@ from serving import RunningServer
 from third_party import EXAMPLE_PLUGIN, install
 
 from agentrein import AgentRein
-from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_core.plugins import installed_connectors
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_testing import FakeService
 
 pytest_plugins = ("pytester",)

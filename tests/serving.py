@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from typing import Any
 
 import httpx
 import uvicorn
@@ -22,6 +23,7 @@ from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import Plan, Role
 from agentrein_core.vault import Vault
 from agentrein_server.app import create_app, open_services
+from agentrein_testing import FakeService
 
 #: The http connector's settings that let the server undo calls made to the loopback fake service.
 LOOPBACK_HTTP = {"allowedHosts": ["127.0.0.1"]}
@@ -83,6 +85,35 @@ class RunningServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=30)
+
+
+def session_with_a_created_order(
+    api: httpx.Client, service: FakeService, *, undo_base: str | None = None
+) -> tuple[str, str]:
+    """A session whose one action really created an order on the fake service; (session id, order id). Its
+    undo deletes the order at ``undo_base`` (another name for the fake, say), else at the fake's own URL."""
+    session_id = api.post("/sessions", json={"agentId": "billing", "intent": "orders"}).json()["id"]
+    logged = api.post(
+        f"/sessions/{session_id}/actions",
+        json={"connector": "http", "apiName": "POST /v1/orders", "operationType": "CREATE", "payload": {}},
+    ).json()
+    order = httpx.post(f"{service.base_url}/v1/orders", json={}).json()
+    undo = {"type": "http-delete", "url": f"{undo_base or service.base_url}/v1/orders/{order['id']}"}
+    confirmed = api.patch(
+        f"/sessions/{session_id}/actions/{logged['action']['actionId']}",
+        json={"status": "SUCCESS", "response": {"id": order["id"]}, "undo": undo},
+    )
+    assert confirmed.status_code == 200, confirmed.text
+    return session_id, order["id"]
+
+
+def rolled_back(api: httpx.Client, session_id: str) -> dict[str, Any]:
+    started = api.post(f"/sessions/{session_id}/rollback", json={})
+    assert started.status_code == 202, started.text
+    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] in ("SUCCEEDED", "FAILED")
+    session: dict[str, Any] = api.get(f"/sessions/{session_id}").json()
+    return session
 
 
 class ServerProcess:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
-from serving import RunningServer, Tenant
+from serving import RunningServer, Tenant, rolled_back, session_with_a_created_order
 
 from agentrein import ActionStatus, ApprovalRejectedError, PolicyBlockedError, SessionStatus, UndoStatus
 from agentrein_core import schema
@@ -43,32 +43,6 @@ def slug(response: httpx.Response) -> str:
     problem: dict[str, Any] = response.json()
     assert problem["status"] == response.status_code and problem["detail"]
     return str(problem["type"]).rsplit("/", 1)[-1]
-
-
-def session_with_a_created_order(api: httpx.Client, service: FakeService) -> tuple[str, str]:
-    """A session whose one action really created an order on the fake service; (session id, order id)."""
-    session_id = api.post("/sessions", json={"agentId": "billing", "intent": "orders"}).json()["id"]
-    logged = api.post(
-        f"/sessions/{session_id}/actions",
-        json={"connector": "http", "apiName": "POST /v1/orders", "operationType": "CREATE", "payload": {}},
-    ).json()
-    order = httpx.post(f"{service.base_url}/v1/orders", json={}).json()
-    undo = {"type": "http-delete", "url": f"{service.base_url}/v1/orders/{order['id']}"}
-    confirmed = api.patch(
-        f"/sessions/{session_id}/actions/{logged['action']['actionId']}",
-        json={"status": "SUCCESS", "response": {"id": order["id"]}, "undo": undo},
-    )
-    assert confirmed.status_code == 200, confirmed.text
-    return session_id, order["id"]
-
-
-def rolled_back(api: httpx.Client, session_id: str) -> dict[str, Any]:
-    started = api.post(f"/sessions/{session_id}/rollback", json={})
-    assert started.status_code == 202, started.text
-    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
-    assert job["status"] in ("SUCCEEDED", "FAILED")
-    session: dict[str, Any] = api.get(f"/sessions/{session_id}").json()
-    return session
 
 
 # keys, organisations, roles ------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from agentrein import AgentRein, DisplayStatus, SessionInfo
 from agentrein_cli.main import app
 from agentrein_core import verification
 from agentrein_core.engine import Engine
-from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, Plan, VerificationOutcome
 from agentrein_core.store import Store
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_core.verifier import ANSWER_SCHEMA
 from agentrein_testing import FakeService
 

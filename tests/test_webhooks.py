@@ -17,9 +17,9 @@ from serving import RunningServer, Tenant, free_port
 
 from agentrein_core.hookspecs import hookimpl
 from agentrein_core.model import Event
-from agentrein_core.notifications import ALLOW_PRIVATE_ENV
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import Role
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_testing import FakeService
 
 

@@ -134,7 +134,9 @@ class Connector(ABC):
     def server_client(self, config: JSON, credentials: JSON) -> Any:
         """A client through which the server runs this connector's inverses, built from the organisation's
         settings (embedded mode too, when the process holds no client of the session). Closed after use if it
-        has ``aclose()`` or ``close()``. By default the connector has no server-side undo."""
+        has ``aclose()`` or ``close()``. By default the connector has no server-side undo. Where an undo's
+        address comes from the agent, use :func:`agentrein_core.targets.pinned_client`: it reaches public
+        addresses only, at the address it checked."""
         raise UndoError(f"connector {self.name!r} cannot run inverses in the server")
 
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
-import os
-import socket
 import time
 from datetime import timedelta
 from fnmatch import fnmatchcase
 from typing import Any
-from urllib.parse import urlsplit
 
+from agentrein_core import targets
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Event
@@ -38,73 +35,39 @@ RETRY_AFTER = (
     timedelta(hours=2),
     timedelta(hours=12),
 )
-#: Set to 1 to let organisations' webhooks and verifiers reach loopback and private addresses (a single-team
-#: server on one machine, or tests); otherwise only public addresses are reached.
-ALLOW_PRIVATE_ENV = "AGENTREIN_ALLOW_PRIVATE_TARGETS"
 #: Every event type; a webhook subscribes to some of them, or to ``*``.
 EVENT_TYPES = tuple(t.value for t in EventType)
 
 
 def check_webhook_url(url: str, allowed_hosts: list[str]) -> str:
-    """``url`` if it is http(s) to a host the organisation allows (exact names, or ``*.example.com``) that
-    resolves to public addresses only, so that no one can point the server at its own network."""
+    """``url``, when a webhook is added, if it is http(s) to a host the organisation allows (exact names, or
+    ``*.example.com``) that resolves to public addresses only, so that no one can point the server at its own
+    network."""
+    targets.check_public_target("url", *check_webhook_host(url, allowed_hosts))
+    return url.strip()
+
+
+def check_webhook_host(url: str, allowed_hosts: list[str]) -> tuple[str, int]:
+    """The host and port of ``url`` if it is http(s) to a host among the organisation's ``webhookHosts``:
+    checked when a webhook is added and before each delivery (the list may have changed since). Where the
+    host resolves is checked again by the delivery's own connection
+    (:class:`~agentrein_core.targets.PinnedTransport`)."""
     if not isinstance(url, str) or not url.strip() or len(url) > 2000:
         raise ValidationError("url", "must be an http or https URL of at most 2000 characters")
-    url = url.strip()
-    host, port = _host_and_port("url", url)
+    host, port = targets.host_and_port("url", url.strip())
     if not allowed_hosts:
         raise ValidationError("url", "no webhook hosts are allowed yet: add the host to the settings' webhookHosts")
     if not any(fnmatchcase(host, pattern.lower()) for pattern in allowed_hosts):
         raise ValidationError("url", f"the host {host!r} is not among the organisation's webhookHosts")
-    check_public_target("url", host, port)
-    return url
-
-
-def _host_and_port(field: str, url: str) -> tuple[str, int]:
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise ValidationError(field, f"{url!r} is not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(ord(c) < 32 for c in url):
-        raise ValidationError(field, f"{url!r} is not an http or https URL")
-    if parts.username or parts.password:
-        raise ValidationError(field, "must not carry a user name or password")
-    return parts.hostname.lower(), port
-
-
-def check_public_target(field: str, host: str, port: int) -> None:
-    """Refuse a host that is, or resolves to, a loopback, private, link-local, shared or otherwise non-public
-    address (unless ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` is 1). Checked when a URL is given and again when it
-    is used; a name that changes its answer in between is the one gap left (no address pinning)."""
-    if os.environ.get(ALLOW_PRIVATE_ENV) == "1":
-        return
-    try:
-        found = {str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
-    except (OSError, UnicodeError):
-        raise ValidationError(field, f"the host {host!r} cannot be resolved") from None
-    for raw in found:
-        address = ipaddress.ip_address(raw.split("%", 1)[0])
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if not address.is_global or address.is_multicast:
-            raise ValidationError(field, f"the host {host!r} is a private or local address ({address}); refused")
-
-
-def check_target_url(field: str, url: str) -> None:
-    """An http(s) URL of a public host (a verifier an organisation chose, say)."""
-    check_public_target(field, *_host_and_port(field, url))
+    return host, port
 
 
 def check_host_patterns(patterns: object) -> list[str]:
-    """An allow-list of webhook hosts: names like ``hooks.example.com`` or ``*.example.com``."""
+    """An allow-list of webhook hosts: names like ``hooks.example.com`` or ``*.example.com``
+    (:func:`~agentrein_core.targets.check_host_pattern`)."""
     if not isinstance(patterns, list) or len(patterns) > 100:
         raise ValidationError("webhookHosts", "must be a list of at most 100 host names")
-    for pattern in patterns:
-        name = pattern.removeprefix("*.") if isinstance(pattern, str) else ""
-        if not name or len(pattern) > 253 or not all(c.isascii() and (c.isalnum() or c in "-.:") for c in name):
-            raise ValidationError("webhookHosts", f"{pattern!r} is not a host name (or *.domain)")
-    return [p.lower() for p in patterns]
+    return [targets.check_host_pattern("webhookHosts", pattern) for pattern in patterns]
 
 
 def envelope(event: Event) -> dict[str, Any]:

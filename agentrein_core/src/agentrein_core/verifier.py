@@ -15,8 +15,8 @@ import httpx
 
 from agentrein_core.errors import ValidationError
 from agentrein_core.hookspecs import hookimpl
-from agentrein_core.notifications import check_target_url
 from agentrein_core.statuses import VerificationOutcome
+from agentrein_core.targets import pinned_client
 from agentrein_core.verification import IntentCheck, Verdict, VerifierError
 
 NAME = "openai-compatible"
@@ -110,19 +110,19 @@ def agentrein_verify_intent(check: IntentCheck) -> Verdict | None:
     settings = check.settings
     if not settings.url:
         return None  # not configured: another verifier may answer, or the check is UNVERIFIED
-    if not settings.trusted:  # an organisation's own: never one of the server's neighbours
-        try:
-            check_target_url("verifierUrl", settings.url)
-        except ValidationError as exc:
-            raise VerifierError(f"the verifier URL is refused: {exc}") from None
     headers: dict[str, str] = {}
     if settings.api_key:  # Azure OpenAI's endpoints take the key as api-key, the others as a bearer token
         azure = ".openai.azure.com" in settings.url.lower()
         headers = {"api-key": settings.api_key} if azure else {"Authorization": f"Bearer {settings.api_key}"}
+    # The server's own verifier may be on its network (and behind its proxy); an organisation's may not.
+    client = httpx.Client() if settings.trusted else pinned_client("verifierUrl")
     try:
-        response = httpx.post(
-            chat_completions_url(settings.url), json=request_body(check), headers=headers, timeout=settings.timeout
-        )
+        with client:
+            response = client.post(
+                chat_completions_url(settings.url), json=request_body(check), headers=headers, timeout=settings.timeout
+            )
+    except ValidationError as exc:
+        raise VerifierError(f"the verifier URL is refused: {exc}") from None
     except httpx.TimeoutException:
         raise VerifierError(f"the verifier did not answer within {settings.timeout:g} s") from None
     except httpx.HTTPError as exc:

@@ -9,7 +9,7 @@ import os
 
 import httpx
 
-from agentrein_core import notifications
+from agentrein_core import notifications, targets
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import Event, Webhook
@@ -30,7 +30,7 @@ class WebhookSender:
         self.vault = vault
         self.public_url = public_url or os.environ.get(PUBLIC_URL_ENV) or DEFAULT_PUBLIC_URL
         # Redirects are not followed: an allowed host must not bounce a delivery to one that is not.
-        self.http = httpx.Client(timeout=SEND_TIMEOUT, follow_redirects=False)
+        self.http = targets.pinned_client("url", timeout=SEND_TIMEOUT, follow_redirects=False)
 
     def send_one(self) -> bool:
         """Send one due delivery; False when none is due. Whatever fails is recorded on the delivery (and
@@ -48,10 +48,6 @@ class WebhookSender:
         return True
 
     def _post(self, hook: Webhook, event: Event, delivery_id: str, allowed: list[str]) -> tuple[int | None, str | None]:
-        try:
-            notifications.check_webhook_url(hook.url, allowed)  # the allow-list (or DNS) may have changed
-        except ValidationError as exc:
-            return None, f"not sent: {exc}"
         body = notifications.body_of(event, hook.format, self.public_url)
         headers = {
             "content-type": "application/json",
@@ -61,7 +57,10 @@ class WebhookSender:
             "AgentRein-Delivery": delivery_id,
         }
         try:
-            answer = self.http.post(hook.url, content=body, headers=headers)
+            notifications.check_webhook_host(hook.url, allowed)  # the allow-list may have changed
+            answer = self.http.post(hook.url, content=body, headers=headers)  # refused if its address is not public
+        except ValidationError as exc:
+            return None, f"not sent: {exc}"
         except httpx.HTTPError as exc:
             return None, f"{type(exc).__name__}: {exc}"
         # The answer's body is not kept: it could be anything the endpoint says, and the log is readable.

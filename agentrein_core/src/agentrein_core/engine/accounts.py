@@ -8,7 +8,7 @@ import secrets
 from attrs import evolve
 
 import agentrein_core.engine.validation as validation
-from agentrein_core import notifications
+from agentrein_core import notifications, targets
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.records import replace
 from agentrein_core.errors import NotFoundError, UnauthorizedError, ValidationError
@@ -228,5 +228,5 @@ def _verifier_url(value: object) -> str:
     """An organisation's own verifier: an http(s) URL of a public host, refused when stored (and checked again
     before each request, as a host's address may change), as webhook URLs are."""
     url = validation.url("verifierUrl", value)
-    notifications.check_target_url("verifierUrl", url)
+    targets.check_target_url("verifierUrl", url)
     return url

@@ -10,10 +10,16 @@
 - A client closed before the rollback (``with httpx.Client(...) as raw:``) is reopened for its inverses with
   the same settings and transports (:mod:`agentrein_http.reopen`).
 - In the server, inverses are sent only where the organisation allows, because an undo is described by the
-  agent while the server adds the organisation's credentials to it. Config: ``allowedHosts`` (host[:port]
-  globs; one without a port matches any port; none: no undo runs), ``allowedMethods`` (default
-  ``["DELETE"]``: an ``http-request`` undo with another method is refused unless listed) and
-  ``allowedPaths`` (path globs, default any). Credentials: ``{"headers": {...}}``, added to every inverse.
+  agent while the server adds the organisation's credentials to it. Config: ``allowedHosts`` (``host`` or
+  ``host:port``, one without a port matching any port; a host is an exact name or IP address, ``[v6]``
+  with a port, or ``*.`` and a domain of two labels or more, such as ``*.example.com``: ``*``, ``*.com`` or
+  ``127.0.0.*`` are refused; none: no undo runs), ``allowedMethods`` (default ``["DELETE"]``: an
+  ``http-request`` undo with another method is refused unless listed) and ``allowedPaths`` (path globs,
+  default any). Credentials: ``{"headers": {...}}``, added to every inverse.
+- Inverses reach public addresses only, unless the server sets ``AGENTREIN_ALLOW_PRIVATE_TARGETS=1``
+  (:mod:`agentrein_core.targets`): an exact host that is, or resolves to, a loopback, private, link-local or
+  metadata address is refused when the settings are stored, and every inverse's host is resolved once,
+  checked, and connected to at the address checked.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from urllib.parse import parse_qsl
 
 import httpx
 
+from agentrein_core import targets
 from agentrein_core.connector import Connector, PreparedCall, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
@@ -37,6 +44,7 @@ from agentrein_http.reopen import reopened
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 HTTP_DELETE = "http-delete"
 HTTP_REQUEST = "http-request"
+ALLOWED_HOSTS = "config.allowedHosts"
 
 OPERATIONS = {
     "POST": OperationType.CREATE,
@@ -166,7 +174,9 @@ class HttpConnector(Connector):
 
     def check_config(self, config: JSON, credentials: JSON) -> None:
         _only_keys("config", config, {"allowedHosts", "allowedMethods", "allowedPaths"})
-        _globs(config, "allowedHosts", "host[:port] globs, e.g. ['api.example.com']")
+        for host, port in _allowed_hosts(config):
+            if "*" not in host:  # a wildcard's hosts are checked as each inverse is sent
+                targets.check_public_target(ALLOWED_HOSTS, host, port or 443)
         _globs(config, "allowedPaths", "path globs, e.g. ['/v1/*']")
         methods = _globs(config, "allowedMethods", "HTTP methods, e.g. ['DELETE', 'POST']")
         if any(m.upper() not in OPERATIONS for m in methods):
@@ -180,16 +190,18 @@ class HttpConnector(Connector):
             raise ValidationError("credentials.headers", "must map header names to single-line string values")
 
     def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
-        hosts = tuple(config.get("allowedHosts", []))
+        # Checked again: settings stored before the rule on hosts was tightened may allow every host.
+        hosts = _allowed_hosts(config)
         methods = {m.upper() for m in config.get("allowedMethods", ["DELETE"])}
         paths = tuple(config.get("allowedPaths", ["*"]))
 
         def refuse_what_is_not_allowed(request: httpx.Request) -> None:
-            host, port = request.url.host, request.url.port or (443 if request.url.scheme == "https" else 80)
-            if not any(fnmatchcase(f"{host}:{port}" if ":" in glob else host, glob) for glob in hosts):
+            host = request.url.raw_host.decode("ascii")
+            port = request.url.port or targets.DEFAULT_PORTS.get(request.url.scheme, 80)
+            if not any(fnmatchcase(host, glob) and allowed in (None, port) for glob, allowed in hosts):
                 raise UndoError(
                     f"undo refused: {host}:{port} is not in the http connector's allowedHosts "
-                    f"({', '.join(hosts) or 'none configured'})"
+                    f"({', '.join(config.get('allowedHosts', [])) or 'none configured'})"
                 )
             if request.method not in methods:
                 allowed = ", ".join(sorted(methods))
@@ -197,7 +209,9 @@ class HttpConnector(Connector):
             if not any(fnmatchcase(request.url.path, glob) for glob in paths):
                 raise UndoError(f"undo refused: {request.url.path} is not in allowedPaths ({', '.join(paths)})")
 
-        return httpx.Client(
+        # The pinned client refuses a host whose address is not public, on the very answer it connects to.
+        return targets.pinned_client(
+            "undo.url",
             headers=credentials.get("headers", {}),
             event_hooks={"request": [refuse_what_is_not_allowed]},
             follow_redirects=False,  # a redirect must not lead an inverse off the allowed hosts
@@ -235,6 +249,26 @@ def _globs(config: JSON, key: str, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValidationError(f"config.{key}", f"must be a list of {what}")
     return value
+
+
+def _allowed_hosts(config: JSON) -> list[tuple[str, int | None]]:
+    """``allowedHosts`` as (host pattern, port or ``None`` for any): ``host``, ``host:port``, ``[v6]:port``
+    or a bare IPv6 address, each host an exact one or ``*.domain`` (:func:`targets.check_host_pattern`)."""
+    entries = []
+    for entry in _globs(config, "allowedHosts", "hosts or host:port, e.g. ['api.example.com']"):
+        host, port = entry, ""
+        if entry.startswith("["):
+            host, _, port = entry[1:].partition("]")
+            if port and not port.startswith(":"):
+                raise ValidationError(ALLOWED_HOSTS, f"{entry!r} is not [IPv6 address]:port")
+            port = port[1:]
+        elif entry.count(":") == 1:
+            host, port = entry.split(":")
+        host = targets.check_host_pattern(ALLOWED_HOSTS, host)
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValidationError(ALLOWED_HOSTS, f"{entry!r}: the port must be a number from 1 to 65535")
+        entries.append((host, int(port) if port else None))
+    return entries
 
 
 def _only_keys(field: str, value: JSON, allowed: set[str]) -> None:

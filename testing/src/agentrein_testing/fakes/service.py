@@ -25,6 +25,7 @@ class Recorded:
     body: Any
     authorization: str | None = None
     status: int | None = None  # what the fake answered; None: the connection was dropped
+    host: str | None = None  # the Host header: the name the caller used for the fake
 
 
 @define
@@ -105,6 +106,7 @@ class FakeService(LoopbackFake[Recorded, Fault]):
             headers.get("idempotency-key"),
             request.json_body(),
             headers.get("authorization"),
+            host=headers.get("host"),
         )
 
     def _idempotency_scope(self, record: Recorded) -> Hashable | None:

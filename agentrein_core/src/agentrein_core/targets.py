@@ -1,0 +1,153 @@
+"""Where AgentRein sends requests an organisation or an agent chose the address of: webhook deliveries, an
+organisation's own verifier, and server-side undos (which carry the organisation's stored credentials).
+
+- Allow-lists of hosts (``webhookHosts``, the http connector's ``allowedHosts``) hold exact hosts or
+  ``*.`` followed by a domain of at least two labels (:func:`check_host_pattern`): no entry allows every host.
+- Only public addresses are reached (:func:`check_public_target`), unless the server sets
+  ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1: checked when an address is stored, and again by the request's own
+  connection (:class:`PinnedTransport`), which resolves the host once, checks every answer and connects to
+  the address it checked, so a DNS answer that changes in between cannot lead the request elsewhere.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from agentrein_core.errors import ValidationError
+
+#: Set to 1 to let organisations' webhooks, verifiers and server-side undos reach loopback and private
+#: addresses (a single-team server on one machine, or tests); otherwise only public addresses are reached.
+ALLOW_PRIVATE_ENV = "AGENTREIN_ALLOW_PRIVATE_TARGETS"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def private_targets_allowed() -> bool:
+    return os.environ.get(ALLOW_PRIVATE_ENV) == "1"
+
+
+def host_and_port(field: str, url: str) -> tuple[str, int]:
+    """The host (lowercased) and port of an http(s) URL without a user name or password."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme, 80)
+    except ValueError as exc:
+        raise ValidationError(field, f"{url!r} is not a URL ({exc})") from None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname or any(ord(c) < 32 for c in url):
+        raise ValidationError(field, f"{url!r} is not an http or https URL")
+    if parts.username or parts.password:
+        raise ValidationError(field, "must not carry a user name or password")
+    return parts.hostname.lower(), port
+
+
+def check_target_url(field: str, url: str) -> None:
+    """An http(s) URL of a public host (a verifier an organisation chose, say)."""
+    check_public_target(field, *host_and_port(field, url))
+
+
+def check_public_target(field: str, host: str, port: int) -> None:
+    """Refuse a host that is, or resolves to, a loopback, private, link-local, shared or otherwise non-public
+    address (unless ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` is 1), when an address is stored. The request made
+    later checks again, on the very answer it connects to (:class:`PinnedTransport`)."""
+    if private_targets_allowed():
+        return
+    try:
+        found = addresses_of(host, port)
+    except (OSError, UnicodeError):
+        raise ValidationError(field, f"the host {host!r} cannot be resolved") from None
+    _refuse_private(field, host, found)
+
+
+def addresses_of(host: str, port: int) -> list[Address]:
+    """Every address ``host`` resolves to now (one DNS resolution), in the resolver's order."""
+    found = (str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP))
+    return list(dict.fromkeys(ipaddress.ip_address(raw.split("%", 1)[0]) for raw in found))
+
+
+def _refuse_private(field: str, host: str, addresses: list[Address]) -> None:
+    for address in addresses:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global or address.is_multicast:
+            raise ValidationError(field, f"the host {host!r} is a private or local address ({address}); refused")
+
+
+def check_host_pattern(field: str, pattern: object) -> str:
+    """One entry of an allow-list of hosts, lowercased: an exact host name or IP address, or ``*.`` followed by
+    a domain of at least two labels whose last is not a number (``*.example.com``). Anything else is refused,
+    so that no entry allows every host, a whole top-level domain or a range of addresses (``*``, ``*.*``,
+    ``*.com``, ``127.0.0.*``, ``*.0.0.1``)."""
+    host = pattern.lower() if isinstance(pattern, str) else ""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    domain = host.removeprefix("*.")
+    labels = domain.split(".")
+    if "*" in domain or (domain != host and (len(labels) < 2 or labels[-1].isdigit())):
+        raise ValidationError(
+            field, f"{pattern!r} allows too much: a * may only start a domain of two labels or more (*.example.com)"
+        )
+    if not host or len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ValidationError(field, f"{pattern!r} is not a host name, an IP address or *.domain")
+    return host
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    """An httpx transport that resolves each request's host once, refuses it if any answer is not public
+    (unless ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` is 1), and connects to the answers it checked,
+    in order, while the ``Host`` header, TLS SNI and certificate verification stay on the host's name.
+
+    A refused host raises :class:`ValidationError` naming ``field``, before anything is sent; a host that does
+    not resolve raises :class:`httpx.ConnectError`, as httpx's own resolution would. Connections are not kept
+    alive: the pool knows them by address, and a kept one could carry another name's request past that
+    name's certificate check."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(limits=httpx.Limits(max_keepalive_connections=0))
+        self.field = field
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.raw_host.decode("ascii")
+        port = request.url.port or DEFAULT_PORTS.get(request.url.scheme, 80)
+        try:
+            addresses = addresses_of(host, port)
+        except (OSError, UnicodeError) as exc:
+            raise httpx.ConnectError(f"the host {host!r} cannot be resolved ({exc})", request=request) from None
+        if not private_targets_allowed():
+            _refuse_private(self.field, host, addresses)
+        *others, last = addresses
+        for address in others:
+            try:
+                return super().handle_request(_to_address(request, address, host))
+            except httpx.ConnectError:
+                continue  # nothing was sent: try the host's next address, as a socket connection would
+        return super().handle_request(_to_address(request, last, host))
+
+
+def _to_address(request: httpx.Request, address: Address, host: str) -> httpx.Request:
+    """``request`` sent to ``address``; its headers (``Host`` among them) unchanged, and TLS on ``host``."""
+    extensions: dict[str, Any] = {**request.extensions, "sni_hostname": host}
+    return httpx.Request(
+        request.method,
+        request.url.copy_with(host=str(address)),
+        headers=request.headers,
+        stream=request.stream,
+        extensions=extensions,
+    )
+
+
+def pinned_client(field: str, **options: Any) -> httpx.Client:
+    """An ``httpx.Client`` over a :class:`PinnedTransport`. It ignores ``HTTP(S)_PROXY``: a proxy would connect
+    wherever the name leads it, past the address check."""
+    return httpx.Client(transport=PinnedTransport(field), trust_env=False, **options)
