@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agentrein_core.errors import AgentReinError
+from agentrein_core.errors import AgentReinError, ValidationError
 
 if TYPE_CHECKING:
     from rich.console import ConsoleOptions, RenderResult
@@ -55,7 +55,11 @@ Organisation = Annotated[
 ]
 ServerUrl = Annotated[
     str | None,
-    typer.Option("--url", envvar=URL_ENV, help="An AgentRein server to talk to, instead of a database."),
+    typer.Option(
+        "--url",
+        envvar=URL_ENV,
+        help="An AgentRein server to talk to, instead of a database (a --database-url typed wins over the variable).",
+    ),
 ]
 ServerKey = Annotated[str | None, typer.Option("--api-key", envvar=API_KEY_ENV, help="An API key of the server.")]
 AsJson = Annotated[
@@ -137,20 +141,42 @@ def targeting(*, server: bool, in_organisation: bool) -> Callable[[Callable[...,
     ``in_organisation`` ``--org``; with ``server`` ``--url`` and ``--api-key``), which it receives as its
     ``target``. The command first says on stderr which server or database it uses."""
     added = [DATABASE_OPTION, *([ORGANISATION_OPTION] if in_organisation else []), *(SERVER_OPTIONS if server else [])]
+    context = inspect.Parameter("context", _OPTION, annotation=typer.Context)
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(command)
-        def run(**options: Any) -> None:
-            target = Target(**{p.name: options.pop(p.name) for p in added})
+        def run(context: typer.Context, **options: Any) -> None:
+            with errors_exit():
+                target = _chosen(context, {p.name: options.pop(p.name) for p in added})
             notices.print(f"Using {target.described(in_organisation=in_organisation)}", highlight=False, soft_wrap=True)
             command(target, **options)
 
         own = inspect.signature(command, eval_str=True)
         kept = [p for p in own.parameters.values() if p.name != "target"]
-        run.__signature__ = own.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+        run.__signature__ = own.replace(parameters=[*kept, *added, context])  # type: ignore[attr-defined]
         return run
 
     return decorate
+
+
+def _chosen(context: typer.Context, given: dict[str, Any]) -> Target:
+    """The target the options name. A server wins over a database, unless only the database was named on the
+    command line (the server coming from ``$AGENTREIN_URL``): what is typed is what the command uses."""
+
+    def typed(name: str) -> bool:
+        source = context.get_parameter_source(name)
+        return given.get(name) is not None and source is not None and source.name == "COMMANDLINE"
+
+    if given.get("url"):
+        if typed("database_url"):
+            if typed("url"):
+                raise ValidationError("--database-url", "give a server (--url) or a database, not both")
+            given |= {"url": None, "api_key": None}
+        elif given.get("org") is not None:
+            raise ValidationError(
+                "--org", "on a server the API key decides the organisation; for one of a database give --database-url"
+            )
+    return Target(**given)
 
 
 #: Most commands: on a server, or on a database in one of its organisations.
