@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import typer
+import uvicorn
 from attrs import frozen
 from click.testing import Result
 from cryptography.fernet import Fernet
@@ -646,3 +647,17 @@ def test_a_database_typed_on_the_command_line_wins_over_the_server_in_the_enviro
     assert both.exit_code == 1 and "give a server (--url) or a database, not both" in both.output
     org = cli("sessions", "list", "--org", "acme", env=from_environment)
     assert org.exit_code == 1 and "--org: on a server the API key decides the organisation" in org.output
+
+
+def test_serve_on_a_database_that_has_organisations_says_how_to_make_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    AgentRein(url).close()  # an embedded agent's database: organisation 'default', no key, no dashboard user
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # what serve prints before it serves
+    started = cli("serve", "--database-url", url)
+    assert started.exit_code == 0, started.output
+    said = " ".join(started.output.split())
+    assert "This database has its organisations already, so no key or password is printed." in said
+    assert f"An operator key: `agentrein keys create --role operator --database-url {url}`" in said
+    assert f"a dashboard admin: `agentrein users create EMAIL --role admin --database-url {url}`" in said

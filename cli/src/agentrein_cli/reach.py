@@ -67,7 +67,7 @@ def engine(database_url: str | None, *, create: bool = False) -> Iterator[Engine
 
     with errors_exit():
         if not create:
-            existing(database_url)
+            _refuse_a_missing_file(database_url)
         store = Store(database_url)
         try:
             yield Engine(store)
@@ -81,7 +81,7 @@ def services(target: Target) -> Iterator[tuple[Services, str]]:
     from agentrein_server.app import open_services
 
     with errors_exit():
-        existing(target.database_url)
+        _refuse_a_missing_file(target.database_url)
         opened = open_services(target.database_url, rollback_threads=0)
         try:
             yield opened, organisation(opened.engine, target.org).org_id
@@ -98,7 +98,7 @@ def admin(url: str, api_key: str | None) -> Iterator[AdminClient]:
         yield client
 
 
-def existing(database_url: str | None) -> None:
+def _refuse_a_missing_file(database_url: str | None) -> None:
     """Refuse a SQLite database whose file does not exist (opening it would create it)."""
     from agentrein_core.database import resolve_database_url, sqlite_file
 

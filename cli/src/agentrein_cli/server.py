@@ -74,6 +74,7 @@ def serve(
         f"database: {shown_database_url(services.engine.store.url)}",
         soft_wrap=True,
     )
+    console.file.flush()  # what was printed reaches a log or a pipe now, not when the server stops
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
 
 
