@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import typer
+import uvicorn
 from attrs import frozen
 from click.testing import Result
 from cryptography.fernet import Fernet
@@ -24,8 +29,9 @@ from typer.testing import CliRunner
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
 from agentrein_cli.main import app
 from agentrein_core.engine import Engine
+from agentrein_core.errors import UnauthorizedError
 from agentrein_core.plugins import installed_connectors
-from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
+from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role
 from agentrein_core.store import Store
 from agentrein_core.vault import SECRET_KEY_ENV
 from agentrein_testing import FakeService
@@ -175,11 +181,8 @@ class Target:
 @pytest.fixture(params=["database", "server"])
 def target(request: pytest.FixtureRequest, database_url: str) -> Iterator[Target]:
     if request.param == "server":
-        server: RunningServer = request.getfixturevalue("server")
-        tenant = server.tenant(http_undo=False)
-        options = ["--url", tenant.url, "--api-key", tenant.key]
-        with tenant.client() as agent:
-            yield Target("server", options, agent, server.engine, tenant.org_id, f"operator key {tenant.key[:10]}…")
+        with served(request.getfixturevalue("server")) as on_server:
+            yield on_server
         return
     org = f"cli-{uuid.uuid4().hex[:8]}"
     with AgentRein(database_url, organisation=org) as agent, closing(Store(database_url)) as store:
@@ -187,6 +190,15 @@ def target(request: pytest.FixtureRequest, database_url: str) -> Iterator[Target
         org_id = engine.organisation_named(org).org_id
         options = ["--database-url", database_url, "--org", org]
         yield Target("database", options, agent, engine, org_id, getpass.getuser())
+
+
+@contextmanager
+def served(server: RunningServer) -> Iterator[Target]:
+    """The commands on ``server``, in an organisation of their own, with its operator key."""
+    tenant = server.tenant(http_undo=False)
+    options = ["--url", tenant.url, "--api-key", tenant.key]
+    with tenant.client() as agent:
+        yield Target("server", options, agent, server.engine, tenant.org_id, f"operator key {tenant.key[:10]}…")
 
 
 def place_orders(target: Target, service: FakeService, count: int, **wrap: Any) -> tuple[SessionInfo, list[str]]:
@@ -419,3 +431,233 @@ def test_dashboard_users_are_created_with_a_prompted_password_listed_and_removed
     removed = runner.invoke(app, ["users", "remove", "r@example.com", "--database-url", url])
     assert removed.exit_code == 0 and [u.email for u in engine.list_users(org.org_id)] == ["lead@example.com"]
     engine.store.close()
+
+
+# What the commands print: ids whole, JSON for scripts, and which records they used -------------------------
+
+#: An id as the commands print one ("ses_" and 32 hex digits); a cut one stops short of its end.
+ID = re.compile(r"\b(?:ses|act|apr|pol|key)_\w*")
+
+
+def records_of_every_kind(target: Target, service: FakeService) -> tuple[SessionInfo, str]:
+    """Through the commands and an agent: a policy, a session whose order waits for its review, the http
+    connector enabled and an agent key. The session, and the key's secret."""
+    review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
+    assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
+    session, _ = place_orders(target, service, 1)
+    enable_http(target)
+    created = cli("keys", "create", "--role", "agent", *target.options)
+    assert created.exit_code == 0, created.output
+    return target.agent.get_session(session), created.stdout.splitlines()[-1]
+
+
+def every_id(target: Target, session: SessionInfo) -> set[str]:
+    keys = {key.key_id for key in target.engine.list_api_keys(target.org_id)}
+    policies = {policy.policy_id for policy in target.agent.list_policies()}
+    return {session.id, *(a.approval_id for a in session.approvals), *policies, *keys}
+
+
+#: Every list, and the show.
+LISTINGS = (["sessions", "list"], ["approvals", "list"], ["policies", "list"], ["connectors", "list"], ["keys", "list"])
+
+
+def test_at_80_columns_no_id_is_cut_and_the_approval_id_shown_is_approved(target: Target, service: FakeService) -> None:
+    session, _ = records_of_every_kind(target, service)
+    whole = every_id(target, session)
+    for command in [*LISTINGS, ["sessions", "show", session.id]]:
+        shown = cli(*command, *target.options, env={"COLUMNS": "80"})
+        assert shown.exit_code == 0, shown.output
+        assert set(ID.findall(shown.stdout)) <= whole, (command, shown.stdout)
+    listed = cli("approvals", "list", *target.options, env={"COLUMNS": "80"}).stdout
+    (approval_id,) = (word for word in ID.findall(listed) if word.startswith("apr_"))
+    approved = cli("approvals", "approve", approval_id, *target.options, env={"COLUMNS": "80"})
+    assert approved.exit_code == 0, approved.output
+    assert target.agent.get_approval(session.approvals[0].approval_id).status is ApprovalStatus.APPROVED
+
+
+def test_piped_into_another_program_no_id_is_cut(target: Target, service: FakeService) -> None:
+    session, _ = records_of_every_kind(target, service)
+    whole = every_id(target, session)
+    hermetic = {name: value for name, value in ENV.items() if value is not None and name != "COLUMNS"}
+    env = {**{k: v for k, v in os.environ.items() if k not in ENV}, **hermetic}
+    for command in (["sessions", "list"], ["approvals", "list"]):
+        done = subprocess.run(
+            [sys.executable, "-c", "from agentrein_cli.main import app; app()", *command, *target.options],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        printed = set(ID.findall(done.stdout))
+        assert printed and printed <= whole, done.stdout
+
+
+def field_names(answer: Any) -> list[list[str]]:
+    """The field names of a record (a list's first), and of its first action and approval when it has them."""
+    record = answer[0] if isinstance(answer, list) else answer
+    names = [sorted(record)]
+    names += [sorted(record[nested][0]) for nested in ("actions", "approvals") if record.get(nested)]
+    return names
+
+
+def test_every_list_and_show_answers_json_with_the_field_names_of_the_rest_api(
+    target: Target, server: RunningServer, service: FakeService
+) -> None:
+    session, _ = records_of_every_kind(target, service)
+    with ExitStack() as stack:
+        # the REST API's answers, about the same kinds of records in an organisation of the server
+        reference = target if target.mode == "server" else stack.enter_context(served(server))
+        shown = session if reference is target else records_of_every_kind(reference, service)[0]
+        url, key = reference.options[1], reference.options[3]
+        rest = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"})
+        stack.callback(rest.close)
+        answers = {
+            "sessions list": rest.get("/sessions").json()["sessions"],
+            "sessions show": rest.get(f"/sessions/{shown.id}").json(),
+            "approvals list": rest.get("/approvals", params={"include": "purpose"}).json(),
+            "policies list": rest.get("/policies").json(),
+            "connectors list": rest.get("/connectors").json(),
+            "keys list": rest.get("/api-keys").json(),
+        }
+    for command, answer in answers.items():
+        if command == "sessions show":
+            printed = cli(*command.split(), session.id, "--json", *target.options)
+        else:
+            printed = cli(*command.split(), "--json", *target.options)
+        assert printed.exit_code == 0, printed.output
+        parsed = json.loads(printed.stdout)
+        assert answer and field_names(parsed) == field_names(answer), command
+        if target.mode == "server" and command not in ("sessions list", "sessions show", "approvals list"):
+            assert parsed == answer, command  # the very records (a session's intent checks may move meanwhile)
+    approvals = json.loads(cli("approvals", "list", "--json", *target.options).stdout)
+    assert [a["approvalId"] for a in approvals] == [a.approval_id for a in session.approvals]
+
+
+def test_each_command_says_on_stderr_which_server_or_database_it_used_and_no_password(target: Target) -> None:
+    listed = cli("policies", "list", "--json", *target.options)
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout) == []  # stdout is the answer alone
+    where = target.options[1]
+    if target.mode == "server":
+        assert listed.stderr == f"Using the server {where}\n"
+        return
+    password = urlsplit(where).password
+    shown = where.replace(f":{password}@", ":***@") if password else where
+    org = target.options[3]
+    assert listed.stderr == f"Using the database {shown} (organisation {org})\n"
+    assert not password or f":{password}@" not in listed.output
+
+
+#: The commands that only read.
+READS = (*LISTINGS, ["sessions", "show", "ses_1"], ["orgs", "list"], ["users", "list"])
+
+
+def test_a_read_in_a_directory_without_a_database_says_how_to_point_at_one_and_creates_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for command in READS:
+        result = cli(*command)
+        assert result.exit_code == 1, (command, result.output)
+        said = " ".join(result.stderr.split())
+        assert f"error: no database at {Path.cwd() / 'agentrein.db'} (and this command creates none)" in said
+        assert "--database-url sqlite:///PATH.db or $AGENTREIN_DATABASE_URL" in said
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_in_an_organisation_that_does_not_exist_names_those_there_and_creates_none(database_url: str) -> None:
+    with AgentRein(database_url, organisation=f"cli-{uuid.uuid4().hex[:8]}") as agent:
+        result = cli("sessions", "list", "--database-url", database_url, "--org", "typo")
+        assert result.exit_code == 1, result.output
+        assert "error: no organisation 'typo' in this database" in result.output
+        assert repr(agent.organisation) in result.output
+        with closing(Store(database_url)) as store:
+            assert "typo" not in {org.name for org in Engine(store).list_organisations()}
+
+
+def test_api_keys_are_created_listed_and_revoked(target: Target) -> None:
+    created = cli("keys", "create", "--role", "agent", *target.options)
+    assert created.exit_code == 0, created.output
+    secret = created.stdout.splitlines()[-1]
+    key = target.engine.authenticate(secret)
+    assert (key.role, key.org_id) == (Role.AGENT, target.org_id)
+    assert f"Created agent key {key.key_id}. The key, shown only now:" in created.stdout
+    rows = {row[0]: row for row in table_rows(cli("keys", "list", *target.options).output)}
+    assert rows[key.key_id][1:3] == ["agent", f"{secret[:10]}…"] and rows[key.key_id][4] == "—"
+    revoked = cli("keys", "revoke", key.key_id, *target.options)
+    assert revoked.exit_code == 0, revoked.output
+    assert f"Revoked {key.key_id}" in revoked.output
+    with pytest.raises(UnauthorizedError):
+        target.engine.authenticate(secret)
+    rows = {row[0]: row for row in table_rows(cli("keys", "list", *target.options).output)}
+    assert rows[key.key_id][4] != "—"
+    if target.mode == "server":  # and the server itself refuses it now
+        answer = httpx.get(f"{target.options[1]}/sessions", headers={"Authorization": f"Bearer {secret}"})
+        assert answer.status_code == 401
+
+
+def test_organisations_and_dashboard_users_are_listed_as_json_without_password_hashes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    with closing(Store(url)) as store:
+        engine = Engine(store)
+        org = engine.ensure_organisation()
+        user = engine.create_user(org.org_id, "lead@example.com", "admin", "long password")
+    orgs = cli("orgs", "list", "--json", "--database-url", url)
+    assert orgs.exit_code == 0, orgs.output
+    assert json.loads(orgs.stdout) == [
+        {"orgId": org.org_id, "name": "default", "plan": "team", "createdAt": org.created_at.isoformat()}
+    ]
+    users = cli("users", "list", "--json", "--database-url", url)
+    assert users.exit_code == 0, users.output
+    assert json.loads(users.stdout) == [
+        {"userId": user.user_id, "email": "lead@example.com", "role": "admin", "createdAt": user.created_at.isoformat()}
+    ]
+
+
+def test_help_texts_stand_on_their_own() -> None:
+    root = typer.main.get_command(app)
+    texts: list[str] = []
+
+    def gather(command: Any, context: typer.Context) -> None:
+        texts.append(command.help or "")
+        texts.extend(getattr(param, "help", None) or "" for param in command.params)
+        for name in command.list_commands(context) if hasattr(command, "list_commands") else ():
+            found = command.get_command(context, name)
+            gather(found, typer.Context(found, parent=context, info_name=name))
+
+    gather(root, typer.Context(root, info_name="agentrein"))
+    assert len(texts) > 100  # every command and option was read
+    assert [text for text in texts if "§" in text or "status reference" in text.lower()] == []
+
+
+def test_a_database_typed_on_the_command_line_wins_over_the_server_in_the_environment(
+    server: RunningServer, database_url: str
+) -> None:
+    tenant = server.tenant(http_undo=False)
+    from_environment = {"AGENTREIN_URL": tenant.url, "AGENTREIN_API_KEY": tenant.key}
+    with AgentRein(database_url, organisation=f"cli-{uuid.uuid4().hex[:8]}") as agent:
+        kept = agent.new_session(agent_id="local-agent")
+        options = ["--database-url", database_url, "--org", agent.organisation]
+        listed = cli("sessions", "list", "--json", *options, env=from_environment)
+        assert listed.exit_code == 0, listed.output
+        assert [s["id"] for s in json.loads(listed.stdout)] == [kept.id]
+        assert listed.stderr.startswith("Using the database ")
+    both = cli("sessions", "list", "--url", tenant.url, "--database-url", database_url, env=from_environment)
+    assert both.exit_code == 1 and "give a server (--url) or a database, not both" in both.output
+    org = cli("sessions", "list", "--org", "acme", env=from_environment)
+    assert org.exit_code == 1 and "--org: on a server the API key decides the organisation" in org.output
+
+
+def test_serve_on_a_database_that_has_organisations_says_how_to_make_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    AgentRein(url).close()  # an embedded agent's database: organisation 'default', no key, no dashboard user
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # what serve prints before it serves
+    started = cli("serve", "--database-url", url)
+    assert started.exit_code == 0, started.output
+    said = " ".join(started.output.split())
+    assert "This database has its organisations already, so no key or password is printed." in said
+    assert f"An operator key: `agentrein keys create --role operator --database-url {url}`" in said
+    assert f"a dashboard admin: `agentrein users create EMAIL --role admin --database-url {url}`" in said

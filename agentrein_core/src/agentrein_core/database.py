@@ -8,6 +8,7 @@ import os
 import sqlite3
 import time
 from importlib.resources import files
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -32,6 +33,30 @@ def resolve_database_url(url: str | None = None) -> str:
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (``None``: not SQLite, or a database in memory)."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def shown_database_url(url: str) -> str:
+    """``url`` as it may be shown to people: its password hidden, and a SQLite file's path made absolute (so
+    that the URL shown names the same file from any directory)."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return url
+    file = sqlite_file(url)
+    if file is not None:
+        return parsed.set(database=os.path.abspath(file)).render_as_string()
+    return parsed.render_as_string(hide_password=True) if parsed.password else url
 
 
 def create_db_engine(url: str) -> Engine:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import getpass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
-from agentrein_cli.common import Target, console, table, targeted
+from agentrein_cli.common import AsJson, Listing, Target, console, print_json, targeted, wire_fields
 from agentrein_cli.reach import records
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
 
@@ -25,23 +26,36 @@ Reviewer = Annotated[
 @approvals.command("list")
 @targeted
 def approvals_list(
-    target: Target, status: Annotated[ApprovalStatus | None, typer.Option(help="Only these.")] = None
+    target: Target,
+    status: Annotated[ApprovalStatus | None, typer.Option(help="Only these.")] = None,
+    as_json: AsJson = False,
 ) -> None:
     """Approval requests, pending first and oldest first."""
     with records(target) as found:
-        shown = table("approval", "purpose", "status", "agent", "api name", "time left", "summary")
-        for p in found.list_approvals(status):
-            flag = " [red](unconfirmed)[/]" if p.unconfirmed else ""
-            shown.add_row(
-                p.approval_id,
-                p.purpose,
-                f"{p.status}{flag}",
-                p.agent_id,
-                p.api_name,
-                f"{p.time_remaining:.0f}s" if p.time_remaining else "—",
-                p.payload_summary,
-            )
-        console.print(shown)
+        listed = found.list_approvals(status)
+    if as_json:
+        print_json([listed_fields(p) for p in listed])
+        return
+    shown = Listing("approval", "purpose", "status", "agent", "api name", "time left", "summary")
+    for p in listed:
+        flag = (" (unconfirmed)", "red") if p.unconfirmed else ""
+        shown.add_row(
+            p.approval_id,
+            p.purpose or "",
+            Text.assemble(p.status, flag),
+            p.agent_id,
+            p.api_name,
+            f"{p.time_remaining:.0f}s" if p.time_remaining else "—",
+            p.payload_summary,
+        )
+    console.print(shown)
+
+
+def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
+    """The request as ``GET /approvals?include=purpose`` answers it."""
+    from agentrein_server.api.approvals import LISTED_FIELDS
+
+    return wire_fields(info, (*LISTED_FIELDS, "purpose"))
 
 
 @approvals.command("approve")
@@ -62,7 +76,9 @@ def approvals_reject(
     reviewer: Reviewer = None,
     reason: Annotated[str | None, typer.Option(help="Told to the agent in ApprovalRejectedError.reason.")] = None,
 ) -> None:
-    """Reject a pending request; what follows depends on its purpose (status reference §4)."""
+    """Reject a pending request. What follows depends on its purpose: before execution, the call does not run
+    and the session is rolled back; after execution, that one action is undone; an undo in a rollback is
+    declined (the action stays as it is), the rollback stops there and the session is marked FAILED."""
     with records(target) as found:
         _decided(found.decide(approval_id, ApprovalStatus.REJECTED, _reviewer(reviewer, target), reason), target)
 

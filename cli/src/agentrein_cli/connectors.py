@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentrein_cli.common import Target, console, errors_exit, table, targeted
+from agentrein_cli.common import AsJson, Listing, Target, console, errors_exit, print_json, targeted
 from agentrein_cli.reach import admin, services
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ JsonObject = Annotated[str | None, typer.Option(help="A JSON object (omitted: ke
 
 @connectors.command("list")
 @targeted
-def connectors_list(target: Target) -> None:
+def connectors_list(target: Target, as_json: AsJson = False) -> None:
     """The installed connector plugins, and whether each is enabled for the organisation: rollbacks run in
     a server (or by `agentrein rollback` on a database) undo only through enabled ones."""
     if target.url:
@@ -32,7 +32,10 @@ def connectors_list(target: Target) -> None:
         with services(target) as (opened, org_id):
             stored = {c.connector: c for c in opened.engine.list_connector_configs(org_id)}
             rows = [describe(name, stored.get(name)) for name in opened.connectors.names()]
-    shown = table("connector", "enabled", "credentials", "config")
+    if as_json:
+        print_json(rows)  # as GET /connectors answers
+        return
+    shown = Listing("connector", "enabled", "credentials", "config")
     for row in rows:
         credentials = "stored" if row["hasCredentials"] else "—"
         shown.add_row(row["name"], "yes" if row["enabled"] else "no", credentials, json.dumps(row["config"]))

@@ -2,8 +2,9 @@
 
 The commands that read and decide work on a server (``--url`` and ``--api-key``, or ``$AGENTREIN_URL`` and
 ``$AGENTREIN_API_KEY``; the key decides the organisation) or, without one, directly on a database
-(``--database-url`` or ``$AGENTREIN_DATABASE_URL``, in the organisation ``--org``). Other distributions add
-commands under the ``agentrein.commands`` entry points (agentrein-demo adds ``agentrein demo``).
+(``--database-url`` or ``$AGENTREIN_DATABASE_URL``, in the organisation ``--org``); each says on stderr which
+one it used, and each list and show takes ``--json``. Other distributions add commands under the
+``agentrein.commands`` entry points (agentrein-demo adds ``agentrein demo``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typer.core import TyperGroup
 from agentrein_cli.approvals import approvals
 from agentrein_cli.common import reported
 from agentrein_cli.connectors import connectors
+from agentrein_cli.keys import keys
 from agentrein_cli.policies import policies
-from agentrein_cli.server import db, keys, orgs, serve, users
+from agentrein_cli.server import db, orgs, serve, users
 from agentrein_cli.sessions import rollback, sessions
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from agentrein_cli.common import Target, console, table, targeted
+from agentrein_cli.common import AsJson, Listing, Target, console, print_json, targeted
 from agentrein_cli.reach import records
 from agentrein_core.statuses import PolicyEffect
 
@@ -23,18 +23,24 @@ Glob = Annotated[str | None, typer.Option(help="A glob the action must match (om
 
 @policies.command("list")
 @targeted
-def policies_list(target: Target) -> None:
+def policies_list(target: Target, as_json: AsJson = False) -> None:
     """The organisation's policies; the strictest enabled one that matches an action decides it. A
     REQUIRE_APPROVAL policy has a reviewer look at a call before it runs (the agent waits) or after it ran."""
     from agentrein_core.policies import review_timing
 
     with records(target) as found:
-        shown = table("policy", "effect", "reviewed", "enabled", "connector", "api name", "agent", "operation", "name")
-        for p in found.list_policies():
-            globs = (p.connector, p.api_name, p.agent_id, p.operation_type)
-            enabled = "yes" if p.enabled else "no"
-            shown.add_row(p.policy_id, p.effect, review_timing(p) or "-", enabled, *(g or "*" for g in globs), p.name)
-        console.print(shown)
+        listed = found.list_policies()
+    if as_json:
+        from agentrein_core.converter import to_wire
+
+        print_json(to_wire(listed))  # as GET /policies answers
+        return
+    shown = Listing("policy", "effect", "reviewed", "enabled", "connector", "api name", "agent", "operation", "name")
+    for p in listed:
+        globs = (p.connector, p.api_name, p.agent_id, p.operation_type)
+        enabled = "yes" if p.enabled else "no"
+        shown.add_row(p.policy_id, p.effect, review_timing(p) or "-", enabled, *(g or "*" for g in globs), p.name)
+    console.print(shown)
 
 
 @policies.command("add")
@@ -67,7 +73,7 @@ def policies_add(
     """Add a policy; it applies to an action when every glob given matches."""
     from agentrein_core.policies import describe
 
-    with records(target) as found:
+    with records(target, create_organisation=True) as found:
         policy = found.add_policy(
             name,
             effect,

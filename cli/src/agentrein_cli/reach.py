@@ -4,17 +4,21 @@ rollbacks; a database (``--database-url``) through the engine, in the SDK's embe
 background work of an agent's process), with the server's services (vault, connectors) where those are
 needed. Both modes are the SDK's :class:`~agentrein.port.Mode`, and raise the same named errors.
 
-Everything heavy (SQLAlchemy, httpx, Litestar, the connector plugins) is imported here when a command runs.
+Only the commands that make a database (``serve``, ``db upgrade``, ``orgs create``) create a missing SQLite
+file: every other one refuses it, so that a command run in the wrong directory does not answer from an empty
+database it has just made. Everything heavy (SQLAlchemy, httpx, Litestar, the connector plugins) is imported
+here when a command runs.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from agentrein_cli.common import API_KEY_ENV, Target, errors_exit
-from agentrein_core.errors import ValidationError
+from agentrein_cli.common import API_KEY_ENV, DATABASE_URL_ENV, Target, errors_exit
+from agentrein_core.errors import AgentReinError, ValidationError
 
 if TYPE_CHECKING:
     from agentrein.admin import AdminClient
@@ -25,8 +29,9 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def records(target: Target) -> Iterator[Mode]:
-    """The organisation's records on the target, for one command."""
+def records(target: Target, *, create_organisation: bool = False) -> Iterator[Mode]:
+    """The organisation's records on the target, for one command; ``create_organisation`` opens it as an
+    agent opens it (made when missing), for a command that writes, where a read says it is missing."""
     with errors_exit():
         if target.url:
             from agentrein.served import ServedMode
@@ -38,10 +43,9 @@ def records(target: Target) -> Iterator[Mode]:
                 served.close()
             return
         with engine(target.database_url) as found:
-            # A database has no workers: overdue approvals are expired first, as an embedded agent does; and
-            # the organisation is opened as an agent opens it (made when missing).
+            # A database has no workers: overdue approvals are expired first, as an embedded agent does.
             found.maintain()
-            yield in_organisation(found, organisation(found, target.org, create=True).org_id)
+            yield in_organisation(found, organisation(found, target.org, create=create_organisation).org_id)
 
 
 def in_organisation(found: Engine, org_id: str) -> Mode:
@@ -55,12 +59,15 @@ def in_organisation(found: Engine, org_id: str) -> Mode:
 
 
 @contextmanager
-def engine(database_url: str | None) -> Iterator[Engine]:
-    """The engine on the database (migrated), closed after the command."""
+def engine(database_url: str | None, *, create: bool = False) -> Iterator[Engine]:
+    """The engine on the database (migrated), closed after the command; ``create``: a missing SQLite file
+    is made, else refused."""
     from agentrein_core.engine import Engine
     from agentrein_core.store import Store
 
     with errors_exit():
+        if not create:
+            _refuse_a_missing_file(database_url)
         store = Store(database_url)
         try:
             yield Engine(store)
@@ -74,6 +81,7 @@ def services(target: Target) -> Iterator[tuple[Services, str]]:
     from agentrein_server.app import open_services
 
     with errors_exit():
+        _refuse_a_missing_file(target.database_url)
         opened = open_services(target.database_url, rollback_threads=0)
         try:
             yield opened, organisation(opened.engine, target.org).org_id
@@ -90,12 +98,35 @@ def admin(url: str, api_key: str | None) -> Iterator[AdminClient]:
         yield client
 
 
+def _refuse_a_missing_file(database_url: str | None) -> None:
+    """Refuse a SQLite database whose file does not exist (opening it would create it)."""
+    from agentrein_core.database import resolve_database_url, sqlite_file
+
+    file = sqlite_file(resolve_database_url(database_url))
+    if file is not None and not file.exists():
+        raise AgentReinError(
+            f"no database at {os.path.abspath(file)} (and this command creates none). Point at yours with "
+            f"--database-url sqlite:///PATH.db or ${DATABASE_URL_ENV}, at a server with --url and --api-key where "
+            "the command takes them, or make an empty database with `agentrein db upgrade`."
+        )
+
+
 def organisation(found: Engine, name: str | None, *, create: bool = False) -> Organisation:
     """The organisation named (``None``: the default one); ``create`` makes it when missing."""
     from agentrein_core.engine import DEFAULT_ORGANISATION
+    from agentrein_core.errors import NotFoundError
 
     name = name or DEFAULT_ORGANISATION
-    return found.ensure_organisation(name) if create else found.organisation_named(name)
+    if create:
+        return found.ensure_organisation(name)
+    try:
+        return found.organisation_named(name)
+    except NotFoundError:
+        there = ", ".join(repr(org.name) for org in found.list_organisations()) or "none"
+        raise AgentReinError(
+            f"no organisation {name!r} in this database (its organisations: {there}); name one with --org, "
+            f"or make it with `agentrein orgs create {name}`"
+        ) from None
 
 
 def _key(api_key: str | None) -> str:

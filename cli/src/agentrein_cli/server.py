@@ -1,5 +1,4 @@
-"""Running the server, and what only its database answers: the schema, organisations, API keys and
-dashboard users."""
+"""Running the server, and what only its database answers: the schema, organisations and dashboard users."""
 
 from __future__ import annotations
 
@@ -8,7 +7,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentrein_cli.common import DatabaseUrl, Organisation, console, errors_exit, table
+from agentrein_cli.common import (
+    AsJson,
+    DatabaseUrl,
+    Listing,
+    Target,
+    console,
+    errors_exit,
+    print_json,
+    targeting,
+    when,
+    wire_fields,
+)
 from agentrein_cli.reach import engine, organisation
 from agentrein_core.statuses import Plan, Role, UserRole
 
@@ -17,7 +27,6 @@ if TYPE_CHECKING:
 
 db = typer.Typer(help="The database AgentRein keeps its records in.", no_args_is_help=True)
 orgs = typer.Typer(help="Organisations (run on the server's database).", no_args_is_help=True)
-keys = typer.Typer(help="API keys (run on the server's database; keys are shown once).", no_args_is_help=True)
 users = typer.Typer(help="Dashboard users (run on the server's database).", no_args_is_help=True)
 
 #: The dashboard admin a fresh server creates (its password is printed once).
@@ -34,6 +43,7 @@ def serve(
     organisation 'default' (plan team) and prints one operator API key, once."""
     import uvicorn
 
+    from agentrein_core.database import shown_database_url
     from agentrein_server.app import create_app, open_services
 
     with errors_exit():
@@ -49,10 +59,22 @@ def serve(
             highlight=False,
         )
         print(key, flush=True)
+    else:
+        shown = shown_database_url(services.engine.store.url)
+        console.print(
+            "This database has its organisations already, so no key or password is printed. An operator key: "
+            f"`agentrein keys create --role operator --database-url {shown}` (--org NAME for another "
+            f"organisation than default); a dashboard admin: `agentrein users create EMAIL --role admin "
+            f"--database-url {shown}`.",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(
-        f"AgentRein on http://{host}:{port}  (dashboard: /, API docs: /schema)  database: {services.engine.store.url}",
+        f"AgentRein on http://{host}:{port}  (dashboard: /, API docs: /schema)  "
+        f"database: {shown_database_url(services.engine.store.url)}",
         soft_wrap=True,
     )
+    console.file.flush()  # what was printed reaches a log or a pipe now, not when the server stops
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
 
 
@@ -74,66 +96,60 @@ def _bootstrap(found: Engine) -> tuple[str, str] | None:
 
 
 @db.command("upgrade")
-def db_upgrade(database_url: DatabaseUrl = None) -> None:
+@targeting(server=False, in_organisation=False)
+def db_upgrade(target: Target) -> None:
     """Create or migrate the schema to the latest version."""
+    from agentrein_core.database import shown_database_url
     from agentrein_core.store import Store
 
     with errors_exit():
-        store = Store(database_url, migrate=False)
+        store = Store(target.database_url, migrate=False)
         store.upgrade()
-    console.print(f"Schema up to date in {store.url}")
+    console.print(f"Schema up to date in {shown_database_url(store.url)}", highlight=False)
     store.close()
 
 
 @orgs.command("create")
+@targeting(server=False, in_organisation=False)
 def orgs_create(
+    target: Target,
     name: str,
     plan: Annotated[Plan, typer.Option(help="team: everything; free: no approval gates.")] = Plan.TEAM,
-    database_url: DatabaseUrl = None,
 ) -> None:
-    """Create an organisation."""
-    with engine(database_url) as found:
+    """Create an organisation (and the database, when it does not exist yet)."""
+    with engine(target.database_url, create=True) as found:
         org = found.create_organisation(name, plan)
         console.print(f"Created organisation {org.name!r} ({org.org_id}), plan {org.plan}")
 
 
 @orgs.command("list")
-def orgs_list(database_url: DatabaseUrl = None) -> None:
+@targeting(server=False, in_organisation=False)
+def orgs_list(target: Target, as_json: AsJson = False) -> None:
     """The organisations and their plans."""
-    with engine(database_url) as found:
-        shown = table("organisation", "plan", "id")
-        for org in found.list_organisations():
-            shown.add_row(org.name, org.plan, org.org_id)
-        console.print(shown)
-
-
-@keys.command("create")
-def keys_create(
-    role: Annotated[Role, typer.Option(help="agent: records its own work; operator: also reviews and manages.")],
-    org: Organisation = None,
-    database_url: DatabaseUrl = None,
-) -> None:
-    """Create an API key; the key is printed alone on the last line, and never again."""
-    with engine(database_url) as found:
-        named = organisation(found, org)
-        key, secret = found.create_api_key(named.org_id, role)
-        console.print(f"Created {key.role} key {key.key_id} for organisation {named.name!r}. The key, shown only now:")
-        print(secret, flush=True)
+    with engine(target.database_url) as found:
+        listed = found.list_organisations()
+    if as_json:
+        print_json([wire_fields(org, ("orgId", "name", "plan", "createdAt")) for org in listed])
+        return
+    shown = Listing("organisation", "plan", "id", text=False)
+    for org in listed:
+        shown.add_row(org.name, org.plan, org.org_id)
+    console.print(shown)
 
 
 @users.command("create")
+@targeting(server=False, in_organisation=True)
 def users_create(
+    target: Target,
     email: str,
     password: Annotated[
         str, typer.Option(prompt=True, hide_input=True, confirmation_prompt=True, help="Asked for when left out.")
     ],
     role: Annotated[UserRole, typer.Option(help="reviewer decides; admin also manages.")] = UserRole.REVIEWER,
-    org: Organisation = None,
-    database_url: DatabaseUrl = None,
 ) -> None:
     """Add a dashboard user, who signs in with EMAIL and the password at the server's root URL."""
-    with engine(database_url) as found:
-        named = organisation(found, org)
+    with engine(target.database_url) as found:
+        named = organisation(found, target.org)
         user = found.create_user(named.org_id, email, role, password)
         console.print(
             f"{user.email} can now sign in to the dashboard as {user.role} of {named.name!r}.", highlight=False
@@ -141,22 +157,28 @@ def users_create(
 
 
 @users.command("list")
-def users_list(org: Organisation = None, database_url: DatabaseUrl = None) -> None:
+@targeting(server=False, in_organisation=True)
+def users_list(target: Target, as_json: AsJson = False) -> None:
     """The organisation's dashboard users."""
-    with engine(database_url) as found:
-        shown = table("email", "role", "added")
-        for user in found.list_users(organisation(found, org).org_id):
-            shown.add_row(user.email, user.role, user.created_at.strftime("%Y-%m-%d %H:%M"))
-        console.print(shown)
+    with engine(target.database_url) as found:
+        listed = found.list_users(organisation(found, target.org).org_id)
+    if as_json:
+        print_json([wire_fields(user, ("userId", "email", "role", "createdAt")) for user in listed])
+        return
+    shown = Listing("email", "role", "added", text=False)
+    for user in listed:
+        shown.add_row(user.email, user.role, when(user.created_at))
+    console.print(shown)
 
 
 @users.command("remove")
-def users_remove(email: str, org: Organisation = None, database_url: DatabaseUrl = None) -> None:
+@targeting(server=False, in_organisation=True)
+def users_remove(target: Target, email: str) -> None:
     """Remove a dashboard user (their past decisions keep their name)."""
     from agentrein_core.errors import NotFoundError
 
-    with engine(database_url) as found:
-        org_id = organisation(found, org).org_id
+    with engine(target.database_url) as found:
+        org_id = organisation(found, target.org).org_id
         matching = [u for u in found.list_users(org_id) if u.email == email.strip().lower()]
         if not matching:
             raise NotFoundError("user", email, key="email")

@@ -8,10 +8,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from agentrein_cli.common import Target, console, table, targeted
+from agentrein_cli.common import AsJson, Listing, Target, console, print_json, targeted, when
 from agentrein_cli.reach import admin, in_organisation, records, services
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role, RollbackStatus, UndoStatus
 
@@ -31,43 +30,54 @@ POLL = 0.25
 
 @sessions.command("list")
 @targeted
-def sessions_list(target: Target, limit: Annotated[int, typer.Option(min=1, max=1000)] = 50) -> None:
+def sessions_list(
+    target: Target, limit: Annotated[int, typer.Option(min=1, max=1000)] = 50, as_json: AsJson = False
+) -> None:
     """The newest sessions with their display status."""
     with records(target) as found:
-        shown = table("session", "agent", "display status", "actions", "created", "intent")
-        for s in found.list_sessions(limit):
-            shown.add_row(
-                s.id, s.agent_id, s.display_status, str(len(s.actions)), f"{s.created_at:%Y-%m-%d %H:%M:%S}", s.intent
-            )
-        console.print(shown)
+        listed = found.list_sessions(limit)
+    if as_json:
+        from agentrein_core.converter import to_wire
+
+        print_json(to_wire(listed))  # each as GET /sessions lists it
+        return
+    shown = Listing("session", "agent", "display status", "actions", "created", "intent")
+    for s in listed:
+        shown.add_row(s.id, s.agent_id, s.display_status, str(len(s.actions)), when(s.created_at), s.intent)
+    console.print(shown)
 
 
 @sessions.command("show")
 @targeted
-def sessions_show(target: Target, session_id: str) -> None:
+def sessions_show(target: Target, session_id: str, as_json: AsJson = False) -> None:
     """One session: its status and its actions in order."""
     with records(target) as found:
         s = found.get_session(session_id)
-        console.print(f"[bold]{s.id}[/]  agent {s.agent_id}  status {s.status}  display [bold]{s.display_status}[/]")
-        console.print(f"intent: {escape(s.intent)}", highlight=False)
-        console.print(actions_table(s))
-        checks = [(f"#{a.seq} {a.api_name}", a.verification) for a in s.actions if a.verification is not None]
-        if s.verification is not None:
-            checks.append(("the session", s.verification))
-        if checks:
-            shown = table("intent check", "outcome", "rationale", "verifier")
-            for subject, check in checks:
-                shown.add_row(
-                    escape(subject), check.outcome or "waiting", escape(check.rationale), escape(check.verifier)
-                )
-            console.print(shown)
+    if as_json:
+        from agentrein_core.converter import to_wire
+
+        print_json(to_wire(s))  # as GET /sessions/{id} answers it
+        return
+    console.print(
+        Text.assemble((s.id, "bold"), f"  agent {s.agent_id}  status {s.status}  display ", (s.display_status, "bold"))
+    )
+    console.print(Text(f"intent: {s.intent}"))
+    console.print(actions_table(s))
+    checks = [(f"#{a.seq} {a.api_name}", a.verification) for a in s.actions if a.verification is not None]
+    if s.verification is not None:
+        checks.append(("the session", s.verification))
+    if checks:
+        shown = Listing("intent check", "outcome", "verifier", "rationale")
+        for subject, check in checks:
+            shown.add_row(subject, check.outcome or "waiting", check.verifier, check.rationale)
+        console.print(shown)
 
 
-def actions_table(session: SessionInfo) -> Table:
+def actions_table(session: SessionInfo) -> Listing:
     """The session's actions in the order they were made, with their undo."""
-    shown = Table(title=f"Actions of {session.id}")
-    for column in ("seq", "api name", "operation", "status", "undo", "undo status"):
-        shown.add_column(column, no_wrap=True)
+    shown = Listing(
+        "seq", "api name", "operation", "status", "undo", "undo status", title=f"Actions of {session.id}", text=False
+    )
     for action in session.actions:
         undo = action.undo.type if action.undo else "—"
         shown.add_row(
@@ -76,9 +86,8 @@ def actions_table(session: SessionInfo) -> Table:
     return shown
 
 
-def _status(status: str) -> str:
-    colour = {"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, "white")
-    return f"[{colour}]{status}[/]"
+def _status(status: str) -> Text:
+    return Text(status, style={"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, ""))
 
 
 @targeted
@@ -90,7 +99,7 @@ def rollback(target: Target, session_id: str) -> None:
     started = _server_rollback(target.url, target, session_id) if target.url else _local_rollback(target, session_id)
     with started as (found, before, job, look):
         job, after = _follow(found, before, job, look)
-    shown = table("seq", "api name", "status", "undo status", "error")
+    shown = Listing("seq", "api name", "status", "undo status", "error")
     for action in sorted(after.actions, key=lambda a: a.seq, reverse=True):
         shown.add_row(str(action.seq), action.api_name, action.status, action.undo_status, action.error or "")
     console.print(shown)

@@ -1,6 +1,6 @@
 """What an operator does on an AgentRein server beyond :class:`~agentrein.AgentRein`: the organisation's
-connector settings, and rollbacks requested and followed step by step (``agentrein rollback`` shows one
-advancing). Errors are the same named errors the rest of the SDK raises.
+connector settings and API keys, and rollbacks requested and followed step by step (``agentrein rollback``
+shows one advancing). Errors are the same named errors the rest of the SDK raises.
 
 >>> with AdminClient("http://127.0.0.1:8000", "ar_…") as admin:
 ...     admin.configure_connector("http", enabled=True, config={"allowedHosts": ["api.example.com"]})
@@ -13,6 +13,7 @@ from typing import Any
 from agentrein.http import Connection, segment
 from agentrein_core.converter import from_wire
 from agentrein_core.model import JSON, Rollback
+from agentrein_core.statuses import Role
 
 
 class AdminClient:
@@ -42,6 +43,22 @@ class AdminClient:
         body = {"enabled": enabled, "config": config, "credentials": credentials}
         row: dict[str, Any] = self._connection.call("PUT", _connector_path(name), json=body)
         return row
+
+    # API keys -----------------------------------------------------------------------------------------
+    def create_api_key(self, role: Role | str) -> dict[str, Any]:
+        """A new key of the organisation (``keyId``, ``role``, ``prefix``, ``createdAt``, ``revokedAt``) with
+        its secret in ``key``: in this answer only."""
+        row: dict[str, Any] = self._connection.call("POST", "/api-keys", json={"role": str(role)})
+        return row
+
+    def list_api_keys(self) -> list[dict[str, Any]]:
+        """The organisation's keys, revoked ones too (never their secrets)."""
+        rows: list[dict[str, Any]] = self._connection.call("GET", "/api-keys")
+        return rows
+
+    def revoke_api_key(self, key_id: str) -> None:
+        """The key stops working."""
+        self._connection.call("DELETE", f"/api-keys/{segment(key_id)}")
 
     # rollbacks ----------------------------------------------------------------------------------------
     def request_rollback(self, session_id: str, *, reason: str | None = None) -> Rollback:

@@ -20,7 +20,7 @@ class ApiKeyController(Controller):
     def create(self, data: JSONBody[bodies.NewApiKey], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
         caller.require_operator("create API keys")
         key, secret = services.engine.create_api_key(caller.org_id, data.role)
-        return _describe(key) | {"key": secret}
+        return describe(key) | {"key": secret}
 
     @delete("/{key_id:str}", sync_to_thread=True)
     def revoke(self, key_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
@@ -31,10 +31,11 @@ class ApiKeyController(Controller):
     @get(sync_to_thread=True)
     def list(self, caller: CallerDep, services: ServicesDep) -> list[dict[str, Any]]:
         caller.require_operator("list API keys")
-        return [_describe(k) for k in services.engine.list_api_keys(caller.org_id)]
+        return [describe(k) for k in services.engine.list_api_keys(caller.org_id)]
 
 
-def _describe(key: ApiKey) -> dict[str, Any]:
+def describe(key: ApiKey) -> dict[str, Any]:
+    """A key as shown, never its secret (``agentrein keys`` on a database shows keys the same way)."""
     return {
         "keyId": key.key_id,
         "role": key.role,
