@@ -5,7 +5,6 @@ folder, under screenshots/."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import threading
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import httpx
 import pytest
 from dashboard import CHROMIUM, CHROMIUM_FLAGS, HOSTILE, Account, account, chromium_available
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
-from serving import RunningServer, Tenant
+from serving import RunningServer, Tenant, is_loopback
 
 from agentrein import ActionStatus, ApprovalRejectedError
 from agentrein_core.statuses import UserRole
@@ -315,7 +314,7 @@ def test_the_api_docs_show_every_operation_with_nothing_loaded_from_off_the_mach
 
     def loopback_only(route: Route) -> None:
         host = urlsplit(route.request.url).hostname
-        if host is None or host == "localhost" or ipaddress.ip_address(host).is_loopback:
+        if host is None or is_loopback(host):  # data: and blob: URLs name no host
             route.continue_()
         else:
             elsewhere.append(route.request.url)  # refused before it is sent, as if the machine were offline

@@ -5,7 +5,6 @@ closed bodies, who needs a key), served with its docs page from the server alone
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import socket
 import subprocess
@@ -17,7 +16,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 import pytest
-from serving import RunningServer, Tenant
+from serving import RunningServer, Tenant, is_loopback
 
 from agentrein_core.statuses import Role
 
@@ -76,20 +75,14 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     attempted: list[str] = []
     connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
 
-    def is_loopback(host: object) -> bool:
-        try:
-            return ipaddress.ip_address(str(host).split("%", 1)[0]).is_loopback
-        except ValueError:
-            return host == "localhost"
-
     def guarded_connect(sock: socket.socket, address: Any) -> None:
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not is_loopback(address[0]):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not is_loopback(str(address[0])):
             attempted.append(f"connect {address}")
             raise OSError(f"test: no connection to {address}")
         connect(sock, address)
 
     def guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host is not None and not is_loopback(host.decode() if isinstance(host, bytes) else host):
+        if host is not None and not is_loopback(host.decode() if isinstance(host, bytes) else str(host)):
             attempted.append(f"lookup {host!r}")
             raise socket.gaierror(socket.EAI_NONAME, "test: no lookups of names off this machine")
         return getaddrinfo(host, *args, **kwargs)
