@@ -4,6 +4,7 @@ workers, on a real database. Each test takes a :class:`Tenant` of its own (organ
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import socket
 import subprocess
@@ -27,6 +28,14 @@ from agentrein_testing import FakeService
 
 #: The http connector's settings that let the server undo calls made to the loopback fake service.
 LOOPBACK_HTTP = {"allowedHosts": ["127.0.0.1"]}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address, or ``localhost``) is this machine, where tests may send traffic."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def free_port() -> int:

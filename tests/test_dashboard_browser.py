@@ -1,6 +1,7 @@
 """The dashboard in a real browser (Debian's Chromium, headless, driven by Playwright) against the real
 server on 127.0.0.1: what a reviewer and an admin do, end to end, with htmx and the page's script running
-under the Content-Security-Policy. Screenshots go to the test run's temporary folder, under screenshots/."""
+under the Content-Security-Policy; and the API docs page, offline. Screenshots go to the test run's temporary
+folder, under screenshots/."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from dashboard import CHROMIUM, CHROMIUM_FLAGS, HOSTILE, Account, account, chromium_available
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from serving import RunningServer, Tenant
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from serving import RunningServer, Tenant, is_loopback
 
 from agentrein import ActionStatus, ApprovalRejectedError
 from agentrein_core.statuses import UserRole
@@ -302,3 +304,37 @@ def test_a_signed_out_live_queue_sends_the_page_to_sign_in(
     (user,) = [u for u in server.engine.list_users(tenant.org_id) if u.email == reviewer.email]
     server.engine.delete_user(tenant.org_id, user.user_id)
     expect(page).to_have_url(re.compile(r"/dashboard/login"), timeout=10_000)
+
+
+def test_the_api_docs_show_every_operation_with_nothing_loaded_from_off_the_machine(
+    browser: Browser, server: RunningServer, tabs: list[Tab], screenshots: Path
+) -> None:
+    tab = open_tab(tabs, browser, server)
+    elsewhere: list[str] = []
+
+    def loopback_only(route: Route) -> None:
+        host = urlsplit(route.request.url).hostname
+        if host is None or is_loopback(host):  # data: and blob: URLs name no host
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)  # refused before it is sent, as if the machine were offline
+            route.abort()
+
+    tab.context.route("**/*", loopback_only)
+    document = httpx.get(f"{server.url}/schema/openapi.json").json()
+    operations = [op for item in document["paths"].values() for op in item.values()]
+    page = tab.page
+    page.set_default_timeout(60_000)  # Swagger UI's 1.7 MB of script, parsed on a machine that may be busy
+    page.goto("/schema")
+    expect(page.locator(".opblock")).to_have_count(len(operations), timeout=60_000)
+    expect(page.get_by_text("Complete a session")).to_be_visible()
+    page.screenshot(path=screenshots / "api-docs.png", full_page=True)
+    complete = page.locator(".opblock").filter(has_text="/sessions/{session_id}/complete")
+    complete.locator(".opblock-summary").click()
+    for status in ("401", "404", "409"):
+        expect(complete.locator(f"tr.response[data-code='{status}'] select").first).to_have_value(
+            "application/problem+json"
+        )
+    expect(complete.get_by_text("invalid-transition")).to_be_visible()
+    complete.screenshot(path=screenshots / "api-docs-complete-session.png")
+    assert elsewhere == []

@@ -15,14 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-from litestar import Litestar, Request, Response
+from litestar import Litestar, Request, Response, Router
 from litestar.concurrency import get_asyncio_executor, set_asyncio_executor
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
-from litestar.openapi.spec import Components, SecurityScheme
 
 from agentrein_core import redaction
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
@@ -35,7 +32,7 @@ from agentrein_core.store import Store
 from agentrein_core.vault import SECRET_KEY_ENV, Vault, secret_key_file
 from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics, problems
-from agentrein_server.api import bodies
+from agentrein_server.api import bodies, docs
 from agentrein_server.api.approvals import ApprovalController
 from agentrein_server.api.connectors import ConnectorController
 from agentrein_server.api.keys import ApiKeyController
@@ -150,17 +147,24 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            SessionController,
-            ApprovalController,
-            PolicyController,
-            ConnectorController,
-            ApiKeyController,
-            SettingsController,
-            WebhookController,
+            Router(
+                "/",
+                route_handlers=[
+                    SessionController,
+                    ApprovalController,
+                    PolicyController,
+                    ConnectorController,
+                    ApiKeyController,
+                    SettingsController,
+                    WebhookController,
+                ],
+                security=docs.API_KEY,
+            ),
             healthz,
             prometheus_metrics,
             root,
             dashboard_router(services.vault),
+            docs.assets(),
         ],
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),
@@ -175,21 +179,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         on_shutdown=[stop],
         request_max_body_size=MAX_BODY_BYTES,
         template_config=template_config(),
-        openapi_config=OpenAPIConfig(
-            title="AgentRein",
-            version="0.1.0",
-            description="Record, review and roll back what AI agents do through real APIs.",
-            path="/schema",
-            render_plugins=[SwaggerRenderPlugin()],
-            components=Components(
-                security_schemes={
-                    "apiKey": SecurityScheme(type="http", scheme="bearer"),
-                    "metricsToken": SecurityScheme(
-                        type="http", scheme="bearer", description="$AGENTREIN_METRICS_TOKEN (unset: loopback only)"
-                    ),
-                }
-            ),
-            security=[{"apiKey": []}],
-        ),
+        openapi_config=docs.openapi_config(),
+        plugins=docs.SCHEMA_PLUGINS,
         debug=False,
     )

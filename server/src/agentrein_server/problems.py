@@ -8,11 +8,14 @@ else is a bug: logged with its traceback, answered with a plain 500 that shows n
 from __future__ import annotations
 
 import logging
-from typing import Any
+import operator
+from functools import reduce
+from typing import Any, get_type_hints
 
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi import ResponseSpec
 
 from agentrein_core import errors
 
@@ -21,14 +24,27 @@ log = logging.getLogger("agentrein.server")
 PROBLEM_JSON = "application/problem+json"
 
 
-class Problem(msgspec.Struct):
-    """The shape of every error body, for the OpenAPI document (some errors add fields, e.g. ``field``)."""
+def _problem_details() -> type[msgspec.Struct]:
+    """The shape of every error body, for the OpenAPI document: ``type``, ``title``, ``status`` and ``detail``,
+    and each field a named error adds (``errors.AgentReinError.problem_fields``), present in that error's body
+    only."""
+    added: dict[str, set[Any]] = {}
+    for error in errors.PROBLEM_TYPES.values():
+        hints = get_type_hints(error)
+        for sent, attribute in error.problem_fields.items():
+            added.setdefault(sent, set()).add(hints[attribute])
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+        ("type", str),
+        ("title", str),
+        ("status", int),
+        ("detail", str),
+    ]
+    for sent, kinds in added.items():
+        fields.append((sent, reduce(operator.or_, sorted(kinds, key=repr)) | msgspec.UnsetType, msgspec.UNSET))
+    return msgspec.defstruct("ProblemDetails", fields, module=__name__, kw_only=True)
 
-    type: str
-    title: str
-    status: int
-    detail: str
 
+ProblemDetails = _problem_details()
 
 #: Slugs for Litestar's HTTP errors.
 HTTP_TYPES = {
@@ -40,12 +56,48 @@ HTTP_TYPES = {
     413: "payload-too-large",
     415: "unsupported-media-type",
 }
+#: What Litestar refuses before a handler runs, beside the named errors, for the OpenAPI document.
+HTTP_REFUSALS = {
+    413: "the body is larger than the server takes",
+    415: "the body is not declared as 'Content-Type: application/json'",
+}
+#: Why the server answers 503 (the error's own docstring speaks for the SDK, which raises it too).
+UNAVAILABLE = "the database does not answer now; try again later"
 
 
-def answer(body: dict[str, Any]) -> Response[dict[str, Any]]:
-    """A problem+json body (``agentrein_core.errors.problem``) as the response."""
+def documented(*refused: type[errors.AgentReinError], body: bool = False, key: bool = True) -> dict[int, ResponseSpec]:
+    """The OpenAPI answers of an operation's errors, each status with the problem types it carries: the named
+    errors ``refused``; an API key missing or unknown (401) unless the operation needs no ``key``; a database
+    that does not answer (503); and with a JSON ``body``, a body that is invalid (400), too large (413) or not
+    JSON (415)."""
+    named: list[type[errors.AgentReinError]] = [
+        *([errors.UnauthorizedError] if key else []),
+        *refused,
+        *([errors.ValidationError] if body else []),
+    ]
+    reasons: dict[int, list[str]] = {}
+    for error in dict.fromkeys(named):
+        reasons.setdefault(error.status, []).append(f"`{error.problem_type}`: {_first_line(error.__doc__)}")
+    for status in HTTP_REFUSALS if body else ():
+        reasons.setdefault(status, []).append(f"`{HTTP_TYPES[status]}`: {HTTP_REFUSALS[status]}")
+    unavailable = errors.AgentReinUnavailableError
+    reasons[unavailable.status] = [f"`{unavailable.problem_type}`: {UNAVAILABLE}"]
+    return {status: problem_answer("; ".join(reasons[status])) for status in sorted(reasons)}
+
+
+def problem_answer(description: str) -> ResponseSpec:
+    return ResponseSpec(ProblemDetails, description=description, media_type=PROBLEM_JSON, generate_examples=False)
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().split("\n\n", 1)[0].replace("\n", " ").rstrip(".")
+
+
+def answer(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
+    """A problem+json body (``agentrein_core.errors.problem``) as the response, with ``headers``."""
     status = int(body["status"])
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -65,7 +117,8 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
         log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
         detail = "internal error"
     slug = HTTP_TYPES.get(status, "http-error" if status < 500 else "internal-error")
-    return answer(errors.problem(status, slug, detail))
+    # Litestar's own headers, such as the ``Allow`` of a 405 (RFC 9110 requires it)
+    return answer(errors.problem(status, slug, detail), exc.headers if status < 500 else None)
 
 
 def too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:

@@ -8,45 +8,32 @@ from litestar import Controller, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from agentrein_core.converter import to_wire
-from agentrein_core.errors import ValidationError
+from agentrein_core.errors import ForbiddenError, InvalidTransitionError, NotFoundError, ValidationError
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import ApprovalInfo
-from agentrein_server.api import bodies
+from agentrein_server.api import answers, bodies
+from agentrein_server.api.answers import LISTED_FIELDS
+from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
-
-#: The fields of ``GET /approvals``, exactly as the status reference §4 lists them.
-LISTED_FIELDS = (
-    "approvalId",
-    "actionId",
-    "apiName",
-    "operationType",
-    "sessionId",
-    "agentId",
-    "payloadSummary",
-    "requestedAt",
-    "timeoutAt",
-    "timeRemaining",
-    "status",
-    "resolvedAt",
-    "resolvedBy",
-    "reason",
-    "actionStatus",
-    "unconfirmed",
-)
 
 
 class ApprovalController(Controller):
     path = "/approvals"
     tags = ("approvals",)
 
-    @get(sync_to_thread=True)
+    @get(
+        sync_to_thread=True,
+        operation_id="listApprovals",
+        summary="List approval requests",
+        responses=documented(ValidationError),
+    )
     def list(
         self,
         caller: CallerDep,
         services: ServicesDep,
         status: FromQuery[ApprovalStatus | None] = None,
         include: FromQuery[Literal["purpose"] | None] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> answers.ListedApprovals:
         """Pending first, oldest first, with exactly the fields of the status reference §4 (``include=purpose``
         adds each request's purpose). ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved
         action whose execution was never confirmed within an hour."""
@@ -54,14 +41,20 @@ class ApprovalController(Controller):
         infos = services.engine.list_approvals(caller.org_id, status)
         return [{k: v for k, v in to_wire(info).items() if k in fields} for info in infos]
 
-    @get("/{approval_id:str}", sync_to_thread=True)
+    @get(
+        "/{approval_id:str}",
+        sync_to_thread=True,
+        operation_id="getApproval",
+        summary="Show an approval request (or wait for its decision)",
+        responses=documented(ValidationError, NotFoundError),
+    )
     def show(
         self,
         approval_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
         wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
-    ) -> dict[str, Any]:
+    ) -> answers.ApprovalInfo:
         """One request, with its ``purpose``. ``wait=N`` long-polls: the answer comes the moment the request
         is decided (on any replica), or after N seconds with it still ``PENDING``."""
         engine = services.engine
@@ -69,36 +62,60 @@ class ApprovalController(Controller):
             return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait))
         return _wire(engine.get_approval(caller.org_id, approval_id))
 
-    @post("/{approval_id:str}/approve", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{approval_id:str}/approve",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="approveRequest",
+        operation_class=bodies.OptionalBody,
+        summary="Approve a request",
+        responses=documented(ForbiddenError, NotFoundError, InvalidTransitionError, body=True),
+    )
     def approve(
         self,
         approval_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
         data: JSONBody[bodies.Decision | None] = None,
-    ) -> dict[str, Any]:
+    ) -> answers.ApprovalInfo:
         return self._decide(approval_id, caller, services, data, approve=True)
 
-    @post("/{approval_id:str}/reject", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{approval_id:str}/reject",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="rejectRequest",
+        operation_class=bodies.OptionalBody,
+        summary="Reject a request",
+        responses=documented(ForbiddenError, NotFoundError, InvalidTransitionError, body=True),
+    )
     def reject(
         self,
         approval_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
         data: JSONBody[bodies.Decision | None] = None,
-    ) -> dict[str, Any]:
+    ) -> answers.ApprovalInfo:
         """What a rejection does depends on the purpose (status reference §4); the server carries it out,
         rolling back where the rules say so. ``409`` if the request was already decided."""
         return self._decide(approval_id, caller, services, data, approve=False)
 
-    @post("/{approval_id:str}/withdraw", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{approval_id:str}/withdraw",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="withdrawRequest",
+        operation_class=bodies.OptionalBody,
+        summary="Withdraw a request the agent stopped waiting for",
+        responses=documented(NotFoundError, InvalidTransitionError, body=True),
+    )
     def withdraw(
         self,
         approval_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
         data: JSONBody[bodies.Withdrawal | None] = None,
-    ) -> dict[str, Any]:
+    ) -> answers.ApprovalInfo:
         """The agent stopped waiting for a before-execution request (interrupted, cancelled): it closes
         ``REJECTED`` as withdrawn, and its action is ``FAILED``; nothing is rolled back. Agent keys may.
         ``409`` if it was decided already."""

@@ -1,22 +1,25 @@
 """Request bodies. Litestar decodes and checks them (types, required fields, no unknown fields) before a
-handler runs, and documents them in the OpenAPI schema; :class:`JsonRequest` and :func:`require_json` add
-what it does not check: that a body is declared as JSON, and that no object repeats a key."""
+handler runs, and documents them in the OpenAPI schema (:class:`ClosedBodies` adds that unknown fields are
+refused); :class:`JsonRequest` and :func:`require_json` add what it does not check: that a body is declared as
+JSON, and that no object repeats a key."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request
+from litestar._openapi.schema_generation.plugins.struct import StructSchemaPlugin
 from litestar.exceptions import HTTPException
-from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import Operation, RequestBody, Schema
 from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
+from litestar.typing import FieldDefinition
 
 from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
-from agentrein_server.problems import PROBLEM_JSON, Problem
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0
@@ -39,17 +42,6 @@ async def require_json(request: Request[Any, Any, Any]) -> None:
             status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             detail=f"the body must be sent as 'Content-Type: application/json', not {declared}",
         )
-
-
-#: The OpenAPI answer every handler that takes a body adds (``responses=bodies.JSON_ONLY``).
-JSON_ONLY = {
-    HTTP_415_UNSUPPORTED_MEDIA_TYPE: ResponseSpec(
-        Problem,
-        description="A body not declared as 'Content-Type: application/json'",
-        media_type=PROBLEM_JSON,
-        generate_examples=False,
-    )
-}
 
 
 def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> None:
@@ -76,6 +68,31 @@ class JsonRequest(Request[Any, Any, Any]):
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     pass
+
+
+@dataclass
+class OptionalBody(Operation):
+    """The OpenAPI entry of an operation whose body may be left out (``operation_class=bodies.OptionalBody``):
+    Litestar documents every body as required."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.request_body, RequestBody):
+            self.request_body.required = False
+
+
+class ClosedBodies(StructSchemaPlugin):
+    """Litestar's schema of a body, with ``additionalProperties: false`` where the body refuses unknown fields
+    (Litestar leaves it out, so the document would say that any field is taken)."""
+
+    def is_plugin_supported_field(self, field_definition: FieldDefinition) -> bool:
+        return super().is_plugin_supported_field(field_definition) and bool(
+            field_definition.type_.__struct_config__.forbid_unknown_fields
+        )
+
+    def to_openapi_schema(self, field_definition: FieldDefinition, schema_creator: Any) -> Schema:
+        schema = super().to_openapi_schema(field_definition, schema_creator)
+        schema.additional_properties = False
+        return schema
 
 
 def timeout(ms: int | None) -> timedelta | None:

@@ -11,11 +11,20 @@ from litestar.status_codes import HTTP_202_ACCEPTED
 
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.engine import DEFAULT_APPROVAL_TIMEOUT
-from agentrein_core.errors import NotFoundError, PolicyBlockedError, ValidationError
+from agentrein_core.errors import (
+    ApprovalRejectedError,
+    ForbiddenError,
+    InvalidTransitionError,
+    NotFoundError,
+    PolicyBlockedError,
+    RollbackRefusedError,
+    ValidationError,
+)
 from agentrein_core.model import Rollback, UndoConfig
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
 from agentrein_server import metrics
-from agentrein_server.api import bodies
+from agentrein_server.api import answers, bodies
+from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
 
 
@@ -23,15 +32,24 @@ class SessionController(Controller):
     path = "/sessions"
     tags = ("sessions",)
 
-    @post(sync_to_thread=True, responses=bodies.JSON_ONLY)
-    def create(self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+    @post(
+        sync_to_thread=True,
+        operation_id="startSession",
+        summary="Start a session",
+        responses=documented(InvalidTransitionError, body=True),
+    )
+    def create(
+        self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep
+    ) -> answers.SessionInfo:
         """Open a session. With ``id``: the session a client opened while this server was unreachable (the
         SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken."""
         engine = services.engine
         session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id)
         return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
 
-    @get(sync_to_thread=True)
+    @get(
+        sync_to_thread=True, operation_id="listSessions", summary="List sessions", responses=documented(ValidationError)
+    )
     def list(
         self,
         caller: CallerDep,
@@ -43,7 +61,7 @@ class SessionController(Controller):
         created_before: Annotated[datetime | None, QueryParameter(name="createdBefore")] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
         cursor: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+    ) -> answers.SessionPage:
         """Sessions newest first; filters combine; ``nextCursor`` (when not null) fetches the next page."""
         page = services.engine.list_sessions(
             caller.org_id,
@@ -57,28 +75,56 @@ class SessionController(Controller):
         )
         return {"sessions": to_wire(page.sessions), "nextCursor": page.next_cursor}
 
-    @get("/{session_id:str}", sync_to_thread=True)
-    def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+    @get(
+        "/{session_id:str}",
+        sync_to_thread=True,
+        operation_id="getSession",
+        summary="Show a session with its actions",
+        responses=documented(ValidationError, NotFoundError),
+    )
+    def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
         return to_wire(services.engine.get_session(caller.org_id, session_id))  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/complete", status_code=200, sync_to_thread=True)
-    def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> dict[str, Any]:
+    @post(
+        "/{session_id:str}/complete",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="completeSession",
+        summary="Complete a session",
+        responses=documented(ValidationError, NotFoundError, InvalidTransitionError),
+    )
+    def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
         return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/fail", status_code=200, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{session_id:str}/fail",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="failSession",
+        summary="Report that recording failed: roll the session back",
+        responses=documented(NotFoundError, InvalidTransitionError, body=True),
+    )
     def fail(
         self, session_id: FromPath[str], data: JSONBody[bodies.SessionFailure], caller: CallerDep, services: ServicesDep
-    ) -> dict[str, Any]:
+    ) -> answers.SessionInfo:
         """The agent's run failed outside a recorded call: AgentRein could not record one (action logging
         failed). The session is rolled back as after a failed call, while it is ``ACTIVE`` (the server's
         workers run the rollback); with nothing to undo it becomes ``FAILED``."""
         session = services.engine.fail_session(caller.org_id, session_id, reason=data.reason, connector=data.connector)
         return to_wire(session)  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/actions", sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{session_id:str}/actions",
+        sync_to_thread=True,
+        operation_id="recordAction",
+        summary="Record a call before it runs",
+        responses=documented(
+            NotFoundError, PolicyBlockedError, ApprovalRejectedError, InvalidTransitionError, body=True
+        ),
+    )
     def log_action(
         self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
-    ) -> dict[str, Any]:
+    ) -> answers.LoggedAction:
         """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
         ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates."""
         timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
@@ -99,7 +145,13 @@ class SessionController(Controller):
         metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
         return {"action": to_wire(logged.action), "approval": to_wire(logged.approval)}
 
-    @patch("/{session_id:str}/actions/{action_id:str}", sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @patch(
+        "/{session_id:str}/actions/{action_id:str}",
+        sync_to_thread=True,
+        operation_id="recordOutcome",
+        summary="Record how a call ended",
+        responses=documented(NotFoundError, InvalidTransitionError, body=True),
+    )
     def record_outcome(
         self,
         session_id: FromPath[str],
@@ -107,7 +159,7 @@ class SessionController(Controller):
         data: JSONBody[bodies.ActionOutcome],
         caller: CallerDep,
         services: ServicesDep,
-    ) -> dict[str, Any]:
+    ) -> answers.Action:
         """``CLEARED -> SUCCESS`` (with response and undo), or ``FAILED`` (with error; the session is rolled
         back by the server)."""
         engine = services.engine
@@ -124,10 +176,16 @@ class SessionController(Controller):
             action = engine.fail_action(caller.org_id, action_id, error=data.error or "failed", session_id=session_id)
         return to_wire(action)  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/journal", sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{session_id:str}/journal",
+        sync_to_thread=True,
+        operation_id="replayAction",
+        summary="Record a call that ran while the server was unreachable",
+        responses=documented(NotFoundError, InvalidTransitionError, body=True),
+    )
     def replay(
         self, session_id: FromPath[str], data: JSONBody[bodies.ExecutedAction], caller: CallerDep, services: ServicesDep
-    ) -> dict[str, Any]:
+    ) -> answers.Action:
         """Record a call that already ran while this server was unreachable (the SDK's ``failure_mode="open"``
         journal). Idempotent by ``idempotencyKey``: a repeated replay returns the first record."""
         action = services.engine.record_executed_action(
@@ -145,14 +203,22 @@ class SessionController(Controller):
         )
         return to_wire(action)  # type: ignore[no-any-return]
 
-    @post("/{session_id:str}/rollback", status_code=HTTP_202_ACCEPTED, sync_to_thread=True, responses=bodies.JSON_ONLY)
+    @post(
+        "/{session_id:str}/rollback",
+        status_code=HTTP_202_ACCEPTED,
+        sync_to_thread=True,
+        operation_id="rollBackSession",
+        operation_class=bodies.OptionalBody,
+        summary="Roll back a session",
+        responses=documented(NotFoundError, RollbackRefusedError, ForbiddenError, body=True),
+    )
     def rollback(
         self,
         session_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
         data: JSONBody[bodies.RollbackRequest | None] = None,
-    ) -> dict[str, Any]:
+    ) -> answers.Rollback:
         """Start the session's rollback (or return the one under way); the server's workers run it.
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
         request = data or bodies.RollbackRequest()
@@ -168,14 +234,20 @@ class SessionController(Controller):
         )
         return _job(job)
 
-    @get("/{session_id:str}/rollback", sync_to_thread=True)
+    @get(
+        "/{session_id:str}/rollback",
+        sync_to_thread=True,
+        operation_id="getRollback",
+        summary="Show a session's rollback",
+        responses=documented(ValidationError, NotFoundError),
+    )
     def rollback_status(
         self,
         session_id: FromPath[str],
         caller: CallerDep,
         services: ServicesDep,
         wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
-    ) -> dict[str, Any]:
+    ) -> answers.Rollback:
         """The session's latest rollback; with ``wait=N`` answers once it has ended or waits for a reviewer
         (or after N seconds)."""
         job = services.engine.wait_for_rollback(caller.org_id, session_id, wait)

@@ -13,6 +13,8 @@ from prometheus_client import REGISTRY, generate_latest
 
 from agentrein_core.errors import ForbiddenError, UnauthorizedError
 from agentrein_server import metrics
+from agentrein_server.api import answers
+from agentrein_server.problems import documented
 from agentrein_server.services import ServicesDep
 
 METRICS_TOKEN_ENV = "AGENTREIN_METRICS_TOKEN"
@@ -21,8 +23,15 @@ METRICS_TOKEN_ENV = "AGENTREIN_METRICS_TOKEN"
 PROMETHEUS_TEXT = "text/plain; version=0.0.4"
 
 
-@get("/healthz", sync_to_thread=True, tags=["system"])
-def healthz(services: ServicesDep) -> dict[str, Any]:
+@get(
+    "/healthz",
+    sync_to_thread=True,
+    tags=["system"],
+    operation_id="checkHealth",
+    summary="Check that the server and its database answer",
+    responses=documented(key=False),
+)
+def healthz(services: ServicesDep) -> answers.Health:
     """``200`` when the database answers."""
     services.engine.count_pending_approvals()  # a real query: the database is reachable
     return {"status": "ok", "database": services.engine.store.dialect}
@@ -48,7 +57,17 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-@get("/metrics", sync_to_thread=True, tags=["system"], media_type=PROMETHEUS_TEXT, security=[{"metricsToken": []}])
+@get(
+    "/metrics",
+    sync_to_thread=True,
+    tags=["system"],
+    media_type=PROMETHEUS_TEXT,
+    # The token only while $AGENTREIN_METRICS_TOKEN is set ({}: none, for a loopback client while it is not).
+    security=[{"metricsToken": []}, {}],
+    operation_id="scrapeMetrics",
+    summary="Scrape Prometheus metrics",
+    responses=documented(UnauthorizedError, ForbiddenError, key=False),
+)
 def prometheus_metrics(request: Request[Any, Any, Any], services: ServicesDep) -> Response[bytes]:
     """Prometheus text format, for every organisation together: with ``$AGENTREIN_METRICS_TOKEN`` set,
     ``Authorization: Bearer <token>``; unset, loopback clients only."""
