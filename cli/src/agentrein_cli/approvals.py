@@ -53,7 +53,7 @@ def approvals_list(
 
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
     """The request as ``GET /approvals?include=purpose`` answers it."""
-    from agentrein_server.api.approvals import LISTED_FIELDS
+    from agentrein_server.api.answers import LISTED_FIELDS
 
     return wire_fields(info, (*LISTED_FIELDS, "purpose"))
 

@@ -14,8 +14,8 @@ from agentrein_core import rules
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     DEFAULT_APPROVAL_TIMEOUT,
-    NO_GATES_REASON,
     MAX_TRIGGER,
+    NO_GATES_REASON,
     SYSTEM,
     after_agent_failure,
     after_failure,
