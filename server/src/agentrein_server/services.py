@@ -17,6 +17,7 @@ from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, Organi
 from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import WebhookFormat
 from agentrein_server.auth import Authenticator, Caller
+from agentrein_server.undo import ServerUndoExecutor
 from agentrein_server.vault import Vault
 from agentrein_server.workers import Workers
 
@@ -30,6 +31,8 @@ class Services:
     vault: Vault
     workers: Workers
     authenticator: Authenticator
+    #: How the server runs undos (the workers' executor): what can stop them is shown before a rollback.
+    undo: ServerUndoExecutor
 
     def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
         """Approve or reject (a decision may start or resume a rollback: its commit wakes the workers)."""
