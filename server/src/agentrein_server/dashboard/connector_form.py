@@ -62,7 +62,7 @@ def form_fields(
         else:
             value = shown(config.get(setting.key), setting.kind) if declared else pretty(config)
         kept = setting.secret and (setting.key in stored_secrets if declared else bool(stored_secrets))
-        error = str(refused) if refused is not None and _names(refused.field, name) else ""
+        error = str(refused).removeprefix(f"{refused.field}: ") if refused and _names(refused.field, name) else ""
         fields.append(FormField(setting, name, value, kept, error))
     return fields
 
