@@ -110,7 +110,7 @@ def undo(action: Action, *, sandbox: bool = False) -> Label:
     if action.status is ActionStatus.ROLLED_BACK:  # a sandbox's rollback ran no inverse: nothing real ran
         return Label("Undo: none needed", PLAIN, stored, "a sandbox session ran nothing real")
     if action.status is ActionStatus.FAILED:
-        return Label("Undo: nothing to undo", PLAIN, stored, "the call did not take effect")
+        return Label("Undo: nothing to undo", PLAIN, stored, "a call that failed is not undone")
     if action.status is ActionStatus.PENDING_APPROVAL:
         return Label("Undo: nothing to undo yet", PLAIN, stored, "the call has not run")
     if action.status is ActionStatus.CLEARED:
