@@ -3,8 +3,6 @@ settings (``PUT /connectors/{name}``), never through anything an agent sent."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from attrs import define, frozen
 
 from agentrein_core.connector import Connector
@@ -62,7 +60,7 @@ class ServerUndoExecutor:
             if callable(close):
                 close()
 
-    def _reach(self, org_id: str, name: str) -> Obstacle | tuple[Connector, JSON, Any]:
+    def _reach(self, org_id: str, name: str) -> Obstacle | tuple[Connector, JSON, JSON]:
         """The connector and the organisation's settings (credentials decrypted) its undos run with, or what
         stops them, in the order an operator would fix it."""
         if name not in self.connectors.names():
