@@ -10,11 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from dashboard import HOSTILE, PASSWORD, Account, Visitor, account, visitor
 from serving import RunningServer, Tenant
 
 from agentrein_core.statuses import ApprovalStatus, UserRole
 from agentrein_server.dashboard import viewer
+from agentrein_server.vault import Vault
 
 
 @pytest.fixture
@@ -409,6 +411,20 @@ def test_stored_settings_the_connector_refuses_are_named_before_the_rollback_and
     assert api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()["status"] == "FAILED"
     (action,) = api.get(f"/sessions/{session_id}").json()["actions"]
     assert action["error"] == f"undo failed: {reason}"
+
+
+def test_credentials_this_server_cannot_decrypt_are_named_before_the_rollback_and_can_be_typed_again(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
+) -> None:
+    other_key = Vault(Fernet.generate_key()).encrypt({"headers": {"Authorization": "Bearer old"}})
+    loopback = {"allowedHosts": ["127.0.0.1"]}
+    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=loopback, credentials=other_key)
+    session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
+    page = as_admin.get(f"/dashboard/sessions/{session_id}/rollback")
+    assert page.status_code == 200 and "cannot be decrypted with this server&#39;s secret key" in page.text
+    assert as_admin.get("/dashboard/connectors").status_code == 200
+    as_admin.post("/dashboard/connectors/http", {"config.allowedHosts": "127.0.0.1", "credentials.headers": "A: b"})
+    assert "cannot run" not in as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
 
 
 # admin pages -------------------------------------------------------------------------------------------------

@@ -82,7 +82,10 @@ class ServerUndoExecutor:
                 f"dashboard's Connectors page, with PUT /connectors/{name} or `agentrein connectors enable {name}`",
                 in_settings=True,
             )
-        credentials = self.vault.decrypt(settings.credentials)
+        try:
+            credentials = self.vault.decrypt(settings.credentials)
+        except AgentReinError as exc:  # stored under another secret key
+            return Obstacle(str(exc), in_settings=True)
         try:
             connector.check_config(settings.config, credentials)
         except AgentReinError as exc:

@@ -17,7 +17,7 @@ from litestar.params import Body, FromPath
 from litestar.response import Redirect, Template
 
 from agentrein_core.errors import AgentReinError, ValidationError
-from agentrein_core.model import ConnectorConfig
+from agentrein_core.model import JSON, ConnectorConfig
 from agentrein_core.policies import describe
 from agentrein_core.statuses import DriftResponse, EventType, PolicyEffect, Role, UserRole, WebhookFormat
 from agentrein_server.dashboard import forms
@@ -130,9 +130,7 @@ class ConnectorPages(AdminPages):
         connector = services.connectors.get(name)
         stored = services.engine.connector_config(viewer.org_id, name)
         try:
-            config, credentials = settings_from_form(
-                connector, data, services.vault.decrypt(stored.credentials if stored else None)
-            )
+            config, credentials = settings_from_form(connector, data, _readable(services, stored))
             services.configure_connector(viewer.org_id, name, enabled=True, config=config, credentials=credentials)
         except AgentReinError as err:
             cards = _connector_cards(services, viewer.org_id, typed=(name, data, err))
@@ -316,6 +314,15 @@ def _users(services: ServicesDep, org_id: str, form: forms.NewUser) -> dict[str,
     return {"users": services.engine.list_users(org_id), "roles": list(UserRole), "form": form}
 
 
+def _readable(services: ServicesDep, stored: ConnectorConfig | None) -> JSON:
+    """The stored credentials, decrypted; none when this server's secret key cannot read them (they are then
+    typed again, which the page says when a rollback would need them)."""
+    try:
+        return services.vault.decrypt(stored.credentials if stored else None)
+    except AgentReinError:
+        return {}
+
+
 @frozen
 class ConnectorCard:
     """One installed connector on the Connectors page: its stored settings, whether the server can run its
@@ -337,7 +344,7 @@ def _connector_cards(
     cards = []
     for name in services.connectors.names():
         connector, settings = services.connectors.get(name), stored.get(name)
-        secrets = frozenset(services.vault.decrypt(settings.credentials if settings else None))
+        secrets = frozenset(_readable(services, settings))
         form, refusal = None, None
         if typed is not None and typed[0] == name:
             form, err = typed[1], typed[2]
