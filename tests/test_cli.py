@@ -389,7 +389,7 @@ def test_rollback_on_a_database_needs_the_connector_enabled(database_url: str, s
         api.post("/v1/orders", json={})
         result = cli("rollback", session.id, "--database-url", database_url, "--org", agent.organisation)
         assert result.exit_code == 1
-        assert "error: nothing was rolled back" in result.output and "http is not enabled" in result.output
+        assert "error: nothing was rolled back" in result.output and "'http' is not enabled" in result.output
         assert len(service.collection("orders")) == 1
         assert agent.get_session(session).display_status is DisplayStatus.ACTIVE
 

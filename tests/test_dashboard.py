@@ -10,10 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from dashboard import HOSTILE, PASSWORD, Account, Visitor, account, visitor
 from serving import RunningServer, Tenant
 
 from agentrein_core.statuses import ApprovalStatus, UserRole
+from agentrein_core.vault import Vault
 from agentrein_server.dashboard import viewer
 
 
@@ -60,6 +62,21 @@ def held_action(api: httpx.Client, **action: Any) -> dict[str, Any]:
 
 def approval_of(logged: dict[str, Any]) -> str:
     return str(logged["approval"]["approvalId"])
+
+
+def session_that_ran(api: httpx.Client, *calls: tuple[str, str, str, dict[str, Any]]) -> str:
+    """A session whose calls (connector, api name, operation type, undo config) ran; its id."""
+    session_id = api.post("/sessions", json={"agentId": "provisioner"}).json()["id"]
+    for connector, api_name, kind, undo in calls:
+        body = {"connector": connector, "apiName": api_name, "operationType": kind, "payload": {}}
+        action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+        outcome = {"status": "SUCCESS", "response": {}, "undo": undo}
+        assert api.patch(f"/sessions/{session_id}/actions/{action_id}", json=outcome).status_code == 200
+    return session_id
+
+
+#: A created thing's undo on a loopback port nothing listens on (the tests of the confirmation never run it).
+DELETE_THING = {"type": "http-delete", "url": "http://127.0.0.1:9/v1/things/thi_1"}
 
 
 # signing in --------------------------------------------------------------------------------------------------
@@ -345,6 +362,71 @@ def test_a_rollback_the_rules_refuse_is_explained_on_the_session_page(api: httpx
     )
 
 
+def test_the_rollback_confirmation_warns_that_undos_of_a_connector_not_enabled_cannot_run(
+    server: RunningServer,
+) -> None:
+    fresh = server.tenant(http_undo=False)  # as on a new server: every connector starts disabled
+    with (
+        httpx.Client(base_url=fresh.url, headers={"Authorization": f"Bearer {fresh.key}"}) as api,
+        visitor(server, account(server, fresh, UserRole.ADMIN)) as as_admin,
+    ):
+        session_id = session_that_ran(
+            api,
+            ("http", "POST /v1/things", "CREATE", DELETE_THING),
+            ("http", "DELETE /v1/orders/ord_14", "DELETE", {"type": "none"}),
+        )
+        page = as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+        assert "1 of these undos cannot run on this server." in page
+        assert "The rollback would stop at #1" in page
+        assert "connector &#39;http&#39; is not enabled for this organisation" in page
+        assert 'href="/dashboard/connectors#connector-http"' in page
+        stays = r'ord_14</code></span>\s*→ <span class="stays">stays deleted: a delete has no inverse'
+        assert re.search(stays, page)
+        as_admin.get("/dashboard/connectors")
+        as_admin.post("/dashboard/connectors/http", {"config.allowedHosts": "127.0.0.1"})
+        assert "cannot run" not in as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+
+
+def test_the_rollback_confirmation_says_when_a_connector_has_no_server_side_undo(
+    api: httpx.Client, as_admin: Visitor
+) -> None:
+    session_id = session_that_ran(api, ("todo", "items.create", "CREATE", {"type": "todo-delete", "id": "i1"}))
+    page = as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+    assert "connector &#39;todo&#39; cannot run undos in the server" in page
+    assert "connector-todo" not in page  # no settings would fix it: no link to them
+
+
+def test_stored_settings_the_connector_refuses_are_named_before_the_rollback_and_fail_its_undo_alike(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
+) -> None:
+    refused = {"allowedHosts": ["127.0.0.1"], "allowedMethods": ["GET"]}  # stored past check_config
+    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=refused, credentials=None)
+    session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
+    reason = (
+        "the stored settings of connector 'http' are refused (config.allowedMethods: methods must be among "
+        "POST, PUT, PATCH, DELETE); an operator corrects them on the dashboard's Connectors page"
+    )
+    assert reason.replace("'", "&#39;") in as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+    as_admin.post(f"/dashboard/sessions/{session_id}/rollback")
+    assert api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()["status"] == "FAILED"
+    (action,) = api.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["error"] == f"undo failed: {reason}"
+
+
+def test_credentials_this_server_cannot_decrypt_are_named_before_the_rollback_and_can_be_typed_again(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
+) -> None:
+    other_key = Vault(Fernet.generate_key()).encrypt({"headers": {"Authorization": "Bearer old"}})
+    loopback = {"allowedHosts": ["127.0.0.1"]}
+    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=loopback, credentials=other_key)
+    session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
+    page = as_admin.get(f"/dashboard/sessions/{session_id}/rollback")
+    assert page.status_code == 200 and "cannot be decrypted with this server&#39;s secret key" in page.text
+    assert as_admin.get("/dashboard/connectors").status_code == 200
+    as_admin.post("/dashboard/connectors/http", {"config.allowedHosts": "127.0.0.1", "credentials.headers": "A: b"})
+    assert "cannot run" not in as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+
+
 # admin pages -------------------------------------------------------------------------------------------------
 
 
@@ -373,53 +455,132 @@ def test_a_policy_is_previewed_added_disabled_and_deleted(
     as_admin.post(f"/dashboard/policies/{policy.policy_id}/enabled", {"enabled": "false"})
     assert not server.engine.list_policies(tenant.org_id)[0].enabled
     duplicate = as_admin.post("/dashboard/policies", {"name": "no deletes", "effect": "BLOCK"})
-    assert "already exists" in as_admin.get(duplicate.headers["location"]).text
+    assert duplicate.status_code == 400 and "already exists" in duplicate.text
     as_admin.post(f"/dashboard/policies/{policy.policy_id}/delete")
     assert server.engine.list_policies(tenant.org_id) == []
 
 
-def test_connector_credentials_are_write_only_and_kept_when_left_empty(
+def test_connector_settings_are_typed_in_a_form_and_stored_as_the_rest_api_takes_them(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
+) -> None:
+    page = as_admin.get("/dashboard/connectors").text
+    http = page[page.index('id="connector-http"') :].split("</section>")[0]
+    for field in ("config.allowedHosts", "config.allowedMethods", "config.allowedPaths", "credentials.headers"):
+        assert f'name="{field}"' in http, field
+    assert "apiKey" not in http  # the JSON placeholder of another connector's credentials is gone
+    saved = as_admin.post(
+        "/dashboard/connectors/http",
+        {
+            "config.allowedHosts": "api.example.com\n  *.example.com  \n\n",
+            "config.allowedMethods": "DELETE\nPOST",
+            "credentials.headers": "Authorization: Bearer s3cret\nX-Team: billing",
+        },
+    )
+    assert saved.status_code == 303
+    shown = api.get("/connectors/http").json()
+    assert shown["enabled"] and shown["hasCredentials"]
+    assert shown["config"] == {
+        "allowedHosts": ["api.example.com", "*.example.com"],
+        "allowedMethods": ["DELETE", "POST"],
+    }
+    stored = server.engine.connector_config(tenant.org_id, "http")
+    assert stored is not None and server.services.vault.decrypt(stored.credentials) == {
+        "headers": {"Authorization": "Bearer s3cret", "X-Team": "billing"}
+    }
+    page = as_admin.get(saved.headers["location"]).text
+    assert "http enabled." in page and "api.example.com\n*.example.com</textarea>" in page  # one per line
+    assert "s3cret" not in page and "X-Team" not in page  # secrets are never shown back
+
+
+def test_connector_secrets_are_kept_when_left_empty_and_removed_when_asked(
     server: RunningServer, tenant: Tenant, as_admin: Visitor
 ) -> None:
     as_admin.get("/dashboard/connectors")
-    config = '{"allowedHosts": ["api.example.com"]}'
-    saved = as_admin.post(
-        "/dashboard/connectors/http",
-        {"config": config, "credentials": '{"headers": {"Authorization": "Bearer s3cret"}}'},
-    )
-    page = as_admin.get(saved.headers["location"]).text
-    assert "http enabled." in page and "credentials stored" in page and "api.example.com" in page
-    assert "s3cret" not in page
-    stored = server.engine.connector_config(tenant.org_id, "http")
-    assert stored is not None and stored.credentials and "s3cret" not in stored.credentials
-    as_admin.post("/dashboard/connectors/http", {"config": config, "credentials": ""})
+    hosts = {"config.allowedHosts": "api.example.com"}
+    as_admin.post("/dashboard/connectors/http", {**hosts, "credentials.headers": "Authorization: Bearer s3cret"})
+    as_admin.post("/dashboard/connectors/http", {"config.allowedHosts": "api.example.com\nx.example.com"})
     kept = server.engine.connector_config(tenant.org_id, "http")
-    assert kept is not None and server.services.vault.decrypt(kept.credentials) == {
-        "headers": {"Authorization": "Bearer s3cret"}
-    }
-    broken = as_admin.post("/dashboard/connectors/http", {"config": "{not json", "credentials": ""})
-    assert "not enabled: config: is not valid JSON" in as_admin.get(broken.headers["location"]).text
-    deep = as_admin.post("/dashboard/connectors/http", {"config": "[" * 100_000, "credentials": ""})
-    assert "config: is nested too deeply" in as_admin.get(deep.headers["location"]).text
+    assert kept is not None and kept.config == {"allowedHosts": ["api.example.com", "x.example.com"]}
+    assert server.services.vault.decrypt(kept.credentials) == {"headers": {"Authorization": "Bearer s3cret"}}
+    assert "Remove the stored headers" in as_admin.get("/dashboard/connectors").text
+    as_admin.post("/dashboard/connectors/http", {**hosts, "forget.headers": "on"})
+    forgotten = server.engine.connector_config(tenant.org_id, "http")
+    assert forgotten is not None and server.services.vault.decrypt(forgotten.credentials) == {}
     as_admin.post("/dashboard/connectors/http/disable")
     disabled = server.engine.connector_config(tenant.org_id, "http")
-    assert disabled is not None and not disabled.enabled and disabled.credentials == kept.credentials
+    assert disabled is not None and not disabled.enabled and disabled.config == {"allowedHosts": ["api.example.com"]}
+
+
+def test_a_refused_connector_form_says_why_beside_the_field_and_keeps_what_was_typed_but_its_secrets(
+    server: RunningServer, tenant: Tenant, as_admin: Visitor
+) -> None:
+    as_admin.get("/dashboard/connectors")
+    before = server.engine.connector_config(tenant.org_id, "http")
+    refused = as_admin.post(
+        "/dashboard/connectors/http",
+        {
+            "config.allowedHosts": "api.example.com\nx.example.com",
+            "config.allowedMethods": "GET",
+            "credentials.headers": "Authorization: Bearer s3cret",
+        },
+    )
+    assert refused.status_code == 400
+    page = refused.text
+    assert "http not enabled: config.allowedMethods: methods must be among POST, PUT, PATCH, DELETE" in page
+    assert "api.example.com\nx.example.com</textarea>" in page and ">GET</textarea>" in page
+    field = re.search(r'<textarea id="http-config-allowedMethods"[^>]*>', page)
+    assert field is not None and 'aria-invalid="true"' in field.group(0)
+    assert "s3cret" not in page
+    assert server.engine.connector_config(tenant.org_id, "http") == before  # nothing was stored
+    unreadable = as_admin.post("/dashboard/connectors/http", {"credentials.headers": "Bearer s3cret"})
+    assert unreadable.status_code == 400 and "credentials.headers: line 1 is not Name: value" in unreadable.text
+    assert "s3cret" not in unreadable.text
 
 
 def test_stripe_is_saved_with_its_stored_key_kept_and_can_always_be_disabled(
     server: RunningServer, tenant: Tenant, as_admin: Visitor
 ) -> None:
     as_admin.get("/dashboard/connectors")
-    missing = as_admin.post("/dashboard/connectors/stripe", {"config": "{}", "credentials": ""})
-    assert "stripe not enabled" in as_admin.get(missing.headers["location"]).text
-    as_admin.post("/dashboard/connectors/stripe", {"config": "{}", "credentials": '{"apiKey": "sk_test_1"}'})
-    again = as_admin.post("/dashboard/connectors/stripe", {"config": "{}", "credentials": ""})
+    missing = as_admin.post("/dashboard/connectors/stripe", {"config.apiBase": "https://stripe.example.com"})
+    assert missing.status_code == 400 and "stripe not enabled: credentials.apiKey" in missing.text
+    assert 'value="https://stripe.example.com"' in missing.text
+    as_admin.post("/dashboard/connectors/stripe", {"credentials.apiKey": "sk_test_1"})
+    again = as_admin.post("/dashboard/connectors/stripe", {})
     assert "stripe enabled." in as_admin.get(again.headers["location"]).text
     disabled = as_admin.post("/dashboard/connectors/stripe/disable")
     assert "stripe disabled." in as_admin.get(disabled.headers["location"]).text
     stored = server.engine.connector_config(tenant.org_id, "stripe")
     assert stored is not None and not stored.enabled
     assert server.services.vault.decrypt(stored.credentials) == {"apiKey": "sk_test_1"}
+
+
+def test_a_refused_policy_keeps_what_was_typed(as_admin: Visitor) -> None:
+    as_admin.get("/dashboard/policies")
+    typed = {
+        "name": "approve refunds",
+        "effect": "REQUIRE_APPROVAL",
+        "before_execution": "on",
+        "timeout_minutes": "soon",
+        "connector": "stripe",
+        "api_name": "refunds.*",
+        "agent_id": "billing-*",
+        "operation_type": "CREATE",
+    }
+    refused = as_admin.post("/dashboard/policies", typed)
+    assert refused.status_code == 400
+    assert "Policy not added: timeout_minutes: &#39;soon&#39; is not a number" in refused.text
+    for name in ("name", "timeout_minutes", "connector", "api_name", "agent_id", "operation_type"):
+        assert re.search(rf'<input id="{name}" name="{name}"[^>]* value="{re.escape(typed[name])}"', refused.text), name
+    assert '<option value="REQUIRE_APPROVAL" selected>' in refused.text
+    assert re.search(r'<input type="checkbox" id="before_execution"[^>]* checked>', refused.text)
+
+
+def test_a_refused_user_keeps_the_email_and_role_but_not_the_password(as_admin: Visitor) -> None:
+    as_admin.get("/dashboard/users")
+    refused = as_admin.post("/dashboard/users", {"email": "ada@example.org", "role": "admin", "password": "short pw"})
+    assert refused.status_code == 400 and "User not added" in refused.text
+    assert 'value="ada@example.org"' in refused.text and '<option value="admin" selected>' in refused.text
+    assert "short pw" not in refused.text
 
 
 def test_a_form_posted_after_the_sign_in_ended_returns_to_its_page_after_signing_in(
@@ -462,7 +623,7 @@ def test_an_admin_adds_a_reviewer_who_can_sign_in_and_the_last_admin_stays(
     with visitor(server, Account("new@example.org", "long enough pw", tenant)) as v:
         assert v.get("/dashboard/approvals").status_code == 200
     short = as_admin.post("/dashboard/users", {"email": "x@example.org", "role": "reviewer", "password": "short"})
-    assert "at least 10 characters" in as_admin.get(short.headers["location"]).text
+    assert short.status_code == 400 and "at least 10 characters" in short.text
     (me,) = [u for u in server.engine.list_users(tenant.org_id) if u.email == admin.email]
     refused = as_admin.post(f"/dashboard/users/{me.user_id}/delete")
     assert "last admin" in as_admin.get(refused.headers["location"]).text

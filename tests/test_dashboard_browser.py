@@ -199,12 +199,111 @@ def test_a_rollback_started_from_the_session_page_undoes_last_first(
     page.get_by_role("button", name="Confirm rollback").click()
     progress = page.locator("#rollback")
     expect(progress).to_contain_text("3 of 3 undos dealt with", timeout=30_000)
-    expect(progress).to_contain_text("SUCCEEDED")
-    expect(progress.locator("li").filter(has_text="DONE")).to_have_count(3)
+    expect(progress).to_contain_text("Rollback: succeeded")
+    expect(progress.locator("li").filter(has_text="Undo: done")).to_have_count(3)
     page.screenshot(path=screenshots / "session-rolled-back.png", full_page=True)
     deletes = [r.path for r in service.requests if r.method == "DELETE"]
     assert deletes == [f"/v1/things/{thing}" for thing in reversed(created)]
     assert service.resources.get("things", {}) == {}
+    ar.close()
+
+
+def test_a_first_rollback_on_a_fresh_server_is_warned_fixed_on_the_connectors_page_then_succeeds(
+    browser: Browser, server: RunningServer, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    fresh = server.tenant(http_undo=False)  # as on a new server: every connector starts disabled
+    ar = fresh.client()
+    session = ar.new_session(agent_id="provisioner", intent="Create two things")
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    for n in range(2):
+        api.post("/v1/things", json={"n": n})
+    ar.complete_session(session)
+    page = open_tab(tabs, browser, server).sign_in(account(server, fresh, UserRole.ADMIN))
+    page.goto(f"/dashboard/sessions/{session.id}/rollback")
+    warning = page.get_by_role("alert")
+    expect(warning).to_contain_text("2 of these undos cannot run on this server.")
+    expect(page.locator("li.cannot-run")).to_have_count(2)
+    expect(page.locator("li.cannot-run").first).to_contain_text("connector 'http' is not enabled for this organisation")
+    page.screenshot(path=screenshots / "rollback-confirm-connector-not-enabled.png", full_page=True)
+    page.get_by_role("link", name="Fix http on the Connectors page").first.click()
+    card = page.locator("#connector-http")
+    card.get_by_label("Allowed hosts").fill("127.0.0.1")
+    card.get_by_label("Headers").fill("Authorization: Bearer undo-key")
+    page.screenshot(path=screenshots / "connectors-http-form.png", full_page=True)
+    card.get_by_role("button", name="Enable http").click()
+    expect(page.locator("#messages")).to_contain_text("http enabled.")
+    expect(page.locator("#connector-http")).to_contain_text("credentials stored")
+    expect(page.locator("#connector-http").get_by_label("Allowed hosts")).to_have_value("127.0.0.1")
+    page.goto(f"/dashboard/sessions/{session.id}/rollback")
+    expect(page.locator("li.cannot-run")).to_have_count(0)
+    page.get_by_role("button", name="Confirm rollback").click()
+    expect(page.locator("#rollback")).to_contain_text("Rollback: succeeded", timeout=30_000)
+    assert service.resources.get("things", {}) == {}
+    assert {r.authorization for r in service.requests if r.method == "DELETE"} == {"Bearer undo-key"}
+    ar.close()
+
+
+def test_a_refused_connector_form_says_why_beside_the_field_and_keeps_what_was_typed(
+    browser: Browser, server: RunningServer, tenant: Tenant, tabs: list[Tab], screenshots: Path
+) -> None:
+    tab = open_tab(tabs, browser, server)
+    tab.expected_statuses.add(400)
+    page = tab.sign_in(account(server, tenant, UserRole.ADMIN))
+    page.goto("/dashboard/connectors")
+    card = page.locator("#connector-http")
+    card.get_by_label("Allowed hosts").fill("api.example.com\n*.example.com")
+    card.get_by_label("Allowed methods").fill("DELETE\nGET")
+    card.get_by_label("Headers").fill("Authorization: Bearer s3cret")
+    card.get_by_role("button", name="Save http").click()
+    expect(page.locator("#messages")).to_contain_text("http not enabled: config.allowedMethods")
+    card = page.locator("#connector-http")
+    methods = card.get_by_label("Allowed methods")
+    expect(methods).to_have_value("DELETE\nGET")
+    expect(methods).to_have_attribute("aria-invalid", "true")
+    expect(card.locator(".field-error")).to_contain_text("methods must be among POST, PUT, PATCH, DELETE")
+    expect(card.get_by_label("Allowed hosts")).to_have_value("api.example.com\n*.example.com")
+    expect(card.get_by_label("Headers")).to_have_value("")  # a secret is typed again, never sent back
+    page.screenshot(path=screenshots / "connectors-refused-kept.png", full_page=True)
+    assert "s3cret" not in page.content()
+
+
+def test_after_a_rollback_every_status_is_labelled_in_words_and_what_stays_says_why(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    ar = tenant.client()
+    session = ar.new_session(agent_id="provisioner", intent="Create two things, delete the first")
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    first = api.post("/v1/things", json={"n": 1}).json()["id"]
+    api.post("/v1/things", json={"n": 2})
+    api.delete(f"/v1/things/{first}")
+    ar.complete_session(session)
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.ADMIN))
+    page.goto(f"/dashboard/sessions/{session.id}")
+    cards = page.locator(".timeline > li")
+    expect(cards.nth(0).locator("header")).to_contain_text("Call: succeeded")
+    expect(cards.nth(0).locator("header")).to_contain_text("Undo: not undone yet")
+    expect(cards.nth(2).locator("header")).to_contain_text("Undo: none possible")
+    expect(cards.nth(2).locator("header")).to_contain_text("a delete has no inverse")
+    page.screenshot(path=screenshots / "session-before-rollback-in-words.png", full_page=True)
+    page.get_by_role("link", name="Roll back…").click()
+    expect(page.locator("ol.chain > li").first).to_contain_text(
+        f"DELETE /v1/things/{first} → stays deleted: a delete has no inverse"
+    )
+    page.get_by_role("button", name="Confirm rollback").click()
+    progress = page.locator("#rollback")
+    expect(progress.locator(".status").first).to_have_text("Rollback: succeeded", timeout=30_000)
+    expect(progress.locator(".status").first).to_have_class(re.compile(r"\btone-good\b"))
+    skipped = progress.locator("li").filter(has_text="Undo: skipped")
+    expect(skipped).to_contain_text(f"DELETE /v1/things/{first} stays deleted: a delete has no inverse")
+    status = page.locator(".facts dd").first
+    expect(status).to_contain_text("Partially reverted")
+    expect(status).to_contain_text("everything with an inverse was undone")
+    expect(status.locator(".status")).not_to_have_class(re.compile(r"\btone-bad\b"))
+    expect(page.locator("main .tone-bad")).to_have_count(0)  # nothing went wrong: nothing is red
+    expect(page.locator("#messages")).to_have_text("")  # no "Rollback started." once it has finished
+    labels = page.locator(".timeline .status").all_text_contents()
+    assert labels and all(text.startswith(("Call: ", "Undo: ", "Not verified", "Checking")) for text in labels)
+    page.screenshot(path=screenshots / "session-rolled-back-in-words.png", full_page=True)
     ar.close()
 
 
@@ -275,23 +374,83 @@ def test_a_reviewer_is_refused_the_admin_pages(
         expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
 
 
-def test_the_pages_fit_a_phone_screen(
+#: What a page at phone width must not do: scroll sideways (the page, or any part of it), or wrap a pill's
+#: words onto a second line (a pill is one line high when its height is under two of its lines).
+LAYOUT_FAULTS = """() => ({
+  pageWidth: document.documentElement.scrollWidth - window.innerWidth,
+  scrolling: [...document.querySelectorAll("body *")]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && ["auto", "scroll"].includes(getComputedStyle(e).overflowX))
+    .map(e => e.tagName.toLowerCase() + "." + e.className),
+  wrappedPills: [...document.querySelectorAll(".status")]
+    .filter(p => p.getBoundingClientRect().height >= 2 * parseFloat(getComputedStyle(p).lineHeight))
+    .map(p => p.textContent),
+  pills: document.querySelectorAll(".status").length,
+})"""
+PHONE = {"width": 390, "height": 844}
+
+
+def check_fits(page: Page, shot: Path) -> dict[str, Any]:
+    """The page's layout faults at phone width (none expected), after a screenshot of it."""
+    page.screenshot(path=shot, full_page=True)
+    faults: dict[str, Any] = page.evaluate(LAYOUT_FAULTS)
+    assert (faults["pageWidth"], faults["scrolling"], faults["wrappedPills"]) == (0, [], []), shot.name
+    return faults
+
+
+def test_every_page_fits_a_phone_screen_without_sideways_scrolling_or_broken_pills(
     browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
 ) -> None:
+    ar = tenant.client()
+    ran = ar.new_session(agent_id="provisioner-of-the-quarterly-billing-run", intent="A rather long intent " * 6)
+    api = ar.wrap(httpx.Client(base_url=service.base_url), ran, connector="http")
+    thing = api.post("/v1/things", json={"n": 1}).json()["id"]
+    api.delete(f"/v1/things/{thing}")
+    ar.complete_session(ran)
+    server.engine.add_policy(
+        tenant.org_id,
+        "hold every refund of the billing agents",
+        "REQUIRE_APPROVAL",
+        api_name="POST /v1/refunds*",
+        agent_id="billing-*",
+        before_execution=True,
+    )
+    server.services.update_settings(tenant.org_id, webhook_hosts=["127.0.0.1"])
+    hook, _ = server.services.add_webhook(
+        tenant.org_id, "http://127.0.0.1:9/a/rather/long/path/to/the/receiver", ["approval.requested"], None, "json"
+    )
     outcome: dict[str, Any] = {}
     agent = blocked_agent_call(tenant, service, outcome, intent="A rather long intent " * 6)
-    page = open_tab(tabs, browser, server, viewport={"width": 390, "height": 844}).sign_in(
-        account(server, tenant, UserRole.ADMIN)
-    )
+    tab = open_tab(tabs, browser, server, viewport=PHONE)
+    tab.expected_statuses.add(404)
+    page = tab.sign_in(account(server, tenant, UserRole.ADMIN))
     expect(page.locator("article.approval")).to_have_count(1)
-    page.screenshot(path=screenshots / "approvals-queue-phone.png", full_page=True)
-    for path in ("/dashboard/approvals", f"/dashboard/sessions/{outcome['session'].id}", "/dashboard/policies"):
+    pages = {
+        "approvals": "/dashboard/approvals",
+        "sessions": "/dashboard/sessions",
+        "session": f"/dashboard/sessions/{ran.id}",
+        "rollback-confirm": f"/dashboard/sessions/{ran.id}/rollback",
+        "policies": "/dashboard/policies",
+        "connectors": "/dashboard/connectors",
+        "keys": "/dashboard/keys",
+        "users": "/dashboard/users",
+        "webhooks": "/dashboard/webhooks",
+        "webhook-deliveries": f"/dashboard/webhooks/{hook.webhook_id}",
+        "settings": "/dashboard/settings",
+        "not-found": "/dashboard/sessions/ses_nope",
+    }
+    pills = 0
+    for name, path in pages.items():
         page.goto(path)
-        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
+        pills += check_fits(page, screenshots / f"phone-{name}.png")["pills"]
+    assert pills > 10  # the pages had pills to check (sessions, actions, undos, connectors, keys…)
+    signed_out = open_tab(tabs, browser, server, viewport=PHONE).page
+    signed_out.goto("/dashboard/login")
+    check_fits(signed_out, screenshots / "phone-sign-in.png")
     page.goto("/dashboard/approvals")
     page.locator("article.approval").get_by_role("button", name="Reject").click()
     agent.join(timeout=30)
     outcome["ar"].close()
+    ar.close()
 
 
 def test_a_signed_out_live_queue_sends_the_page_to_sign_in(

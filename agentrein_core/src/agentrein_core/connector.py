@@ -18,7 +18,12 @@ approvals, retries, rollback) is the same for every service:
 :mod:`agentrein_core.runner` runs the calls and their inverses (keyed, retried, awaited) the same way for every
 connector. In server mode inverses run in the server, through a client the connector builds from the
 organisation's stored configuration and credentials (:meth:`Connector.server_client`, checked by
-:meth:`Connector.check_config` when an operator stores them).
+:meth:`Connector.check_config` when an operator stores them). :attr:`Connector.settings` declares what those
+take, one :class:`Setting` each (its key, type, help text, and whether it is a secret credential), so the
+dashboard asks for them in a form and converts what is typed to the same ``config`` and ``credentials`` JSON
+as ``PUT /connectors/{name}`` takes; ``check_config`` still judges the values. A connector without
+``server_client`` has no server-side undo (:meth:`Connector.undoes_in_server`): its actions are undone by the
+agent's own process, and the server's rollbacks say so before they start.
 
 In embedded mode inverses run through the clients the agent wrapped, which the agent may have closed by the
 time it rolls back (``with httpx.Client(...) as raw:``). An action is undone with the client that made it
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from attrs import frozen
@@ -63,6 +69,39 @@ class PreparedCall:
     context: Any = None
 
 
+class SettingKind(StrEnum):
+    """What a setting's JSON value is, and so how a form asks for it."""
+
+    TEXT = "text"  #: a string
+    URL = "url"  #: a string, an http(s) address
+    LIST = "list"  #: a list of strings; a form takes one per line
+    HEADERS = "headers"  #: an object of string values (HTTP headers); a form takes one ``Name: value`` per line
+
+
+@frozen
+class Setting:
+    """One value a connector's :meth:`~Connector.check_config` and :meth:`~Connector.server_client` take.
+
+    ``key`` is its key in ``config``, or in ``credentials`` when ``secret``: credentials are stored encrypted
+    and never shown again, so a form never fills a secret back in, and leaving it empty keeps the stored one.
+    ``help`` says what it is for and what it looks like; ``example`` is a sample value, as the form would take
+    it (lists one per line)."""
+
+    key: str
+    label: str
+    help: str
+    kind: SettingKind = SettingKind.TEXT
+    secret: bool = False
+    required: bool = False
+    example: str = ""
+
+    @property
+    def field(self) -> str:
+        """The setting as :class:`~agentrein_core.errors.ValidationError` names it: ``config.allowedHosts``,
+        ``credentials.apiKey``."""
+        return f"{'credentials' if self.secret else 'config'}.{self.key}"
+
+
 class Connector(ABC):
     """Base class of connectors. Subclasses set :attr:`name` and override what their service needs."""
 
@@ -72,6 +111,9 @@ class Connector(ABC):
     sensitive_fields: ClassVar[frozenset[str]] = frozenset()
     #: The undo types this connector can run (``none`` is always understood).
     undo_types: ClassVar[frozenset[str]] = frozenset()
+    #: What :meth:`check_config` and :meth:`server_client` take, declared for the dashboard's form: keys of
+    #: ``config`` and, for secret ones, of ``credentials``. None: the dashboard asks for raw JSON instead.
+    settings: ClassVar[tuple[Setting, ...]] = ()
 
     def accepts(self, client: Any) -> bool:
         """Whether ``client`` is an object this connector knows how to wrap (checked by ``wrap()``)."""
@@ -138,6 +180,10 @@ class Connector(ABC):
         address comes from the agent, use :func:`agentrein_core.targets.pinned_client`: it reaches public
         addresses only, at the address it checked."""
         raise UndoError(f"connector {self.name!r} cannot run inverses in the server")
+
+    def undoes_in_server(self) -> bool:
+        """Whether the server can run this connector's inverses: it overrides :meth:`server_client`."""
+        return type(self).server_client is not Connector.server_client
 
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
         """Reject, at ``wrap()`` time, an undo override this connector could not run."""

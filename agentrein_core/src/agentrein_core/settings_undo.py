@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from attrs import define
+from attrs import define, frozen
 
+from agentrein_core.connector import Connector
 from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import JSON, Action
@@ -20,13 +21,24 @@ from agentrein_core.plugins import Connectors
 from agentrein_core.runner import run_inverse
 
 
+@frozen
+class Obstacle:
+    """Why the undos of one connector cannot run through an organisation's settings, in words that say what to
+    do; ``in_settings``: an operator fixes it in the connector's settings (the dashboard's Connectors page)."""
+
+    reason: str
+    in_settings: bool
+
+
 @define
 class SettingsUndoExecutor:
     """An :class:`~agentrein_core.rollback.UndoExecutor` over the organisations' connector settings.
 
-    It takes every undo on: one it cannot run (connector not installed or not enabled, bad credentials) fails
-    with an error that says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to see.
-    ``decrypt`` reads the stored credentials (:class:`~agentrein_core.vault.Vault`)."""
+    It takes every undo on (``can_run`` is always true: in the server no other process could reach the service
+    either, so a job left for one would never end). An undo it cannot run fails with its :meth:`obstacle`,
+    which says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to see; the dashboard
+    shows the same obstacles before a rollback is confirmed. ``decrypt`` reads the stored credentials
+    (:class:`~agentrein_core.vault.Vault`)."""
 
     engine: Engine
     connectors: Connectors
@@ -40,16 +52,54 @@ class SettingsUndoExecutor:
     def can_run(self, action: Action) -> bool:
         return True
 
+    def obstacle(self, org_id: str, connector: str) -> Obstacle | None:
+        """What stops undos through ``connector`` for ``org_id`` (``None``: nothing does)."""
+        reached = self._reach(org_id, connector)
+        return reached if isinstance(reached, Obstacle) else None
+
     def run_undo(self, action: Action) -> None:
-        settings = self.engine.connector_config(action.org_id, action.connector)
-        if settings is None or not settings.enabled:
-            raise UndoError(
-                f"connector {action.connector!r} is not enabled for this organisation; an operator enables it "
-                f"with PUT /connectors/{action.connector} (or `agentrein connectors enable {action.connector}`)"
-            )
+        reached = self._reach(action.org_id, action.connector)
+        if isinstance(reached, Obstacle):
+            raise UndoError(reached.reason)
+        connector, config, credentials = reached
         try:
-            connector = self.connectors.get(action.connector)
-            client = connector.server_client(settings.config, self.decrypt(settings.credentials))
+            client = connector.server_client(config, credentials)
         except AgentReinError as exc:
             raise UndoError(str(exc)) from exc
         run_inverse(connector, action, client, close_after=True)
+
+    def _reach(self, org_id: str, name: str) -> Obstacle | tuple[Connector, JSON, JSON]:
+        """The connector and the organisation's settings (credentials decrypted) its undos run with, or what
+        stops them, in the order an operator would fix it."""
+        if name not in self.connectors.names():
+            return Obstacle(
+                f"connector {name!r} is not installed on this server; install its plugin where the server runs",
+                in_settings=False,
+            )
+        connector = self.connectors.get(name)
+        if not connector.undoes_in_server():
+            return Obstacle(
+                f"connector {name!r} cannot run undos in the server; undo these actions from the agent's own "
+                "process (embedded mode) or by hand",
+                in_settings=False,
+            )
+        settings = self.engine.connector_config(org_id, name)
+        if settings is None or not settings.enabled:
+            return Obstacle(
+                f"connector {name!r} is not enabled for this organisation; an operator enables it on the "
+                f"dashboard's Connectors page, with PUT /connectors/{name} or `agentrein connectors enable {name}`",
+                in_settings=True,
+            )
+        try:
+            credentials = self.decrypt(settings.credentials)
+        except AgentReinError as exc:  # stored under another secret key
+            return Obstacle(str(exc), in_settings=True)
+        try:
+            connector.check_config(settings.config, credentials)
+        except AgentReinError as exc:
+            return Obstacle(
+                f"the stored settings of connector {name!r} are refused ({exc}); an operator corrects them on "
+                "the dashboard's Connectors page",
+                in_settings=True,
+            )
+        return connector, settings.config, credentials

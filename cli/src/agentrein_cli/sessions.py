@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from agentrein.port import Mode
-    from agentrein_core.engine import Engine
     from agentrein_core.model import Action, Rollback
+    from agentrein_core.settings_undo import SettingsUndoExecutor
     from agentrein_core.views import SessionInfo
 
 sessions = typer.Typer(help="Sessions and their actions.", no_args_is_help=True)
@@ -167,7 +167,7 @@ def _local_rollback(target: Target, session_id: str) -> Started:
         engine = opened.engine
         found = in_organisation(engine, org_id)
         before = found.get_session(session_id)
-        _check_enabled(engine, org_id, before)
+        _check_reachable(opened.undo, org_id, before)
         job = engine.request_rollback(
             org_id, session_id, caller_role=Role.OPERATOR, requested_by="cli", trigger="agentrein rollback"
         )
@@ -186,15 +186,16 @@ def _local_rollback(target: Target, session_id: str) -> Started:
             yield found, before, job, look
 
 
-def _check_enabled(engine: Engine, org_id: str, session: SessionInfo) -> None:
-    """Refuse to start a rollback whose inverses would fail for want of a connector's settings."""
+def _check_reachable(undo: SettingsUndoExecutor, org_id: str, session: SessionInfo) -> None:
+    """Refuse to start a rollback whose inverses would fail here (for want of a connector's settings, say),
+    for the reasons the server's undos would fail with."""
     from agentrein_core.errors import RollbackRefusedError
     from agentrein_core.rules import UNDOABLE
 
-    enabled = {c.connector for c in engine.list_connector_configs(org_id) if c.enabled}
     undone = {a.connector for a in session.actions if a.status in UNDOABLE and a.undo and not a.undo.is_none}
-    if missing := undone - enabled:
+    reasons = [o.reason for name in sorted(undone) if (o := undo.obstacle(org_id, name)) is not None]
+    if reasons:
         raise RollbackRefusedError(
-            f"nothing was rolled back: here inverses run through the organisation's connector settings, and "
-            f"{', '.join(sorted(missing))} is not enabled (`agentrein connectors enable NAME`)"
+            "nothing was rolled back: here inverses run through the organisation's connector settings, and "
+            + "; ".join(reasons)
         )

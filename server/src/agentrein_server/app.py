@@ -82,15 +82,16 @@ def open_services(
                 "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
             )
         vault = Vault.from_environment(secret_key_file(store.url))
+    undo = SettingsUndoExecutor(engine, connectors, vault.decrypt)
     workers = Workers(
         engine,
-        SettingsUndoExecutor(engine, connectors, vault.decrypt),
+        undo,
         rollback_threads,
         checks=IntentChecks(engine, connectors, vault.decrypt_text),
         sender=WebhookSender(engine, vault),
         notify=_notifier(connectors),
     )
-    return Services(engine, connectors, vault, workers, Authenticator(engine))
+    return Services(engine, connectors, vault, workers, Authenticator(engine), undo)
 
 
 def _lease_from_environment() -> timedelta:

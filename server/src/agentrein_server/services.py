@@ -15,6 +15,7 @@ from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, OrganisationSettings, Webhook
 from agentrein_core.plugins import Connectors
+from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.statuses import WebhookFormat
 from agentrein_core.vault import Vault
 from agentrein_server.auth import Authenticator, Caller
@@ -30,6 +31,8 @@ class Services:
     vault: Vault
     workers: Workers
     authenticator: Authenticator
+    #: How the server runs undos (the workers' executor): what can stop them is shown before a rollback.
+    undo: SettingsUndoExecutor
 
     def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
         """Approve or reject (a decision may start or resume a rollback: its commit wakes the workers)."""

@@ -30,7 +30,7 @@ from github.GithubException import GithubException, UnknownObjectException
 from github.GithubObject import GithubObject
 from github.PaginatedList import PaginatedList
 
-from agentrein_core.connector import Connector, PreparedCall, merge_undo
+from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, merge_undo
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.statuses import OperationType
@@ -96,6 +96,24 @@ class GitHubConnector(Connector):
             RESTORE_FILE,
             DELETE_REPO,
         }
+    )
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting(
+            "token",
+            "Token",
+            "The GitHub token undos are made with: write access to the repositories your agents change (and the "
+            "delete_repo scope if they create repositories).",
+            secret=True,
+            required=True,
+            example="ghp_…",
+        ),
+        Setting(
+            "baseUrl",
+            "API address",
+            "The API address of a GitHub Enterprise server. Empty: github.com.",
+            SettingKind.URL,
+            example="https://github.example.com/api/v3",
+        ),
     )
 
     def accepts(self, client: Any) -> bool:

@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl
 import httpx
 
 from agentrein_core import targets
-from agentrein_core.connector import Connector, PreparedCall, merge_undo
+from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.redaction import REDACTED
@@ -77,6 +77,38 @@ class HttpConnector(Connector):
     name: ClassVar[str] = "http"
     sensitive_fields: ClassVar[frozenset[str]] = frozenset({"signature", "credential"})
     undo_types: ClassVar[frozenset[str]] = frozenset({HTTP_DELETE, HTTP_REQUEST})
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting(
+            "allowedHosts",
+            "Allowed hosts",
+            "Where undos may be sent, one per line: a host, or host:port (a host without a port allows any "
+            "port). None: no undo runs, since agents describe their own undos.",
+            SettingKind.LIST,
+            example="api.example.com\n*.example.com",
+        ),
+        Setting(
+            "allowedMethods",
+            "Allowed methods",
+            "The HTTP methods an undo may use, one per line, among POST, PUT, PATCH and DELETE. Empty: DELETE only.",
+            SettingKind.LIST,
+            example="DELETE\nPOST",
+        ),
+        Setting(
+            "allowedPaths",
+            "Allowed paths",
+            "The paths undos may reach, one glob per line (* matches anything). Empty: any path.",
+            SettingKind.LIST,
+            example="/v1/*",
+        ),
+        Setting(
+            "headers",
+            "Headers",
+            "Added to every undo request, one Name: value per line, such as the Authorization the service needs.",
+            SettingKind.HEADERS,
+            secret=True,
+            example="Authorization: Bearer …",
+        ),
+    )
 
     def accepts(self, client: Any) -> bool:
         return isinstance(client, httpx.Client | httpx.AsyncClient)

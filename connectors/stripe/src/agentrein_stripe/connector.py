@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import stripe
 from stripe._stripe_service import StripeService
 
-from agentrein_core.connector import Connector, PreparedCall, merge_undo
+from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
 from agentrein_core.statuses import OperationType
@@ -119,6 +119,24 @@ class StripeConnector(Connector):
     )
     undo_types: ClassVar[frozenset[str]] = frozenset(
         {STRIPE_DELETE, STRIPE_CANCEL, STRIPE_REFUND, STRIPE_VOID, STRIPE_RESTORE}
+    )
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting(
+            "apiKey",
+            "API key",
+            "The secret or restricted key (sk_… or rk_…) undos are made with: it must be allowed to write "
+            "what your agents change.",
+            secret=True,
+            required=True,
+            example="sk_live_…",
+        ),
+        Setting(
+            "apiBase",
+            "API address",
+            "Another address for the Stripe API (a proxy, a test server). Empty: Stripe's own.",
+            SettingKind.URL,
+            example="https://api.stripe.com",
+        ),
     )
 
     def accepts(self, client: Any) -> bool:

@@ -1,24 +1,28 @@
-"""The admin pages: policies (with a preview of what a rule would have matched), connectors (credentials
-write-only), API keys (a new secret shown once), users, settings (drift, verifier, webhook hosts) and
-webhooks (with their delivery logs). Every handler here needs an admin: a reviewer
-gets 403. Forms post, then redirect back with a message (so a reload never posts twice)."""
+"""The admin pages: policies (with a preview of what a rule would have matched), connectors (a form from
+each connector's declared settings; credentials write-only), API keys (a new secret shown once), users,
+settings (drift, verifier, webhook hosts) and webhooks (with their delivery logs). Every handler here needs an
+admin: a reviewer gets 403. Forms post, then redirect back with a message (so a reload never posts twice); a
+refused policy, connector or user form comes back with the reason and what was typed, passwords and secrets
+aside."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
+from attrs import frozen
 from litestar import Controller, Request, get, post
 from litestar.di import Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath
 from litestar.response import Redirect, Template
 
-from agentrein_core.converter import json_object
-from agentrein_core.errors import AgentReinError
+from agentrein_core.errors import AgentReinError, ValidationError
+from agentrein_core.model import JSON, ConnectorConfig
 from agentrein_core.policies import describe
 from agentrein_core.statuses import DriftResponse, EventType, PolicyEffect, Role, UserRole, WebhookFormat
 from agentrein_server.dashboard import forms
-from agentrein_server.dashboard.rendering import fragment, page, redirect
+from agentrein_server.dashboard.connector_form import FormField, Posted, form_fields, settings_from_form
+from agentrein_server.dashboard.rendering import fragment, page, redirect, refused
 from agentrein_server.dashboard.viewer import ViewerDep, admins_only, provide_admin
 from agentrein_server.services import ServicesDep
 
@@ -39,14 +43,7 @@ class PolicyPages(AdminPages):
 
     @get(sync_to_thread=True)
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
-        return page(
-            request,
-            "policies.html",
-            viewer,
-            policies=services.engine.list_policies(viewer.org_id),
-            effects=list(PolicyEffect),
-            describe=describe,
-        )
+        return page(request, "policies.html", viewer, **_policies(services, viewer.org_id, forms.NewPolicy()))
 
     @post(sync_to_thread=True, status_code=303)
     def create(
@@ -55,7 +52,7 @@ class PolicyPages(AdminPages):
         viewer: ViewerDep,
         services: ServicesDep,
         data: Annotated[forms.NewPolicy, URL_ENCODED],
-    ) -> Redirect:
+    ) -> Redirect | Template:
         try:
             policy = services.engine.add_policy(
                 viewer.org_id,
@@ -69,7 +66,8 @@ class PolicyPages(AdminPages):
                 approval_timeout_ms=forms.minutes_in_ms("timeout_minutes", data.timeout_minutes),
             )
         except AgentReinError as err:
-            return redirect(request, "/dashboard/policies", f"Policy not added: {err}", error=True)
+            context = _policies(services, viewer.org_id, data)
+            return refused("policies.html", viewer, err, f"Policy not added: {err}", **context)
         return redirect(request, "/dashboard/policies", f"Policy {policy.name!r} added.")
 
     @post("/preview", sync_to_thread=True, status_code=200)
@@ -117,9 +115,7 @@ class ConnectorPages(AdminPages):
 
     @get(sync_to_thread=True)
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
-        stored = {c.connector: c for c in services.engine.list_connector_configs(viewer.org_id)}
-        installed = [(name, stored.get(name)) for name in services.connectors.names()]
-        return page(request, "connectors.html", viewer, installed=installed)
+        return page(request, "connectors.html", viewer, connectors=_connector_cards(services, viewer.org_id))
 
     @post("/{name:str}", sync_to_thread=True, status_code=303)
     def enable(
@@ -128,19 +124,17 @@ class ConnectorPages(AdminPages):
         request: Request[Any, Any, Any],
         viewer: ViewerDep,
         services: ServicesDep,
-        data: Annotated[forms.ConnectorSettings, URL_ENCODED],
-    ) -> Redirect:
-        """Enable with these settings; empty credentials keep the stored ones."""
+        data: Annotated[dict[str, str | list[str]], URL_ENCODED],
+    ) -> Redirect | Template:
+        """Enable with the settings typed in the connector's form; an empty secret keeps the stored one."""
+        connector = services.connectors.get(name)
+        stored = services.engine.connector_config(viewer.org_id, name)
         try:
-            services.configure_connector(
-                viewer.org_id,
-                name,
-                enabled=True,
-                config=json_object("config", data.config) or {},
-                credentials=json_object("credentials", data.credentials),
-            )
+            config, credentials = settings_from_form(connector, data, _readable(services, stored))
+            services.configure_connector(viewer.org_id, name, enabled=True, config=config, credentials=credentials)
         except AgentReinError as err:
-            return redirect(request, "/dashboard/connectors", f"{name} not enabled: {err}", error=True)
+            cards = _connector_cards(services, viewer.org_id, typed=(name, data, err))
+            return refused("connectors.html", viewer, err, f"{name} not enabled: {err}", connectors=cards)
         return redirect(request, "/dashboard/connectors", f"{name} enabled.")
 
     @post("/{name:str}/disable", sync_to_thread=True, status_code=303)
@@ -194,8 +188,7 @@ class UserPages(AdminPages):
 
     @get(sync_to_thread=True)
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
-        users = services.engine.list_users(viewer.org_id)
-        return page(request, "users.html", viewer, users=users, roles=list(UserRole))
+        return page(request, "users.html", viewer, **_users(services, viewer.org_id, forms.NewUser()))
 
     @post(sync_to_thread=True, status_code=303)
     def create(
@@ -204,11 +197,12 @@ class UserPages(AdminPages):
         viewer: ViewerDep,
         services: ServicesDep,
         data: Annotated[forms.NewUser, URL_ENCODED],
-    ) -> Redirect:
+    ) -> Redirect | Template:
         try:
             user = services.engine.create_user(viewer.org_id, data.email, data.role, data.password)
         except AgentReinError as err:
-            return redirect(request, "/dashboard/users", f"User not added: {err}", error=True)
+            context = _users(services, viewer.org_id, data)
+            return refused("users.html", viewer, err, f"User not added: {err}", **context)
         return redirect(request, "/dashboard/users", f"{user.email} can now sign in as {user.role}.")
 
     @post("/{user_id:str}/delete", sync_to_thread=True, status_code=303)
@@ -307,3 +301,54 @@ class WebhookPages(AdminPages):
     ) -> Redirect:
         services.engine.delete_webhook(viewer.org_id, webhook_id)
         return redirect(request, "/dashboard/webhooks", "Webhook removed.")
+
+
+def _policies(services: ServicesDep, org_id: str, form: forms.NewPolicy) -> dict[str, Any]:
+    """The Policies page, its form filled with ``form``."""
+    policies = services.engine.list_policies(org_id)
+    return {"policies": policies, "effects": list(PolicyEffect), "describe": describe, "form": form}
+
+
+def _users(services: ServicesDep, org_id: str, form: forms.NewUser) -> dict[str, Any]:
+    """The Users page, its form filled with ``form`` (its password never)."""
+    return {"users": services.engine.list_users(org_id), "roles": list(UserRole), "form": form}
+
+
+def _readable(services: ServicesDep, stored: ConnectorConfig | None) -> JSON:
+    """The stored credentials, decrypted; none when this server's secret key cannot read them (they are then
+    typed again, which the page says when a rollback would need them)."""
+    try:
+        return services.vault.decrypt(stored.credentials if stored else None)
+    except AgentReinError:
+        return {}
+
+
+@frozen
+class ConnectorCard:
+    """One installed connector on the Connectors page: its stored settings, whether the server can run its
+    undos at all, and its form."""
+
+    name: str
+    stored: ConnectorConfig | None
+    undoes_in_server: bool
+    declared: bool
+    fields: list[FormField]
+
+
+def _connector_cards(
+    services: ServicesDep, org_id: str, typed: tuple[str, Posted, AgentReinError] | None = None
+) -> list[ConnectorCard]:
+    """Every installed connector's card; ``typed``: a refused submit (connector, form, error), whose form
+    keeps what was typed."""
+    stored = {c.connector: c for c in services.engine.list_connector_configs(org_id)}
+    cards = []
+    for name in services.connectors.names():
+        connector, settings = services.connectors.get(name), stored.get(name)
+        secrets = frozenset(_readable(services, settings))
+        form, refusal = None, None
+        if typed is not None and typed[0] == name:
+            form, err = typed[1], typed[2]
+            refusal = err if isinstance(err, ValidationError) else None
+        fields = form_fields(connector, settings, secrets, form, refusal)
+        cards.append(ConnectorCard(name, settings, connector.undoes_in_server(), bool(connector.settings), fields))
+    return cards

@@ -35,11 +35,6 @@ class NewPolicy(Form):
     timeout_minutes: str = ""  # empty: the agent's own approval timeout
 
 
-class ConnectorSettings(Form):
-    config: str = ""
-    credentials: str = ""
-
-
 class PolicyState(Form):
     enabled: str = ""  # "true" or "false"
 

@@ -15,6 +15,8 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, Template
 from litestar.template.config import TemplateConfig
 
+from agentrein_core.errors import AgentReinError
+from agentrein_server.dashboard import words
 from agentrein_server.dashboard.viewer import Viewer
 
 HERE = Path(__file__).parent
@@ -92,6 +94,7 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
         lstrip_blocks=True,
     )
     environment.filters.update(when=when, pretty=pretty, tone=tone, duration=duration)
+    environment.globals["words"] = words
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))
 
 
@@ -101,6 +104,13 @@ def page(
     """A whole page: ``template`` with the signed-in viewer and the message left by the last form, if any."""
     message = request.session.pop("flash", None) if viewer is not None else None
     return Template(template, context={"viewer": viewer, "flash": message, **context}, status_code=status_code)
+
+
+def refused(template: str, viewer: Viewer, err: AgentReinError, message: str, **context: Any) -> Template:
+    """A form's page again after its submit was refused: the reason at the top, with the error's status, and
+    the form filled with what was typed (``context``; never a password or a secret, which are typed again)."""
+    flash = {"text": message, "error": True}
+    return Template(template, context={"viewer": viewer, "flash": flash, **context}, status_code=err.status)
 
 
 def fragment(template: str, **context: Any) -> Template:

@@ -1,7 +1,8 @@
 """Sessions: a filterable, paginated list, and one session's timeline with its approvals and rollback.
 
-Rolling back takes a confirmation that lists the undos in the order they will run (last action first); the
-session page then follows the rollback live, polling a fragment until the job has ended."""
+Rolling back takes a confirmation that lists the undos in the order they will run (last action first), what
+stays as it is, and what this server cannot undo and why (the executor's own obstacles); the session page then
+follows the rollback live, polling a fragment until the job has ended."""
 
 from __future__ import annotations
 
@@ -9,21 +10,34 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from attrs import frozen
 from litestar import Controller, Request, get, post
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
 
 from agentrein_core import rollback
 from agentrein_core.errors import AgentReinError, ValidationError
-from agentrein_core.model import Rollback
+from agentrein_core.model import Action, Rollback
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
+from agentrein_core.settings_undo import Obstacle
 from agentrein_core.statuses import DisplayStatus, Role
 from agentrein_core.views import SessionInfo
+from agentrein_server.dashboard import words
 from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, require_admin
-from agentrein_server.services import ServicesDep
+from agentrein_server.services import Services, ServicesDep
 
 PAGE_SIZE = 25
+
+
+@frozen
+class PlannedUndo:
+    """One step of the rollback an admin is asked to confirm: ``stays`` (the undo type is ``none``: the
+    action stays as it is, and why), else what stops its undo on this server (``obstacle``), if anything."""
+
+    action: Action
+    stays: str = ""
+    obstacle: Obstacle | None = None
 
 
 class SessionPages(Controller):
@@ -83,7 +97,9 @@ class SessionPages(Controller):
         """What rolling back will do, for an admin to confirm."""
         require_admin(viewer)
         session = services.engine.get_session(viewer.org_id, session_id)
-        return page(request, "rollback_confirm.html", viewer, session=session, undos=rollback.planned(session.actions))
+        plan = _plan(services, viewer.org_id, session)
+        blocked = [step for step in plan if step.obstacle is not None]
+        return page(request, "rollback_confirm.html", viewer, session=session, undos=plan, blocked=blocked)
 
     @post("/{session_id:str}/rollback", sync_to_thread=True, status_code=303)
     def start_rollback(
@@ -98,7 +114,7 @@ class SessionPages(Controller):
         except AgentReinError as err:
             services.engine.get_session(viewer.org_id, session_id)  # an unknown session is a 404, not a message
             return redirect(request, here, f"Not rolled back: {err}", error=True)
-        return redirect(request, here, "Rollback started.")
+        return redirect(request, here)  # the page follows the rollback itself, to its end
 
     @get("/{session_id:str}/live", sync_to_thread=True)
     def live(
@@ -110,6 +126,23 @@ class SessionPages(Controller):
         if view["version"] == version:
             return Response(None, status_code=204)
         return fragment("session_body.html", viewer=viewer, **view)
+
+
+def _plan(services: Services, org_id: str, session: SessionInfo) -> list[PlannedUndo]:
+    """The undos a rollback would run now, last action first, each with what keeps it from running here. A
+    sandbox's rollback runs no inverse, so nothing can keep it from running."""
+    obstacles: dict[str, Obstacle | None] = {}
+    plan = []
+    for action in rollback.planned(session.actions):
+        if session.sandbox:
+            plan.append(PlannedUndo(action))
+        elif words.has_no_inverse(action):
+            plan.append(PlannedUndo(action, stays=words.kept(action)))
+        else:
+            if action.connector not in obstacles:  # the same for every action of a connector: asked once
+                obstacles[action.connector] = services.undo.obstacle(org_id, action.connector)
+            plan.append(PlannedUndo(action, obstacle=obstacles[action.connector]))
+    return plan
 
 
 def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[str, Any]:
