@@ -51,8 +51,12 @@ class Connectors:
 
     def sensitive_fields(self, name: str) -> frozenset[str]:
         """The connector's own fields to redact; none for a connector that is not installed here."""
-        found = self._by_name.get(name)
+        found = self.find(name)
         return found.sensitive_fields if found is not None else frozenset()
+
+    def find(self, name: str) -> Connector | None:
+        """The connector named ``name``, or ``None`` where it is not installed."""
+        return self._by_name.get(name)
 
     def get(self, name: str) -> Connector:
         try:
