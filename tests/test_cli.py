@@ -419,3 +419,17 @@ def test_dashboard_users_are_created_with_a_prompted_password_listed_and_removed
     removed = runner.invoke(app, ["users", "remove", "r@example.com", "--database-url", url])
     assert removed.exit_code == 0 and [u.email for u in engine.list_users(org.org_id)] == ["lead@example.com"]
     engine.store.close()
+
+
+def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Target, service: FakeService) -> None:
+    review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
+    assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
+    _, (order,) = place_orders(target, service, 1)
+    (approval,) = target.agent.list_approvals(status="PENDING")
+    host = service.base_url.removeprefix("http://")
+    listed = cli("approvals", "list", *target.options, env={"COLUMNS": "80"})
+    assert listed.exit_code == 0, listed.output
+    assert f"{approval.approval_id}: Create order {order} on {host}" in listed.output
+    assert f"  Reject: This one action is undone: Delete /v1/orders/{order} on {host}." in listed.output
+    approved = cli("approvals", "approve", approval.approval_id, *target.options)
+    assert "Approved: the action stays done." in approved.output

@@ -19,6 +19,7 @@ from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
 from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
 from agentrein_core.store import Change, Tx
 from agentrein_core.views import ApprovalInfo, approval_info, queue_order
@@ -47,9 +48,10 @@ class Reviews(UseCases):
             return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now)
 
     def words(self, action: Action) -> decisions.ActionWords:
-        """``action`` in its connector's words (a connector not installed here: in its record's)."""
-        connector = self.connectors.find(action.connector) if self.connectors is not None else None
-        return decisions.words_of(connector, action)
+        """``action`` in its connector's words: the engine's connectors, else (an engine given none, as the
+        command line's on a database) the installed ones; a connector not installed here, in its record's."""
+        connectors = self.connectors if self.connectors is not None else installed_connectors()
+        return decisions.words_of(connectors.find(action.connector), action)
 
     def _explained(self, tx: Tx, approvals: Iterable[Approval]) -> list[ApprovalInfo]:
         found = [(p, action_of(tx, p.org_id, p.action_id), session_of(tx, p.org_id, p.session_id)) for p in approvals]
