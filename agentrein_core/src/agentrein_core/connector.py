@@ -1,6 +1,6 @@
 """What a connector is: the one object a plugin gives AgentRein for each service it knows.
 
-A connector answers four questions about its service, and the rest of AgentRein (recording, policies,
+A connector answers five questions about its service, and the rest of AgentRein (recording, policies,
 approvals, retries, rollback) is the same for every service:
 
 1. *What is this call?* :meth:`Connector.prepare` turns a method called on the wrapped client into a

@@ -241,7 +241,9 @@ class HttpConnector(Connector):
 
     def foresee_undo(self, action: Action) -> UndoOutlook:
         if action.operation_type is OperationType.CREATE:
-            return UndoOutlook(Undoable.YES, "DELETE what it creates (the answer's Location, or the path and its id)")
+            return UndoOutlook(
+                Undoable.YES, "Delete what it creates (a DELETE of the answer's Location, or of the path and its id)"
+            )
         method = str(action.payload.get("method", "")).upper() or "call"
         return UndoOutlook(
             Undoable.UNKNOWN,
