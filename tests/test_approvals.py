@@ -391,3 +391,50 @@ def test_rejecting_a_review_whose_undo_needs_approval_opens_a_rollback_approval(
     session = ar.get_session(session_id)
     assert session.actions[0].status is ActionStatus.ROLLED_BACK
     assert session.status is SessionStatus.ACTIVE  # a single-action rollback leaves the session going
+
+
+def test_a_held_call_says_what_approving_and_rejecting_it_would_do(ar: AgentRein, service: FakeService) -> None:
+    client, session_id = start(ar, service, requires_approval=["DELETE *"])
+    first, second = (client.post("/v1/orders", json={}).json()["id"] for _ in range(2))
+    host = service.base_url.removeprefix("http://")
+    seen: list[ApprovalInfo] = []
+
+    def look_then_reject(p: ApprovalInfo) -> None:
+        seen.append(ar.get_approval(p.approval_id))
+        seen.append(ar.list_approvals(status="PENDING")[0])
+        ar.reject(p.approval_id, reviewer="lead@example.com")
+
+    thread = reviewer(ar, look_then_reject)
+    with pytest.raises(ApprovalRejectedError):
+        client.delete(f"/v1/orders/{first}")
+    thread.join()
+    shown, listed = seen
+    assert listed.consequences == shown.consequences  # the list carries the same as one request
+    assert (shown.description, shown.connector, shown.target_host) == (f"Delete order {first} on {host}", "http", host)
+    assert shown.consequences is not None and shown.outcome is None
+    reject = shown.consequences.reject
+    assert reject.summary.startswith("The agent's call does not run (the agent is told it was rejected), and the ")
+    assert [(step.action, step.undo) for step in reject.steps] == [
+        (f"Create order {second} on {host}", f"Delete /v1/orders/{second} on {host}"),
+        (f"Create order {first} on {host}", f"Delete /v1/orders/{first} on {host}"),
+    ]
+    assert "Whether it can be undone is known only once it has run" in shown.consequences.approve.summary
+    decided = ar.get_approval(shown.approval_id)
+    assert decided.consequences is None
+    assert decided.outcome == "Rejected: the agent's call did not run; the session was rolled back (2 undone)."
+    assert ar.get_session(session_id).status is SessionStatus.ROLLED_BACK
+
+
+def test_an_approved_review_says_so_until_a_rollback_undoes_its_action(ar: AgentRein, service: FakeService) -> None:
+    ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
+    client, session_id = start(ar, service)
+    refund = client.post("/v1/refunds", json={"amount": 5}).json()["id"]
+    (pending,) = ar.list_approvals(status="PENDING")
+    assert pending.consequences is not None
+    host = service.base_url.removeprefix("http://")
+    assert pending.consequences.reject.summary == f"This one action is undone: Delete /v1/refunds/{refund} on {host}."
+    ar.approve(pending.approval_id, reviewer="lead@example.com")
+    assert ar.get_approval(pending.approval_id).outcome == "Approved: the action stays done."
+    ar.rollback_session(session_id)
+    undone = ar.get_approval(pending.approval_id).outcome
+    assert undone is not None and undone.startswith("Approved, then undone by the rollback of ")

@@ -661,3 +661,17 @@ def test_serve_on_a_database_that_has_organisations_says_how_to_make_a_key(
     assert "This database has its organisations already, so no key or password is printed." in said
     assert f"An operator key: `agentrein keys create --role operator --database-url {url}`" in said
     assert f"a dashboard admin: `agentrein users create EMAIL --role admin --database-url {url}`" in said
+
+
+def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Target, service: FakeService) -> None:
+    review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
+    assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
+    _, (order,) = place_orders(target, service, 1)
+    (approval,) = target.agent.list_approvals(status="PENDING")
+    host = service.base_url.removeprefix("http://")
+    listed = cli("approvals", "list", *target.options, env={"COLUMNS": "80"})
+    assert listed.exit_code == 0, listed.output
+    assert f"{approval.approval_id}: Create order {order} on {host}" in listed.output
+    assert f"  Reject: This one action is undone: Delete /v1/orders/{order} on {host}." in listed.output
+    approved = cli("approvals", "approve", approval.approval_id, *target.options)
+    assert "Approved: the action stays done." in approved.output

@@ -308,7 +308,7 @@ def test_the_second_reviewer_to_decide_is_told_who_decided_first(
 
 def test_the_live_queue_answers_no_content_until_something_changes(api: httpx.Client, as_reviewer: Visitor) -> None:
     first = as_reviewer.get("/dashboard/approvals/queue")
-    version = re.search(r'id="queue-version" name="version" value="(\w+)"', first.text)
+    version = re.search(r'class="queue-version" name="version" value="(\w+)"', first.text)
     assert version is not None
     assert as_reviewer.get(f"/dashboard/approvals/queue?version={version.group(1)}").status_code == 204
     logged = held_action(api)

@@ -94,7 +94,18 @@ def tabs(browser: Browser, server: RunningServer) -> Iterator[list[Tab]]:
     for tab in opened:
         expected = tuple(f"the server responded with a status of {status} " for status in tab.expected_statuses)
         unexpected = [e for e in tab.console_errors if not (expected and any(x in e for x in expected))]
-        assert unexpected == [], "the browser reported errors (a CSP violation, a script error)"
+        assert without_aborted_polls(unexpected) == [], "the browser reported errors (a CSP violation, a script error)"
+
+
+def without_aborted_polls(errors: list[str]) -> list[str]:
+    """What the console reported, less the queue's polls that a decision aborted on purpose (its form's
+    ``hx-sync="#queue:abort"``, so no stale list is swapped over the decided card): htmx reports each abort
+    as ``htmx:afterRequest`` then ``htmx:sendAbort``, whenever a click lands while a poll is under way."""
+    kept = list(errors)
+    for abort in [e for e in errors if e.startswith("htmx:sendAbort")]:
+        kept.remove(abort)
+        kept.remove(next(e for e in kept if e.startswith("htmx:afterRequest")))
+    return kept
 
 
 def open_tab(tabs: list[Tab], browser: Browser, server: RunningServer, **context: Any) -> Tab:
@@ -151,6 +162,10 @@ def test_a_reviewer_approves_in_the_browser_and_the_waiting_agent_call_completes
     agent.join(timeout=30)
     assert not agent.is_alive()
     assert outcome["response"].status_code == 201
+    # the card, among the decided now, says what became of the call, as the queue refreshes by itself
+    decided = page.locator("article.approval").filter(has_text="POST /v1/things")
+    expect(decided.locator(".outcome")).to_have_text("Approved: the agent's call ran.")
+    page.screenshot(path=screenshots / "approvals-approved.png", full_page=True)
     ar = outcome["ar"]
     (action,) = ar.get_session(outcome["session"]).actions
     assert action.status is ActionStatus.SUCCESS
@@ -497,3 +512,201 @@ def test_the_api_docs_show_every_operation_with_nothing_loaded_from_off_the_mach
     expect(complete.get_by_text("invalid-transition")).to_be_visible()
     complete.screenshot(path=screenshots / "api-docs-complete-session.png")
     assert elsewhere == []
+
+
+# what a card says (issue 13, items 2-5) -----------------------------------------------------------------
+def held_over_rest(tenant: Tenant, connector: str, api_name: str, payload: dict[str, Any], **more: Any) -> str:
+    """A call held for approval, recorded over REST as an agent's SDK records it; its approval's id."""
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        session = {"agentId": more.pop("agent_id", "billing-agent"), "intent": more.pop("intent", "Tidy up")}
+        session_id = api.post("/sessions", json=session).json()["id"]
+        action = {"connector": connector, "apiName": api_name, "payload": payload, "requiresApproval": True, **more}
+        logged = api.post(f"/sessions/{session_id}/actions", json=action)
+        assert logged.status_code == 201, logged.text
+        return str(logged.json()["approval"]["approvalId"])
+
+
+def agent_thread(call: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """``call()`` in an agent's thread (it waits there for its approval); what it returned or raised."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except Exception as err:  # the test looks at which
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name="waiting-agent")
+    thread.start()
+    return thread, outcome
+
+
+def things_then_a_held_delete(
+    tenant: Tenant, service: FakeService
+) -> tuple[Any, list[str], threading.Thread, dict[str, Any]]:
+    """An agent that created two things and now waits to delete the first: its AgentRein, the things' ids,
+    and its thread (waiting) with what its delete returned or raised."""
+    ar = tenant.client()
+    session = ar.new_session(agent_id="cleanup-agent", intent="Replace the first thing")
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", requires_approval=["DELETE *"])
+    made = [api.post("/v1/things", json={"n": n}).json()["id"] for n in range(2)]
+    thread, outcome = agent_thread(lambda: api.delete(f"/v1/things/{made[0]}"))
+    return ar, made, thread, outcome
+
+
+def test_a_card_says_what_approving_and_rejecting_will_do(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    ar, made, agent, outcome = things_then_a_held_delete(tenant, service)
+    refund = {"params": {"charge": "ch_1", "amount": 4200, "currency": "usd"}}
+    held_over_rest(tenant, "stripe", "refunds.create", refund, operationType="CREATE", intent="Refund order 7")
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.REVIEWER))
+    host = service.base_url.removeprefix("http://")
+    card = page.locator("article.approval").filter(has_text=f"Delete thing {made[0]}")
+    reject = card.get_by_role("region", name="If you reject")
+    expect(reject).to_contain_text("the session is rolled back: 2 actions are undone, last done first")
+    steps = reject.locator("ol.steps > li")
+    expect(steps).to_have_text(
+        [
+            f"#2 Create thing {made[1]} on {host}: undone by Delete /v1/things/{made[1]} on {host}",
+            f"#1 Create thing {made[0]} on {host}: undone by Delete /v1/things/{made[0]} on {host}",
+        ]
+    )
+    expect(card.get_by_role("region", name="If you approve")).to_contain_text("known only once it has run")
+    money = page.locator("article.approval").filter(has_text="Create Stripe refund of 42.00 USD for charge ch_1")
+    approve = money.get_by_role("region", name="If you approve")
+    expect(approve.locator(".irreversible")).to_have_text("Cannot be undone")
+    expect(approve).to_contain_text("money that left cannot be called back by an API call")
+    page.screenshot(path=screenshots / "approvals-consequences.png", full_page=True)
+    card.get_by_role("button", name="Reject").click()
+    expect(card).to_contain_text("You rejected this request.")
+    agent.join(timeout=30)
+    assert isinstance(outcome["error"], ApprovalRejectedError)
+    ar.close()
+
+
+def test_a_card_is_titled_in_plain_words_with_the_payload_one_click_away(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    ar, made, agent, outcome = things_then_a_held_delete(tenant, service)
+    closing = {
+        "state": "closed",
+        "state_reason": "not_planned",
+        "target": "https://api.github.com/repos/acme/web/issues/12",
+    }
+    held_over_rest(tenant, "github", "issues.update", closing, operationType="UPDATE")
+    held_over_rest(
+        tenant, "stripe", "customers.create", {"params": {"email": "ada@example.com"}}, operationType="CREATE"
+    )
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.REVIEWER))
+    host = service.base_url.removeprefix("http://")
+    card = page.locator("article.approval").filter(has_text=f"Delete thing {made[0]} on {host}")
+    expect(card.locator("h3")).to_have_text(f"Delete thing {made[0]} on {host}")
+    expect(card.locator(".facts")).to_contain_text(f"DELETE /v1/things/{made[0]} through http to {host}")
+    github_card = page.locator("article.approval").filter(has_text="Close issue acme/web#12 as not planned")
+    expect(github_card.locator(".facts")).to_contain_text("through github to api.github.com")
+    expect(
+        page.locator("article.approval h3").filter(has_text="Create Stripe customer ada@example.com")
+    ).to_be_visible()
+    payload = card.locator("details.payload pre")
+    expect(payload).to_be_hidden()  # one click away
+    card.get_by_text("Payload as recorded (redacted)").click()
+    expect(payload).to_contain_text(f'"url": "{service.base_url}/v1/things/{made[0]}"')  # whole, never cut
+    page.screenshot(path=screenshots / "approvals-in-words.png", full_page=True)
+    card.get_by_role("button", name="Approve").click()
+    agent.join(timeout=30)
+    assert outcome["result"].status_code == 200
+    ar.close()
+
+
+def test_requests_someone_waits_for_come_first_by_time_left_and_look_different(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    ar = tenant.client()
+    ar.add_policy(name="review refunds", effect="REQUIRE_APPROVAL", api_name="POST /v1/refunds")
+    session = ar.new_session(agent_id="billing-agent", intent="Refund order 7")
+    ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http").post("/v1/refunds", json={"amount": 5})
+    for minutes in (30, 4):  # the one with less time left asked last
+        order = {"method": "DELETE", "url": f"https://api.example.com/v1/orders/ord_{minutes}"}
+        api_name, timeout = f"DELETE /v1/orders/ord_{minutes}", minutes * 60_000
+        held_over_rest(tenant, "http", api_name, order, operationType="DELETE", approvalTimeoutMs=timeout)
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.REVIEWER))
+    cards = page.locator("article.approval")
+    expect(cards.locator("h3")).to_have_text(
+        [
+            "Delete order ord_4 on api.example.com",  # 4 minutes left
+            "Delete order ord_30 on api.example.com",  # 30 minutes left
+            re.compile(r"^Create refund \S+ on 127\.0\.0\.1:\d+$"),  # a review, the oldest
+        ]
+    )
+    expect(page.locator("article.approval.blocking")).to_have_count(2)
+    expect(cards.nth(0).locator(".waiting")).to_have_text("The agent is waiting: nothing goes on until you decide")
+    expect(cards.nth(2).locator(".reviewing")).to_have_text("A review: the call has already run")
+    border = cards.nth(0).evaluate("el => getComputedStyle(el).borderLeftWidth")
+    assert border == "6px" and cards.nth(2).evaluate("el => getComputedStyle(el).borderLeftWidth") == "1px"
+    page.screenshot(path=screenshots / "approvals-blocking-first.png", full_page=True)
+    ar.close()
+
+
+def test_after_a_rejection_the_cards_say_the_session_was_rolled_back_and_the_review_was_undone(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    ar = tenant.client()
+    ar.add_policy(name="review things", effect="REQUIRE_APPROVAL", api_name="POST /v1/things")
+    session = ar.new_session(agent_id="cleanup-agent", intent="Make a thing, then tidy up")
+    api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", requires_approval=["DELETE *"])
+    thing = api.post("/v1/things", json={}).json()["id"]
+    page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.REVIEWER))
+    review = page.locator("article.approval").filter(has_text=f"Create thing {thing}")
+    review.get_by_role("button", name="Approve").click()
+    expect(review).to_contain_text("You approved this request.")
+    expect(review.locator(".outcome")).to_have_text("Approved: the action stays done.")
+    agent, outcome = agent_thread(lambda: api.delete(f"/v1/things/{thing}"))
+    held = page.locator("article.approval").filter(has_text=f"Delete thing {thing}")
+    held_reject = held.get_by_role("region", name="If you reject")
+    expect(held_reject).to_contain_text("1 action is undone")  # the thing a reviewer has just approved
+    held.get_by_role("button", name="Reject").click()
+    expect(held).to_contain_text("You rejected this request.")
+    agent.join(timeout=30)
+    assert isinstance(outcome["error"], ApprovalRejectedError)
+    # the queue refreshes by itself: both cards of the session now say what became of their action
+    refused = page.locator("article.approval").filter(has_text=f"Delete thing {thing}").locator(".outcome")
+    expect(refused).to_have_text("Rejected: the agent's call did not run; the session was rolled back (1 undone).")
+    undone = page.locator("article.approval").filter(has_text=f"Create thing {thing}").locator(".outcome")
+    expect(undone).to_contain_text("Approved, then undone by the rollback of ")
+    expect(undone).to_contain_text("before-execution approval rejected")
+    page.screenshot(path=screenshots / "approvals-after-reject.png", full_page=True)
+    ar.close()
+
+
+def test_the_cards_fit_a_phone_screen_with_their_words_whole(
+    browser: Browser, server: RunningServer, tenant: Tenant, service: FakeService, tabs: list[Tab], screenshots: Path
+) -> None:
+    ar, made, agent, outcome = things_then_a_held_delete(tenant, service)
+    refund = {"params": {"charge": "ch_3MtwBwLkdIwHu7ix28a3tqPa", "amount": 4200, "currency": "usd"}}
+    held_over_rest(
+        tenant, "stripe", "refunds.create", refund, operationType="CREATE", intent="A rather long intent " * 6
+    )
+    tab = open_tab(tabs, browser, server, viewport={"width": 390, "height": 844})
+    page = tab.sign_in(account(server, tenant, UserRole.REVIEWER))
+    expect(page.locator("article.approval")).to_have_count(2)
+    expect(page.locator("ol.steps > li")).to_have_count(2)
+    page.screenshot(path=screenshots / "approvals-cards-phone.png", full_page=True)
+    for n, card in enumerate(page.locator("article.approval").all(), start=1):  # each at its full size too
+        card.screenshot(path=screenshots / f"approvals-cards-phone-{n}.png")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # pills, ids and step numbers each on one line: never broken inside a word
+    broken = page.evaluate(
+        """() => [...document.querySelectorAll(
+                '.approval .status, .approval .id, .approval .seq, .approval .irreversible')]
+            .filter(el => { const r = document.createRange(); r.selectNodeContents(el);
+                            return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size > 1; })
+            .map(el => el.textContent)"""
+    )
+    assert broken == []
+    page.locator("article.approval").filter(has_text=f"Delete thing {made[0]}").get_by_role(
+        "button", name="Reject"
+    ).click()
+    agent.join(timeout=30)
+    assert isinstance(outcome["error"], ApprovalRejectedError)
+    ar.close()

@@ -6,12 +6,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+import attrs
 import github
 import httpx
 import pytest
 from serving import RunningServer
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, ValidationError
+from agentrein_core.connector import Undoable, UndoOutlook
+from agentrein_github import GitHubConnector
 from agentrein_testing import FakeGitHub
 
 TOKEN = "ghp_test"
@@ -196,7 +199,8 @@ def test_calls_are_recorded_by_argument_name_even_through_attributes(ar: AgentRe
     issue = repo.create_issue("Positional title", "positional body")  # body given positionally
     issue.repository.create_issue(title="Reached through an attribute")
     (first, second) = ar.get_session(session_id).actions
-    assert first.payload == {"title": "Positional title", "body": "positional body"}
+    target = f"{fake.base_url}/repos/acme/shop"  # where the call was made, for the words a reviewer reads
+    assert first.payload == {"title": "Positional title", "body": "positional body", "target": target}
     assert second.api_name == "issues.create"
     assert "positional body" in (fake.issue("acme", "shop", issue.number) or {})["body"]
 
@@ -242,3 +246,27 @@ def test_undoing_an_edit_leaves_fields_it_did_not_change_as_others_set_them(ar: 
     ar.rollback_session(session_id)
     stored = fake.issue("acme", "shop", issue.number) or {}
     assert (stored["title"], stored["body"]) == ("Old title", "a human's better body")
+
+
+def test_an_issue_closed_as_not_planned_and_a_new_one_are_described_in_words(
+    embedded: AgentRein, fake: FakeGitHub
+) -> None:
+    client, session_id = wrapped(embedded, fake)
+    repo = client.get_repo("acme/shop")
+    issue = repo.create_issue(title="Checkout is slow")
+    issue.edit(state="closed", state_reason="not_planned")
+    created, closed = embedded.get_session(session_id).actions
+    connector = GitHubConnector()
+    number = issue.number
+    assert connector.describe(created) == "Create issue “Checkout is slow” in acme/shop"
+    assert connector.describe_undo(created) == f"Close issue acme/shop#{number} as not planned"
+    assert connector.describe(closed) == f"Close issue acme/shop#{number} as not planned"
+    assert connector.describe_undo(closed) == f"Restore state of issue acme/shop#{number} as they were"
+    assert connector.target_host(closed) == fake.base_url.removeprefix("http://")
+    assert connector.foresee_undo(attrs.evolve(created, undo=None)) == UndoOutlook(
+        Undoable.YES, "Close the issue it opens, as not planned"
+    )
+    merged = attrs.evolve(created, api_name="pulls.merge", undo=None)
+    assert connector.foresee_undo(merged) == UndoOutlook(
+        Undoable.NO, "a merge cannot be taken back through GitHub's API"
+    )

@@ -4,14 +4,17 @@ a request must really go out): what it records, how it undoes, how it reopens a 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 import respx
+from attrs import evolve
 
+from agentrein_core.connector import PreparedCall, Undoable
 from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import UndoConfig
-from agentrein_core.statuses import OperationType
+from agentrein_core.model import Action, UndoConfig
+from agentrein_core.statuses import ActionStatus, OperationType
 from agentrein_http import HttpConnector
 from agentrein_testing import FakeService
 
@@ -199,3 +202,58 @@ def test_without_httpx_s_private_transports_a_client_reopens_on_httpx_s_default_
     assert seen == []
     assert [(r.path, r.authorization) for r in service.calls("DELETE")] == [("/v1/orders/ord_1", "Bearer a")]
     assert "without its transport settings" in caplog.text
+
+
+def recorded(call: PreparedCall, response: httpx.Response | None = None) -> Action:
+    """The record of ``call`` as a reader sees it: before it ran (no ``response``), or once it ran."""
+    now = datetime.now(UTC)
+    held = Action("act_1", "ses_1", "org", 1, "http", call.api_name, call.operation_type, call.payload,
+                  ActionStatus.PENDING_APPROVAL, "key-1", now, now)  # fmt: skip
+    if response is None:
+        return held
+    undo = connector.undo_for(call, response, None)
+    return evolve(held, status=ActionStatus.SUCCESS, response=connector.record_result(call, response), undo=undo)
+
+
+@respx.mock
+def test_a_delete_is_described_in_words_and_its_undo_is_left_to_the_agents_code() -> None:
+    respx.delete("https://api.example.com/v1/orders/ord_14").mock(return_value=httpx.Response(204))
+    call = connector.prepare(httpx.Client(), ("delete",), ("https://api.example.com/v1/orders/ord_14",), {})
+    assert call is not None
+    before = recorded(call)
+    assert connector.describe(before) == "Delete order ord_14 on api.example.com"
+    assert connector.target_host(before) == "api.example.com"
+    outlook = connector.foresee_undo(before)
+    assert outlook.undoable is Undoable.UNKNOWN
+    assert "only by an undo the agent's code gives, which the server learns once the call has run" in outlook.how
+    ran = recorded(call, call.run("key-1"))
+    assert connector.describe_undo(ran) == "a DELETE has no inverse of its own, and the agent's code gave none"
+
+
+@respx.mock
+def test_a_create_is_described_with_what_it_made_and_undone_by_a_delete_of_it() -> None:
+    made = httpx.Response(201, json={"id": "ord_15"})
+    respx.post("https://api.example.com/v1/orders").mock(return_value=made)
+    call = connector.prepare(httpx.Client(), ("post",), ("https://api.example.com/v1/orders",), {"json": {}})
+    assert call is not None
+    before = recorded(call)
+    assert connector.describe(before) == "Create order on api.example.com"
+    assert connector.foresee_undo(before).undoable is Undoable.YES
+    ran = recorded(call, call.run("key-1"))
+    assert connector.describe(ran) == "Create order ord_15 on api.example.com"
+    assert connector.describe_undo(ran) == "Delete /v1/orders/ord_15 on api.example.com"
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "words"),
+    [
+        ("post", "https://api.example.com/v1/orders/ord_14/cancel", "Cancel order ord_14 on api.example.com"),
+        ("post", "https://api.example.com/v1/orders/ord_14/items", "Create item in order ord_14 on api.example.com"),
+        ("patch", "https://api.example.com/v1/categories/7", "Update category 7 on api.example.com"),
+        ("post", "http://127.0.0.1:8080/search", "POST /search on 127.0.0.1:8080"),
+    ],
+)
+def test_a_path_is_read_as_collections_and_ids(method: str, url: str, words: str) -> None:
+    call = connector.prepare(httpx.Client(), (method,), (url,), {"json": {}})
+    assert call is not None
+    assert connector.describe(recorded(call)) == words

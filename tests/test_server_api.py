@@ -523,6 +523,26 @@ def test_the_approval_list_has_exactly_the_status_reference_fields(api: httpx.Cl
     assert api.get(f"/approvals/{listed['approvalId']}").json()["purpose"] == "BEFORE_EXECUTION"
 
 
+def test_the_approval_list_adds_what_deciding_does_when_asked(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    held = {**NEW_ACTION, "payload": {"method": "POST", "url": "https://api.example.com/v1/orders"}}
+    api.post(f"/sessions/{session_id}/actions", json={**held, "requiresApproval": True})
+    (listed,) = api.get("/approvals", params={"include": ["description", "consequences"]}).json()
+    assert list(listed)[-2:] == ["description", "consequences"]
+    assert listed["description"] == "Create order on api.example.com"
+    assert set(listed["consequences"]) == {"approve", "reject"}
+    assert listed["consequences"]["approve"] == {
+        "summary": "The agent's call runs. It can be undone later: "
+        "Delete what it creates (a DELETE of the answer's Location, or of the path and its id).",
+        "steps": [],
+        "irreversible": False,
+    }
+    shown = api.get(f"/approvals/{listed['approvalId']}").json()
+    assert (shown["targetHost"], shown["outcome"]) == ("api.example.com", None)
+    refused = api.get("/approvals", params={"include": "everything"})
+    assert refused.status_code == 400 and "include" in refused.json()["detail"]
+
+
 def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None:
     schema_doc = api.get("/schema/openapi.json").json()
     assert schema_doc["openapi"].startswith("3.1")

@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 import stripe
 from serving import RunningServer
 
 from agentrein import ActionStatus, AgentRein, ApprovalPurpose, DisplayStatus, UndoStatus
+from agentrein_core.connector import Undoable, UndoOutlook
+from agentrein_core.model import Action
+from agentrein_core.statuses import OperationType
 from agentrein_stripe import StripeConnector
 from agentrein_testing import FakeStripe
 
@@ -314,3 +319,30 @@ def test_raw_requests_and_nested_legacy_classes_are_recorded_too(
         module.checkout.Session.create(mode="payment", success_url="https://example.com")
     (action,) = ar.get_session(session).actions
     assert (action.api_name, action.status) == ("checkout.sessions.create", ActionStatus.FAILED)
+
+
+def test_a_customer_create_and_its_undo_are_described_in_words(agentrein: AgentRein, fake: FakeStripe) -> None:
+    client, session_id = wrapped(agentrein, fake)
+    customer = client.v1.customers.create(params={"email": "ada@example.com"})
+    client.v1.customers.update(customer.id, params={"name": "Ada"})
+    created, updated = agentrein.get_session(session_id).actions
+    connector = StripeConnector()
+    assert connector.describe(created) == "Create Stripe customer ada@example.com"
+    assert connector.describe_undo(created) == f"Delete Stripe customer {customer.id}"
+    assert connector.foresee_undo(attrs.evolve(created, undo=None)) == UndoOutlook(
+        Undoable.YES, "Delete the customer it creates"
+    )
+    assert connector.describe(updated) == f"Update Stripe customer {customer.id}: name"
+    assert connector.describe_undo(updated) == f"Restore name of Stripe customer {customer.id} as they were"
+
+
+def test_a_refund_is_foreseen_as_money_that_cannot_be_called_back() -> None:
+    now = datetime.now(UTC)
+    payload = {"params": {"charge": "ch_1", "amount": 4200, "currency": "usd"}}
+    refund = Action("act_1", "ses_1", "org", 1, "stripe", "refunds.create", OperationType.CREATE, payload,
+                    ActionStatus.PENDING_APPROVAL, "key-1", now, now)  # fmt: skip
+    connector = StripeConnector()
+    assert connector.describe(refund) == "Create Stripe refund of 42.00 USD for charge ch_1"
+    assert connector.foresee_undo(refund) == UndoOutlook(
+        Undoable.NO, "money that left cannot be called back by an API call"
+    )

@@ -1,6 +1,6 @@
 """What a connector is: the one object a plugin gives AgentRein for each service it knows.
 
-A connector answers four questions about its service, and the rest of AgentRein (recording, policies,
+A connector answers five questions about its service, and the rest of AgentRein (recording, policies,
 approvals, retries, rollback) is the same for every service:
 
 1. *What is this call?* :meth:`Connector.prepare` turns a method called on the wrapped client into a
@@ -14,6 +14,13 @@ approvals, retries, rollback) is the same for every service:
    (:mod:`agentrein_core.redaction`). An undo's parameters are redacted too, and an undo left holding
    ``[REDACTED]`` is refused at rollback, so an undo must carry no secret: credentials come from
    :meth:`Connector.server_client`.
+5. *What does it mean, in words?* Reviewers decide on what they read, so a connector says what a recorded
+   action does (:meth:`Connector.describe`: "Delete order ord_14 on api.example.com", "Create Stripe customer
+   ada@example.com"), what its recorded undo does (:meth:`Connector.describe_undo`: "Delete /v1/orders/ord_14
+   on api.example.com", or why nothing is undone), where the call goes (:meth:`Connector.target_host`), and,
+   before the call ran, whether its rules undo such a call (:meth:`Connector.foresee_undo`: yes, no, or "only
+   with an undo the agent's code gives", which the server learns once the call ran). These read the stored
+   record only (redacted, as any reader sees it), never the service; the defaults say what the record says.
 
 :mod:`agentrein_core.runner` runs the calls and their inverses (keyed, retried, awaited) the same way for every
 connector. In server mode inverses run in the server, through a client the connector builds from the
@@ -45,7 +52,7 @@ from typing import Any, ClassVar
 from attrs import frozen
 
 from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.statuses import OperationType
 
 #: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
@@ -100,6 +107,23 @@ class Setting:
         """The setting as :class:`~agentrein_core.errors.ValidationError` names it: ``config.allowedHosts``,
         ``credentials.apiKey``."""
         return f"{'credentials' if self.secret else 'config'}.{self.key}"
+
+
+class Undoable(StrEnum):
+    """Whether a call can be undone, as its connector's rules say before it runs."""
+
+    YES = "YES"  # the rules derive an inverse for such a call
+    NO = "NO"  # they derive none: once it runs, it stays
+    UNKNOWN = "UNKNOWN"  # only an undo the agent's code gives, which the server learns once the call ran
+
+
+@frozen
+class UndoOutlook:
+    """What undoing an action would take, in words (``how``: "Delete the customer it creates", or why it
+    cannot be undone), and whether it can be undone at all."""
+
+    undoable: Undoable
+    how: str
 
 
 class Connector(ABC):
@@ -185,6 +209,29 @@ class Connector(ABC):
         """Whether the server can run this connector's inverses: it overrides :meth:`server_client`."""
         return type(self).server_client is not Connector.server_client
 
+    def describe(self, action: Action) -> str:
+        """What ``action`` does, in plain words, for a reviewer: "Delete order ord_14 on api.example.com". By
+        default its api name and kind."""
+        return plain_description(action)
+
+    def describe_undo(self, action: Action) -> str:
+        """What the recorded undo of ``action`` (its ``undo``, known once the call ran) does, in the same words
+        ("Delete /v1/orders/ord_14 on api.example.com"); for an undo of type ``none``, why nothing is undone.
+        By default its type and parameters."""
+        return plain_undo(action)
+
+    def foresee_undo(self, action: Action) -> UndoOutlook:
+        """Before the call ran (``action.undo`` is still unknown): whether this connector's rules undo such a
+        call, and how, in words. Say :attr:`Undoable.UNKNOWN` where only the agent's code can give an undo.
+        By default the connector does not say."""
+        return UndoOutlook(
+            Undoable.UNKNOWN, f"the {self.name} connector does not say; it is known once the call has run"
+        )
+
+    def target_host(self, action: Action) -> str | None:
+        """The host the call goes to, when its record says (``api.example.com``); by default ``None``."""
+        return None
+
     def check_undo_override(self, api_name_glob: str, override: Mapping[str, Any]) -> None:
         """Reject, at ``wrap()`` time, an undo override this connector could not run."""
         undo_type = override.get("type")
@@ -209,3 +256,18 @@ def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoC
     if "type" in override and override["type"] != derived.type:
         return UndoConfig(str(override["type"]), params, require_approval)
     return UndoConfig(derived.type, {**derived.params, **params}, require_approval)
+
+
+def plain_description(action: Action) -> str:
+    """An action in the words its record gives, for a connector that has none of its own (or is not installed
+    where it is read)."""
+    return f"{action.api_name} (a {action.operation_type.lower()} call through {action.connector})"
+
+
+def plain_undo(action: Action) -> str:
+    """An action's recorded undo in the words its record gives."""
+    undo = action.undo
+    if undo is None or undo.is_none:
+        return "no undo was recorded for it"
+    params = ", ".join(f"{key}: {value}" for key, value in sorted(undo.params.items()))
+    return f"{undo.type}" + (f" ({params})" if params else "")

@@ -51,12 +51,16 @@ class Connectors:
 
     def sensitive_fields(self, name: str) -> frozenset[str]:
         """The connector's own fields to redact; none for a connector that is not installed here."""
-        found = self._by_name.get(name)
+        found = self.find(name)
         return found.sensitive_fields if found is not None else frozenset()
 
     def every_sensitive_field(self) -> frozenset[str]:
         """The fields every installed connector redacts: for text of no one connector (intents, log lines)."""
         return frozenset().union(*(c.sensitive_fields for c in self._by_name.values()))
+
+    def find(self, name: str) -> Connector | None:
+        """The connector named ``name``, or ``None`` where it is not installed."""
+        return self._by_name.get(name)
 
     def get(self, name: str) -> Connector:
         try:

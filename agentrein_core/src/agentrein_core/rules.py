@@ -15,6 +15,7 @@ from agentrein_core.errors import InvalidTransitionError, RollbackRefusedError
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.statuses import (
     ActionStatus,
+    ApprovalPurpose,
     ApprovalStatus,
     DisplayStatus,
     RollbackStatus,
@@ -69,6 +70,9 @@ ROLLBACK_ALLOWED_FROM: Mapping[str, frozenset[SessionStatus]] = {
 #: Actions a rollback chain walks: executed ones, and ones whose earlier undo failed (retried in place, so
 #: a retry never skips a step of the LIFO order).
 UNDOABLE = frozenset({A.SUCCESS, A.ROLLBACK_FAILED})
+
+#: Approvals someone waits for: the agent, for its call to run (before execution); a rollback, for an undo.
+BLOCKING_PURPOSES = frozenset({ApprovalPurpose.BEFORE_EXECUTION, ApprovalPurpose.ROLLBACK})
 
 #: A rollback job under way: running, or paused on a rollback approval.
 ROLLBACK_UNDER_WAY = frozenset({RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL})

@@ -776,6 +776,11 @@ class Tx:
         row = self.conn.execute(stmt).first()
         return from_row(row, Rollback) if row is not None else None
 
+    def rollbacks_of(self, session_id: str) -> list[Rollback]:
+        t = schema.rollbacks
+        stmt = sa.select(t).where(t.c.session_id == session_id).order_by(t.c.created_at, t.c.rollback_id)
+        return self._all(Rollback, stmt)
+
     def update_rollback(self, rollback_id: str, values: dict[str, Any], **expected: Any) -> Rollback | None:
         """Set only ``values`` on the job if it still has the ``expected`` column values; the job as stored
         afterwards, or None if it did not match."""

@@ -5,13 +5,15 @@ as camelCase JSON. Built from records alone (no database here), so an HTTP clien
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Literal, get_args
 
 from attrs import evolve, frozen
 
-from agentrein_core import rules
-from agentrein_core.model import Action, Approval, Session, Verification
+from agentrein_core import decisions, rules
+from agentrein_core.decisions import Consequences, Describe
+from agentrein_core.model import JSON, Action, Approval, Rollback, Session, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -67,6 +69,30 @@ class ApprovalInfo:
     purpose: ApprovalPurpose | None = None
     #: What the session's agent declared it was doing, for the reviewer to judge the action against.
     session_intent: str = ""
+    #: The action's connector, and the rest as its connector puts it: what the action does in plain words
+    #: ("Delete order ord_14 on api.example.com"), the host its call goes to (when the record says) and its
+    #: payload as recorded (redacted). ``None`` where the reader had no words (an event's copy).
+    connector: str = ""
+    description: str | None = None
+    target_host: str | None = None
+    payload: JSON | None = None
+    #: While pending: what approving and what rejecting would each do, computed from the rules.
+    consequences: Consequences | None = None
+    #: Once decided: what the decision did, as things stand now ("Approved: the agent's call ran.").
+    outcome: str | None = None
+
+    @property
+    def blocking(self) -> bool:
+        """Someone waits for this decision: the agent's call (before execution) or a rollback (its undo)."""
+        return self.purpose in rules.BLOCKING_PURPOSES
+
+
+#: The fields of :class:`ApprovalInfo` beyond the status reference's list, by their wire names: ``GET
+#: /approvals?include=NAME`` adds each (``GET /approvals/{id}`` has them all).
+IncludedField = Literal[
+    "purpose", "sessionIntent", "connector", "description", "targetHost", "payload", "consequences", "outcome"
+]
+INCLUDED_FIELDS: tuple[str, ...] = get_args(IncludedField)
 
 
 @frozen
@@ -114,9 +140,17 @@ def session_info(
     )
 
 
-def approval_info(approval: Approval, action: Action, session: Session, now: datetime) -> ApprovalInfo:
+def approval_info(
+    approval: Approval,
+    action: Action,
+    session: Session,
+    now: datetime,
+    explained: tuple[Sequence[Action], Sequence[Rollback], Describe] | None = None,
+) -> ApprovalInfo:
+    """The approval as read; ``explained`` (its session's actions and rollbacks, and the connectors' words)
+    adds what the reviewer reads on a card: the action in words and what the decision does or did."""
     remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
-    return ApprovalInfo(
+    info = ApprovalInfo(
         approval_id=approval.approval_id,
         action_id=action.action_id,
         api_name=action.api_name,
@@ -135,7 +169,27 @@ def approval_info(approval: Approval, action: Action, session: Session, now: dat
         action_status=action.status,
         unconfirmed=rules.is_unconfirmed(action, approval, now),
         session_intent=session.intent,
+        connector=action.connector,
+        payload=action.payload,
     )
+    if explained is None:
+        return info
+    actions, rollbacks, words = explained
+    said = words(action)
+    pending = approval.status is ApprovalStatus.PENDING
+    return evolve(
+        info,
+        description=said.description,
+        target_host=said.host,
+        consequences=decisions.foresee(approval, action, session, actions, rollbacks, words) if pending else None,
+        outcome=decisions.outcome(approval, action, actions, rollbacks, words),
+    )
+
+
+def queue_order(pending: Iterable[ApprovalInfo]) -> list[ApprovalInfo]:
+    """The order a reviewer works in: the requests someone waits for first (the agent, a rollback), least time
+    left first; then after-execution reviews, least time left first."""
+    return sorted(pending, key=lambda p: (not p.blocking, p.timeout_at, p.approval_id))
 
 
 def summarise(action: Action, limit: int = 240) -> str:

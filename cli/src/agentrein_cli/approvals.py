@@ -49,6 +49,22 @@ def approvals_list(
             p.payload_summary,
         )
     console.print(shown)
+    for p in listed:
+        _consequences(p)
+
+
+def _consequences(info: ApprovalInfo) -> None:
+    """What approving and rejecting a pending request would do, as the engine says (the agent's words are
+    printed as they are, never as markup)."""
+    if info.consequences is None:
+        return
+    console.print(f"{info.approval_id}: {info.description or info.api_name}", markup=False, highlight=False)
+    for choice, effect in (("Approve", info.consequences.approve), ("Reject", info.consequences.reject)):
+        warning = " (cannot be undone)" if effect.irreversible else ""
+        console.print(f"  {choice}{warning}: {effect.summary}", markup=False, highlight=False)
+        for step in effect.steps:
+            how = f"undone by {step.undo}" if step.undo else f"stays as it is ({step.stays})"
+            console.print(f"    #{step.seq} {step.action}: {how}", markup=False, highlight=False)
 
 
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
@@ -92,6 +108,8 @@ def _decided(info: ApprovalInfo, target: Target) -> None:
     console.print(
         f"{info.approval_id} {info.status} by {info.resolved_by}; action {info.action_id} is now {info.action_status}"
     )
+    if info.outcome:
+        console.print(info.outcome, markup=False, highlight=False)
     undo_next = (info.purpose, info.status) in {
         (ApprovalPurpose.ROLLBACK, ApprovalStatus.APPROVED),
         (ApprovalPurpose.AFTER_EXECUTION, ApprovalStatus.REJECTED),

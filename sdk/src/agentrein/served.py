@@ -12,7 +12,7 @@ import hashlib
 import logging
 import time
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentrein.http import Connection
 from agentrein.http import segment as _seg
@@ -23,7 +23,7 @@ from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
-from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
+from agentrein_core.views import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
@@ -139,7 +139,9 @@ class ServedMode:
                 return info
 
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
-        params = {"status": status, "include": "purpose"} if status is not None else {"include": "purpose"}
+        params: dict[str, Any] = {"include": list(INCLUDED_FIELDS)}  # every field the embedded mode has too
+        if status is not None:
+            params["status"] = status
         return from_wire(self._call("GET", "/approvals", params=params), list[ApprovalInfo])
 
     def decide(

@@ -27,6 +27,8 @@ passed back to the hooks below). AgentRein records on the plugin's ``agentrein_d
 
 Every check makes real calls through your client to your fake (nothing of yours is mocked), and the last ones
 go through AgentRein itself: a wrapped client records the create, and a rollback removes it from your fake.
+Each write is also described by your connector's words hooks (``describe``, ``describe_undo``,
+``foresee_undo``, ``target_host``), which must answer in words (the defaults do).
 """
 
 from __future__ import annotations
@@ -35,17 +37,19 @@ import asyncio
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 from attrs import field, frozen
 
 from agentrein.client import AgentRein
-from agentrein_core.connector import Connector, PreparedCall
+from agentrein_core.connector import Connector, PreparedCall, Undoable
 from agentrein_core.hookspecs import hookimpl
-from agentrein_core.model import UndoConfig
+from agentrein_core.model import UNDO_NONE, Action, UndoConfig
 from agentrein_core.plugins import Connectors, installed_connectors, new_plugin_manager
-from agentrein_core.statuses import OperationType
+from agentrein_core.statuses import ActionStatus, OperationType
 
 __all__ = ["ConnectorContract", "Sample"]
 
@@ -139,6 +143,31 @@ class ConnectorContract(ABC):
             assert isinstance(undo, UndoConfig) and undo.type == sample.undo_type, (sample.api_name, undo)
             connector.check_undo(undo)  # what the server will accept from an agent
 
+    def test_every_write_is_described_in_words_before_and_after_it_runs(
+        self, connector: Connector, client: Any
+    ) -> None:
+        """What a reviewer reads: the action, where it goes, whether it can be undone (before it runs) and its
+        undo (once it ran: the one it derives for the writes that have one, else why nothing is undone)."""
+        for sample in self.samples:
+            if sample.api_name is None:
+                continue
+            prepared = self._prepare(connector, client, sample)
+            held = _recorded(connector, prepared)
+            outlook = connector.foresee_undo(held)
+            assert isinstance(outlook.undoable, Undoable), (sample.api_name, outlook)
+            undone = attrs.evolve(held, status=ActionStatus.SUCCESS, undo=UndoConfig(UNDO_NONE))
+            said = {"describe": connector.describe(held), "foresee_undo": outlook.how}
+            said["describe_undo of none"] = connector.describe_undo(undone)
+            if sample.undo_type is not None:
+                result = self._run(prepared, f"contract-{uuid.uuid4().hex}")
+                response = connector.record_result(prepared, result)
+                ran = attrs.evolve(undone, response=response, undo=connector.undo_for(prepared, result, None))
+                said |= {"describe once run": connector.describe(ran), "describe_undo": connector.describe_undo(ran)}
+            for hook, words in said.items():
+                assert isinstance(words, str) and words.strip(), f"{hook} of {sample.api_name} said {words!r}"
+            host = connector.target_host(held)
+            assert host is None or (isinstance(host, str) and host.strip()), (sample.api_name, host)
+
     def test_a_retry_after_a_lost_answer_makes_nothing_twice(
         self, connector: Connector, client: Any, service: Any, agentrein_database_url: str, agentrein_journal_path: Path
     ) -> None:
@@ -201,6 +230,25 @@ class ConnectorContract(ABC):
     def _run(prepared: PreparedCall, key: str) -> Any:
         outcome = prepared.run(key)
         return asyncio.run(outcome) if prepared.is_async else outcome
+
+
+def _recorded(connector: Connector, call: PreparedCall) -> Action:
+    """The write-ahead record of ``call``, as a reader is given it (before the call runs)."""
+    now = datetime.now(UTC)
+    return Action(
+        action_id="act_contract",
+        session_id="ses_contract",
+        org_id="contract",
+        seq=1,
+        connector=connector.name,
+        api_name=call.api_name,
+        operation_type=call.operation_type,
+        payload=call.payload,
+        status=ActionStatus.PENDING_APPROVAL,
+        idempotency_key="contract-key",
+        created_at=now,
+        updated_at=now,
+    )
 
 
 def _embedded(database_url: str, journal_path: Path, connector: Connector) -> AgentRein:

@@ -1,47 +1,73 @@
 """Use cases of human review: reading the approval queue, deciding an approval, and what each decision
-means for its action (status reference §4), whichever way it was decided: by a reviewer, or by expiry."""
+means for its action (status reference §4), whichever way it was decided: by a reviewer, or by expiry.
+Every approval is read with what a reviewer needs to decide it (:mod:`agentrein_core.decisions`): the action
+in its connector's words, and what approving or rejecting does (or, once decided, did)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from datetime import datetime
 
 from attrs import evolve
 
 import agentrein_core.engine.validation as validation
-from agentrein_core import rules
+from agentrein_core import decisions, rules
 from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
-from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, set_action
+from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
 from agentrein_core.errors import InvalidTransitionError
-from agentrein_core.model import Approval
+from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
-from agentrein_core.store import Change
-from agentrein_core.views import ApprovalInfo, approval_info
+from agentrein_core.store import Change, Tx
+from agentrein_core.views import ApprovalInfo, approval_info, queue_order
 
 
 class Reviews(UseCases):
     def get_approval(self, org_id: str, approval_id: str) -> ApprovalInfo:
         with self.store.transaction(write=False) as tx:
-            return read_approval(tx, approval_of(tx, org_id, approval_id), self.clock())
+            (shown,) = self._explained(tx, [approval_of(tx, org_id, approval_id)])
+            return shown
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
         """Approvals of the organisation, pending first and oldest first."""
         status = ApprovalStatus(status) if status is not None else None
-        now = self.clock()
         with self.store.transaction(write=False) as tx:
-            return [read_approval(tx, p, now) for p in tx.list_approvals(org_id, status)]
+            return self._explained(tx, tx.list_approvals(org_id, status))
 
     def approval_queue(self, org_id: str, decided: int = 20) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
-        """What a reviewer's queue shows: every pending approval (oldest first) and the ``decided`` latest
-        decisions (newest first), read in two queries however long the history."""
+        """What a reviewer's queue shows: every pending approval, those someone waits for first (the agent, a
+        rollback) by time left, then after-execution reviews by time left; and the ``decided`` latest
+        decisions (newest first). Read in two queries however long the history, and two more per session
+        shown (its actions and rollbacks, for what each decision does)."""
         now = self.clock()
         with self.store.transaction(write=False) as tx:
             pending, latest = tx.approval_queue(org_id, decided)
-        return (
-            [approval_info(*found, now) for found in pending],
-            [approval_info(*found, now) for found in latest],
-        )
+            return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now)
+
+    def words(self, action: Action) -> decisions.ActionWords:
+        """``action`` in its connector's words: the engine's connectors, else (an engine given none, as the
+        command line's on a database) the installed ones; a connector not installed here, in its record's."""
+        connectors = self.connectors if self.connectors is not None else installed_connectors()
+        return decisions.words_of(connectors.find(action.connector), action)
+
+    def _explained(self, tx: Tx, approvals: Iterable[Approval]) -> list[ApprovalInfo]:
+        found = [(p, action_of(tx, p.org_id, p.action_id), session_of(tx, p.org_id, p.session_id)) for p in approvals]
+        return self._explain(tx, found, self.clock())
+
+    def _explain(self, tx: Tx, found: Iterable[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
+        """Each approval as read with what its decision does: its session's actions and rollbacks are read
+        once per session."""
+        sessions: dict[str, tuple[list[Action], list[Rollback]]] = {}
+        shown = []
+        for approval, action, session in found:
+            sid = session.session_id
+            if sid not in sessions:
+                sessions[sid] = (tx.actions_of(sid), tx.rollbacks_of(sid))
+            shown.append(approval_info(approval, action, session, now, (*sessions[sid], self.words)))
+        return shown
 
     def count_pending_approvals(self) -> int:
         """Approvals waiting for a decision, in all organisations (for metrics)."""

@@ -23,16 +23,16 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from itertools import islice
 from typing import Any, ClassVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import github
 from github.GithubException import GithubException, UnknownObjectException
 from github.GithubObject import GithubObject
 from github.PaginatedList import PaginatedList
 
-from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, merge_undo
+from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, Undoable, UndoOutlook, merge_undo
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.statuses import OperationType
 
 CLOSE_ISSUE = "github-close-issue"
@@ -73,6 +73,26 @@ REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
     RESTORE_FILE: ("path", "content"),
     DELETE_REPO: (),
 }
+#: How each call with an inverse is undone, in words, before it runs (the README's table).
+UNDONE_BY: Mapping[str, str] = {
+    "issues.create": "Close the issue it opens, as not planned",
+    "issues.update": "Restore the fields of the issue it changes, as they were just before",
+    "issues.comments.create": "Delete the comment it adds",
+    "labels.add": "Remove the labels it adds (not those the issue had)",
+    "pulls.create": "Close the pull request it opens",
+    "git.refs.create": "Delete the ref it creates",
+    "files.create": "Delete the file it creates",
+    "files.update": "Restore the file as it was just before",
+    "repos.create": "Delete the repository it creates, after a reviewer approves",
+}
+#: Why a call has no inverse, where there is more to say than that the connector has none.
+NO_INVERSE: Mapping[str, str] = {
+    "pulls.merge": "a merge cannot be taken back through GitHub's API",
+    "repos.delete": "a deleted repository cannot be brought back",
+}
+#: The payload key that records the API URL of the object a call was made on (no PyGithub parameter has
+#: this name), so that its record says where the call went: ``…/repos/acme/web/issues/12``.
+TARGET = "target"
 _REPO = re.compile(r"[\w.-]+/[\w.-]+")
 _REF = re.compile(r"refs/(heads|tags)/[\w./-]+")
 READ_PREFIXES = ("get_", "has_", "is_", "list_", "search_", "as_")
@@ -178,6 +198,9 @@ class GitHubConnector(Connector):
                 return made
 
         payload = {k: _plain(v) for k, v in call.named.items()}
+        url = getattr(target, "url", None) if not isinstance(target, github.Github) else None
+        if isinstance(url, str) and TARGET not in payload:
+            payload[TARGET] = url
         return PreparedCall(api_name=api_name, operation_type=operation, payload=payload, run=run, context=context)
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
@@ -281,6 +304,85 @@ class GitHubConnector(Connector):
                 requester.requestJsonAndCheck("DELETE", repo)
         except UnknownObjectException:
             return  # already gone: the effect is undone
+
+    def describe(self, action: Action) -> str:
+        p, name = action.payload, action.api_name
+        on = _place(p.get(TARGET))
+        if name == "issues.create":
+            return f"Create issue “{p.get('title', '')}” in {on}"
+        if name == "issues.update":
+            if p.get("state") == "closed":
+                reason = {
+                    "not_planned": " as not planned",
+                    "completed": " as completed",
+                    "duplicate": " as a duplicate",
+                }
+                return f"Close issue {on}{reason.get(str(p.get('state_reason')), '')}"
+            if p.get("state") == "open":
+                return f"Reopen issue {on}"
+            return f"Edit issue {on}: {', '.join(sorted(k for k in p if k != TARGET))}"
+        if name == "issues.comments.create":
+            return f"Comment on issue {on}"
+        if name in ("labels.add", "labels.remove"):
+            labels = p.get("labels", [p.get("label")])
+            listed = ", ".join(str(x) for x in labels) if isinstance(labels, list) else str(labels)
+            plural = "s" if isinstance(labels, list) and len(labels) > 1 else ""
+            if name == "labels.add":
+                return f"Add label{plural} {listed} to issue {on}"
+            return f"Remove label{plural} {listed} from issue {on}"
+        if name == "pulls.create":
+            return f"Open pull request “{p.get('title', '')}” from {p.get('head')} into {p.get('base')} in {on}"
+        if name == "pulls.merge":
+            return f"Merge pull request {on}"
+        if name == "git.refs.create":
+            return f"Create {_ref(str(p.get('ref', '')))} in {on}"
+        if name in ("files.create", "files.update"):
+            branch = f" on branch {p['branch']}" if isinstance(p.get("branch"), str) else ""
+            return f"{'Create' if name == 'files.create' else 'Update'} file {p.get('path')} in {on}{branch}"
+        if name == "repos.create":
+            return f"Create repository {p.get('name')} for {on}"
+        if name == "repos.delete":
+            return f"Delete repository {on}"
+        method = name.partition(".")[2].replace("_", " ")
+        label = next((f" {p[k]}" for k in ("name", "title", "tag") if isinstance(p.get(k), str)), "")
+        return f"{method.capitalize()}{label} on {on}"
+
+    def describe_undo(self, action: Action) -> str:
+        undo = action.undo
+        if undo is None or undo.type not in self.undo_types:
+            return NO_INVERSE.get(action.api_name, f"the github connector has no inverse for {action.api_name}")
+        p = undo.params
+        repo, issue = p.get("repo"), f"{p.get('repo')}#{p.get('number')}"
+        branch = f" on branch {p['branch']}" if isinstance(p.get("branch"), str) else ""
+        if undo.type == REMOVE_LABELS:
+            labels = p.get("labels") or []
+            if not labels:
+                return f"Remove no label from issue {issue} (it had each of them before)"
+            return f"Remove label{'s' if len(labels) > 1 else ''} {', '.join(map(str, labels))} from issue {issue}"
+        fields = p["fields"] if isinstance(p.get("fields"), dict) else {}
+        said = {
+            CLOSE_ISSUE: f"Close issue {issue} as not planned",
+            RESTORE_ISSUE: f"Restore {', '.join(sorted(fields))} of issue {issue} as they were",
+            DELETE_COMMENT: f"Delete comment {p.get('id')} in {repo}",
+            CLOSE_PULL: f"Close pull request {issue}",
+            DELETE_REF: f"Delete {_ref(str(p.get('ref', '')))} in {repo}",
+            DELETE_FILE: f"Delete file {p.get('path')} in {repo}{branch}",
+            RESTORE_FILE: f"Restore file {p.get('path')} in {repo}{branch} as it was",
+            DELETE_REPO: f"Delete repository {repo}",
+        }
+        return said[undo.type]
+
+    def foresee_undo(self, action: Action) -> UndoOutlook:
+        how = UNDONE_BY.get(action.api_name)
+        if how is None:
+            return UndoOutlook(Undoable.NO, self.describe_undo(action))
+        return UndoOutlook(Undoable.YES, how)
+
+    def target_host(self, action: Action) -> str | None:
+        target = action.payload.get(TARGET)
+        if not isinstance(target, str):
+            return None
+        return urlsplit(target).netloc or None
 
     def check_config(self, config: JSON, credentials: JSON) -> None:
         if set(config) - {"baseUrl"}:
@@ -428,3 +530,31 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value if isinstance(value, str | int | float | bool | dict) or value is None else str(value)
+
+
+def _place(target: Any) -> str:
+    """Where a call was made, from the API URL of its object: ``acme/web`` (a repository), ``acme/web#12`` (an
+    issue or pull request), ``comment 5 in acme/web``, ``acme`` (an organisation), ``the signed-in user``."""
+    path = urlsplit(target).path if isinstance(target, str) else ""
+    if "/repos/" in path:
+        parts = path.split("/repos/", 1)[1].split("/")
+        repo, rest = "/".join(parts[:2]), parts[2:]
+        if rest[:1] in (["issues"], ["pulls"]) and len(rest) == 2:
+            return f"{repo}#{rest[1]}"
+        if rest[:2] == ["issues", "comments"] and len(rest) == 3:
+            return f"comment {rest[2]} in {repo}"
+        return repo
+    for prefix in ("/orgs/", "/users/"):
+        if prefix in path:
+            return path.split(prefix, 1)[1].split("/")[0]
+    if path.endswith("/user"):
+        return "the signed-in user"
+    return "GitHub"
+
+
+def _ref(ref: str) -> str:
+    """``refs/heads/x`` -> ``branch x``, ``refs/tags/v1`` -> ``tag v1``."""
+    for prefix, kind in (("refs/heads/", "branch"), ("refs/tags/", "tag")):
+        if ref.startswith(prefix):
+            return f"{kind} {ref.removeprefix(prefix)}"
+    return f"ref {ref}"

@@ -34,9 +34,9 @@ from urllib.parse import parse_qsl
 import httpx
 
 from agentrein_core import targets
-from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, merge_undo
+from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, Undoable, UndoOutlook, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.redaction import REDACTED
 from agentrein_core.statuses import OperationType
 from agentrein_http.reopen import reopened
@@ -275,6 +275,41 @@ class HttpConnector(Connector):
             return _undo_async(client, request)
         return _undo_outcome(client.send(request))
 
+    def describe(self, action: Action) -> str:
+        method, _, path = action.api_name.partition(" ")  # what a record without a request's details still says
+        url = _recorded_url(action)
+        return _in_words(
+            str(action.payload.get("method") or method), url if url.path else httpx.URL(path), _made(action.response)
+        )
+
+    def describe_undo(self, action: Action) -> str:
+        undo = action.undo
+        if undo is None or undo.type not in self.undo_types:
+            method = str(action.payload.get("method", "the call")).upper()
+            if action.operation_type is OperationType.CREATE:
+                return "its answer named nothing to delete (no Location, no id), and the agent's code gave no undo"
+            return f"a {method} has no inverse of its own, and the agent's code gave none"
+        method = "DELETE" if undo.type == HTTP_DELETE else str(undo.params.get("method", "")).upper()
+        url = httpx.URL(str(undo.params.get("url", "")))
+        verb = "Delete" if method == "DELETE" else method
+        return f"{verb} {url.path} on {_host(url)}" + (" with a JSON body" if undo.params.get("json") else "")
+
+    def foresee_undo(self, action: Action) -> UndoOutlook:
+        if action.operation_type is OperationType.CREATE:
+            return UndoOutlook(
+                Undoable.YES, "Delete what it creates (a DELETE of the answer's Location, or of the path and its id)"
+            )
+        method = str(action.payload.get("method", "")).upper() or "call"
+        return UndoOutlook(
+            Undoable.UNKNOWN,
+            f"the http connector undoes only creates; a {method} is undone only by an undo the agent's code "
+            "gives, which the server learns once the call has run",
+        )
+
+    def target_host(self, action: Action) -> str | None:
+        url = _recorded_url(action)
+        return _host(url) if url.host else None
+
 
 def _globs(config: JSON, key: str, what: str) -> list[str]:
     value = config.get(key, [])
@@ -365,3 +400,72 @@ def _body(headers: httpx.Headers, content: bytes) -> Any:
         return content.decode("utf-8")
     except UnicodeDecodeError:
         return f"<{len(content)} bytes>"
+
+
+def _recorded_url(action: Action) -> httpx.URL:
+    try:
+        return httpx.URL(str(action.payload.get("url", "")))
+    except httpx.InvalidURL:
+        return httpx.URL("")
+
+
+def _host(url: httpx.URL) -> str:
+    return f"{url.host}:{url.port}" if url.port else url.host
+
+
+#: Path segments that name an API's version or prefix, not a resource.
+_PREFIX_SEGMENT = re.compile(r"v\d+(\.\d+)?|api|rest")
+
+
+def _made(response: JSON | None) -> str | None:
+    """The id of what a create made, from its recorded answer (its body's ``id``, else its ``Location``)."""
+    body = (response or {}).get("body")
+    if isinstance(body, dict) and isinstance(body.get("id"), str | int) and not isinstance(body.get("id"), bool):
+        return str(body["id"])
+    location = (response or {}).get("location")
+    if not isinstance(location, str):
+        return None
+    return location.split("?")[0].rstrip("/").rpartition("/")[2] or None
+
+
+def _in_words(method: str, url: httpx.URL, made: str | None = None) -> str:
+    """A REST call in words, read from its path as collections and ids alternate (``/v1/orders/ord_14``: the
+    order ``ord_14``): "Delete order ord_14 on api.example.com", "Create order ord_15 on …" (``made``: the id
+    the answer gave it); a path that reads otherwise is given as is."""
+    method = method.upper()
+    segments = [s for s in url.path.split("/") if s]
+    while segments and _PREFIX_SEGMENT.fullmatch(segments[0]):
+        segments = segments[1:]
+    on = f" on {_host(url)}" if url.host else ""
+    pairs = [(segments[i], segments[i + 1]) for i in range(0, len(segments) - 1, 2)]
+    if method == "POST" and len(segments) % 2 == 1:
+        within = "".join(f" in {_singular(kind)} {name}" for kind, name in reversed(pairs))
+        if _singular(segments[-1]) != _words(segments[-1]):  # a collection: POST makes one
+            return f"Create {_singular(segments[-1])}{f' {made}' if made else ''}{within}{on}"
+        if pairs:  # an action on the resource before it: /orders/ord_14/cancel
+            (kind, name), *outer = reversed(pairs)
+            within = "".join(f" in {_singular(k)} {n}" for k, n in outer)
+            return f"{_words(segments[-1]).capitalize()} {_singular(kind)} {name}{within}{on}"
+    verb = {"DELETE": "Delete", "PUT": "Replace", "PATCH": "Update"}.get(method)
+    if verb is not None and segments and len(segments) % 2 == 0:
+        (kind, name), *outer = reversed(pairs)
+        within = "".join(f" in {_singular(k)} {n}" for k, n in outer)
+        return f"{verb} {_singular(kind)} {name}{within}{on}"
+    return f"{method} {url.path or '/'}{on}"
+
+
+def _words(segment: str) -> str:
+    return segment.replace("_", " ").replace("-", " ")
+
+
+def _singular(collection: str) -> str:
+    """``orders`` -> ``order``, ``categories`` -> ``category``, ``addresses`` -> ``address``; a word that is
+    no plural stays as it is (``status``, ``cancel``)."""
+    word = _words(collection)
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us")):
+        return word[:-1]
+    return word

@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 import stripe
 from stripe._stripe_service import StripeService
 
-from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, merge_undo
+from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, Undoable, UndoOutlook, merge_undo
 from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, UndoConfig
+from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.statuses import OperationType
 
 STRIPE_DELETE = "stripe-delete"
@@ -51,6 +51,25 @@ INVERSES: Mapping[str, str] = {
     "products.create": STRIPE_RESTORE,  # deactivated: a product with prices cannot be deleted
     "prices.create": STRIPE_RESTORE,  # prices cannot be deleted at all
 }
+#: Why a call Stripe cannot take back has no inverse (see the README's table).
+IRREVERSIBLE: Mapping[str, str] = {
+    **dict.fromkeys(
+        ("refunds.create", "payouts.create", "transfers.create"),
+        "money that left cannot be called back by an API call",
+    ),
+    **dict.fromkeys(
+        ("subscriptions.cancel", "customers.delete", "invoices.void_invoice", "invoices.pay"),
+        "Stripe cannot revive or un-pay it",
+    ),
+}
+#: What names the object a call makes, in the words of a reviewer ("Create Stripe customer ada@example.com").
+LABELS = ("email", "name", "nickname", "description")
+#: What a call is for, when it names it ("… for customer cus_1").
+FOR = ("customer", "charge", "payment_intent", "invoice", "product", "subscription")
+#: Currencies without a minor unit (an amount of 500 JPY is 500 yen).
+ZERO_DECIMAL = frozenset(
+    {"bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf"}
+)
 #: What each undo type may touch, when an agent (or anyone) sends it: the server checks it on arrival.
 UNDOABLE_RESOURCES: Mapping[str, frozenset[str]] = {
     STRIPE_DELETE: frozenset({"customers", "invoices", "coupons"}),
@@ -279,6 +298,71 @@ class StripeConnector(Connector):
                 return  # gone, cancelled, voided or refunded already: the effect is undone
             raise
 
+    def describe(self, action: Action) -> str:
+        if action.api_name.startswith("raw_request "):
+            return f"Send {action.api_name.removeprefix('raw_request ')} to Stripe (a raw request)"
+        resource, _, method = action.api_name.rpartition(".")
+        thing = _singular(resource)
+        params = action.payload.get("params")
+        params = params if isinstance(params, dict) else {}
+        object_id = action.payload.get("id")
+        if method == "create":
+            label = next((str(params[k]) for k in LABELS if isinstance(params.get(k), str) and params[k]), "")
+            money = _money(params)
+            purpose = next(
+                (f" for {k.replace('_', ' ')} {params[k]}" for k in FOR if isinstance(params.get(k), str)), ""
+            )
+            return (
+                f"Create Stripe {thing}" + (f" {label}" if label else "") + (f" of {money}" if money else "") + purpose
+            )
+        if method == "update":
+            fields = f": {', '.join(sorted(params))}" if params else ""
+            return f"Update Stripe {thing} {object_id}{fields}"
+        verb = _words(method.removesuffix("_" + resource.rpartition(".")[2].removesuffix("s"))).capitalize()
+        return f"{verb} Stripe {thing}" + (f" {object_id}" if object_id else "")
+
+    def describe_undo(self, action: Action) -> str:
+        undo = action.undo
+        if undo is None or undo.type not in self.undo_types:
+            if action.api_name in IRREVERSIBLE:
+                return IRREVERSIBLE[action.api_name]
+            if action.api_name in INVERSES:
+                return (
+                    "Stripe left nothing to undo it with (a payment processing or cancelled, or no field it restores)"
+                )
+            return f"the stripe connector has no inverse for {action.api_name}"
+        p = undo.params
+        if undo.type == STRIPE_REFUND:
+            target = "charge" if "charge" in p else "payment_intent"
+            return f"Refund Stripe {_words(target)} {p.get(target)}"
+        thing, object_id = _singular(str(p.get("resource", ""))), p.get("id")
+        if undo.type == STRIPE_RESTORE:
+            restored = p["params"] if isinstance(p.get("params"), dict) else {}
+            if restored == {"active": False}:
+                return f"Deactivate Stripe {thing} {object_id}"
+            return f"Restore {', '.join(sorted(restored))} of Stripe {thing} {object_id} as they were"
+        verb = {STRIPE_DELETE: "Delete", STRIPE_CANCEL: "Cancel", STRIPE_VOID: "Void"}[undo.type]
+        return f"{verb} Stripe {thing} {object_id}"
+
+    def foresee_undo(self, action: Action) -> UndoOutlook:
+        kind = INVERSES.get(action.api_name)
+        if kind is None:
+            return UndoOutlook(Undoable.NO, self.describe_undo(action))
+        thing = _singular(action.api_name.rpartition(".")[0])
+        if action.api_name == "payment_intents.create":
+            how = "Cancel the payment intent it creates (or refund it, after a reviewer approves, once it took money)"
+        elif kind == STRIPE_REFUND:
+            how = "Refund the money it moves, after a reviewer approves the refund"
+        elif kind == STRIPE_RESTORE and action.api_name in SNAPSHOT_BEFORE:
+            how = f"Restore the fields of the {thing} it changes, as they were just before"
+        elif kind == STRIPE_RESTORE:
+            how = f"Deactivate the {thing} it creates (Stripe cannot delete it)"
+        elif kind == STRIPE_VOID:
+            how = "Void the invoice it finalizes"
+        else:
+            how = f"{'Delete' if kind == STRIPE_DELETE else 'Cancel'} the {thing} it creates"
+        return UndoOutlook(Undoable.YES, how)
+
     def check_config(self, config: JSON, credentials: JSON) -> None:
         unknown = sorted(set(config) - {"apiBase"})
         if unknown:
@@ -473,3 +557,25 @@ def _already_undone(error: stripe.StripeError) -> bool:
         return True
     message = str(error).lower()
     return "already" in message and any(word in message for word in ("cancel", "void", "refund", "deleted"))
+
+
+def _words(name: str) -> str:
+    return name.replace(".", " ").replace("_", " ")
+
+
+def _singular(resource: str) -> str:
+    """``payment_intents`` -> ``payment intent``, ``checkout.sessions`` -> ``checkout session``."""
+    words = _words(resource)
+    return words[:-1] if words.endswith("s") else words
+
+
+def _money(params: Mapping[str, Any]) -> str:
+    """``4200`` and ``usd`` -> ``42.00 USD``."""
+    amount, currency = params.get("amount", params.get("unit_amount")), params.get("currency")
+    if not isinstance(amount, int) or isinstance(amount, bool):
+        return ""
+    if not isinstance(currency, str):
+        return f"amount {amount}"
+    if currency.lower() in ZERO_DECIMAL:
+        return f"{amount} {currency.upper()}"
+    return f"{amount / 100:.2f} {currency.upper()}"

@@ -141,11 +141,16 @@ LISTED_FIELDS = (
     "actionStatus",
     "unconfirmed",
 )
-#: A request as listed: the fields above, and its ``purpose`` when asked for.
+#: A request as listed: the fields above, and those asked for with ``include``.
 ListedApproval: TypeAlias = Annotated[
     dict[str, Any],
     Shows(
-        wire_model(views.ApprovalInfo, name="ListedApproval", only=(*LISTED_FIELDS, "purpose"), optional=("purpose",))
+        wire_model(
+            views.ApprovalInfo,
+            name="ListedApproval",
+            only=(*LISTED_FIELDS, *views.INCLUDED_FIELDS),
+            optional=views.INCLUDED_FIELDS,
+        )
     ),
 ]
 #: A rollback job: without its lease token, which is the worker's own business.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import builtins
+from typing import Annotated, Any
 
 from litestar import Controller, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -10,7 +11,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import ForbiddenError, InvalidTransitionError, NotFoundError, ValidationError
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import ApprovalInfo
+from agentrein_core.views import ApprovalInfo, IncludedField
 from agentrein_server.api import answers, bodies
 from agentrein_server.api.answers import LISTED_FIELDS
 from agentrein_server.problems import documented
@@ -32,12 +33,13 @@ class ApprovalController(Controller):
         caller: CallerDep,
         services: ServicesDep,
         status: FromQuery[ApprovalStatus | None] = None,
-        include: FromQuery[Literal["purpose"] | None] = None,
+        include: FromQuery[builtins.list[IncludedField] | None] = None,
     ) -> answers.ListedApprovals:
-        """Pending first, oldest first, with exactly the fields of the status reference §4 (``include=purpose``
-        adds each request's purpose). ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved
-        action whose execution was never confirmed within an hour."""
-        fields = (*LISTED_FIELDS, include) if include else LISTED_FIELDS
+        """Pending first, oldest first, with exactly the fields of the status reference §4; each ``include``
+        (repeat it: ``include=purpose&include=consequences``) adds a field of ``GET /approvals/{id}``.
+        ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved action whose execution was never
+        confirmed within an hour."""
+        fields = (*LISTED_FIELDS, *(include or ()))
         infos = services.engine.list_approvals(caller.org_id, status)
         return [{k: v for k, v in to_wire(info).items() if k in fields} for info in infos]
 
@@ -55,8 +57,12 @@ class ApprovalController(Controller):
         services: ServicesDep,
         wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
     ) -> answers.ApprovalInfo:
-        """One request, with its ``purpose``. ``wait=N`` long-polls: the answer comes the moment the request
-        is decided (on any replica), or after N seconds with it still ``PENDING``."""
+        """One request, with its ``purpose``, the action in its connector's words (``description``,
+        ``targetHost``), its redacted ``payload``, and what deciding it does: while it is pending,
+        ``consequences`` (``approve`` and ``reject``, each a ``summary``, the ``steps`` a rollback would take
+        last done first, and ``irreversible``); once decided, its ``outcome`` as things stand. ``wait=N``
+        long-polls: the answer comes the moment the request is decided (on any replica), or after N seconds
+        with it still ``PENDING``."""
         engine = services.engine
         if wait > 0:
             return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait))

@@ -1,6 +1,8 @@
-"""The approvals queue: what waits for a decision (pending first, oldest first), then the latest decided;
-decisions in one click, recorded with the signed-in reviewer's email as ``resolvedBy``. The queue polls a
-fragment that answers 204 while nothing changed, so a reason being typed is not swept away."""
+"""The approvals queue: what waits for a decision (the requests an agent or a rollback waits for first, by
+time left; then after-execution reviews), each card saying what approving and rejecting do; then the latest
+decided, each saying what its decision did. Decisions in one click, recorded with the signed-in reviewer's
+email as ``resolvedBy``. The queue polls a fragment that answers 204 while nothing changed, so a reason being
+typed is not swept away."""
 
 from __future__ import annotations
 
@@ -95,5 +97,11 @@ def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list
 
 
 def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo]) -> str:
-    """Changes whenever the list would look different (a request arrives, is decided, or turns unconfirmed)."""
-    return fingerprint(*(f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}" for a in [*pending, *decided]))
+    """Changes whenever the list would look different: a request arrives, is decided or turns unconfirmed,
+    or what a decision does or did changes (another card of the session was decided, a rollback moved)."""
+    return fingerprint(
+        *(
+            f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}:{a.outcome}:{a.consequences}"
+            for a in [*pending, *decided]
+        )
+    )
