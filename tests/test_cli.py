@@ -469,7 +469,7 @@ def test_at_80_columns_no_id_is_cut_and_the_approval_id_shown_is_approved(target
         assert shown.exit_code == 0, shown.output
         assert set(ID.findall(shown.stdout)) <= whole, (command, shown.stdout)
     listed = cli("approvals", "list", *target.options, env={"COLUMNS": "80"}).stdout
-    (approval_id,) = (word for word in ID.findall(listed) if word.startswith("apr_"))
+    (approval_id,) = {word for word in ID.findall(listed) if word.startswith("apr_")}  # the table, its outcomes
     approved = cli("approvals", "approve", approval_id, *target.options, env={"COLUMNS": "80"})
     assert approved.exit_code == 0, approved.output
     assert target.agent.get_approval(session.approvals[0].approval_id).status is ApprovalStatus.APPROVED
