@@ -19,7 +19,7 @@ from agentrein_core.model import JSON, ConnectorConfig
 from agentrein_server.dashboard.rendering import pretty
 
 #: What a URL-encoded form posts: one value per name, several for a name sent more than once.
-Posted = Mapping[str, "str | list[str]"]
+Posted = Mapping[str, str | list[str]]
 
 #: The form of a connector that declares no settings: its config and credentials as JSON.
 RAW_JSON = (
