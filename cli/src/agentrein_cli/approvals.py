@@ -27,7 +27,8 @@ Reviewer = Annotated[
 def approvals_list(
     target: Target, status: Annotated[ApprovalStatus | None, typer.Option(help="Only these.")] = None
 ) -> None:
-    """Approval requests, pending first and oldest first."""
+    """Approval requests, pending first and oldest first; under the table, what approving and what rejecting
+    each pending one would do."""
     with records(target) as found:
         listed = found.list_approvals(status)
         shown = table("approval", "purpose", "status", "agent", "api name", "time left", "summary")
