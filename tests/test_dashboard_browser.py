@@ -630,20 +630,37 @@ def test_requests_someone_waits_for_come_first_by_time_left_and_look_different(
         order = {"method": "DELETE", "url": f"https://api.example.com/v1/orders/ord_{minutes}"}
         api_name, timeout = f"DELETE /v1/orders/ord_{minutes}", minutes * 60_000
         held_over_rest(tenant, "http", api_name, order, operationType="DELETE", approvalTimeoutMs=timeout)
+    guarded = ar.new_session(agent_id="provisioner", intent="Make two things")
+    undo = {"POST /v1/things": {"requireApproval": True}}
+    things = ar.wrap(httpx.Client(base_url=service.base_url), guarded, connector="http", undo=undo)
+    made = [things.post("/v1/things", json={}).json()["id"] for _ in range(2)]
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as rest:
+        started = rest.post(f"/sessions/{guarded.id}/rollback", json={"approvalTimeoutMs": 10 * 60_000})
+        assert started.status_code in (200, 202), started.text
     page = open_tab(tabs, browser, server).sign_in(account(server, tenant, UserRole.REVIEWER))
     cards = page.locator("article.approval")
+    host = service.base_url.removeprefix("http://")
     expect(cards.locator("h3")).to_have_text(
         [
             "Delete order ord_4 on api.example.com",  # 4 minutes left
+            f"Create thing {made[1]} on {host}",  # its undo, with 10 minutes left
             "Delete order ord_30 on api.example.com",  # 30 minutes left
             re.compile(r"^Create refund \S+ on 127\.0\.0\.1:\d+$"),  # a review, the oldest
         ]
     )
-    expect(page.locator("article.approval.blocking")).to_have_count(2)
+    expect(page.locator("article.approval.blocking")).to_have_count(3)
     expect(cards.nth(0).locator(".waiting")).to_have_text("The agent is waiting: nothing goes on until you decide")
-    expect(cards.nth(2).locator(".reviewing")).to_have_text("A review: the call has already run")
+    expect(cards.nth(1).locator(".waiting")).to_have_text("The rollback is waiting: nothing goes on until you decide")
+    expect(cards.nth(1).get_by_role("region", name="If you approve")).to_contain_text(
+        f"The undo runs (Delete /v1/things/{made[1]} on {host}) and the rollback goes on; then 1 action is still "
+        "to undo, last done first."
+    )
+    expect(cards.nth(1).get_by_role("region", name="If you reject")).to_contain_text(
+        f"The rollback stops here: the session is marked FAILED and this action stays done (Create thing {made[1]}"
+    )
+    expect(cards.nth(3).locator(".reviewing")).to_have_text("A review: the call has already run")
     border = cards.nth(0).evaluate("el => getComputedStyle(el).borderLeftWidth")
-    assert border == "6px" and cards.nth(2).evaluate("el => getComputedStyle(el).borderLeftWidth") == "1px"
+    assert border == "6px" and cards.nth(3).evaluate("el => getComputedStyle(el).borderLeftWidth") == "1px"
     page.screenshot(path=screenshots / "approvals-blocking-first.png", full_page=True)
     ar.close()
 

@@ -33,7 +33,7 @@ def test_the_plugins_own_tests_pass_with_agentrein_testing_alone(
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     result = pytester.runpytest_subprocess(str(EXAMPLE_PLUGIN / "tests"), "-p", "no:cacheprovider", timeout=300)
     assert f"rootdir: {EXAMPLE_PLUGIN}" in result.stdout.str()
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)
 
 
 def test_through_a_server_the_plugins_calls_are_recorded_like_any_other(server: RunningServer) -> None:

@@ -69,9 +69,9 @@ class ApprovalInfo:
     purpose: ApprovalPurpose | None = None
     #: What the session's agent declared it was doing, for the reviewer to judge the action against.
     session_intent: str = ""
-    #: The action's connector, and the rest as its connector puts it: what the action does in plain words
-    #: ("Delete order ord_14 on api.example.com"), the host its call goes to (when the record says) and its
-    #: payload as recorded (redacted). ``None`` where the reader had no words (an event's copy).
+    #: The action's connector; what the action does in its connector's plain words ("Delete order ord_14 on
+    #: api.example.com"), the host its call goes to (when the record says) and its payload as recorded
+    #: (redacted). ``None`` in an event's copy, which leaves them out.
     connector: str = ""
     description: str | None = None
     target_host: str | None = None
@@ -170,7 +170,6 @@ def approval_info(
         unconfirmed=rules.is_unconfirmed(action, approval, now),
         session_intent=session.intent,
         connector=action.connector,
-        payload=action.payload,
     )
     if explained is None:
         return info
@@ -181,6 +180,7 @@ def approval_info(
         info,
         description=said.description,
         target_host=said.host,
+        payload=action.payload,
         consequences=decisions.foresee(approval, action, session, actions, rollbacks, words) if pending else None,
         outcome=decisions.outcome(approval, action, actions, rollbacks, words),
     )

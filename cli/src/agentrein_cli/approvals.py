@@ -30,7 +30,8 @@ def approvals_list(
     status: Annotated[ApprovalStatus | None, typer.Option(help="Only these.")] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Approval requests, pending first and oldest first."""
+    """Approval requests, pending first and oldest first; under the table, what approving and what rejecting
+    each pending one would do."""
     with records(target) as found:
         listed = found.list_approvals(status)
     if as_json:

@@ -91,10 +91,11 @@ class Reviews(UseCases):
         are seen at the next look."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
-            view = self.get_approval(org_id, approval_id)
+            with self.store.transaction(write=False) as tx:  # only its status, while it waits
+                status = approval_of(tx, org_id, approval_id).status
             remaining = deadline - time.monotonic()
-            if view.status is not ApprovalStatus.PENDING or remaining <= 0:
-                return view
+            if status is not ApprovalStatus.PENDING or remaining <= 0:
+                return self.get_approval(org_id, approval_id)
             self.waiters.wait(remaining)
 
     def withdraw(self, org_id: str, approval_id: str, reason: str) -> Approval:
