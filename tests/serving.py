@@ -125,6 +125,17 @@ def rolled_back(api: httpx.Client, session_id: str) -> dict[str, Any]:
     return session
 
 
+#: ``agentrein serve``, killed by Linux when the test process dies (prctl PR_SET_PDEATHSIG = 1): a test run that
+#: is itself killed leaves no server behind.
+SERVE_UNTIL_PARENT_DIES = (
+    "import ctypes, signal, sys\n"
+    "if sys.platform == 'linux':\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "from agentrein_cli.main import app\n"
+    "app()"
+)
+
+
 class ServerProcess:
     """``agentrein serve`` in a process of its own, which a test may kill (SIGKILL) as a crash would."""
 
@@ -134,7 +145,7 @@ class ServerProcess:
         env = {**os.environ, "AGENTREIN_SECRET_KEY": secret_key, "COLUMNS": "200"}
         if lease_seconds is not None:
             env["AGENTREIN_ROLLBACK_LEASE_SECONDS"] = str(lease_seconds)
-        command = [sys.executable, "-c", "from agentrein_cli.main import app; app()", "serve"]
+        command = [sys.executable, "-c", SERVE_UNTIL_PARENT_DIES, "serve"]
         self.process = subprocess.Popen(
             [*command, "--port", str(self.port), "--database-url", database_url],
             stdout=subprocess.PIPE,
@@ -152,6 +163,7 @@ class ServerProcess:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     break
             if time.monotonic() > deadline:
+                self.kill()  # no one holds this object to stop it: a server left running outlives the test run
                 raise RuntimeError("agentrein serve did not answer:\n" + "".join(self.output))
             time.sleep(0.05)
 
