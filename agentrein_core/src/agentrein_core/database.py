@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
 from agentrein_core.errors import ValidationError
 
@@ -111,3 +112,28 @@ def alembic_config(url: str) -> Config:
     config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
+
+
+#: SQLite's (primary) result codes that mean the database cannot serve now; its other operational errors
+#: (``SQLITE_ERROR``: a statement that failed, a table that is missing) mean the database failed.
+_SQLITE_OUTAGES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_INTERRUPT,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+
+
+def is_outage(exc: OperationalError) -> bool:
+    """Whether an operational error is an outage (``failure_mode`` decides what a call does then) rather than a
+    failure. PostgreSQL's operational errors are all outages (connection, resources, shutdown, conflicts);
+    SQLite says which by its result code."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return code is None or code & 0xFF in _SQLITE_OUTAGES

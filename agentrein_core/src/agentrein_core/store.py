@@ -12,7 +12,6 @@ through psycopg 3 and is the path for several processes or machines.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -27,7 +26,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns, from_row, to_row
-from agentrein_core.database import alembic_config, create_db_engine, resolve_database_url
+from agentrein_core.database import alembic_config, create_db_engine, is_outage, resolve_database_url
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.migrations import HEAD
 from agentrein_core.model import (
@@ -261,7 +260,7 @@ class Store:
             with queue, (self._writer if write else self.engine).connect() as conn:
                 yield conn
         except OperationalError as exc:
-            if not _cannot_serve_now(exc):
+            if not is_outage(exc):
                 raise  # the database answered, and failed: an error of AgentRein's, not an outage
             # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.
             raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
@@ -290,31 +289,6 @@ class Store:
             # cause (a traceback, the server's log), for they may quote what was stored.
             raise AgentReinError(f"the AgentRein database failed ({type(exc.orig).__name__})") from exc
         self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
-
-
-#: SQLite's (primary) result codes that mean the database cannot serve now; its other operational errors
-#: (``SQLITE_ERROR``: a statement that failed, a table that is missing) mean the database failed.
-_SQLITE_OUTAGES = frozenset(
-    {
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-        sqlite3.SQLITE_NOMEM,
-        sqlite3.SQLITE_READONLY,
-        sqlite3.SQLITE_INTERRUPT,
-        sqlite3.SQLITE_IOERR,
-        sqlite3.SQLITE_FULL,
-        sqlite3.SQLITE_CANTOPEN,
-        sqlite3.SQLITE_PROTOCOL,
-    }
-)
-
-
-def _cannot_serve_now(exc: OperationalError) -> bool:
-    """Whether an operational error is an outage (``failure_mode`` decides what a call does then) rather than a
-    failure. PostgreSQL's operational errors are all outages (connection, resources, shutdown, conflicts);
-    SQLite says which by its result code."""
-    code = getattr(exc.orig, "sqlite_errorcode", None)
-    return code is None or code & 0xFF in _SQLITE_OUTAGES
 
 
 class Tx:
