@@ -5,14 +5,17 @@ a stateful fake service on 127.0.0.1. The fixtures of agentrein-testing's pytest
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -33,6 +36,28 @@ NO_POSTGRES = f"{POSTGRES_ENV} is not set (.ci/run starts PostgreSQL and sets it
 # Every peer of the tests (webhook receivers, the fake model) is on 127.0.0.1, which organisations may reach
 # only when the server allows it; the tests of that refusal take the permission away again.
 os.environ[ALLOW_PRIVATE_ENV] = "1"
+
+
+def _loopback_only(connect: Any) -> Any:
+    """``socket.connect`` that refuses, before anything is sent, every address outside 127.0.0.0/8 and [::1]:
+    a test that names a private or public address (to see it refused) can never reach it, whatever the code
+    under test does. Unix sockets and ``localhost`` pass."""
+
+    def guarded(sock: socket.socket, address: Any) -> Any:
+        if isinstance(address, tuple) and address[0] != "localhost":
+            try:
+                loopback = ipaddress.ip_address(str(address[0]).split("%", 1)[0]).is_loopback
+            except ValueError:
+                loopback = False
+            if not loopback:
+                raise ConnectionRefusedError(f"the tests reach loopback only, not {address[0]}")
+        return connect(sock, address)
+
+    return guarded
+
+
+socket.socket.connect = _loopback_only(socket.socket.connect)  # type: ignore[method-assign]
+socket.socket.connect_ex = _loopback_only(socket.socket.connect_ex)  # type: ignore[method-assign]
 
 PLUGINS_SITE = pytest.StashKey[Path]()
 
