@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
 import pytest
@@ -207,6 +208,46 @@ def test_an_undecided_rollback_approval_expires_as_declined(ar: AgentRein, servi
     assert session.actions[0].undo_status is UndoStatus.DECLINED
     assert session.approvals[0].status is ApprovalStatus.EXPIRED
     assert session.status is SessionStatus.FAILED
+
+
+def test_a_rollback_approval_whose_time_ends_just_after_the_callers_wait_is_seen_to_its_end() -> None:
+    """The approval a rollback opens is timed from its opening, a moment after the caller's wait began: its
+    end falls just past the caller's deadline, and the caller still sees it declined, not left pending."""
+    from types import SimpleNamespace
+
+    from agentrein.settle import see_through
+    from agentrein_core.statuses import RollbackStatus
+
+    opened = time.monotonic()
+    ends_at = opened + 0.25
+    job = SimpleNamespace(rollback_id="rbk_1", status=RollbackStatus.WAITING_APPROVAL)
+    decided = threading.Event()
+
+    def approval() -> SimpleNamespace:
+        expired = decided.is_set() or time.monotonic() >= ends_at
+        status = ApprovalStatus.EXPIRED if expired else ApprovalStatus.PENDING
+        remaining = 0.0 if expired else ends_at - time.monotonic()
+        return SimpleNamespace(approval_id="apr_1", rollback_id="rbk_1", status=status, time_remaining=remaining)
+
+    def wait_for_decision(approval_id: str, timeout: float) -> SimpleNamespace:
+        time.sleep(max(0.0, min(timeout, ends_at - time.monotonic())))
+        return approval()
+
+    def advance(current: SimpleNamespace) -> SimpleNamespace:
+        if approval().status is ApprovalStatus.EXPIRED:
+            decided.set()
+            current.status = RollbackStatus.FAILED
+        return current
+
+    looks = SimpleNamespace(
+        active_rollback=lambda session_id: None if decided.is_set() else job,
+        session_approvals=lambda session_id: [approval()],
+        get_approval=lambda approval_id: approval(),
+        wait_for_decision=wait_for_decision,
+    )
+    see_through(looks, "ses_1", advance, wait=0.2, pause=0)  # type: ignore[arg-type]
+    assert decided.is_set()
+    assert job.status is RollbackStatus.FAILED
 
 
 def test_sandbox_rollback_flips_statuses_without_calling_the_service(ar: AgentRein, service: FakeService) -> None:

@@ -94,10 +94,14 @@ class EmbeddedMode:
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         decision = self.engine.get_approval(self.org_id, approval_id)
-        if decision.status is ApprovalStatus.PENDING and decision.time_remaining > 0:
-            decision = self.engine.wait_for_decision(self.org_id, approval_id, timeout)
-        if decision.status is ApprovalStatus.PENDING and decision.time_remaining <= 0:
-            self.engine.maintain()  # past its time: expired now, by the engine's rules (no worker here does it)
+        ends_in = decision.time_remaining
+        if decision.status is ApprovalStatus.PENDING and ends_in > 0:
+            decision = self.engine.wait_for_decision(self.org_id, approval_id, min(timeout, ends_in))
+        if decision.status is ApprovalStatus.PENDING and ends_in <= timeout:
+            # Its time is up (no worker here expires it): expire it now, by the engine's rules, once the
+            # clock the rules read has passed its end too.
+            time.sleep(decision.time_remaining)
+            self.engine.maintain()
             decision = self.engine.get_approval(self.org_id, approval_id)
         return decision
 

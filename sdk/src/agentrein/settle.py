@@ -44,10 +44,12 @@ def see_through(
         if job.status is RollbackStatus.WAITING_APPROVAL:
             approval = _pending_approval(looks, session_id, job)
             if approval is not None:
-                if approval.time_remaining <= 0:  # past its time: expired by the rules, whatever our deadline
-                    approval = looks.wait_for_decision(approval.approval_id, EXPIRY_GRACE)
+                if approval.time_remaining <= max(0.0, remaining) + EXPIRY_GRACE:
+                    # Its time ends by our deadline, or just after it (it was opened after we started
+                    # counting): the rules expire it, so wait for that rather than leave it pending.
+                    approval = looks.wait_for_decision(approval.approval_id, approval.time_remaining + EXPIRY_GRACE)
                 elif remaining > 0:
-                    approval = looks.wait_for_decision(approval.approval_id, min(approval.time_remaining, remaining))
+                    approval = looks.wait_for_decision(approval.approval_id, remaining)
                 if approval.status is not ApprovalStatus.PENDING:
                     continue
         if remaining <= 0:
