@@ -44,6 +44,8 @@ as it is.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from enum import StrEnum
@@ -256,6 +258,25 @@ def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoC
     if "type" in override and override["type"] != derived.type:
         return UndoConfig(str(override["type"]), params, require_approval)
     return UndoConfig(derived.type, {**derived.params, **params}, require_approval)
+
+
+def bind_call(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+    """``method``'s arguments bound to their names (what a connector records, and where it finds an id or a
+    body however it was passed); :class:`ValidationError` when they do not fit the method. Each function's
+    signature is read once (this runs on every recorded call)."""
+    function = getattr(method, "__func__", None)
+    signature = _signature(method) if function is None else _signature(function, bound=True)
+    try:
+        return signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(function: Callable[..., Any], bound: bool = False) -> inspect.Signature:
+    """``function``'s signature; ``bound``: as a method bound to an object has it (its first parameter gone)."""
+    signature = inspect.signature(function)
+    return signature.replace(parameters=list(signature.parameters.values())[1:]) if bound else signature
 
 
 def plain_description(action: Action) -> str:

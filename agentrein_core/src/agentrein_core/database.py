@@ -72,8 +72,32 @@ def create_db_engine(url: str) -> Engine:
         sa.event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend == "postgresql":
-        return sa.create_engine(parsed, pool_pre_ping=True, **POOL)
+        engine = sa.create_engine(parsed, **POOL)
+        sa.event.listen(engine, "checkout", _ping_if_idle)
+        sa.event.listen(engine, "checkin", _note_last_use)
+        return engine
     raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
+
+
+#: A pooled PostgreSQL connection idle longer than this is pinged before it is handed out (the database may
+#: have restarted, or a proxy dropped it); one in steady use is not, which saves a round trip per transaction.
+IDLE_BEFORE_PING = 1.0
+
+
+def _note_last_use(_dbapi_connection: Any, record: Any) -> None:
+    record.info["last_use"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    last_use = record.info.get("last_use")
+    if last_use is None or time.monotonic() - last_use <= IDLE_BEFORE_PING:
+        return  # new, or just used
+    try:
+        dbapi_connection.execute("SELECT 1")
+        dbapi_connection.rollback()
+    except Exception as exc:
+        # The pool discards it and hands out a new connection instead (SQLAlchemy's documented protocol).
+        raise sa.exc.DisconnectionError(f"a pooled connection was lost ({exc})") from exc
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -102,7 +126,14 @@ def _switch_to_wal(cursor: Any) -> None:
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
+    # On the driver itself: a statement through SQLAlchemy would cost more than the BEGIN. Its error is
+    # wrapped as SQLAlchemy wraps the others (a busy database is an OperationalError, an outage).
+    begin = "BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN"
+    driver: Any = conn.connection.driver_connection
+    try:
+        driver.execute(begin)
+    except sqlite3.Error as exc:
+        raise sa.exc.DBAPIError.instance(begin, None, exc, sqlite3.Error) from exc
 
 
 def alembic_config(url: str) -> Config:

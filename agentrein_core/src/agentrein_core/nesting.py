@@ -8,28 +8,30 @@ limit). A value just under such a point can be stored and then never read again,
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON
 
 #: The most dicts and lists a recorded value may nest (``{"a": [1]}`` nests two).
 MAX_DEPTH = 64
+_CONTAINERS = (dict, list, tuple)
 
 
 def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests more than ``limit`` dicts and lists; found without recursion, so a value of
-    any depth (or one that contains itself) can be asked about."""
-    pending: list[tuple[object, int]] = [(value, 1)]
+    any depth (or one that contains itself) can be asked about. Only containers are visited (this runs on
+    every recorded call, several times)."""
+    if not isinstance(value, _CONTAINERS):
+        return False
+    pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
         item, level = pending.pop()
-        if isinstance(item, dict):
-            children: list[object] = list(item.values())
-        elif isinstance(item, list | tuple):
-            children = list(item)
-        else:
-            continue
         if level > limit:
             return True
-        pending.extend((child, level + 1) for child in children)
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, _CONTAINERS):
+                pending.append((child, level + 1))
     return False
 
 

@@ -223,6 +223,10 @@ def _entropy(text: str) -> float:
     return -sum(k / n * math.log2(k / n) for k in Counter(text).values())
 
 
+#: The longest text whose redaction is remembered (at most 10,000 texts are, a few MB).
+_REMEMBERED_TEXT = 300
+
+
 class Redactor:
     """Redacts one connector's payloads: the default fragments plus the connector's own."""
 
@@ -230,6 +234,7 @@ class Redactor:
         self.fragments = frozenset(DEFAULT_SENSITIVE_FIELDS | {normalise_key(f) for f in extra_fields})
         self._pattern = re.compile("|".join(re.escape(f) for f in sorted(self.fragments)))
         self._verdicts: dict[str, bool] = {}  # keys repeat from call to call: decide each once
+        self._texts: dict[str, str] = {}  # and so do short texts (methods, paths, URLs, statuses)
 
     def is_sensitive_key(self, key: str) -> bool:
         verdict = self._verdicts.get(key)
@@ -260,6 +265,14 @@ class Redactor:
         """``text`` with the value of every secret ``key=value`` (or ``key: value``), every known token, every
         credential in a URL path and every card number replaced (the rules of the module's docstring): error
         messages, plain-text bodies, api names, URLs, intents and reasons carry secrets in free text."""
+        redacted = self._texts.get(text)
+        if redacted is None:
+            redacted = self._redact_text(text)
+            if len(text) <= _REMEMBERED_TEXT and len(self._texts) < 10_000:
+                self._texts[text] = redacted
+        return redacted
+
+    def _redact_text(self, text: str) -> str:
         if looks_like_card_number(text):
             return REDACTED
         if "=" in text or ":" in text:  # the common case, a short text of neither, costs no regex

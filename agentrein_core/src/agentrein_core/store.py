@@ -12,9 +12,10 @@ through psycopg 3 and is the path for several processes or machines.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from attrs import frozen
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 
-from agentrein_core import rules, schema
+from agentrein_core import rules, schema, statements
 from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.database import alembic_config, create_db_engine, is_outage, resolve_database_url
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError
@@ -45,6 +46,7 @@ from agentrein_core.model import (
     Verification,
     Webhook,
 )
+from agentrein_core.prepared import Prepared
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalStatus,
@@ -58,20 +60,6 @@ from agentrein_core.statuses import (
 T = TypeVar("T")
 
 
-_TABLES: dict[type[Any], tuple[sa.Table, str]] = {
-    Organisation: (schema.organisations, "org_id"),
-    Session: (schema.sessions, "session_id"),
-    Action: (schema.actions, "action_id"),
-    Approval: (schema.approvals, "approval_id"),
-    Policy: (schema.policies, "policy_id"),
-    Rollback: (schema.rollbacks, "rollback_id"),
-    ApiKey: (schema.api_keys, "key_id"),
-    User: (schema.users, "user_id"),
-    Verification: (schema.verifications, "verification_id"),
-    Event: (schema.events, "event_id"),
-    Webhook: (schema.webhooks, "webhook_id"),
-    Delivery: (schema.deliveries, "delivery_id"),
-}
 #: Records written whole over their row, keyed by these columns (:meth:`Tx.upsert`).
 _UPSERTED: dict[type[Any], tuple[sa.Table, tuple[str, ...]]] = {
     ConnectorConfig: (schema.connector_configs, ("org_id", "connector")),
@@ -101,63 +89,7 @@ Observer = Callable[[frozenset[Change]], None]
 _CHANGES = frozenset(c.value for c in Change)
 
 
-def _select_by_id(table: sa.Table, key: str, scoped: bool = True) -> sa.Select[Any]:
-    """``SELECT * FROM table WHERE key = :key [AND org_id = :org]``, built once: statements are prebuilt at
-    import so the hot path (every wrapped call) pays for executing them, not for constructing them."""
-    stmt = sa.select(table).where(table.c[key] == sa.bindparam("key"))
-    return stmt.where(table.c.org_id == sa.bindparam("org")) if scoped else stmt
-
-
-_INSERT = {cls: table.insert() for cls, (table, _) in _TABLES.items()}
-_UNSCOPED = (Organisation, ApiKey, Event)  # looked up by id alone
-_BY_ID = {cls: _select_by_id(table, key, scoped=cls not in _UNSCOPED) for cls, (table, key) in _TABLES.items()}
-_S, _A, _P, _O = schema.sessions, schema.actions, schema.approvals, schema.organisations
-# Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
-# unqualified, so a correlated ``org_id = org_id`` would match every organisation.
-_ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == sa.bindparam("org"))
-_TAKE_SEQ = (
-    _S.update()
-    .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))
-    .values(last_seq=_S.c.last_seq + 1, last_activity_at=sa.bindparam("now"))
-    .returning(
-        _S.c.last_seq,
-        _S.c.agent_id,
-        _ORG_OF_SESSION.with_only_columns(_O.c.policy_version).scalar_subquery().label("policy_version"),
-        _ORG_OF_SESSION.with_only_columns(_O.c.plan).scalar_subquery().label("plan"),
-    )
-)
-_BUMP_POLICY_VERSION = (
-    _O.update().where(_O.c.org_id == sa.bindparam("org")).values(policy_version=_O.c.policy_version + 1)
-)
-_R = schema.rollbacks
-_UNDER_WAY = sorted(rules.ROLLBACK_UNDER_WAY)
-_NO_ROLLBACK_UNDER_WAY = ~sa.exists().where(_R.c.session_id == _S.c.session_id, _R.c.status.in_(_UNDER_WAY))
-#: Only an ACTIVE session that is not being rolled back accepts a new action.
-_TAKE_SEQ_ACTIVE = _TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE, _NO_ROLLBACK_UNDER_WAY)
-_TOUCH = _S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now"))
-_CONFIRM = (
-    _A.update()
-    .where(
-        _A.c.action_id == sa.bindparam("key"),
-        _A.c.org_id == sa.bindparam("org"),
-        _A.c.status == sa.bindparam("expected"),
-    )
-    .values(
-        status=sa.bindparam("new_status"),
-        response=sa.bindparam("response"),
-        undo=sa.bindparam("undo"),
-        updated_at=sa.bindparam("now"),
-    )
-    .returning(*_A.c)
-)
-_ENABLED_POLICIES = (
-    sa.select(schema.policies)
-    .where(schema.policies.c.org_id == sa.bindparam("org"), schema.policies.c.enabled.is_(True))
-    .order_by(schema.policies.c.created_at)
-)
-_ACTIONS_OF = sa.select(_A).where(_A.c.session_id == sa.bindparam("sid")).order_by(_A.c.seq)
-_APPROVALS_OF_SESSION = sa.select(_P).where(_P.c.session_id == sa.bindparam("sid")).order_by(_P.c.requested_at)
-_APPROVALS_OF_ACTION = sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at)
+_S, _A, _P = schema.sessions, schema.actions, schema.approvals
 
 
 def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
@@ -186,6 +118,7 @@ class Store:
         self._writer = self.engine.execution_options(write=True)
         self.dialect = self.engine.dialect.name
         self._sqlite_writers = threading.RLock()
+        self._held: tuple[int, Connection] | None = None  # (pid, connection): see _sqlite_writer
         self._observers: list[Observer] = []
         #: Whether :meth:`listen` runs, so that other processes' changes reach this one's observers at once.
         self.listening = False
@@ -215,6 +148,10 @@ class Store:
                 return None  # no alembic_version table: an empty database
 
     def close(self) -> None:
+        with self._sqlite_writers:
+            if self._held is not None and self._held[0] == os.getpid():
+                self._release(self._held[1])
+            self._held = None
         self.engine.dispose()
 
     def observe(self, observer: Observer) -> None:
@@ -253,12 +190,13 @@ class Store:
 
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
-        # SQLite has one writer at a time. Writers of this process queue on a lock, which hands over at once,
-        # rather than in SQLite's busy handler, which sleeps (up to 100 ms) between looks at the file lock.
-        queue = self._sqlite_writers if write and self.dialect == "sqlite" else nullcontext()
         try:
-            with queue, (self._writer if write else self.engine).connect() as conn:
-                yield conn
+            if write and self.dialect == "sqlite":
+                with self._sqlite_writer() as conn:
+                    yield conn
+            else:
+                with (self._writer if write else self.engine).connect() as conn:
+                    yield conn
         except OperationalError as exc:
             if not is_outage(exc):
                 raise  # the database answered, and failed: an error of AgentRein's, not an outage
@@ -266,6 +204,35 @@ class Store:
             raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
         except sa.exc.TimeoutError as exc:
             raise AgentReinUnavailableError(f"no database connection free in time ({exc})") from exc
+
+    @contextmanager
+    def _sqlite_writer(self) -> Iterator[Connection]:
+        """SQLite has one writer at a time. Writers of this process queue on a lock, which hands over at once,
+        rather than in SQLite's busy handler, which sleeps (up to 100 ms) between looks at the file lock; and
+        they share one connection, kept open, so a write pays for no pool checkout and return. A connection
+        a failed write leaves behind, or one a parent process opened before a fork, is not reused."""
+        with self._sqlite_writers:
+            held = self._held
+            if held is not None and (held[0] != os.getpid() or held[1].closed):
+                held = None
+            if held is None or held[1].in_transaction():  # none yet, or a write inside a write: its own
+                conn = self._writer.connect()
+                if held is None:
+                    self._held = (os.getpid(), conn)
+            else:
+                conn = held[1]
+            try:
+                yield conn
+            except BaseException:
+                self._release(conn)
+                raise
+            if self._held is None or self._held[1] is not conn:
+                conn.close()
+
+    def _release(self, conn: Connection) -> None:
+        if self._held is not None and self._held[1] is conn:
+            self._held = None
+        conn.close()
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
@@ -302,7 +269,7 @@ class Tx:
 
     # generic ------------------------------------------------------------------------------------------
     def insert(self, record: Any, **extra: Any) -> None:
-        self.conn.execute(_INSERT[type(record)], {**to_row(record), **extra})
+        statements.INSERT[type(record)].run(self.conn, {**to_row(record), **extra})
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -327,7 +294,7 @@ class Tx:
 
     def replace(self, record: T, **expected: Any) -> bool:
         """Write ``record`` over its row if the row still has the ``expected`` column values."""
-        table, key = _TABLES[type(record)]
+        table, key = statements.TABLES[type(record)]
         row = to_row(record)
         stmt = table.update().where(table.c[key] == row[key]).values(**row)
         for column, value in expected.items():
@@ -338,14 +305,15 @@ class Tx:
         """The ``cls`` record with id ``key`` in organisation ``org_id``; ``lock`` holds its row (PostgreSQL)."""
         if "\x00" in key:
             return None  # no id holds one (and PostgreSQL cannot even compare it)
-        stmt = _BY_ID[cls]
-        if lock and self.dialect == "postgresql":
-            stmt = stmt.with_for_update()
-        row = self.conn.execute(stmt, {"key": key, "org": org_id}).first()
-        return from_row(row, cls) if row is not None else None
+        stmt = (statements.BY_ID_LOCKED if lock and self.dialect == "postgresql" else statements.BY_ID)[cls]
+        row = stmt.run_first(self.conn, {"key": key, "org": org_id})
+        return from_columns(row, cls) if row is not None else None
 
     def _all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]:
         return [from_row(row, cls) for row in self.conn.execute(stmt, params)]
+
+    def _prepared(self, cls: type[T], stmt: Prepared, params: dict[str, Any]) -> list[T]:
+        return [from_columns(row, cls) for row in stmt.run(self.conn, params)]
 
     def announce(self, change: Change) -> None:
         """Tell the store's observers of ``change`` once this transaction commits (and, on PostgreSQL, other
@@ -448,7 +416,7 @@ class Tx:
         """Take one ``cls`` record whose ``due_at`` has come, pushing its ``due_at`` to ``lease_until`` so that
         no other worker takes it meanwhile (a crashed worker's record comes due again then). On PostgreSQL
         the row is taken ``FOR UPDATE SKIP LOCKED``, so workers claiming at once get different records."""
-        table, key = _TABLES[cls]
+        table, key = statements.TABLES[cls]
         due = (
             sa.select(table.c[key], table.c.due_at)
             .where(table.c.due_at.is_not(None), table.c.due_at <= now, *where)
@@ -542,14 +510,14 @@ class Tx:
         """Take the session's next action seq and mark it active now; None if there is no such session, or
         if ``only_active`` and it is not ``ACTIVE`` or is being rolled back. One statement, so concurrent
         callers never share a seq; it also reads what the write-ahead record needs of the organisation."""
-        stmt = _TAKE_SEQ_ACTIVE if only_active else _TAKE_SEQ
-        row = self.conn.execute(stmt, {"sid": session_id, "org": org_id, "now": now}).first()
+        stmt = statements.TAKE_SEQ_ACTIVE if only_active else statements.TAKE_SEQ
+        row = stmt.run_first(self.conn, {"sid": session_id, "org": org_id, "now": now})
         if row is None:
             return None
-        return SeqTaken(row.last_seq, row.agent_id, row.policy_version, Plan(row.plan))
+        return SeqTaken(row["last_seq"], row["agent_id"], row["policy_version"], Plan(row["plan"]))
 
     def touch_session(self, session_id: str, now: datetime) -> None:
-        self.conn.execute(_TOUCH, {"sid": session_id, "now": now})
+        statements.TOUCH.run(self.conn, {"sid": session_id, "now": now})
 
     def sessions_idle_since(self, cutoff: datetime, limit: int = 500) -> list[Session]:
         t = schema.sessions
@@ -607,7 +575,7 @@ class Tx:
         return [(from_row(row, Action), row.agent_id) for row in self.conn.execute(stmt)]
 
     def actions_of(self, session_id: str) -> list[Action]:
-        return self._all(Action, _ACTIONS_OF, {"sid": session_id})
+        return self._prepared(Action, statements.ACTIONS_OF, {"sid": session_id})
 
     def set_action_outcome(
         self,
@@ -630,18 +598,18 @@ class Tx:
             "undo": undo,
             "now": now,
         }
-        row = self.conn.execute(_CONFIRM, params).first()
-        return from_row(row, Action) if row is not None else None
+        row = statements.CONFIRM.run_first(self.conn, params)
+        return from_columns(row, Action) if row is not None else None
 
     # approvals ----------------------------------------------------------------------------------------
     def approval(self, org_id: str, approval_id: str) -> Approval | None:
         return self._one(Approval, approval_id, org_id)
 
     def approvals_of_session(self, session_id: str) -> list[Approval]:
-        return self._all(Approval, _APPROVALS_OF_SESSION, {"sid": session_id})
+        return self._prepared(Approval, statements.APPROVALS_OF_SESSION, {"sid": session_id})
 
     def approvals_of_action(self, action_id: str) -> list[Approval]:
-        return self._all(Approval, _APPROVALS_OF_ACTION, {"aid": action_id})
+        return self._prepared(Approval, statements.APPROVALS_OF_ACTION, {"aid": action_id})
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None) -> list[Approval]:
         t = schema.approvals
@@ -721,10 +689,10 @@ class Tx:
         return self._one(Policy, policy_id, org_id)
 
     def enabled_policies(self, org_id: str) -> list[Policy]:
-        return self._all(Policy, _ENABLED_POLICIES, {"org": org_id})
+        return self._prepared(Policy, statements.ENABLED_POLICIES, {"org": org_id})
 
     def bump_policy_version(self, org_id: str) -> None:
-        self.conn.execute(_BUMP_POLICY_VERSION, {"org": org_id})
+        statements.BUMP_POLICY_VERSION.run(self.conn, {"org": org_id})
 
     def policies_of(self, org_id: str) -> list[Policy]:
         t = schema.policies
@@ -741,7 +709,9 @@ class Tx:
 
     def active_rollback(self, session_id: str) -> Rollback | None:
         t = schema.rollbacks
-        row = self.conn.execute(sa.select(t).where(t.c.session_id == session_id, t.c.status.in_(_UNDER_WAY))).first()
+        row = self.conn.execute(
+            sa.select(t).where(t.c.session_id == session_id, t.c.status.in_(rules.ROLLBACK_UNDER_WAY))
+        ).first()
         return from_row(row, Rollback) if row is not None else None
 
     def latest_rollback(self, session_id: str) -> Rollback | None:

@@ -67,6 +67,29 @@ class PolicySets:
         return enabled
 
 
+class RecentConnectors:
+    """The connector of each action this process recorded lately, so that confirming one (its response is
+    redacted by its connector's rules) need not read its record first. An action's connector never changes;
+    an action not found here (recorded by another process, or long ago) is read as before."""
+
+    #: How many are kept: the calls in flight at once, with a wide margin.
+    KEPT = 10_000
+
+    def __init__(self) -> None:
+        self._by_action: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, action_id: str, connector: str) -> None:
+        with self._lock:
+            if len(self._by_action) >= self.KEPT:
+                del self._by_action[next(iter(self._by_action))]  # the oldest
+            self._by_action[action_id] = connector
+
+    def take(self, action_id: str) -> str | None:
+        with self._lock:
+            return self._by_action.pop(action_id, None)
+
+
 class UseCases:
     """Base of the use-case areas: the collaborators they share, set once by the engine."""
 
@@ -84,3 +107,4 @@ class UseCases:
     retention: timedelta
     waiters: Waiters
     policy_sets: PolicySets
+    recent_connectors: RecentConnectors

@@ -15,7 +15,7 @@ from datetime import timedelta
 from agentrein_core import notifications
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.engine.accounts import Accounts
-from agentrein_core.engine.base import PolicySets, Waiters
+from agentrein_core.engine.base import PolicySets, RecentConnectors, Waiters
 from agentrein_core.engine.checks import IntentChecking
 from agentrein_core.engine.maintenance import Maintenance
 from agentrein_core.engine.outbox import Outbox
@@ -60,5 +60,6 @@ class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, Inten
         self.delivery_retry_after = delivery_retry_after
         self.retention = retention or retention_from_environment()
         self.policy_sets = PolicySets()
+        self.recent_connectors = RecentConnectors()
         self.waiters = Waiters(store)
         store.observe(self.waiters.observe)

@@ -251,6 +251,7 @@ class Recording(UseCases):
             raise blocked
         if no_gates is not None:
             raise no_gates
+        self.recent_connectors.remember(action_id, action.connector)
         return LoggedAction(action, approval)
 
     def confirm_action(
@@ -269,8 +270,9 @@ class Recording(UseCases):
         validation.undo_params(undo)
         now = self.clock()
         with self.store.transaction() as tx:
-            # Redacted by the action's connector, known only from its record (one read by primary key).
-            redactor = self.redactors.of(action_of(tx, org_id, action_id).connector)
+            # Redacted by the action's connector: known if this process recorded it, else read from its record.
+            connector = self.recent_connectors.take(action_id) or action_of(tx, org_id, action_id).connector
+            redactor = self.redactors.of(connector)
             undo = redactor.redact_undo(undo)
             done = tx.set_action_outcome(
                 org_id,

@@ -30,7 +30,16 @@ from github.GithubException import GithubException, UnknownObjectException
 from github.GithubObject import GithubObject
 from github.PaginatedList import PaginatedList
 
-from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, Undoable, UndoOutlook, merge_undo
+from agentrein_core.connector import (
+    Connector,
+    PreparedCall,
+    Setting,
+    SettingKind,
+    Undoable,
+    UndoOutlook,
+    bind_call,
+    merge_undo,
+)
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.statuses import OperationType
@@ -443,10 +452,7 @@ class _Call:
 
     def __init__(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.method = method
-        try:
-            self.bound = inspect.signature(method).bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
+        self.bound = bind_call(method, args, kwargs)
         parameters = self.bound.signature.parameters
         self.named: dict[str, Any] = {}
         for name, value in self.bound.arguments.items():

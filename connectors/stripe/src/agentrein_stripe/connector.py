@@ -24,7 +24,16 @@ from typing import Any, ClassVar
 import stripe
 from stripe._stripe_service import StripeService
 
-from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, Undoable, UndoOutlook, merge_undo
+from agentrein_core.connector import (
+    Connector,
+    PreparedCall,
+    Setting,
+    SettingKind,
+    Undoable,
+    UndoOutlook,
+    bind_call,
+    merge_undo,
+)
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.statuses import OperationType
@@ -395,10 +404,7 @@ class _Call:
         self.kwargs = kwargs
         self.bound: inspect.BoundArguments | None = None
         if not legacy:
-            try:
-                self.bound = inspect.signature(method).bind(*args, **kwargs)
-            except TypeError as exc:
-                raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
+            self.bound = bind_call(method, args, kwargs)
 
     @property
     def object_id(self) -> str | None:

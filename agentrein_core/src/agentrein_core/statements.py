@@ -1,0 +1,112 @@
+"""The store's prebuilt statements: built once at import and prepared on the driver (:mod:`prepared`), so that
+the hot path (every recorded call) pays for executing them, not for constructing or compiling them.
+
+Each takes named parameters: ``key`` (a record's id), ``org`` (its organisation), ``sid`` (a session),
+``aid`` (an action), ``now``, and those named where the statement is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from agentrein_core import rules, schema
+from agentrein_core.model import (
+    Action,
+    ApiKey,
+    Approval,
+    Delivery,
+    Event,
+    Organisation,
+    Policy,
+    Rollback,
+    Session,
+    User,
+    Verification,
+    Webhook,
+)
+from agentrein_core.prepared import Prepared
+from agentrein_core.statuses import SessionStatus
+
+#: Each record's table and primary key.
+TABLES: dict[type[Any], tuple[sa.Table, str]] = {
+    Organisation: (schema.organisations, "org_id"),
+    Session: (schema.sessions, "session_id"),
+    Action: (schema.actions, "action_id"),
+    Approval: (schema.approvals, "approval_id"),
+    Policy: (schema.policies, "policy_id"),
+    Rollback: (schema.rollbacks, "rollback_id"),
+    ApiKey: (schema.api_keys, "key_id"),
+    User: (schema.users, "user_id"),
+    Verification: (schema.verifications, "verification_id"),
+    Event: (schema.events, "event_id"),
+    Webhook: (schema.webhooks, "webhook_id"),
+    Delivery: (schema.deliveries, "delivery_id"),
+}
+
+
+def _select_by_id(table: sa.Table, key: str, scoped: bool) -> sa.Select[Any]:
+    """``SELECT * FROM table WHERE key = :key [AND org_id = :org]``."""
+    stmt = sa.select(table).where(table.c[key] == sa.bindparam("key"))
+    return stmt.where(table.c.org_id == sa.bindparam("org")) if scoped else stmt
+
+
+_UNSCOPED = (Organisation, ApiKey, Event)  # looked up by id alone
+INSERT = {cls: Prepared(table.insert()) for cls, (table, _) in TABLES.items()}
+_SELECTS = {cls: _select_by_id(table, key, scoped=cls not in _UNSCOPED) for cls, (table, key) in TABLES.items()}
+BY_ID = {cls: Prepared(stmt) for cls, stmt in _SELECTS.items()}
+#: The same, holding the row until the transaction ends (PostgreSQL; SQLite's writer holds the whole file).
+BY_ID_LOCKED = {cls: Prepared(stmt.with_for_update()) for cls, stmt in _SELECTS.items()}
+
+_S, _A, _P, _O, _R = schema.sessions, schema.actions, schema.approvals, schema.organisations, schema.rollbacks
+# Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
+# unqualified, so a correlated ``org_id = org_id`` would match every organisation.
+_ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == sa.bindparam("org"))
+_TAKE_SEQ = (
+    _S.update()
+    .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))
+    .values(last_seq=_S.c.last_seq + 1, last_activity_at=sa.bindparam("now"))
+    .returning(
+        _S.c.last_seq,
+        _S.c.agent_id,
+        _ORG_OF_SESSION.with_only_columns(_O.c.policy_version).scalar_subquery().label("policy_version"),
+        _ORG_OF_SESSION.with_only_columns(_O.c.plan).scalar_subquery().label("plan"),
+    )
+)
+# Spelled as ORs: a prepared statement has a fixed parameter list (an IN list would expand per execution).
+_NO_ROLLBACK_UNDER_WAY = ~sa.exists().where(
+    _R.c.session_id == _S.c.session_id, sa.or_(*(_R.c.status == status for status in sorted(rules.ROLLBACK_UNDER_WAY)))
+)
+#: Take the session's next seq, mark it active ``now``, and read what a write-ahead record needs.
+TAKE_SEQ = Prepared(_TAKE_SEQ)
+#: The same, only for an ACTIVE session that is not being rolled back (the only kind that accepts a new action).
+TAKE_SEQ_ACTIVE = Prepared(_TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE, _NO_ROLLBACK_UNDER_WAY))
+TOUCH = Prepared(_S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now")))
+#: An action's outcome, ``expected -> new_status``, guarded by its current status.
+CONFIRM = Prepared(
+    _A.update()
+    .where(
+        _A.c.action_id == sa.bindparam("key"),
+        _A.c.org_id == sa.bindparam("org"),
+        _A.c.status == sa.bindparam("expected"),
+    )
+    .values(
+        status=sa.bindparam("new_status"),
+        response=sa.bindparam("response"),
+        undo=sa.bindparam("undo"),
+        updated_at=sa.bindparam("now"),
+    )
+    .returning(*_A.c)
+)
+BUMP_POLICY_VERSION = Prepared(
+    _O.update().where(_O.c.org_id == sa.bindparam("org")).values(policy_version=_O.c.policy_version + 1)
+)
+ENABLED_POLICIES = Prepared(
+    sa.select(schema.policies)
+    .where(schema.policies.c.org_id == sa.bindparam("org"), schema.policies.c.enabled.is_(True))
+    .order_by(schema.policies.c.created_at)
+)
+ACTIONS_OF = Prepared(sa.select(_A).where(_A.c.session_id == sa.bindparam("sid")).order_by(_A.c.seq))
+APPROVALS_OF_SESSION = Prepared(sa.select(_P).where(_P.c.session_id == sa.bindparam("sid")).order_by(_P.c.requested_at))
+APPROVALS_OF_ACTION = Prepared(sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at))

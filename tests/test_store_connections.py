@@ -1,0 +1,57 @@
+"""How the store holds its database connections: SQLite writers share one connection, kept open, that a failed
+write does not pass on; a PostgreSQL connection lost while idle in the pool is replaced before use."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from agentrein_core import database
+from agentrein_core.clock import utcnow
+from agentrein_core.errors import InvalidTransitionError
+from agentrein_core.ids import new_id
+from agentrein_core.model import Organisation
+from agentrein_core.statuses import Plan
+from agentrein_core.store import Store
+
+
+def add_organisation(store: Store, org_id: str | None = None) -> str:
+    org_id = org_id or new_id("org")
+    with store.transaction() as tx:
+        tx.insert(Organisation(org_id, f"org {org_id}", Plan.TEAM, utcnow()))
+    return org_id
+
+
+def organisations(store: Store) -> set[str]:
+    with store.transaction(write=False) as tx:
+        return {org.org_id for org in tx.organisations()}
+
+
+def test_a_write_after_a_failed_write_is_committed(tmp_path: os.PathLike[str]) -> None:
+    store = Store(f"sqlite:///{tmp_path}/a.db")
+    first = add_organisation(store)
+    with pytest.raises(InvalidTransitionError):
+        add_organisation(store, first)  # the same id again: the write fails, and its connection is let go
+    second = add_organisation(store)
+    assert organisations(store) == {first, second}
+    store.close()
+
+
+def test_a_postgres_connection_lost_while_idle_is_replaced_before_it_is_used(
+    own_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database, "IDLE_BEFORE_PING", 0.0)
+    store = Store(own_postgres_url)
+    add_organisation(store)  # a connection is in the pool now
+    dsn = own_postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert ended  # the pooled connection's server process is gone
+    org_id = add_organisation(store)
+    assert org_id in organisations(store)
+    store.close()
