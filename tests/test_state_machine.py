@@ -260,6 +260,11 @@ class EngineMachine(RuleBasedStateMachine):
                 all_approvals[approval.approval_id] = approval
                 self.check_approval(approval)
 
+        # The list filtered by each display status (in SQL) holds exactly the sessions that display it.
+        for shown in DisplayStatus:
+            page = self.engine.list_sessions(self.org_id, 1000, display_status=shown)
+            assert {s.id for s in page.sessions} == {sid for sid, v in views.items() if v.display_status is shown}
+
         listed = {p.approval_id: p for p in self.engine.list_approvals(self.org_id)}
         assert set(listed) == set(all_approvals)
         for approval_id, info in listed.items():

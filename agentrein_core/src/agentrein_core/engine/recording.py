@@ -23,7 +23,15 @@ from agentrein_core.engine.consequences import (
     open_approval,
     queue_check,
 )
-from agentrein_core.engine.records import action_of, read_session, replace, session_of, set_session_status, undo_row
+from agentrein_core.engine.records import (
+    action_of,
+    read_session,
+    read_sessions,
+    replace,
+    session_of,
+    set_session_status,
+    undo_row,
+)
 from agentrein_core.errors import (
     ApprovalRejectedError,
     InvalidTransitionError,
@@ -45,10 +53,6 @@ from agentrein_core.statuses import (
     SessionStatus,
 )
 from agentrein_core.views import LoggedAction, SessionInfo, SessionPage, shortened
-
-#: A listing filtered by display status (derived, so filtered after reading) reads at most this many
-#: sessions per page, then answers with what it found and a cursor to go on from.
-MAX_SCANNED = 2_000
 
 
 class Recording(UseCases):
@@ -114,32 +118,21 @@ class Recording(UseCases):
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
         shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
         position = _decode_cursor(cursor) if cursor else None
-        found: list[SessionInfo] = []
-        scanned = 0
         with self.store.transaction(write=False) as tx:
-            while True:
-                batch = tx.list_sessions(
-                    org_id,
-                    limit,
-                    status=stored,
-                    agent_id=agent_id,
-                    created_after=created_after,
-                    created_before=created_before,
-                    after=position,
-                )
-                for session in batch:
-                    position = (session.created_at, session.session_id)
-                    scanned += 1
-                    view = read_session(tx, session)
-                    # The display status is derived, so it is filtered here rather than in SQL.
-                    if shown is None or view.display_status is shown:
-                        found.append(view)
-                        if len(found) == limit:
-                            return SessionPage(found, _encode_cursor(position))
-                    if scanned >= MAX_SCANNED:  # a rare display status: answer now, go on from here next time
-                        return SessionPage(found, _encode_cursor(position))
-                if len(batch) < limit:
-                    return SessionPage(found, None)
+            batch = tx.list_sessions(
+                org_id,
+                limit,
+                status=stored,
+                display_status=shown,
+                agent_id=agent_id,
+                created_after=created_after,
+                created_before=created_before,
+                after=position,
+            )
+            found = read_sessions(tx, batch)
+        if len(batch) < limit:
+            return SessionPage(found, None)
+        return SessionPage(found, _encode_cursor((batch[-1].created_at, batch[-1].session_id)))
 
     def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
         """The agent is done: ``COMPLETED``, and the session's intent check is queued. Refused while a

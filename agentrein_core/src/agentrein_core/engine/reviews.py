@@ -18,7 +18,7 @@ from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
 from agentrein_core.errors import InvalidTransitionError
-from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.model import Action, Approval, Session
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
 from agentrein_core.store import Change, Tx
@@ -35,13 +35,12 @@ class Reviews(UseCases):
         """Approvals of the organisation, pending first and oldest first."""
         status = ApprovalStatus(status) if status is not None else None
         with self.store.transaction(write=False) as tx:
-            return self._explained(tx, tx.list_approvals(org_id, status))
+            return self._explain(tx, tx.list_approvals(org_id, status), self.clock())
 
     def approval_queue(self, org_id: str, decided: int = 20) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
         """What a reviewer's queue shows: every pending approval, those someone waits for first (the agent, a
         rollback) by time left, then after-execution reviews by time left; and the ``decided`` latest
-        decisions (newest first). Read in two queries however long the history, and two more per session
-        shown (its actions and rollbacks, for what each decision does)."""
+        decisions (newest first). Read in a fixed number of queries however long the history."""
         now = self.clock()
         with self.store.transaction(write=False) as tx:
             pending, latest = tx.approval_queue(org_id, decided)
@@ -57,17 +56,16 @@ class Reviews(UseCases):
         found = [(p, action_of(tx, p.org_id, p.action_id), session_of(tx, p.org_id, p.session_id)) for p in approvals]
         return self._explain(tx, found, self.clock())
 
-    def _explain(self, tx: Tx, found: Iterable[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
-        """Each approval as read with what its decision does: its session's actions and rollbacks are read
-        once per session."""
-        sessions: dict[str, tuple[list[Action], list[Rollback]]] = {}
-        shown = []
-        for approval, action, session in found:
-            sid = session.session_id
-            if sid not in sessions:
-                sessions[sid] = (tx.actions_of(sid), tx.rollbacks_of(sid))
-            shown.append(approval_info(approval, action, session, now, (*sessions[sid], self.words)))
-        return shown
+    def _explain(self, tx: Tx, found: list[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
+        """Each approval as read with what its decision does: the actions and rollbacks of all their sessions
+        are read in one query apiece."""
+        ids = sorted({session.session_id for _, _, session in found})
+        actions, rollbacks = tx.actions_of_sessions(ids), tx.rollbacks_of_sessions(ids)
+        return [
+            approval_info(approval, action, session, now, (actions[sid], rollbacks.get(sid, []), self.words))
+            for approval, action, session in found
+            for sid in (session.session_id,)
+        ]
 
     def count_pending_approvals(self) -> int:
         """Approvals waiting for a decision, in all organisations (for metrics)."""

@@ -211,8 +211,9 @@ class Rollbacks(UseCases):
         session = session_of(tx, job.org_id, job.session_id)
         paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
         while True:
-            actions = tx.actions_of(job.session_id)
-            step = rollback.next_step(job, actions, tx.approvals_of_session(job.session_id))
+            # The chain's head alone, and its approvals: a step costs the same in a session of any length.
+            head = tx.next_to_undo(job.session_id, only_requested=not job.whole_session)
+            step = rollback.next_step(job, head, tx.approvals_of_action(head[0].action_id) if head else [])
             if isinstance(step, rollback.RunUndo):
                 return self._renew(tx, job, token), step
             if isinstance(step, rollback.Skip):
@@ -232,7 +233,8 @@ class Rollbacks(UseCases):
                 return self._renew(tx, job, token, **finished(RollbackStatus.FAILED, now), error=error), None
             else:
                 if job.whole_session:
-                    set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
+                    after = rules.session_status_after_rollback(session, tx.actions_of(job.session_id))
+                    set_session_status(tx, session, after)
                 return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
 
     def _mark_in_progress(self, job: Rollback, token: str, action: Action) -> tuple[Action, Rollback]:
