@@ -52,6 +52,7 @@ from agentrein_core.store import Store
 from server import POSTGRES_ENV, fresh_postgres, run_server  # bench/server.py, beside this script
 
 AIM_MS = 50.0
+TIMEOUT = 60.0  # seconds a request may take before it is reported as unanswered
 AIM_UNDOS = 200.0
 PASSWORD = "bench scale password"
 ADMIN = "admin@bench.example"
@@ -294,7 +295,10 @@ def timed(fetch: Callable[[], httpx.Response], repeat: int, budget: float) -> tu
     """Milliseconds of ``repeat`` fetches (fewer if they take longer than ``budget`` seconds in all, at least
     3), after one that warms up; and any answer that was not 2xx."""
     bad = ""
-    first = fetch()
+    try:
+        first = fetch()
+    except httpx.TimeoutException:
+        return [TIMEOUT * 1000], f"no answer in {TIMEOUT:.0f} s"
     if first.status_code >= 400:
         bad = f"{first.status_code}: {first.text[:200]}"
     samples: list[float] = []
@@ -391,8 +395,8 @@ def measure_server(seeded: Seeded, workdir: Path, label: str, repeat: int) -> li
     with run_server(label, seeded.url, workdir, key=seeded.key) as server:
         headers = {"authorization": f"Bearer {seeded.key}"}
         with (
-            httpx.Client(base_url=server.url, headers=headers, timeout=120) as api,
-            httpx.Client(base_url=server.url, timeout=120) as browser,
+            httpx.Client(base_url=server.url, headers=headers, timeout=TIMEOUT) as api,
+            httpx.Client(base_url=server.url, timeout=TIMEOUT) as browser,
         ):
             pages = Dashboard(browser)
             for name, fetch in requests_of(seeded, api, pages):

@@ -520,6 +520,18 @@ def test_a_display_status_filter_fills_its_pages_however_many_other_sessions_lie
     assert last == {"sessions": [], "nextCursor": None}
 
 
+def test_the_approval_list_answers_a_page_at_a_time_and_links_the_next(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(3):
+        api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+    everything = [p["approvalId"] for p in api.get("/approvals", params={"status": "PENDING"}).json()]
+    first = api.get("/approvals", params={"status": "PENDING", "limit": 2})
+    assert [p["approvalId"] for p in first.json()] == everything[:2]
+    last = api.get(first.links["next"]["url"])
+    assert [p["approvalId"] for p in last.json()] == everything[2:]
+    assert "link" not in last.headers and len(everything) == 3
+
+
 def test_the_approval_list_has_exactly_the_status_reference_fields(api: httpx.Client) -> None:
     session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
     api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})

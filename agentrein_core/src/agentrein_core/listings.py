@@ -120,14 +120,23 @@ class Listings:
             stmt = stmt.where(_A.c.undo_requested.is_(True))
         return self._all(Action, stmt.order_by(_A.c.seq.desc()).limit(1))
 
-    def list_approvals(self, org_id: str, status: ApprovalStatus | None) -> Joined:
+    def list_approvals(
+        self,
+        org_id: str,
+        status: ApprovalStatus | None,
+        limit: int | None = None,
+        after: tuple[int, datetime, str] | None = None,
+    ) -> Joined:
         """The organisation's approvals, pending first and oldest first (the order a reviewer works in), each
-        with its action and session, in one query."""
+        with its action and session, in one query; at most ``limit``, from after the keyset position ``after``
+        (:func:`approval_position` of the last approval of the previous page)."""
         stmt = _joined(org_id)
         if status is not None:
             stmt = stmt.where(_P.c.status == status)
-        pending_first = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
-        return self._approval_rows(stmt.order_by(pending_first, _P.c.requested_at, _P.c.approval_id))
+        key = (_PENDING_FIRST, _P.c.requested_at, _P.c.approval_id)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))
+        return self._approval_rows(stmt.order_by(*key).limit(limit))
 
     def approval_queue(self, org_id: str, decided: int) -> tuple[Joined, Joined]:
         """Pending approvals (oldest first) and the ``decided`` latest decisions (newest first), each with its
@@ -150,6 +159,14 @@ class Listings:
             (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
             for row in self.conn.execute(stmt)
         ]
+
+
+_PENDING_FIRST = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
+
+
+def approval_position(approval: Approval) -> tuple[int, datetime, str]:
+    """Where ``approval`` sorts in :meth:`Listings.list_approvals`."""
+    return (0 if approval.status is ApprovalStatus.PENDING else 1, approval.requested_at, approval.approval_id)
 
 
 def _joined(org_id: str) -> sa.Select[Any]:

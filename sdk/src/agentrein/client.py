@@ -129,11 +129,11 @@ class AgentRein:
             self._journal.replay(self._mode)
             completed = self._mode.complete_session(session_id)
         except AgentReinUnavailableError as exc:
-            completed = self._journal.complete_offline(session_id)
-            if completed is None:
+            offline = self._journal.complete_offline(session_id)
+            if offline is None:
                 raise
             self._journal.warn_unavailable(exc, stacklevel=3)
-            return completed
+            return offline
         self._clients.settled(completed)
         return completed
 

@@ -11,18 +11,20 @@ from datetime import datetime
 
 from attrs import evolve
 
+import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import decisions, rules
 from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
-from agentrein_core.errors import InvalidTransitionError
+from agentrein_core.errors import InvalidTransitionError, ValidationError
+from agentrein_core.listings import approval_position
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
 from agentrein_core.store import Change, Tx
-from agentrein_core.views import ApprovalInfo, approval_info, queue_order
+from agentrein_core.views import ApprovalInfo, ApprovalPage, approval_info, queue_order
 
 
 class Reviews(UseCases):
@@ -32,10 +34,36 @@ class Reviews(UseCases):
             return shown
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
-        """Approvals of the organisation, pending first and oldest first."""
+        """Approvals of the organisation, pending first and oldest first: all of them, explained."""
+        return self.approval_page(org_id, status).approvals
+
+    def approval_page(
+        self,
+        org_id: str,
+        status: ApprovalStatus | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        explained: bool = True,
+    ) -> ApprovalPage:
+        """One page of the organisation's approvals, pending first and oldest first (at most ``limit``, 1 to
+        1000; all without it); pass its ``next_cursor`` back as ``cursor`` for the next. Without
+        ``explained`` the fields of :data:`~agentrein_core.views.EXPLAINED_FIELDS` are left out, and the
+        approvals' sessions are not read."""
         status = ApprovalStatus(status) if status is not None else None
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
+            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        after = cursors.decode(cursor, (int, datetime, str)) if cursor else None
+        now = self.clock()
         with self.store.transaction(write=False) as tx:
-            return self._explain(tx, tx.list_approvals(org_id, status), self.clock())
+            found = tx.list_approvals(org_id, status, limit, after)
+            if explained:
+                shown = self._explain(tx, found, now)
+            else:
+                shown = [approval_info(approval, action, session, now) for approval, action, session in found]
+        if limit is None or len(found) < limit:
+            return ApprovalPage(shown, None)
+        return ApprovalPage(shown, cursors.encode(approval_position(found[-1][0])))
 
     def approval_queue(self, org_id: str, decided: int = 20) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
         """What a reviewer's queue shows: every pending approval, those someone waits for first (the agent, a
