@@ -138,17 +138,25 @@ class Listings:
             stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))
         return self._approval_rows(stmt.order_by(*key).limit(limit))
 
-    def approval_queue(self, org_id: str, decided: int) -> tuple[Joined, Joined]:
-        """Pending approvals (oldest first) and the ``decided`` latest decisions (newest first), each with its
-        action and session, joined in one query apiece."""
+    def approval_queue(self, org_id: str, decided: int, shown: int) -> tuple[Joined, Joined, int]:
+        """The ``shown`` pending approvals a reviewer decides first (in the order of
+        :func:`agentrein_core.views.queue_order`: those someone waits for first, then least time left first),
+        the ``decided`` latest decisions (newest first), each with its action and session, joined in one query
+        apiece; and how many approvals are pending in all."""
         joined = _joined(org_id)
-        pending = joined.where(_P.c.status == ApprovalStatus.PENDING).order_by(_P.c.requested_at, _P.c.approval_id)
+        waited_for = sa.case((_P.c.purpose.in_(sorted(rules.BLOCKING_PURPOSES)), 0), else_=1)
+        pending = (
+            joined.where(_P.c.status == ApprovalStatus.PENDING)
+            .order_by(waited_for, _P.c.timeout_at, _P.c.approval_id)
+            .limit(shown)
+        )
         latest = (
             joined.where(_P.c.status != ApprovalStatus.PENDING)
             .order_by(_P.c.resolved_at.desc(), _P.c.approval_id.desc())
             .limit(decided)
         )
-        return self._approval_rows(pending), self._approval_rows(latest)
+        waiting = sa.select(sa.func.count()).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        return self._approval_rows(pending), self._approval_rows(latest), int(self.conn.execute(waiting).scalar_one())
 
     def _approval_rows(self, stmt: Any) -> Joined:
         def part(row: Any, table: str, cls: type[T]) -> T:

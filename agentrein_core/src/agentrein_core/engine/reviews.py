@@ -65,14 +65,17 @@ class Reviews(UseCases):
             return ApprovalPage(shown, None)
         return ApprovalPage(shown, cursors.encode(approval_position(found[-1][0])))
 
-    def approval_queue(self, org_id: str, decided: int = 20) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
-        """What a reviewer's queue shows: every pending approval, those someone waits for first (the agent, a
-        rollback) by time left, then after-execution reviews by time left; and the ``decided`` latest
-        decisions (newest first). Read in a fixed number of queries however long the history."""
+    def approval_queue(
+        self, org_id: str, decided: int = 20, shown: int = 100
+    ) -> tuple[list[ApprovalInfo], list[ApprovalInfo], int]:
+        """What a reviewer's queue shows: the ``shown`` pending approvals to decide first, those someone waits
+        for (the agent, a rollback) first by time left, then after-execution reviews by time left; the
+        ``decided`` latest decisions (newest first); and how many are pending in all. Read in a fixed number
+        of queries however long the queue and the history."""
         now = self.clock()
         with self.store.transaction(write=False) as tx:
-            pending, latest = tx.approval_queue(org_id, decided)
-            return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now)
+            pending, latest, waiting = tx.approval_queue(org_id, decided, shown)
+            return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now), waiting
 
     def words(self, action: Action) -> decisions.ActionWords:
         """``action`` in its connector's words: the engine's connectors, else (an engine given none, as the
