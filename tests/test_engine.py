@@ -378,23 +378,19 @@ def awaiting_approval(engine: Engine, org_id: str, sessions: int) -> None:
         log(engine, org_id, session.session_id, "payouts.create", requires_approval=True)
 
 
-def test_a_page_of_sessions_is_read_in_as_many_queries_for_many_sessions_as_for_one(engine: Engine) -> None:
+@pytest.mark.parametrize("listing", ["sessions", "approvals"])
+def test_a_list_is_read_in_as_many_queries_for_many_sessions_as_for_one(engine: Engine, listing: str) -> None:
     org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+
+    def listed() -> list[Any]:
+        if listing == "sessions":
+            return list(engine.list_sessions(org.org_id).sessions)
+        return list(engine.list_approvals(org.org_id))
+
     awaiting_approval(engine, org.org_id, 1)
     with statements(engine) as one:
-        engine.list_sessions(org.org_id)
+        listed()
     awaiting_approval(engine, org.org_id, 5)
     with statements(engine) as six:
-        assert len(engine.list_sessions(org.org_id).sessions) == 6
-    assert len(six) == len(one)
-
-
-def test_the_approval_list_is_read_in_as_many_queries_for_many_sessions_as_for_one(engine: Engine) -> None:
-    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    awaiting_approval(engine, org.org_id, 1)
-    with statements(engine) as one:
-        engine.list_approvals(org.org_id)
-    awaiting_approval(engine, org.org_id, 5)
-    with statements(engine) as six:
-        assert len(engine.list_approvals(org.org_id)) == 6
+        assert len(listed()) == 6
     assert len(six) == len(one)
