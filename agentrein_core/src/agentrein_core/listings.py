@@ -130,31 +130,26 @@ class Listings:
         """The organisation's approvals, pending first and oldest first (the order a reviewer works in), each
         with its action and session, in one query; at most ``limit``, from after the keyset position ``after``
         (:func:`approval_position` of the last approval of the previous page)."""
-        stmt = _joined(org_id)
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id)
         if status is not None:
-            stmt = stmt.where(_P.c.status == status)
+            chosen = chosen.where(_P.c.status == status)
         key = (_PENDING_FIRST, _P.c.requested_at, _P.c.approval_id)
         if after is not None:
-            stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))
-        return self._approval_rows(stmt.order_by(*key).limit(limit))
+            chosen = chosen.where(sa.tuple_(*key) > sa.tuple_(*after))
+        return self._approval_rows(_page_of(org_id, chosen.order_by(*key).limit(limit), key))
 
     def approval_queue(self, org_id: str, decided: int, shown: int) -> tuple[Joined, Joined, int]:
         """The ``shown`` pending approvals a reviewer decides first (in the order of
         :func:`agentrein_core.views.queue_order`: those someone waits for first, then least time left first),
         the ``decided`` latest decisions (newest first), each with its action and session, joined in one query
         apiece; and how many approvals are pending in all."""
-        joined = _joined(org_id)
         waited_for = sa.case((_P.c.purpose.in_(sorted(rules.BLOCKING_PURPOSES)), 0), else_=1)
-        pending = (
-            joined.where(_P.c.status == ApprovalStatus.PENDING)
-            .order_by(waited_for, _P.c.timeout_at, _P.c.approval_id)
-            .limit(shown)
-        )
-        latest = (
-            joined.where(_P.c.status != ApprovalStatus.PENDING)
-            .order_by(_P.c.resolved_at.desc(), _P.c.approval_id.desc())
-            .limit(decided)
-        )
+        first = (waited_for, _P.c.timeout_at, _P.c.approval_id)
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        pending = _page_of(org_id, chosen.order_by(*first).limit(shown), first)
+        newest = (_P.c.resolved_at.desc(), _P.c.approval_id.desc())
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status != ApprovalStatus.PENDING)
+        latest = _page_of(org_id, chosen.order_by(*newest).limit(decided), newest)
         waiting = sa.select(sa.func.count()).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
         return self._approval_rows(pending), self._approval_rows(latest), int(self.conn.execute(waiting).scalar_one())
 
@@ -175,6 +170,13 @@ _PENDING_FIRST = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
 def approval_position(approval: Approval) -> tuple[int, datetime, str]:
     """Where ``approval`` sorts in :meth:`Listings.list_approvals`."""
     return (0 if approval.status is ApprovalStatus.PENDING else 1, approval.requested_at, approval.approval_id)
+
+
+def _page_of(org_id: str, chosen: sa.Select[Any], order: tuple[sa.ColumnElement[Any], ...]) -> sa.Select[Any]:
+    """The approvals ``chosen`` selects (their ids, ordered and limited among the approvals alone, through an
+    index), joined to their actions and sessions only then, in ``order``."""
+    page = chosen.subquery()
+    return _joined(org_id).join(page, page.c.approval_id == _P.c.approval_id).order_by(*order)
 
 
 def _joined(org_id: str) -> sa.Select[Any]:
