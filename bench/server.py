@@ -112,8 +112,10 @@ class Server:
 
 
 @contextmanager
-def run_server(label: str, database_url: str, workdir: Path) -> Iterator[Server]:
-    """Start ``agentrein serve`` on an empty database; yield it once ``/healthz`` answers; stop it after."""
+def run_server(label: str, database_url: str, workdir: Path, key: str | None = None) -> Iterator[Server]:
+    """Start ``agentrein serve`` on an empty database (or on one holding organisations already, with an
+    operator ``key`` of its own, for serve prints none then); yield it once ``/healthz`` answers; stop it
+    after."""
     port = _free_port()
     out, err = workdir / f"serve-{label}.out", workdir / f"serve-{label}.err"
     env = {**os.environ, "AGENTREIN_SECRET_KEY": Fernet.generate_key().decode(), "COLUMNS": "200"}
@@ -123,7 +125,7 @@ def run_server(label: str, database_url: str, workdir: Path) -> Iterator[Server]
         proc = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=workdir)
     url = f"http://127.0.0.1:{port}"
     try:
-        key = _wait_until_serving(proc, url, out, err)
+        key = _wait_until_serving(proc, url, out, err, key)
         yield Server(label, database_url, url, key, proc, err)
     finally:
         proc.terminate()
@@ -134,10 +136,9 @@ def run_server(label: str, database_url: str, workdir: Path) -> Iterator[Server]
             proc.wait(5)
 
 
-def _wait_until_serving(proc: subprocess.Popen[bytes], url: str, out: Path, err: Path) -> str:
-    """The operator key the server printed, once it answers ``GET /healthz``."""
+def _wait_until_serving(proc: subprocess.Popen[bytes], url: str, out: Path, err: Path, key: str | None) -> str:
+    """The operator key the server printed (or ``key``), once it answers ``GET /healthz``."""
     deadline = time.monotonic() + 60
-    key: str | None = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"agentrein serve exited with {proc.returncode}:\n{err.read_text()[-2000:]}")

@@ -151,6 +151,17 @@ def test_an_action_is_undone_with_its_own_client_while_it_is_open(embedded: Agen
     assert undo_tokens(service) == ["Bearer c", "Bearer a"]  # the thing (its client closed), then the order
 
 
+def test_once_a_session_is_completed_its_actions_are_undone_through_its_newest_open_client(
+    embedded: AgentRein, service: FakeService
+) -> None:
+    session = embedded.new_session(agent_id="a", intent="i")
+    embedded.wrap(bearer(service, "a"), session, connector="http").post("/v1/orders", json={})
+    embedded.wrap(bearer(service, "b"), session, connector="http")  # newer, and open
+    embedded.complete_session(session)  # which client made each action is forgotten: nothing kept per call
+    embedded.rollback_session(session)
+    assert undo_tokens(service) == ["Bearer b"]
+
+
 def test_the_newest_open_client_of_the_session_undoes_what_a_closed_client_did(
     embedded: AgentRein, service: FakeService
 ) -> None:

@@ -16,6 +16,7 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.statuses import ApprovalStatus, UserRole
 from agentrein_core.vault import Vault
+from agentrein_server.dashboard import approvals as dashboard_approvals
 from agentrein_server.dashboard import viewer
 
 
@@ -274,6 +275,16 @@ def test_the_queue_shows_what_a_reviewer_needs_to_decide(api: httpx.Client, as_r
     for shown in ("billing-agent", "refund one order", "POST /v1/refunds", "Before it runs", "ord_7", "left"):
         assert shown in card, shown
     assert re.search(r'data-remaining="\d+"', card)
+
+
+def test_a_long_queue_shows_the_requests_to_decide_first_and_counts_them_all(
+    api: httpx.Client, as_reviewer: Visitor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dashboard_approvals, "SHOWN_PENDING", 2)
+    held = [approval_of(held_action(api)) for _ in range(3)]
+    page = as_reviewer.get("/dashboard/approvals").text
+    assert [approval in page for approval in held] == [True, True, False]  # least time left first
+    assert "Waiting for a decision (3)" in page and "The 2 to decide first are shown" in page
 
 
 def test_a_decision_is_recorded_with_the_signed_in_reviewer_and_reason(

@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import (
@@ -352,3 +355,42 @@ def test_an_embedded_engine_records_no_call_of_a_connector_that_is_not_installed
         )
     assert engine.get_session(org.org_id, session.session_id).actions == []
     engine.store.close()
+
+
+@contextmanager
+def statements(engine: Engine) -> Iterator[list[str]]:
+    """The SQL statements the engine's store sends while the block runs."""
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sent.append(statement)
+
+    sa.event.listen(engine.store.engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(engine.store.engine, "before_cursor_execute", record)
+
+
+def awaiting_approval(engine: Engine, org_id: str, sessions: int) -> None:
+    for _ in range(sessions):
+        session = engine.new_session(org_id, "agent", "intent")
+        log(engine, org_id, session.session_id, "payouts.create", requires_approval=True)
+
+
+@pytest.mark.parametrize("listing", ["sessions", "approvals"])
+def test_a_list_is_read_in_as_many_queries_for_many_sessions_as_for_one(engine: Engine, listing: str) -> None:
+    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+
+    def listed() -> list[Any]:
+        if listing == "sessions":
+            return list(engine.list_sessions(org.org_id).sessions)
+        return list(engine.list_approvals(org.org_id))
+
+    awaiting_approval(engine, org.org_id, 1)
+    with statements(engine) as one:
+        listed()
+    awaiting_approval(engine, org.org_id, 5)
+    with statements(engine) as six:
+        assert len(listed()) == 6
+    assert len(six) == len(one)

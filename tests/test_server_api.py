@@ -16,6 +16,9 @@ from serving import RunningServer, Tenant, rolled_back, session_with_a_created_o
 
 from agentrein import ActionStatus, ApprovalRejectedError, PolicyBlockedError, SessionStatus, UndoStatus
 from agentrein_core import schema
+from agentrein_core.clock import utcnow
+from agentrein_core.ids import new_id
+from agentrein_core.model import Session
 from agentrein_core.statuses import Plan, Role
 from agentrein_testing import FakeService
 
@@ -494,6 +497,39 @@ def test_sessions_filter_and_page_by_keyset(api: httpx.Client) -> None:
     assert [s["id"] for s in shown["sessions"]] == [made[6], made[5]]
     later = api.get("/sessions", params={"createdAfter": "2999-01-01T00:00:00"}).json()["sessions"]
     assert later == []
+
+
+def test_a_display_status_filter_fills_its_pages_however_many_other_sessions_lie_between(
+    server: RunningServer, tenant: Tenant, api: httpx.Client
+) -> None:
+    def awaiting_approval() -> str:
+        session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+        api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+        return session_id
+
+    oldest = awaiting_approval()
+    with server.engine.store.transaction() as tx:  # more ACTIVE sessions than a page of the list reads in all
+        for _ in range(2_100):
+            now = utcnow()
+            tx.insert(Session(new_id("ses"), tenant.org_id, "b", "", False, SessionStatus.ACTIVE, now, now), last_seq=0)
+    newest = awaiting_approval()
+    params = {"displayStatus": "AWAITING_APPROVAL", "limit": 2}
+    first = api.get("/sessions", params=params).json()
+    assert [s["id"] for s in first["sessions"]] == [newest, oldest]
+    last = api.get("/sessions", params={**params, "cursor": first["nextCursor"]}).json()
+    assert last == {"sessions": [], "nextCursor": None}
+
+
+def test_the_approval_list_answers_a_page_at_a_time_and_links_the_next(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(3):
+        api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+    everything = [p["approvalId"] for p in api.get("/approvals", params={"status": "PENDING"}).json()]
+    first = api.get("/approvals", params={"status": "PENDING", "limit": 2})
+    assert [p["approvalId"] for p in first.json()] == everything[:2]
+    last = api.get(first.links["next"]["url"])
+    assert [p["approvalId"] for p in last.json()] == everything[2:]
+    assert "link" not in last.headers and len(everything) == 3
 
 
 def test_the_approval_list_has_exactly_the_status_reference_fields(api: httpx.Client) -> None:

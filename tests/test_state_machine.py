@@ -190,6 +190,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.effect_at_log: dict[str, str] = {}  # action id -> the policy effect when it was logged
         self.ticks = 0
         self.misuses = 0
+        self.looks = 0  # observations made
         # What the previous observation saw.
         self.views: dict[str, SessionInfo] = {}
         self.job_list: list[Rollback] = []
@@ -259,6 +260,13 @@ class EngineMachine(RuleBasedStateMachine):
             for approval in view.approvals:
                 all_approvals[approval.approval_id] = approval
                 self.check_approval(approval)
+
+        # The list filtered by a display status (in SQL) holds exactly the sessions that display it: one
+        # status a look, each in turn (an absent one must list none).
+        self.looks += 1
+        shown = list(DisplayStatus)[self.looks % len(DisplayStatus)]
+        page = self.engine.list_sessions(self.org_id, 1000, display_status=shown)
+        assert {s.id for s in page.sessions} == {sid for sid, v in views.items() if v.display_status is shown}
 
         listed = {p.approval_id: p for p in self.engine.list_approvals(self.org_id)}
         assert set(listed) == set(all_approvals)

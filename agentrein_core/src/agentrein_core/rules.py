@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
+from attrs import frozen
+
 from agentrein_core.errors import InvalidTransitionError, RollbackRefusedError
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.statuses import (
@@ -91,24 +93,52 @@ def check(kind: str, table: Mapping[E, frozenset[E]], current: E, new: E) -> Non
         raise InvalidTransitionError(f"{kind} cannot go from {current} to {new}")
 
 
+@frozen
+class Clue:
+    """What a display-status rule looks for among a session's records: whether ``present`` (or, if not,
+    none) of its actions have a ``field`` (``status``, ``undo_status``) in ``values``; of its approvals
+    (``field`` ``approval``) a status in ``values``; or whether its stored status (``field`` ``stored``) is
+    among ``values``. The store turns the same clues into SQL, so that a listing filters by display status
+    in the database, by these rules and no others."""
+
+    field: str
+    values: frozenset[StrEnum]
+    present: bool = True
+
+    def holds(self, session: Session, actions: list[Action], approvals: list[Approval]) -> bool:
+        if self.field == "stored":
+            return session.status in self.values
+        if self.field == "approval":
+            found = any(p.status in self.values for p in approvals)
+        else:
+            found = any(getattr(a, self.field) in self.values for a in actions)
+        return found is self.present
+
+
+def _clue(field: str, *values: StrEnum, present: bool = True) -> Clue:
+    return Clue(field, frozenset(values), present)
+
+
+#: How a session's display status is derived (DESIGN.md §4): the first rule whose clues all hold wins.
+DISPLAY_RULES: tuple[tuple[DisplayStatus, tuple[Clue, ...]], ...] = (
+    (DisplayStatus.ROLLING_BACK, (_clue("undo_status", U.IN_PROGRESS, U.AWAITING_APPROVAL),)),
+    (DisplayStatus.ROLLBACK_FAILED, (_clue("status", A.ROLLBACK_FAILED),)),
+    (DisplayStatus.AWAITING_APPROVAL, (_clue("approval", P.PENDING),)),
+    (DisplayStatus.REVERTED, (_clue("status", A.ROLLED_BACK), _clue("status", A.SUCCESS, present=False))),
+    (DisplayStatus.PARTIALLY_REVERTED, (_clue("status", A.ROLLED_BACK), _clue("status", A.SUCCESS))),
+    # Not reached by the engine's own transitions; never fail a read.
+    (DisplayStatus.REVERTED, (_clue("stored", S.ROLLED_BACK),)),
+    *((DisplayStatus(s.value), (_clue("stored", s),)) for s in (S.ACTIVE, S.COMPLETED, S.ABANDONED, S.FAILED)),
+)
+
+
 def display_status(session: Session, actions: Iterable[Action], approvals: Iterable[Approval]) -> DisplayStatus:
-    """Derive what a session looks like; the first rule that matches wins (DESIGN.md §4)."""
-    actions = list(actions)
-    if any(a.undo_status in (U.IN_PROGRESS, U.AWAITING_APPROVAL) for a in actions):
-        return DisplayStatus.ROLLING_BACK
-    if any(a.status is A.ROLLBACK_FAILED for a in actions):
-        return DisplayStatus.ROLLBACK_FAILED
-    if any(p.status is P.PENDING for p in approvals):
-        return DisplayStatus.AWAITING_APPROVAL
-    rolled_back = any(a.status is A.ROLLED_BACK for a in actions)
-    succeeded = any(a.status is A.SUCCESS for a in actions)
-    if rolled_back and not succeeded:
-        return DisplayStatus.REVERTED
-    if rolled_back and succeeded:
-        return DisplayStatus.PARTIALLY_REVERTED
-    if session.status is S.ROLLED_BACK:
-        return DisplayStatus.REVERTED  # not reached by the engine's own transitions; never fail a read
-    return DisplayStatus(session.status.value)
+    """Derive what a session looks like; the first rule of :data:`DISPLAY_RULES` that matches wins."""
+    actions, approvals = list(actions), list(approvals)
+    for shown, clues in DISPLAY_RULES:
+        if all(clue.holds(session, actions, approvals) for clue in clues):
+            return shown
+    raise AssertionError(f"no display rule matches a session stored {session.status}")  # the last rules cover all
 
 
 def check_rollback_allowed(

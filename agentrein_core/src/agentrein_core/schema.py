@@ -72,6 +72,9 @@ sessions = Table(
     Column("completed_at", UTCDateTime),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
+    # A list filtered by stored status or by agent walks its sessions newest first (listings.py).
+    Index("ix_sessions_org_status_created", "org_id", "status", "created_at", "session_id"),
+    Index("ix_sessions_org_agent_created", "org_id", "agent_id", "created_at", "session_id"),
 )
 
 actions = Table(
@@ -99,6 +102,9 @@ actions = Table(
     Index("ux_actions_session_seq", "session_id", "seq", unique=True),
     # A call is recorded once: a journal replay finds the record its key already made.
     Index("ux_actions_session_key", "session_id", "idempotency_key", unique=True),
+    # Whether a session has an action of a status (or undo status) is read from the index alone: the
+    # display-status rules a list filters by (listings.py), and the head of a rollback's chain.
+    Index("ix_actions_session_status", "session_id", "status", "undo_status"),
 )
 
 approvals = Table(
@@ -117,7 +123,7 @@ approvals = Table(
     Column("reason", Text),
     Column("rollback_id", ID),
     Index("ix_approvals_org_status", "org_id", "status", "requested_at"),
-    Index("ix_approvals_session", "session_id"),
+    Index("ix_approvals_session_status", "session_id", "status"),  # "has a pending approval", from the index
     Index("ix_approvals_action", "action_id"),
     Index("ix_approvals_status_timeout", "status", "timeout_at"),
     Index("ix_approvals_org_resolved", "org_id", "resolved_at"),

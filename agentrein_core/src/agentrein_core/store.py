@@ -29,6 +29,7 @@ from agentrein_core import rules, schema, statements
 from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.database import alembic_config, create_db_engine, is_outage, resolve_database_url
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError
+from agentrein_core.listings import Listings
 from agentrein_core.migrations import HEAD
 from agentrein_core.model import (
     Action,
@@ -89,7 +90,7 @@ Observer = Callable[[frozenset[Change]], None]
 _CHANGES = frozenset(c.value for c in Change)
 
 
-_S, _A, _P = schema.sessions, schema.actions, schema.approvals
+_S, _A = schema.sessions, schema.actions
 
 
 def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
@@ -258,7 +259,7 @@ class Store:
         self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
 
 
-class Tx:
+class Tx(Listings):
     """Reads and writes inside one transaction. Every read is scoped to an organisation by its caller."""
 
     def __init__(self, conn: Connection, dialect: str) -> None:
@@ -524,33 +525,6 @@ class Tx:
         stmt = sa.select(t).where(t.c.status == SessionStatus.ACTIVE, t.c.last_activity_at <= cutoff).limit(limit)
         return self._all(Session, stmt)
 
-    def list_sessions(
-        self,
-        org_id: str,
-        limit: int = 100,
-        *,
-        status: SessionStatus | None = None,
-        agent_id: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Session]:
-        """The organisation's sessions, newest first, filtered; ``after`` is the keyset position
-        (``created_at``, ``session_id``) of the last session of the previous page."""
-        t = schema.sessions
-        stmt = sa.select(t).where(t.c.org_id == org_id)
-        if status is not None:
-            stmt = stmt.where(t.c.status == status)
-        if agent_id is not None:
-            stmt = stmt.where(t.c.agent_id == agent_id)
-        if created_after is not None:
-            stmt = stmt.where(t.c.created_at >= created_after)
-        if created_before is not None:
-            stmt = stmt.where(t.c.created_at < created_before)
-        if after is not None:
-            stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
-        return self._all(Session, stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit))
-
     # actions ------------------------------------------------------------------------------------------
     def action(self, org_id: str, action_id: str) -> Action | None:
         return self._one(Action, action_id, org_id)
@@ -610,45 +584,6 @@ class Tx:
 
     def approvals_of_action(self, action_id: str) -> list[Approval]:
         return self._prepared(Approval, statements.APPROVALS_OF_ACTION, {"aid": action_id})
-
-    def list_approvals(self, org_id: str, status: ApprovalStatus | None) -> list[Approval]:
-        t = schema.approvals
-        stmt = sa.select(t).where(t.c.org_id == org_id)
-        if status is not None:
-            stmt = stmt.where(t.c.status == status)
-        # Pending first, oldest first: the order a reviewer works in.
-        pending_first = sa.case((t.c.status == ApprovalStatus.PENDING, 0), else_=1)
-        return self._all(Approval, stmt.order_by(pending_first, t.c.requested_at, t.c.approval_id))
-
-    def approval_queue(
-        self, org_id: str, decided: int
-    ) -> tuple[list[tuple[Approval, Action, Session]], list[tuple[Approval, Action, Session]]]:
-        """Pending approvals (oldest first) and the ``decided`` latest decisions (newest first), each with its
-        action and session, joined in one query apiece."""
-        joined = (
-            sa.select(_P, _A, _S)
-            .join(_A, _A.c.action_id == _P.c.action_id)
-            .join(_S, _S.c.session_id == _P.c.session_id)
-            .where(_P.c.org_id == org_id)
-            .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
-        )
-        pending = joined.where(_P.c.status == ApprovalStatus.PENDING).order_by(_P.c.requested_at, _P.c.approval_id)
-        latest = (
-            joined.where(_P.c.status != ApprovalStatus.PENDING)
-            .order_by(_P.c.resolved_at.desc(), _P.c.approval_id.desc())
-            .limit(decided)
-        )
-        return self._approval_rows(pending), self._approval_rows(latest)
-
-    def _approval_rows(self, stmt: Any) -> list[tuple[Approval, Action, Session]]:
-        def part(row: Any, table: str, cls: type[T]) -> T:
-            prefix = table + "_"
-            return from_columns({k[len(prefix) :]: v for k, v in row._mapping.items() if k.startswith(prefix)}, cls)
-
-        return [
-            (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
-            for row in self.conn.execute(stmt)
-        ]
 
     def lock_org(self, org_id: str) -> None:
         """Hold the organisation's row until the transaction ends (PostgreSQL; SQLite has one writer)."""

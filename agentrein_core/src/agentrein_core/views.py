@@ -103,6 +103,19 @@ class SessionPage:
     next_cursor: str | None
 
 
+#: The fields of :class:`ApprovalInfo` that need the approval's session read and explained (its actions and
+#: rollbacks, the connectors' words): a list that includes none of them reads less.
+EXPLAINED_FIELDS = frozenset({"description", "targetHost", "payload", "consequences", "outcome"})
+
+
+@frozen
+class ApprovalPage:
+    """One page of approvals; ``next_cursor`` fetches the next (``None``: this was the last)."""
+
+    approvals: list[ApprovalInfo]
+    next_cursor: str | None
+
+
 @frozen
 class LoggedAction:
     """The write-ahead record of a call, and its before-execution approval when it must wait for one."""

@@ -127,13 +127,15 @@ class AgentRein:
         session_id = _session_id(session)
         try:
             self._journal.replay(self._mode)
-            return self._mode.complete_session(session_id)
+            completed = self._mode.complete_session(session_id)
         except AgentReinUnavailableError as exc:
-            completed = self._journal.complete_offline(session_id)
-            if completed is None:
+            offline = self._journal.complete_offline(session_id)
+            if offline is None:
                 raise
             self._journal.warn_unavailable(exc, stacklevel=3)
-            return completed
+            return offline
+        self._clients.settled(completed)
+        return completed
 
     def rollback_session(self, session: SessionRef, *, timeout_ms: int | None = None) -> SessionInfo:
         """Undo the session's executed actions, last first, and return the session as it then stands.
@@ -162,6 +164,7 @@ class AgentRein:
                 "as soon as AgentRein answers"
             ) from exc
         session_now = self._mode.settle_rollback(session_id, wait=timeout)
+        self._clients.settled(session_now)
         failure = RollbackFailedError.of(session_now)
         if failure is not None:
             raise failure

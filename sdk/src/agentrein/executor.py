@@ -12,6 +12,8 @@ from attrs import define, field
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
 from agentrein_core.runner import run_inverse
+from agentrein_core.statuses import SessionStatus
+from agentrein_core.views import SessionInfo
 
 if TYPE_CHECKING:
     from agentrein_core.settings_undo import SettingsUndoExecutor
@@ -29,7 +31,8 @@ class ClientRef:
 class ClientUndoExecutor:
     """An :class:`~agentrein_core.rollback.UndoExecutor` over the clients wrapped in this process.
 
-    An action is undone with the client that made it while that client is open; else with the newest open
+    An action is undone with the client that made it while that client is open (and its session still
+    ``ACTIVE``: which client made each action is forgotten when the session ends); else with the newest open
     client the same session wrapped for the same connector (the action was made by another process, or by a
     client closed since); else through a client the connector reopens from the closed one. With ``stored``,
     an action of a session that wrapped no client here for its connector is undone through the organisation's
@@ -37,15 +40,26 @@ class ClientUndoExecutor:
 
     connectors: Connectors
     stored: SettingsUndoExecutor | None = None
-    _by_action: dict[str, ClientRef] = field(factory=dict)
+    #: The client that made each action, by session: forgotten when the session ends (:meth:`settled`), so
+    #: that a long-running process keeps nothing per action of its finished sessions.
+    _by_action: dict[str, dict[str, ClientRef]] = field(factory=dict)
     #: The clients each session wrapped for each connector, the most recently wrapped or used last.
     _by_session: dict[tuple[str, str], list[ClientRef]] = field(factory=dict)
     _lock: threading.Lock = field(factory=threading.Lock)
 
     def remember(self, action: Action, ref: ClientRef) -> None:
         with self._lock:
-            self._by_action[action.action_id] = ref
+            self._by_action.setdefault(action.session_id, {})[action.action_id] = ref
             self._add(action.session_id, action.connector, ref)
+
+    def settled(self, session: SessionInfo) -> None:
+        """``session`` as it stands after completing or rolling back: once it is no longer ``ACTIVE`` it takes
+        no more actions, so which client made each is forgotten; a later rollback of it runs through the
+        newest open client it wrapped for the action's connector (or the stored settings), as for an action
+        another process made."""
+        if session.status is not SessionStatus.ACTIVE:
+            with self._lock:
+                self._by_action.pop(session.id, None)
 
     def remember_session(self, session_id: str, connector: str, ref: ClientRef) -> None:
         with self._lock:
@@ -76,7 +90,7 @@ class ClientUndoExecutor:
         """The clients that may undo ``action``, in the order they are preferred when open: its own, then the
         session's for its connector, newest first."""
         with self._lock:
-            own = self._by_action.get(action.action_id)
+            own = self._by_action.get(action.session_id, {}).get(action.action_id)
             wrapped = reversed(self._by_session.get((action.session_id, action.connector), []))
             return [own] + [ref for ref in wrapped if ref.client is not own.client] if own else list(wrapped)
 

@@ -312,6 +312,7 @@ class Guard:
         (:data:`ROLLBACK_FAILURE`, and a note the traceback shows)."""
         try:
             session = self.recorder.settle_rollback(self.session_id, wait=self.options.timeout)
+            self.clients.settled(session)
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
             return

@@ -34,6 +34,23 @@ class Connection:
         """One request; its JSON answer, or the named error its problem+json describes. Reads are retried on
         connection failures (they change nothing); writes are not, as the server may have applied them.
         ``wait``: how long the server may hold the answer back (a long-poll), on top of the timeout."""
+        response = self._request(method, path, json=json, params=params, wait=wait)
+        return None if response.status_code == 204 else response.json()
+
+    def listed(self, path: str, params: Any = None) -> list[Any]:
+        """Every item of a list the server answers in pages (a JSON array each, the next one named by the
+        ``Link`` header's ``rel="next"``)."""
+        items: list[Any] = []
+        following: str | None = path
+        while following is not None:
+            response = self._request("GET", following, params=params)
+            items += response.json()
+            following, params = response.links.get("next", {}).get("url"), None  # the link carries the query
+        return items
+
+    def _request(
+        self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0
+    ) -> httpx.Response:
         timeout = self.timeout + wait
         attempts = 3 if method == "GET" else 1
         try:
@@ -42,10 +59,8 @@ class Connection:
                     response = self._http.request(method, path, json=json, params=params, timeout=timeout)
         except httpx.HTTPError as exc:
             raise errors.AgentReinUnavailableError(f"AgentRein server {self.base_url} unreachable: {exc}") from exc
-        if response.status_code == 204:
-            return None
         if response.is_success:
-            return response.json()
+            return response
         try:
             body = response.json()
         except ValueError:

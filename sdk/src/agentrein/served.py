@@ -142,7 +142,7 @@ class ServedMode:
         params: dict[str, Any] = {"include": list(INCLUDED_FIELDS)}  # every field the embedded mode has too
         if status is not None:
             params["status"] = status
-        return from_wire(self._call("GET", "/approvals", params=params), list[ApprovalInfo])
+        return from_wire(self._connection.listed("/approvals", params=params), list[ApprovalInfo])
 
     def decide(
         self, approval_id: str, status: ApprovalStatus, reviewer: str | None, reason: str | None

@@ -3,12 +3,11 @@ the calls that ran while AgentRein could not be reached (replayed from the SDK's
 
 from __future__ import annotations
 
-import base64
-import json
 from datetime import datetime, timedelta
 
 from attrs import evolve
 
+import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
 from agentrein_core.engine.base import UseCases
@@ -23,7 +22,15 @@ from agentrein_core.engine.consequences import (
     open_approval,
     queue_check,
 )
-from agentrein_core.engine.records import action_of, read_session, replace, session_of, set_session_status, undo_row
+from agentrein_core.engine.records import (
+    action_of,
+    read_session,
+    read_sessions,
+    replace,
+    session_of,
+    set_session_status,
+    undo_row,
+)
 from agentrein_core.errors import (
     ApprovalRejectedError,
     InvalidTransitionError,
@@ -45,10 +52,6 @@ from agentrein_core.statuses import (
     SessionStatus,
 )
 from agentrein_core.views import LoggedAction, SessionInfo, SessionPage, shortened
-
-#: A listing filtered by display status (derived, so filtered after reading) reads at most this many
-#: sessions per page, then answers with what it found and a cursor to go on from.
-MAX_SCANNED = 2_000
 
 
 class Recording(UseCases):
@@ -113,33 +116,22 @@ class Recording(UseCases):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
         shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
-        position = _decode_cursor(cursor) if cursor else None
-        found: list[SessionInfo] = []
-        scanned = 0
+        position = cursors.decode(cursor, (datetime, str)) if cursor else None
         with self.store.transaction(write=False) as tx:
-            while True:
-                batch = tx.list_sessions(
-                    org_id,
-                    limit,
-                    status=stored,
-                    agent_id=agent_id,
-                    created_after=created_after,
-                    created_before=created_before,
-                    after=position,
-                )
-                for session in batch:
-                    position = (session.created_at, session.session_id)
-                    scanned += 1
-                    view = read_session(tx, session)
-                    # The display status is derived, so it is filtered here rather than in SQL.
-                    if shown is None or view.display_status is shown:
-                        found.append(view)
-                        if len(found) == limit:
-                            return SessionPage(found, _encode_cursor(position))
-                    if scanned >= MAX_SCANNED:  # a rare display status: answer now, go on from here next time
-                        return SessionPage(found, _encode_cursor(position))
-                if len(batch) < limit:
-                    return SessionPage(found, None)
+            batch = tx.list_sessions(
+                org_id,
+                limit,
+                status=stored,
+                display_status=shown,
+                agent_id=agent_id,
+                created_after=created_after,
+                created_before=created_before,
+                after=position,
+            )
+            found = read_sessions(tx, batch)
+        if len(batch) < limit:
+            return SessionPage(found, None)
+        return SessionPage(found, cursors.encode((batch[-1].created_at, batch[-1].session_id)))
 
     def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
         """The agent is done: ``COMPLETED``, and the session's intent check is queued. Refused while a
@@ -431,16 +423,3 @@ class Recording(UseCases):
 def _same_creation(earlier: Session, again: Session) -> bool:
     """Whether ``again`` asks for the session ``earlier`` already is (a repeated replay of its creation)."""
     return (earlier.agent_id, earlier.intent, earlier.sandbox) == (again.agent_id, again.intent, again.sandbox)
-
-
-def _encode_cursor(position: tuple[datetime, str]) -> str:
-    raw = json.dumps([position[0].isoformat(), position[1]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        created, session_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(created), str(session_id)
-    except (ValueError, TypeError):
-        raise ValidationError("cursor", "is not a cursor given out by a listing (pass nextCursor back as is)") from None

@@ -11,18 +11,20 @@ from datetime import datetime
 
 from attrs import evolve
 
+import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import decisions, rules
 from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
-from agentrein_core.errors import InvalidTransitionError
-from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.errors import InvalidTransitionError, ValidationError
+from agentrein_core.listings import approval_position
+from agentrein_core.model import Action, Approval, Session
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
 from agentrein_core.store import Change, Tx
-from agentrein_core.views import ApprovalInfo, approval_info, queue_order
+from agentrein_core.views import ApprovalInfo, ApprovalPage, approval_info, queue_order
 
 
 class Reviews(UseCases):
@@ -32,20 +34,48 @@ class Reviews(UseCases):
             return shown
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
-        """Approvals of the organisation, pending first and oldest first."""
-        status = ApprovalStatus(status) if status is not None else None
-        with self.store.transaction(write=False) as tx:
-            return self._explained(tx, tx.list_approvals(org_id, status))
+        """Approvals of the organisation, pending first and oldest first: all of them, explained."""
+        return self.approval_page(org_id, status).approvals
 
-    def approval_queue(self, org_id: str, decided: int = 20) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
-        """What a reviewer's queue shows: every pending approval, those someone waits for first (the agent, a
-        rollback) by time left, then after-execution reviews by time left; and the ``decided`` latest
-        decisions (newest first). Read in two queries however long the history, and two more per session
-        shown (its actions and rollbacks, for what each decision does)."""
+    def approval_page(
+        self,
+        org_id: str,
+        status: ApprovalStatus | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        explained: bool = True,
+    ) -> ApprovalPage:
+        """One page of the organisation's approvals, pending first and oldest first (at most ``limit``, 1 to
+        1000; all without it); pass its ``next_cursor`` back as ``cursor`` for the next. Without
+        ``explained`` the fields of :data:`~agentrein_core.views.EXPLAINED_FIELDS` are left out, and the
+        approvals' sessions are not read."""
+        status = ApprovalStatus(status) if status is not None else None
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
+            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        after = cursors.decode(cursor, (int, datetime, str)) if cursor else None
         now = self.clock()
         with self.store.transaction(write=False) as tx:
-            pending, latest = tx.approval_queue(org_id, decided)
-            return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now)
+            found = tx.list_approvals(org_id, status, limit, after)
+            if explained:
+                shown = self._explain(tx, found, now)
+            else:
+                shown = [approval_info(approval, action, session, now) for approval, action, session in found]
+        if limit is None or len(found) < limit:
+            return ApprovalPage(shown, None)
+        return ApprovalPage(shown, cursors.encode(approval_position(found[-1][0])))
+
+    def approval_queue(
+        self, org_id: str, decided: int = 20, shown: int = 100
+    ) -> tuple[list[ApprovalInfo], list[ApprovalInfo], int]:
+        """What a reviewer's queue shows: the ``shown`` pending approvals to decide first, those someone waits
+        for (the agent, a rollback) first by time left, then after-execution reviews by time left; the
+        ``decided`` latest decisions (newest first); and how many are pending in all. Read in a fixed number
+        of queries however long the queue and the history."""
+        now = self.clock()
+        with self.store.transaction(write=False) as tx:
+            pending, latest, waiting = tx.approval_queue(org_id, decided, shown)
+            return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now), waiting
 
     def words(self, action: Action) -> decisions.ActionWords:
         """``action`` in its connector's words: the engine's connectors, else (an engine given none, as the
@@ -57,17 +87,16 @@ class Reviews(UseCases):
         found = [(p, action_of(tx, p.org_id, p.action_id), session_of(tx, p.org_id, p.session_id)) for p in approvals]
         return self._explain(tx, found, self.clock())
 
-    def _explain(self, tx: Tx, found: Iterable[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
-        """Each approval as read with what its decision does: its session's actions and rollbacks are read
-        once per session."""
-        sessions: dict[str, tuple[list[Action], list[Rollback]]] = {}
-        shown = []
-        for approval, action, session in found:
-            sid = session.session_id
-            if sid not in sessions:
-                sessions[sid] = (tx.actions_of(sid), tx.rollbacks_of(sid))
-            shown.append(approval_info(approval, action, session, now, (*sessions[sid], self.words)))
-        return shown
+    def _explain(self, tx: Tx, found: list[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
+        """Each approval as read with what its decision does: the actions and rollbacks of all their sessions
+        are read in one query apiece."""
+        ids = sorted({session.session_id for _, _, session in found})
+        actions, rollbacks = tx.actions_of_sessions(ids), tx.rollbacks_of_sessions(ids)
+        return [
+            approval_info(approval, action, session, now, (actions[sid], rollbacks.get(sid, []), self.words))
+            for approval, action, session in found
+            for sid in (session.session_id,)
+        ]
 
     def count_pending_approvals(self) -> int:
         """Approvals waiting for a decision, in all organisations (for metrics)."""

@@ -143,34 +143,43 @@ class Rollbacks(UseCases):
     def _advance(
         self, job: Rollback, token: str, executor: rollback.UndoExecutor, approval_timeout: timedelta
     ) -> Rollback:
-        """Run the claimed ``job`` (held by ``token``) until it ends, pauses, or cannot go on here."""
+        """Run the claimed ``job`` (held by ``token``) until it ends, pauses, or cannot go on here. Each undo
+        costs one transaction: it records the previous inverse done, plans the next step and marks its
+        action ``IN_PROGRESS``, all committed before that inverse runs."""
+        undone: Action | None = None  # an inverse that ran; recorded in the next step's transaction
         try:
-            while True:
-                with self.store.transaction() as tx:
-                    job, step = self._plan_step(tx, job, token, approval_timeout)
+            with self._lease_kept(job, token):
+                while True:
+                    runnable = False
+                    with self.store.transaction() as tx:
+                        if undone is not None:
+                            self._record_undone(tx, undone)
+                        job, step = self._plan_step(tx, job, token, approval_timeout)
+                        if step is None:
+                            tx.announce(Change.ROLLBACK)
+                        elif runnable := executor.can_run(step.action):
+                            action = self._in_progress(tx, step.action)
+                    undone = None
                     if step is None:
-                        tx.announce(Change.ROLLBACK)
-                if step is None:
-                    return job
-                if not executor.can_run(step.action):
-                    job = self._release(job, token)
-                    raise UndoUnavailableError(
-                        f"this process cannot reach connector {step.action.connector!r} to undo "
-                        f"{step.action.api_name} (seq {step.action.seq}); wrap a client for it in session "
-                        f"{job.session_id} and roll back again"
-                    )
-                action, job = self._mark_in_progress(job, token, step.action)
-                try:
-                    with self._lease_kept(job, token):
+                        return job
+                    if not runnable:
+                        job = self._release(job, token)
+                        raise UndoUnavailableError(
+                            f"this process cannot reach connector {step.action.connector!r} to undo "
+                            f"{step.action.api_name} (seq {step.action.seq}); wrap a client for it in session "
+                            f"{job.session_id} and roll back again"
+                        )
+                    try:
                         executor.run_undo(action)
-                except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
-                    return self._undo_failed(job, token, action, exc)
-                job = self._undo_done(job, token, action)
+                    except Exception as exc:  # any failure of the inverse stops the chain (DESIGN.md §4)
+                        return self._undo_failed(job, token, action, exc)
+                    undone = action
         except (UndoUnavailableError, LeaseLostError):
             raise
         except Exception:
             # Our own failure (not the inverse's): hand the job back after a pause, so that a job that keeps
-            # failing does not hold up the jobs queued behind it.
+            # failing does not hold up the jobs queued behind it. An inverse that ran and was not recorded
+            # is still IN_PROGRESS, so the resumed job repeats it with the same idempotency key.
             self._release_quietly(job, token, retry_after=RETRY_AFTER_OWN_FAILURE)
             raise
 
@@ -211,8 +220,9 @@ class Rollbacks(UseCases):
         session = session_of(tx, job.org_id, job.session_id)
         paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
         while True:
-            actions = tx.actions_of(job.session_id)
-            step = rollback.next_step(job, actions, tx.approvals_of_session(job.session_id))
+            # The chain's head alone, and its approvals: a step costs the same in a session of any length.
+            head = tx.next_to_undo(job.session_id, only_requested=not job.whole_session)
+            step = rollback.next_step(job, head, tx.approvals_of_action(head[0].action_id) if head else [])
             if isinstance(step, rollback.RunUndo):
                 return self._renew(tx, job, token), step
             if isinstance(step, rollback.Skip):
@@ -232,23 +242,21 @@ class Rollbacks(UseCases):
                 return self._renew(tx, job, token, **finished(RollbackStatus.FAILED, now), error=error), None
             else:
                 if job.whole_session:
-                    set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
+                    after = rules.session_status_after_rollback(session, tx.actions_of(job.session_id))
+                    set_session_status(tx, session, after)
                 return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
 
-    def _mark_in_progress(self, job: Rollback, token: str, action: Action) -> tuple[Action, Rollback]:
+    def _in_progress(self, tx: Tx, action: Action) -> Action:
         """Record that the inverse is about to run: a crash from here on leaves ``IN_PROGRESS``, and the
         resumed job repeats the inverse with the same idempotency key."""
-        with self.store.transaction() as tx:
-            if action.undo_status is not UndoStatus.IN_PROGRESS:
-                action = set_action(tx, action, self.clock(), undo_status=UndoStatus.IN_PROGRESS)
-            return action, self._renew(tx, job, token)
+        if action.undo_status is UndoStatus.IN_PROGRESS:
+            return action
+        return set_action(tx, action, self.clock(), undo_status=UndoStatus.IN_PROGRESS)
 
-    def _undo_done(self, job: Rollback, token: str, action: Action) -> Rollback:
+    def _record_undone(self, tx: Tx, action: Action) -> None:
         now = self.clock()
-        with self.store.transaction() as tx:
-            done = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
-            close_reviews(tx, now, done, "the action was rolled back")
-            return self._renew(tx, job, token)
+        done = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
+        close_reviews(tx, now, done, "the action was rolled back")
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
         now = self.clock()
@@ -266,14 +274,16 @@ class Rollbacks(UseCases):
 
     @contextmanager
     def _lease_kept(self, job: Rollback, token: str) -> Iterator[None]:
-        """Renew the job's lease while a slow inverse runs, so no other worker takes it over meanwhile."""
+        """Renew the job's lease while it runs (a slow inverse too), so no other worker takes it over
+        meanwhile: while ``token`` holds it and it is running (a job that paused or ended is left alone)."""
         stop = threading.Event()
 
         def renew() -> None:
             while not stop.wait(self.rollback_lease.total_seconds() / 3):
                 try:
                     with self.store.transaction() as tx:
-                        self._renew(tx, job, token)
+                        values = {"lease_until": self.clock() + self.rollback_lease}
+                        tx.update_rollback(job.rollback_id, values, lease_token=token, status=RollbackStatus.RUNNING)
                 except Exception:
                     log.exception("could not renew the lease of rollback %s", job.rollback_id)
 

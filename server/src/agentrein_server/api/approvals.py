@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import builtins
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
-from litestar import Controller, get, post
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import ResponseHeader
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import ForbiddenError, InvalidTransitionError, NotFoundError, ValidationError
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import ApprovalInfo, IncludedField
+from agentrein_core.views import EXPLAINED_FIELDS, ApprovalInfo, IncludedField
 from agentrein_server.api import answers, bodies
 from agentrein_server.api.answers import LISTED_FIELDS
 from agentrein_server.problems import documented
@@ -27,21 +29,39 @@ class ApprovalController(Controller):
         operation_id="listApprovals",
         summary="List approval requests",
         responses=documented(ValidationError),
+        response_headers=[
+            ResponseHeader(
+                name="Link",
+                description='The next page, when there is one: `<URL>; rel="next"` (RFC 8288).',
+                documentation_only=True,
+                required=False,
+            )
+        ],
     )
     def list(
         self,
+        request: Request[Any, Any, Any],
         caller: CallerDep,
         services: ServicesDep,
         status: FromQuery[ApprovalStatus | None] = None,
         include: FromQuery[builtins.list[IncludedField] | None] = None,
-    ) -> answers.ListedApprovals:
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        cursor: FromQuery[str | None] = None,
+    ) -> Response[answers.ListedApprovals]:
         """Pending first, oldest first, with exactly the fields of the status reference §4; each ``include``
         (repeat it: ``include=purpose&include=consequences``) adds a field of ``GET /approvals/{id}``.
         ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved action whose execution was never
-        confirmed within an hour."""
+        confirmed within an hour. At most ``limit`` approvals (100 by default); the ``Link`` header's
+        ``rel="next"`` URL fetches the next page."""
         fields = (*LISTED_FIELDS, *(include or ()))
-        infos = services.engine.list_approvals(caller.org_id, status)
-        return [{k: v for k, v in to_wire(info).items() if k in fields} for info in infos]
+        page = services.engine.approval_page(
+            caller.org_id, status, limit=limit, cursor=cursor, explained=not EXPLAINED_FIELDS.isdisjoint(fields)
+        )
+        listed = [{k: v for k, v in to_wire(info).items() if k in fields} for info in page.approvals]
+        if page.next_cursor is None:
+            return Response(listed)
+        following = f"{request.url.path}?{_with_cursor(request, page.next_cursor)}"  # relative: right behind a proxy
+        return Response(listed, headers={"Link": f'<{following}>; rel="next"'})
 
     @get(
         "/{approval_id:str}",
@@ -146,6 +166,12 @@ class ApprovalController(Controller):
         reviewer = f"{decision.reviewer} ({caller.label})" if decision.reviewer else caller.label
         services.decide(caller.org_id, approval_id, reviewer, decision.reason, approve=approve)
         return _wire(services.engine.get_approval(caller.org_id, approval_id))
+
+
+def _with_cursor(request: Request[Any, Any, Any], cursor: str) -> str:
+    """The request's query with ``cursor`` in place of any it had."""
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"]
+    return urlencode([*kept, ("cursor", cursor)])
 
 
 def _wire(info: ApprovalInfo) -> dict[str, Any]:

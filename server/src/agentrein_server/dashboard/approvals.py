@@ -24,6 +24,8 @@ from agentrein_server.services import ServicesDep
 
 #: Decided approvals shown under the pending ones, newest decision first.
 RECENTLY_DECIDED = 20
+#: Pending requests shown at once, those to decide first: a queue of thousands would make a page nobody reads.
+SHOWN_PENDING = 100
 
 
 class ApprovalPages(Controller):
@@ -31,19 +33,22 @@ class ApprovalPages(Controller):
 
     @get(sync_to_thread=True)
     def queue(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
-        pending, decided = _queue(services, viewer.org_id)
+        pending, decided, waiting = _queue(services, viewer.org_id)
+        version = _version(pending, decided, waiting)
         return page(
-            request, "approvals.html", viewer, pending=pending, decided=decided, version=_version(pending, decided)
+            request, "approvals.html", viewer, pending=pending, decided=decided, waiting=waiting, version=version
         )
 
     @get("/queue", sync_to_thread=True)
     def live(self, viewer: ViewerDep, services: ServicesDep, version: FromQuery[str] = "") -> Template | Response[None]:
         """The queue's list, or ``204 No Content`` when it is as the page last showed it (``version``)."""
-        pending, decided = _queue(services, viewer.org_id)
-        current = _version(pending, decided)
+        pending, decided, waiting = _queue(services, viewer.org_id)
+        current = _version(pending, decided, waiting)
         if current == version:
             return Response(None, status_code=204)
-        return fragment("approval_list.html", viewer=viewer, pending=pending, decided=decided, version=current)
+        return fragment(
+            "approval_list.html", viewer=viewer, pending=pending, decided=decided, waiting=waiting, version=current
+        )
 
     @post("/{approval_id:str}/{decision:str}", sync_to_thread=True, status_code=200)
     def decide(
@@ -92,16 +97,17 @@ def _already_decided(info: ApprovalInfo) -> str:
     return f"Already {info.status.lower()} by {info.resolved_by} at {when(info.resolved_at)}."
 
 
-def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list[ApprovalInfo]]:
-    return services.engine.approval_queue(org_id, RECENTLY_DECIDED)
+def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list[ApprovalInfo], int]:
+    return services.engine.approval_queue(org_id, RECENTLY_DECIDED, SHOWN_PENDING)
 
 
-def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo]) -> str:
+def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo], waiting: int) -> str:
     """Changes whenever the list would look different: a request arrives, is decided or turns unconfirmed,
     or what a decision does or did changes (another card of the session was decided, a rollback moved)."""
     return fingerprint(
+        str(waiting),
         *(
             f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}:{a.outcome}:{a.consequences}"
             for a in [*pending, *decided]
-        )
+        ),
     )

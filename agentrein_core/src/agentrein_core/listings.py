@@ -1,0 +1,204 @@
+"""The store's reads for lists (:class:`Listings`, part of :class:`~agentrein_core.store.Tx`): pages of
+sessions filtered in the database (their display status too, by the rules of :data:`rules.DISPLAY_RULES`),
+the records of a whole page read in a fixed number of queries, and the approval lists joined to their
+actions and sessions. Each costs the same however many sessions and actions the database holds: every
+filter and order is served by an index (see ``schema.py``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from agentrein_core import rules, schema
+from agentrein_core.converter import from_columns
+from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.statuses import ApprovalStatus, DisplayStatus, SessionStatus, UndoStatus
+
+T = TypeVar("T")
+_S, _A, _P, _R = schema.sessions, schema.actions, schema.approvals, schema.rollbacks
+Joined = list[tuple[Approval, Action, Session]]
+
+
+def _holds(clue: rules.Clue) -> sa.ColumnElement[bool]:
+    """``clue`` of a session as SQL over the listed session's row."""
+    values = sorted(clue.values)
+    if clue.field == "stored":
+        return _S.c.status.in_(values)
+    if clue.field == "approval":
+        found = sa.exists().where(_P.c.session_id == _S.c.session_id, _P.c.status.in_(values))
+    else:
+        found = sa.exists().where(_A.c.session_id == _S.c.session_id, _A.c[clue.field].in_(values))
+    return found if clue.present else ~found
+
+
+def shown_as(display: DisplayStatus) -> sa.ColumnElement[bool]:
+    """Whether the listed session displays ``display``: a rule for it matches, and no earlier rule does."""
+    earlier: list[sa.ColumnElement[bool]] = []
+    ways: list[sa.ColumnElement[bool]] = []
+    for shown, clues in rules.DISPLAY_RULES:
+        matched = sa.and_(*(_holds(clue) for clue in clues))
+        if shown is display:
+            ways.append(sa.and_(matched, *(sa.not_(e) for e in earlier)))
+        earlier.append(matched)
+    return sa.or_(*ways)
+
+
+class Listings:
+    """Reads of many records at once; mixed into :class:`~agentrein_core.store.Tx`."""
+
+    conn: Connection
+
+    if TYPE_CHECKING:
+
+        def _all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]: ...
+
+    def list_sessions(
+        self,
+        org_id: str,
+        limit: int = 100,
+        *,
+        status: SessionStatus | None = None,
+        display_status: DisplayStatus | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Session]:
+        """The organisation's sessions, newest first, filtered; ``after`` is the keyset position
+        (``created_at``, ``session_id``) of the last session of the previous page."""
+        t = _S
+        stmt = sa.select(t).where(t.c.org_id == org_id)
+        if status is not None:
+            stmt = stmt.where(t.c.status == status)
+        if display_status is not None:
+            stmt = stmt.where(shown_as(display_status))
+        if agent_id is not None:
+            stmt = stmt.where(t.c.agent_id == agent_id)
+        if created_after is not None:
+            stmt = stmt.where(t.c.created_at >= created_after)
+        if created_before is not None:
+            stmt = stmt.where(t.c.created_at < created_before)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
+        return self._all(Session, stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit))
+
+    def actions_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Action]]:
+        """The actions of each session, in ``seq`` order, in one query."""
+        return self._of_sessions(Action, _A, session_ids, _A.c.seq)
+
+    def approvals_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Approval]]:
+        """The approvals of each session, oldest first, in one query."""
+        return self._of_sessions(Approval, _P, session_ids, _P.c.requested_at, _P.c.approval_id)
+
+    def rollbacks_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Rollback]]:
+        """The rollbacks of each session, oldest first, in one query."""
+        return self._of_sessions(Rollback, _R, session_ids, _R.c.created_at, _R.c.rollback_id)
+
+    def _of_sessions(
+        self, cls: type[T], table: sa.Table, session_ids: Sequence[str], *order: sa.ColumnElement[Any]
+    ) -> dict[str, list[T]]:
+        found: list[T] = []
+        for ids in _chunks(session_ids):
+            found += self._all(cls, sa.select(table).where(table.c.session_id.in_(ids)).order_by(*order))
+        return _by_session(found)
+
+    def next_to_undo(self, session_id: str, only_requested: bool) -> list[Action]:
+        """The head of a rollback's chain (:func:`agentrein_core.rollback.chain`), read alone, so that each
+        step of a long rollback reads one action rather than the whole session: the executed action (or
+        one whose undo failed) of the highest seq that is neither undone nor skipped."""
+        stmt = sa.select(_A).where(
+            _A.c.session_id == session_id,
+            _A.c.status.in_(sorted(rules.UNDOABLE)),
+            _A.c.undo_status != UndoStatus.SKIPPED,
+        )
+        if only_requested:
+            stmt = stmt.where(_A.c.undo_requested.is_(True))
+        return self._all(Action, stmt.order_by(_A.c.seq.desc()).limit(1))
+
+    def list_approvals(
+        self,
+        org_id: str,
+        status: ApprovalStatus | None,
+        limit: int | None = None,
+        after: tuple[int, datetime, str] | None = None,
+    ) -> Joined:
+        """The organisation's approvals, pending first and oldest first (the order a reviewer works in), each
+        with its action and session, in one query; at most ``limit``, from after the keyset position ``after``
+        (:func:`approval_position` of the last approval of the previous page)."""
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id)
+        if status is not None:
+            chosen = chosen.where(_P.c.status == status)
+        key = (_PENDING_FIRST, _P.c.requested_at, _P.c.approval_id)
+        if after is not None:
+            chosen = chosen.where(sa.tuple_(*key) > sa.tuple_(*after))
+        return self._approval_rows(_page_of(org_id, chosen.order_by(*key).limit(limit), key))
+
+    def approval_queue(self, org_id: str, decided: int, shown: int) -> tuple[Joined, Joined, int]:
+        """The ``shown`` pending approvals a reviewer decides first (in the order of
+        :func:`agentrein_core.views.queue_order`: those someone waits for first, then least time left first),
+        the ``decided`` latest decisions (newest first), each with its action and session, joined in one query
+        apiece; and how many approvals are pending in all."""
+        waited_for = sa.case((_P.c.purpose.in_(sorted(rules.BLOCKING_PURPOSES)), 0), else_=1)
+        first = (waited_for, _P.c.timeout_at, _P.c.approval_id)
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        pending = _page_of(org_id, chosen.order_by(*first).limit(shown), first)
+        newest = (_P.c.resolved_at.desc(), _P.c.approval_id.desc())
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status != ApprovalStatus.PENDING)
+        latest = _page_of(org_id, chosen.order_by(*newest).limit(decided), newest)
+        waiting = sa.select(sa.func.count()).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        return self._approval_rows(pending), self._approval_rows(latest), int(self.conn.execute(waiting).scalar_one())
+
+    def _approval_rows(self, stmt: Any) -> Joined:
+        def part(row: Any, table: str, cls: type[T]) -> T:
+            prefix = table + "_"
+            return from_columns({k[len(prefix) :]: v for k, v in row._mapping.items() if k.startswith(prefix)}, cls)
+
+        return [
+            (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
+            for row in self.conn.execute(stmt)
+        ]
+
+
+_PENDING_FIRST = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
+
+
+def approval_position(approval: Approval) -> tuple[int, datetime, str]:
+    """Where ``approval`` sorts in :meth:`Listings.list_approvals`."""
+    return (0 if approval.status is ApprovalStatus.PENDING else 1, approval.requested_at, approval.approval_id)
+
+
+def _page_of(org_id: str, chosen: sa.Select[Any], order: tuple[sa.ColumnElement[Any], ...]) -> sa.Select[Any]:
+    """The approvals ``chosen`` selects (their ids, ordered and limited among the approvals alone, through an
+    index), joined to their actions and sessions only then, in ``order``."""
+    page = chosen.subquery()
+    return _joined(org_id).join(page, page.c.approval_id == _P.c.approval_id).order_by(*order)
+
+
+def _joined(org_id: str) -> sa.Select[Any]:
+    return (
+        sa.select(_P, _A, _S)
+        .join(_A, _A.c.action_id == _P.c.action_id)
+        .join(_S, _S.c.session_id == _P.c.session_id)
+        .where(_P.c.org_id == org_id)
+        .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
+    )
+
+
+#: Session ids bound in one ``IN (…)``, well within SQLite's and PostgreSQL's limits on parameters.
+_CHUNK = 5_000
+
+
+def _chunks(ids: Sequence[str]) -> list[Sequence[str]]:
+    return [ids[i : i + _CHUNK] for i in range(0, len(ids), _CHUNK)]
+
+
+def _by_session(records: list[Any]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = defaultdict(list)
+    for record in records:
+        grouped[record.session_id].append(record)
+    return grouped
