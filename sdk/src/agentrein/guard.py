@@ -214,7 +214,7 @@ class Guard:
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:
             response, undo = self._outcome(call, result)
-            confirmed = self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
+            self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
         except AgentReinUnavailableError as exc:
             # The call did happen: the journal confirms it once AgentRein is back.
             self.journal.warn_unavailable(exc)
@@ -227,7 +227,7 @@ class Guard:
             # one (a CLEARED action is never undone), only the well-recorded work before it.
             log.exception("AgentRein could not confirm action %s; it stays CLEARED", action.action_id)
             return
-        self.clients.remember(confirmed, ref)
+        self.clients.remember(action, ref)
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
         message = _describe(error, self.redactor)
