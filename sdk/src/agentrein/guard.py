@@ -7,8 +7,9 @@
 3. A held call waits for the reviewer's decision (rejected or expired: the session is rolled back, and
    :class:`ApprovalRejectedError` / :class:`ApprovalTimeoutError` is raised).
 4. The call runs with its idempotency key, retried on transient failures when the caller said it may be.
-5. Success is confirmed with the redacted response and the undo the connector derives; failure is recorded,
-   the session rolled back, and the original exception re-raised.
+5. Success is confirmed with the redacted response and the undo the connector derives (through a server, with
+   the session's next request: :mod:`agentrein.confirmations`); failure is recorded, the session rolled back,
+   and the original exception re-raised, at once in either mode.
 
 Async clients follow the same steps; the bookkeeping runs in a worker thread so the event loop never waits.
 """

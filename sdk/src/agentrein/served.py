@@ -4,6 +4,8 @@ Every answer is turned back into the same records embedded mode returns (``agent
 and every problem+json error into the same named exception, so agent code cannot tell the modes apart. A
 server that cannot be reached, or answers 5xx, is :class:`AgentReinUnavailableError` (``failure_mode``
 decides what the agent's call does then). Rollbacks run in the server's workers; this side waits for them.
+A successful call's confirmation travels with the session's next request (:mod:`agentrein.confirmations`),
+and every other request sends the pending ones first.
 """
 
 from __future__ import annotations
