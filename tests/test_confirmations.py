@@ -118,10 +118,10 @@ def test_a_success_a_slow_network_confirms_after_an_operators_rollback_is_undone
     with rest(tenant) as api:
         job: dict[str, Any] = api.get(f"/sessions/{session.id}/rollback", params={"wait": 30}).json()
         shown = api.get(f"/sessions/{session.id}").json()
-    assert job["status"] == "SUCCEEDED" and job["trigger"].endswith("confirmed after the session was rolled back")
     assert [a["status"] for a in shown["actions"]] == [ActionStatus.ROLLED_BACK] * 2
     assert shown["displayStatus"] == DisplayStatus.REVERTED and shown["status"] == "ROLLED_BACK"
     assert service.collection("orders") == {}
+    assert job["status"] == "SUCCEEDED" and job["trigger"].endswith("confirmed after the session was rolled back")
 
 
 def test_the_agents_read_right_after_a_call_over_a_slow_network_shows_the_call_succeeded(
