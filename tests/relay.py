@@ -28,6 +28,15 @@ class Relay:
         self.refusing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
+    @classmethod
+    def to_server(cls, url: str, *, delay: float = 0.0) -> Relay:
+        """A relay to the server at ``url`` (``http://127.0.0.1:PORT``)."""
+        return cls(("127.0.0.1", int(url.rsplit(":", 1)[1])), delay=delay)
+
+    def url(self) -> str:
+        """The server's address through the relay."""
+        return f"http://127.0.0.1:{self.port}"
+
     def _accept(self) -> None:
         while True:
             try:

@@ -16,7 +16,7 @@ import pytest
 from relay import Relay
 from serving import RunningServer, Tenant
 
-from agentrein import ActionStatus, AgentRein, DisplayStatus
+from agentrein import ActionStatus, AgentRein, DisplayStatus, SessionInfo
 from agentrein_testing import FakeService
 
 #: What an agent process runs before it is killed: one wrapped call, then SIGKILL at once, before any
@@ -46,16 +46,22 @@ def tenant(server: RunningServer) -> Tenant:
 @pytest.fixture
 def slow_relay(server: RunningServer) -> Iterator[Relay]:
     """The agent's way to the server: every piece of the server's answers arrives 20 ms late."""
-    relay = Relay(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), delay=0.02)
+    relay = Relay.to_server(server.url, delay=0.02)
     yield relay
     relay.cut()
 
 
 @pytest.fixture
 def agent(tenant: Tenant, slow_relay: Relay) -> Iterator[AgentRein]:
-    ar = AgentRein(base_url=f"http://127.0.0.1:{slow_relay.port}", api_key=tenant.key)
-    yield ar
-    ar.close()
+    """The agent, through the slow relay."""
+    with AgentRein(base_url=slow_relay.url(), api_key=tenant.key) as ar:
+        yield ar
+
+
+def wrapped_in_a_session(agent: AgentRein, service: FakeService) -> tuple[SessionInfo, httpx.Client]:
+    """A new session of ``agent``, and a client of ``service`` wrapped in it."""
+    session = agent.new_session(agent_id="billing", intent="orders")
+    return session, agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
 
 
 def rest(tenant: Tenant) -> httpx.Client:
@@ -67,8 +73,7 @@ def test_a_wrapped_call_costs_one_request_to_the_server_and_every_confirmation_a
     agent: AgentRein, slow_relay: Relay, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("agentrein.confirmations.FLUSH_DELAY", 60.0)  # only the calls themselves send them
-    session = agent.new_session(agent_id="billing", intent="orders")
-    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    session, client = wrapped_in_a_session(agent, service)
     per_call = []
     for n in range(5):
         before = len(slow_relay.requests)
@@ -102,8 +107,7 @@ def test_an_agent_killed_right_after_its_call_has_it_confirmed_by_the_next_proce
 def test_a_success_a_slow_network_confirms_after_an_operators_rollback_is_undone_too(
     agent: AgentRein, tenant: Tenant, service: FakeService
 ) -> None:
-    session = agent.new_session(agent_id="billing", intent="orders")
-    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    session, client = wrapped_in_a_session(agent, service)
     client.post("/v1/orders", json={"n": 1})
     arrived, release = service.hold("POST", "/v1/orders")
     call = threading.Thread(target=client.post, args=("/v1/orders",), kwargs={"json": {"n": 2}})
@@ -127,8 +131,7 @@ def test_a_success_a_slow_network_confirms_after_an_operators_rollback_is_undone
 def test_the_agents_read_right_after_a_call_over_a_slow_network_shows_the_call_succeeded(
     agent: AgentRein, service: FakeService
 ) -> None:
-    session = agent.new_session(agent_id="billing", intent="orders")
-    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    session, client = wrapped_in_a_session(agent, service)
     client.post("/v1/orders", json={"n": 1})
     (action,) = agent.get_session(session).actions
     assert action.status is ActionStatus.SUCCESS
@@ -137,8 +140,7 @@ def test_the_agents_read_right_after_a_call_over_a_slow_network_shows_the_call_s
 def test_a_rollback_the_agent_asks_for_right_after_a_call_over_a_slow_network_undoes_that_call(
     agent: AgentRein, service: FakeService
 ) -> None:
-    session = agent.new_session(agent_id="billing", intent="orders")
-    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    session, client = wrapped_in_a_session(agent, service)
     client.post("/v1/orders", json={"n": 1})
     rolled_back = agent.rollback_session(session)
     assert [a.status for a in rolled_back.actions] == [ActionStatus.ROLLED_BACK]

@@ -36,17 +36,15 @@ def tenant(server: RunningServer) -> Tenant:
 @pytest.fixture
 def relay(server: RunningServer) -> Iterator[Relay]:
     """The agents' way to the server, which the test can interrupt."""
-    port = int(server.url.rsplit(":", 1)[1])
-    relay = Relay(("127.0.0.1", port))
+    relay = Relay.to_server(server.url)
     yield relay
     relay.cut()
 
 
 @pytest.fixture
 def agent(tenant: Tenant, relay: Relay) -> Iterator[AgentRein]:
-    ar = AgentRein(base_url=f"http://127.0.0.1:{relay.port}", api_key=tenant.key)
-    yield ar
-    ar.close()
+    with AgentRein(base_url=relay.url(), api_key=tenant.key) as ar:
+        yield ar
 
 
 def opened_while_the_server_is_away(

@@ -167,7 +167,8 @@ class SessionController(Controller):
         services: ServicesDep,
     ) -> answers.Action:
         """``CLEARED -> SUCCESS`` (with response and undo), or ``FAILED`` (with error; the session is rolled
-        back by the server)."""
+        back by the server). The SDK sends a success this way only when no write-ahead record of the session
+        carried it (``confirm``) within moments, or from its journal."""
         engine = services.engine
         if data.status == "SUCCESS":
             if data.error is not None:
