@@ -100,6 +100,7 @@ class Confirmations:
         self._cond = threading.Condition()
         self._pending: list[Outcome] = []
         self._in_flight: set[int] = set()  # ids of outcomes taken for sending, not yet settled or put back
+        self._sent: list[tuple[int]] = []  # rows of outcomes the server has, still to delete from the file
         self._db: sqlite3.Connection | None = None
         self._loaded = False
         self._closed = False
@@ -132,16 +133,12 @@ class Confirmations:
             return taken
 
     def settled(self, outcomes: list[Outcome]) -> None:
-        """The server has these (applied, or refused for good): forget them."""
+        """The server has these (applied, or refused for good): forget them. Their rows are deleted with the
+        next outcome's write (one transaction on the agent's path, not two), or after a background send."""
         if not outcomes:
             return
-        rows = [(o.row,) for o in outcomes if o.row is not None]
         with self._cond:
-            if rows and self._db is not None:
-                try:
-                    self._db.executemany("DELETE FROM outcomes WHERE id = ?", rows)
-                except sqlite3.Error:
-                    log.exception("AgentRein could not remove sent confirmations from %s", self.path)
+            self._sent.extend((o.row,) for o in outcomes if o.row is not None)
             self._in_flight.difference_update(id(o) for o in outcomes)
             self._cond.notify_all()
 
@@ -190,6 +187,7 @@ class Confirmations:
             self.flush()
         except AgentReinError as exc:
             log.warning("AgentRein confirmations not sent at close (kept in %s): %s", self.path, exc)
+        self._forget_sent()
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -225,17 +223,40 @@ class Confirmations:
             log.warning("AgentRein found %d unsent confirmation(s) in %s; sending them", len(left), self.path)
 
     def _write(self, outcome: Outcome) -> int | None:
+        """Append ``outcome`` to the file, deleting the rows of those sent since the last write."""
         try:
             body = json.dumps(to_wire(outcome))
-            cursor = self._connection().execute(
-                "INSERT INTO outcomes (backend, owner, session_id, action_id, body) VALUES (?, ?, ?, ?, ?)",
-                (self.identity, self._owner, outcome.session_id, outcome.action_id, body),
-            )
+            db = self._connection()
+            db.execute("BEGIN")
+            try:
+                self._delete_sent(db)
+                cursor = db.execute(
+                    "INSERT INTO outcomes (backend, owner, session_id, action_id, body) VALUES (?, ?, ?, ?, ?)",
+                    (self.identity, self._owner, outcome.session_id, outcome.action_id, body),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
         except (sqlite3.Error, OSError):
             # Still sent from memory; only a crash before then loses it.
             log.exception("AgentRein could not journal the outcome of action %s in %s", outcome.action_id, self.path)
             return None
         return cursor.lastrowid
+
+    def _forget_sent(self) -> None:
+        """Delete the rows of the outcomes sent (off the agent's path: after a background send, at close)."""
+        with self._cond:
+            if self._sent and self._db is not None:
+                try:
+                    self._delete_sent(self._db)
+                except sqlite3.Error:
+                    log.exception("AgentRein could not remove sent confirmations from %s", self.path)
+
+    def _delete_sent(self, db: sqlite3.Connection) -> None:
+        """Delete the sent rows (a crash before leaves them: sent again, they are refused as settled)."""
+        db.executemany("DELETE FROM outcomes WHERE id = ?", self._sent)
+        self._sent.clear()
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
@@ -261,6 +282,7 @@ class Confirmations:
                     continue
             try:
                 self.flush()
+                self._forget_sent()
             except AgentReinUnavailableError as exc:
                 log.warning("AgentRein confirmations wait for the server: %s", exc)
                 with self._cond:
