@@ -146,3 +146,40 @@ def test_a_rollback_the_agent_asks_for_right_after_a_call_over_a_slow_network_un
     assert [a.status for a in rolled_back.actions] == [ActionStatus.ROLLED_BACK]
     assert rolled_back.display_status is DisplayStatus.REVERTED
     assert service.collection("orders") == {}
+
+
+def recorded_call(api: httpx.Client, session_id: str, **extra: Any) -> httpx.Response:
+    """A write-ahead record of a call to the fake service, through the REST API."""
+    body = {"connector": "http", "apiName": "POST /v1/orders", "operationType": "CREATE", "payload": {}, **extra}
+    return api.post(f"/sessions/{session_id}/actions", json=body)
+
+
+def test_a_write_ahead_record_confirms_the_calls_it_carries_and_names_those_it_could_not(tenant: Tenant) -> None:
+    with rest(tenant) as api:
+        session_id = api.post("/sessions", json={"agentId": "billing"}).json()["id"]
+        earlier = recorded_call(api, session_id).json()["action"]["actionId"]
+        confirm = [{"actionId": earlier, "response": {"statusCode": 201}}, {"actionId": "act_unknown"}]
+        logged = recorded_call(api, session_id, confirm=confirm)
+        statuses = [a["status"] for a in api.get(f"/sessions/{session_id}").json()["actions"]]
+    assert logged.status_code == 201
+    assert [u["actionId"] for u in logged.json()["unconfirmed"]] == ["act_unknown"]
+    assert statuses == [ActionStatus.SUCCESS, ActionStatus.CLEARED]
+
+
+def test_a_write_ahead_record_refused_during_a_rollback_still_confirms_the_calls_it_carries(
+    tenant: Tenant, service: FakeService
+) -> None:
+    with rest(tenant) as api:
+        session_id = api.post("/sessions", json={"agentId": "billing"}).json()["id"]
+        done = recorded_call(api, session_id).json()["action"]["actionId"]
+        orders = [httpx.post(f"{service.base_url}/v1/orders", json={}).json()["id"] for _ in range(2)]
+        undos = [{"type": "http-delete", "url": f"{service.base_url}/v1/orders/{order}"} for order in orders]
+        api.patch(f"/sessions/{session_id}/actions/{done}", json={"status": "SUCCESS", "undo": undos[0]})
+        under_way = recorded_call(api, session_id).json()["action"]["actionId"]
+        api.post(f"/sessions/{session_id}/rollback", json={})
+        first = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+        refused = recorded_call(api, session_id, confirm=[{"actionId": under_way, "undo": undos[1]}])
+        (_, confirmed) = api.get(f"/sessions/{session_id}").json()["actions"]
+    assert first["status"] == "SUCCEEDED"
+    assert refused.status_code == 409, refused.text
+    assert confirmed["status"] != ActionStatus.CLEARED
