@@ -162,7 +162,7 @@ def test_a_write_ahead_record_confirms_the_calls_it_carries_and_names_those_it_c
         logged = recorded_call(api, session_id, confirm=confirm)
         statuses = [a["status"] for a in api.get(f"/sessions/{session_id}").json()["actions"]]
     assert logged.status_code == 201
-    assert [u["actionId"] for u in logged.json()["unconfirmed"]] == ["act_unknown"]
+    assert [u["actionId"] for u in logged.json()["refusedConfirmations"]] == ["act_unknown"]
     assert statuses == [ActionStatus.SUCCESS, ActionStatus.CLEARED]
 
 

@@ -117,7 +117,7 @@ class Confirmation:
 
 
 @frozen
-class Unconfirmed:
+class RefusedConfirmation:
     """A confirmation carried with a write-ahead record that could not be applied, and why (the action stays
     as it was: already settled, say)."""
 
@@ -132,7 +132,7 @@ class LoggedAction:
 
     action: Action
     approval: Approval | None
-    unconfirmed: list[Unconfirmed] = Factory(list)
+    refused_confirmations: list[RefusedConfirmation] = Factory(list)
 
 
 def session_info(

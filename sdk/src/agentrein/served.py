@@ -123,7 +123,7 @@ class ServedMode:
             self._confirmations.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
             raise
         self._confirmations.settled(carried)
-        for refused in logged.get("unconfirmed", ()):
+        for refused in logged.get("refusedConfirmations", ()):
             log.error(REFUSED, refused["actionId"], refused["detail"])
         approval = from_wire(logged["approval"], Approval) if logged["approval"] is not None else None
         return LoggedAction(from_wire(logged["action"], Action), approval)

@@ -48,7 +48,7 @@ from agentrein_core.statuses import (
     SessionStatus,
 )
 from agentrein_core.store import SeqTaken, Tx
-from agentrein_core.views import Confirmation, LoggedAction, SessionInfo, SessionPage, Unconfirmed, shortened
+from agentrein_core.views import Confirmation, LoggedAction, RefusedConfirmation, SessionInfo, SessionPage, shortened
 
 #: A listing filtered by display status (derived, so filtered after reading) reads at most this many
 #: sessions per page, then answers with what it found and a cursor to go on from.
@@ -196,14 +196,14 @@ class Recording(UseCases):
         next write-ahead record instead of a request each). They are applied first, in the same transaction,
         as :meth:`confirm_action` applies one, and they are applied even when the new record is refused
         (the session is being rolled back, say); one that cannot be applied (already settled, unknown,
-        invalid) is skipped and named in the answer's ``unconfirmed``, never a reason to refuse the new
+        invalid) is skipped and named in the answer's ``refused_confirmations``, never a reason to refuse the new
         record."""
         operation_type = OperationType(operation_type)
         self._check_connector(connector)
         validation.json_value("payload", payload)
         redactor = self.redactors.of(connector)
         api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
-        checked, unconfirmed = _checked_all(confirm)
+        checked, refused_confirmations = _checked_all(confirm)
         now = self.clock()
         refused: AgentReinError | None = None
         approval = None
@@ -212,7 +212,7 @@ class Recording(UseCases):
                 try:
                     self._confirm(tx, now, org_id, confirmation, session_id)
                 except AgentReinError as exc:  # raised before it wrote anything
-                    unconfirmed.append(Unconfirmed(confirmation.action_id, str(exc)))
+                    refused_confirmations.append(RefusedConfirmation(confirmation.action_id, str(exc)))
             taken = tx.take_seq(org_id, session_id, now)
             if taken is None:
                 session = session_of(tx, org_id, session_id)  # NotFoundError if it does not exist
@@ -238,7 +238,7 @@ class Recording(UseCases):
                 )
         if refused is not None:  # raised after the transaction, so the confirmations carried are kept
             raise refused
-        return LoggedAction(action, approval, unconfirmed)
+        return LoggedAction(action, approval, refused_confirmations)
 
     def _write_ahead(
         self,
@@ -480,15 +480,15 @@ def _checked(confirmation: Confirmation) -> Confirmation:
     return confirmation
 
 
-def _checked_all(confirmations: Sequence[Confirmation]) -> tuple[list[Confirmation], list[Unconfirmed]]:
+def _checked_all(confirmations: Sequence[Confirmation]) -> tuple[list[Confirmation], list[RefusedConfirmation]]:
     """The well-formed confirmations, and the others as refused."""
     checked: list[Confirmation] = []
-    refused: list[Unconfirmed] = []
+    refused: list[RefusedConfirmation] = []
     for confirmation in confirmations:
         try:
             checked.append(_checked(confirmation))
         except ValidationError as exc:
-            refused.append(Unconfirmed(confirmation.action_id, str(exc)))
+            refused.append(RefusedConfirmation(confirmation.action_id, str(exc)))
     return checked, refused
 
 

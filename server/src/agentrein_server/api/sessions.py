@@ -131,7 +131,7 @@ class SessionController(Controller):
 
         ``confirm``: earlier calls of this session that succeeded, confirmed first in the same transaction
         (the SDK sends its confirmations this way, saving a ``PATCH`` each); applied even when the new record
-        is refused. One that cannot be applied is skipped and listed in ``unconfirmed`` with why."""
+        is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why."""
         timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
         try:
             logged = services.engine.log_action(
