@@ -51,11 +51,11 @@ log = logging.getLogger("agentrein")
 
 #: How long an outcome waits for the session's next request before the background thread sends it.
 FLUSH_DELAY = 0.1
-#: How long the background thread waits before trying again when the server cannot be reached.
+#: How long the background thread waits before trying again when sending failed (doubled each time, up to
+#: ``MAX_RETRY_DELAY``).
 RETRY_DELAY = 2.0
+MAX_RETRY_DELAY = 60.0
 
-#: Logged when the server refuses a confirmation for good (its action stays as it was).
-REFUSED = "AgentRein refused the confirmation of action %s; it stays CLEARED: %s"
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS outcomes (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, "
     "owner TEXT NOT NULL, session_id TEXT NOT NULL, action_id TEXT NOT NULL, body TEXT NOT NULL)"
@@ -269,6 +269,7 @@ class Confirmations:
 
     # the background thread --------------------------------------------------------------------------------
     def _run(self) -> None:
+        retry, not_before = RETRY_DELAY, 0.0
         while True:
             with self._cond:
                 if self._closed:
@@ -276,21 +277,24 @@ class Confirmations:
                 if not self._pending:
                     self._cond.wait()
                     continue
-                wait = self._pending[0].since + FLUSH_DELAY - time.monotonic()
+                wait = max(self._pending[0].since + FLUSH_DELAY, not_before) - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
             try:
                 self.flush()
                 self._forget_sent()
-            except AgentReinUnavailableError as exc:
-                log.warning("AgentRein confirmations wait for the server: %s", exc)
-                with self._cond:
-                    self._cond.wait(RETRY_DELAY)
-            except Exception:
-                log.exception("AgentRein could not send confirmations")
-                with self._cond:
-                    self._cond.wait(RETRY_DELAY)
+            except Exception as exc:
+                # Kept (in memory and in the file), and sent by the client's next request meanwhile: say so once
+                # per outage, and try again less and less often.
+                if not isinstance(exc, AgentReinUnavailableError):
+                    log.exception("AgentRein could not send confirmations")
+                elif retry == RETRY_DELAY:
+                    log.warning("AgentRein confirmations wait for the server (kept in %s): %s", self.path, exc)
+                not_before = time.monotonic() + retry
+                retry = min(retry * 2, MAX_RETRY_DELAY)
+            else:
+                retry, not_before = RETRY_DELAY, 0.0
 
 
 #: Every open :class:`Confirmations`, flushed when the interpreter exits (weakly held: one dropped unclosed

@@ -17,7 +17,7 @@ import time
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from agentrein.confirmations import REFUSED, Confirmations, Outcome
+from agentrein.confirmations import Confirmations, Outcome
 from agentrein.http import Connection
 from agentrein.http import segment as _seg
 from agentrein.journal import journal_file
@@ -123,8 +123,10 @@ class ServedMode:
             self._confirmations.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
             raise
         self._confirmations.settled(carried)
-        for refused in logged.get("refusedConfirmations", ()):
-            log.error(REFUSED, refused["actionId"], refused["detail"])
+        for refused in logged.get("refusedConfirmations", ()):  # settled already (sent twice), or refused
+            log.warning(
+                "AgentRein did not apply the confirmation of action %s: %s", refused["actionId"], refused["detail"]
+            )
         approval = from_wire(logged["approval"], Approval) if logged["approval"] is not None else None
         return LoggedAction(from_wire(logged["action"], Action), approval)
 
