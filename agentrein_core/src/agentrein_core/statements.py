@@ -83,13 +83,14 @@ TAKE_SEQ = Prepared(_TAKE_SEQ)
 #: The same, only for an ACTIVE session that is not being rolled back (the only kind that accepts a new action).
 TAKE_SEQ_ACTIVE = Prepared(_TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE, _NO_ROLLBACK_UNDER_WAY))
 TOUCH = Prepared(_S.update().where(_S.c.session_id == sa.bindparam("sid")).values(last_activity_at=sa.bindparam("now")))
-#: An action's outcome, ``expected -> new_status``, guarded by its current status.
+#: An action's outcome, ``expected -> new_status``, guarded by its current status (and its session, if ``sid``).
 CONFIRM = Prepared(
     _A.update()
     .where(
         _A.c.action_id == sa.bindparam("key"),
         _A.c.org_id == sa.bindparam("org"),
         _A.c.status == sa.bindparam("expected"),
+        sa.or_(sa.bindparam("sid", type_=sa.String).is_(None), _A.c.session_id == sa.bindparam("sid")),
     )
     .values(
         status=sa.bindparam("new_status"),

@@ -560,9 +560,11 @@ class Tx(Listings):
         response: Any,
         undo: Any,
         now: datetime,
+        session_id: str | None = None,
     ) -> Action | None:
         """``expected -> status`` with the response and undo config, in one guarded statement (the hot path
-        of every confirmed call); None if the action is missing or no longer ``expected``."""
+        of every confirmed call); None if the action is missing (from ``session_id``, when given) or no longer
+        ``expected``: nothing is written then."""
         params = {
             "key": action_id,
             "org": org_id,
@@ -571,6 +573,7 @@ class Tx(Listings):
             "response": response,
             "undo": undo,
             "now": now,
+            "sid": session_id,
         }
         row = statements.CONFIRM.run_first(self.conn, params)
         return from_columns(row, Action) if row is not None else None

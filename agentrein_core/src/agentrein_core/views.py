@@ -9,11 +9,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Literal, get_args
 
-from attrs import evolve, frozen
+from attrs import Factory, evolve, frozen
 
 from agentrein_core import decisions, rules
 from agentrein_core.decisions import Consequences, Describe
-from agentrein_core.model import JSON, Action, Approval, Rollback, Session, Verification
+from agentrein_core.model import JSON, Action, Approval, Rollback, Session, UndoConfig, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -116,12 +116,36 @@ class ApprovalPage:
     next_cursor: str | None
 
 
+#: The most confirmations one write-ahead record carries.
+MAX_CONFIRMATIONS = 100
+
+
+@frozen
+class Confirmation:
+    """A recorded call that succeeded, as the agent reports it: its (redacted) result and how to undo it."""
+
+    action_id: str
+    response: JSON | None = None
+    undo: UndoConfig | None = None
+
+
+@frozen
+class RefusedConfirmation:
+    """A confirmation carried with a write-ahead record that could not be applied, and why (the action stays
+    as it was: already settled, say)."""
+
+    action_id: str
+    detail: str
+
+
 @frozen
 class LoggedAction:
-    """The write-ahead record of a call, and its before-execution approval when it must wait for one."""
+    """The write-ahead record of a call, and its before-execution approval when it must wait for one; and
+    the confirmations carried with it that could not be applied."""
 
     action: Action
     approval: Approval | None
+    refused_confirmations: list[RefusedConfirmation] = Factory(list)
 
 
 def session_info(

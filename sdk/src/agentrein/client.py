@@ -64,7 +64,7 @@ class AgentRein:
         # self._clients: the clients wrapped in this process, by session and connector; embedded rollbacks run
         # through them.
         if base_url:
-            self._mode = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""))
+            self._mode = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""), journal_path=journal_path)
             self._clients = ClientUndoExecutor(self._connectors)  # remembered only: the server runs the undos
         else:
             embedded = _embedded(database_url, organisation, self._connectors)

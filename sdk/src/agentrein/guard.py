@@ -7,8 +7,9 @@
 3. A held call waits for the reviewer's decision (rejected or expired: the session is rolled back, and
    :class:`ApprovalRejectedError` / :class:`ApprovalTimeoutError` is raised).
 4. The call runs with its idempotency key, retried on transient failures when the caller said it may be.
-5. Success is confirmed with the redacted response and the undo the connector derives; failure is recorded,
-   the session rolled back, and the original exception re-raised.
+5. Success is confirmed with the redacted response and the undo the connector derives (through a server, with
+   the session's next request: :mod:`agentrein.confirmations`); failure is recorded, the session rolled back,
+   and the original exception re-raised, at once in either mode.
 
 Async clients follow the same steps; the bookkeeping runs in a worker thread so the event loop never waits.
 """
@@ -214,7 +215,7 @@ class Guard:
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:
             response, undo = self._outcome(call, result)
-            confirmed = self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
+            self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
         except AgentReinUnavailableError as exc:
             # The call did happen: the journal confirms it once AgentRein is back.
             self.journal.warn_unavailable(exc)
@@ -227,7 +228,7 @@ class Guard:
             # one (a CLEARED action is never undone), only the well-recorded work before it.
             log.exception("AgentRein could not confirm action %s; it stays CLEARED", action.action_id)
             return
-        self.clients.remember(confirmed, ref)
+        self.clients.remember(action, ref)
 
     def _record_failure(self, action: Action, error: BaseException) -> None:
         message = _describe(error, self.redactor)

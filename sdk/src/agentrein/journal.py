@@ -40,6 +40,11 @@ DEFAULT_JOURNAL = "agentrein-journal.db"
 _WAITING = "SELECT id, body FROM entries WHERE backend = ? AND problem IS NULL ORDER BY id"
 
 
+def journal_file(path: str | os.PathLike[str] | None = None) -> Path:
+    """Where the journal is: ``path``, else ``$AGENTREIN_JOURNAL``, else ``./agentrein-journal.db``."""
+    return Path(path or os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL)
+
+
 @frozen
 class LateOutcome:
     """How a recorded action's call ended, when AgentRein could not be told at the time."""
@@ -98,7 +103,7 @@ class Journal:
 
     def __init__(self, identity: str, path: str | os.PathLike[str] | None = None) -> None:
         self.identity = identity
-        self.path = Path(path or os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL)
+        self.path = journal_file(path)
         self._lock = threading.RLock()
         self._pending: int | None = None  # unknown until first asked
         self._warned = False

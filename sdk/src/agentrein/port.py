@@ -68,7 +68,11 @@ class Recorder(Protocol):
 
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> Action: ...
+    ) -> Action | None:
+        """The call succeeded: ``CLEARED -> SUCCESS``. Embedded, at once (the action as stored); through a
+        server, with the session's next request or within moments (``None``: see
+        :mod:`agentrein.confirmations`)."""
+        ...
 
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...
 

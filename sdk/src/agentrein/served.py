@@ -4,18 +4,23 @@ Every answer is turned back into the same records embedded mode returns (``agent
 and every problem+json error into the same named exception, so agent code cannot tell the modes apart. A
 server that cannot be reached, or answers 5xx, is :class:`AgentReinUnavailableError` (``failure_mode``
 decides what the agent's call does then). Rollbacks run in the server's workers; this side waits for them.
+A successful call's confirmation travels with the session's next request (:mod:`agentrein.confirmations`),
+and every other request sends the pending ones first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from agentrein.confirmations import Confirmations, Outcome
 from agentrein.http import Connection
 from agentrein.http import segment as _seg
+from agentrein.journal import journal_file
 from agentrein.port import ExecutedCall
 from agentrein.settle import see_through
 from agentrein_core import errors
@@ -37,15 +42,29 @@ FOLLOW_DECISION = 300.0
 
 
 class ServedMode:
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 10.0,
+        journal_path: str | os.PathLike[str] | None = None,
+    ) -> None:
         self._connection = Connection(base_url, api_key, timeout=timeout)
-        self._call = self._connection.call
         self.base_url = self._connection.base_url
         #: Whose records these are, for the journal: the server and (a digest of) the key.
         self.identity = f"{self.base_url} key {hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
+        self._confirmations = Confirmations(self.identity, journal_file(journal_path), self._send_confirmation)
 
     def close(self) -> None:
+        self._confirmations.close()
         self._connection.close()
+
+    def _call(self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0) -> Any:
+        """One request, once the confirmations still pending have been sent (:mod:`agentrein.confirmations`):
+        what it reads or changes comes after the outcomes of the calls made before it."""
+        self._confirmations.flush()
+        return self._connection.call(method, path, json=json, params=params, wait=wait)
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
@@ -91,7 +110,23 @@ class ServedMode:
             "requiresApproval": requires_approval,
             "approvalTimeoutMs": max(1, round(approval_timeout.total_seconds() * 1000)),
         }
-        logged = self._call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
+        # The session's earlier successes travel with it, applied first (:mod:`agentrein.confirmations`).
+        carried = self._confirmations.take(session_id)
+        if carried:
+            body["confirm"] = [outcome.wire() for outcome in carried]
+        try:
+            logged = self._connection.call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
+        except (errors.PolicyBlockedError, errors.ApprovalRejectedError, errors.InvalidTransitionError):
+            self._confirmations.settled(carried)  # refused after the confirmations were applied
+            raise
+        except BaseException:
+            self._confirmations.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
+            raise
+        self._confirmations.settled(carried)
+        for refused in logged.get("refusedConfirmations", ()):  # settled already (sent twice), or refused
+            log.warning(
+                "AgentRein did not apply the confirmation of action %s: %s", refused["actionId"], refused["detail"]
+            )
         approval = from_wire(logged["approval"], Approval) if logged["approval"] is not None else None
         return LoggedAction(from_wire(logged["action"], Action), approval)
 
@@ -100,9 +135,13 @@ class ServedMode:
 
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> Action:
-        body = {"status": "SUCCESS", "response": response, "undo": to_wire(undo) if undo is not None else None}
-        return from_wire(self._call("PATCH", _action_path(session_id, action_id), json=body), Action)
+    ) -> None:
+        """Kept, and sent with the session's next request or within moments (:mod:`agentrein.confirmations`)."""
+        self._confirmations.keep(session_id, action_id, response, undo)
+
+    def _send_confirmation(self, outcome: Outcome) -> None:
+        body = {"status": "SUCCESS", "response": outcome.response, "undo": to_wire(outcome.undo)}
+        self._connection.call("PATCH", _action_path(outcome.session_id, outcome.action_id), json=body)
 
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
         body = {"status": "FAILED", "error": error}

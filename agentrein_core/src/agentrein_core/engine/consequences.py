@@ -181,6 +181,28 @@ def _sandbox_rollback(tx: Tx, now: datetime, session: Session, job: Rollback) ->
     return done
 
 
+def undo_late_success(tx: Tx, now: datetime, action: Action) -> None:
+    """``action`` was just confirmed ``SUCCESS``. A session rollback under way undoes it in its turn (the chain
+    is read afresh at every step). One that has ended, successfully, after the call was recorded could not
+    undo it (a ``CLEARED`` action is never undone), and the session must not be left with this call's effect
+    in place: it is rolled back again, which undoes this call (and only what is still executed). The agent's
+    confirmations may arrive after its next request (the SDK sends them with it), so this is the ordinary
+    case of an operator's rollback that started in between, not a rare race. A rollback that failed is left to
+    the operator, whose next rollback includes this call."""
+    latest = tx.latest_rollback(action.session_id)
+    if (
+        latest is None
+        or not latest.whole_session
+        or latest.status is not RollbackStatus.SUCCEEDED
+        or latest.created_at < action.created_at  # recorded after that rollback: the agent's work since
+    ):
+        return
+    session = session_of(tx, action.org_id, action.session_id)
+    start_rollback(
+        tx, now, session, SYSTEM, f"{action.api_name} confirmed after the session was rolled back"[:MAX_TRIGGER]
+    )
+
+
 def after_failure(tx: Tx, now: datetime, session: Session, trigger: str, requested_by: str) -> None:
     """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
     if rollback_under_way(tx, session.session_id) is not None:

@@ -3,6 +3,7 @@ the calls that ran while AgentRein could not be reached (replayed from the SDK's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from attrs import evolve
@@ -21,6 +22,7 @@ from agentrein_core.engine.consequences import (
     new_approval,
     open_approval,
     queue_check,
+    undo_late_success,
 )
 from agentrein_core.engine.records import (
     action_of,
@@ -32,6 +34,7 @@ from agentrein_core.engine.records import (
     undo_row,
 )
 from agentrein_core.errors import (
+    AgentReinError,
     ApprovalRejectedError,
     InvalidTransitionError,
     NotFoundError,
@@ -39,7 +42,7 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.ids import new_id
-from agentrein_core.model import JSON, Action, Session, UndoConfig
+from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
 from agentrein_core.statuses import (
     ActionStatus,
@@ -51,7 +54,8 @@ from agentrein_core.statuses import (
     PolicyEffect,
     SessionStatus,
 )
-from agentrein_core.views import LoggedAction, SessionInfo, SessionPage, shortened
+from agentrein_core.store import SeqTaken, Tx
+from agentrein_core.views import Confirmation, LoggedAction, RefusedConfirmation, SessionInfo, SessionPage, shortened
 
 
 class Recording(UseCases):
@@ -174,77 +178,118 @@ class Recording(UseCases):
         payload: JSON,
         requires_approval: bool = False,
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+        confirm: Sequence[Confirmation] = (),
     ) -> LoggedAction:
         """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
         human (``PENDING_APPROVAL``: the agent declared it, or a before-execution policy holds it, for the
-        policy's own timeout when it has one), or must not run (``FAILED``, raising :class:`PolicyBlockedError`)."""
+        policy's own timeout when it has one), or must not run (``FAILED``, raising :class:`PolicyBlockedError`).
+
+        ``confirm``: earlier calls of the session that succeeded (the SDK's confirmations, carried with its
+        next write-ahead record instead of a request each). They are applied first, in the same transaction,
+        as :meth:`confirm_action` applies one, and they are applied even when the new record is refused
+        (the session is being rolled back, say); one that cannot be applied (already settled, unknown,
+        invalid) is skipped and named in the answer's ``refused_confirmations``, never a reason to refuse the new
+        record."""
         operation_type = OperationType(operation_type)
         self._check_connector(connector)
         validation.json_value("payload", payload)
         redactor = self.redactors.of(connector)
         api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
+        checked, refused_confirmations = _checked_all(confirm)
         now = self.clock()
-        blocked: PolicyBlockedError | None = None
-        no_gates: ApprovalRejectedError | None = None
+        refused: AgentReinError | None = None
+        approval = None
         with self.store.transaction() as tx:
+            for confirmation in checked:
+                try:
+                    self._confirm(tx, now, org_id, confirmation, session_id)
+                except AgentReinError as exc:  # raised before it wrote anything
+                    refused_confirmations.append(RefusedConfirmation(confirmation.action_id, str(exc)))
             taken = tx.take_seq(org_id, session_id, now)
             if taken is None:
                 session = session_of(tx, org_id, session_id)  # NotFoundError if it does not exist
                 if session.status is SessionStatus.ACTIVE:
-                    raise InvalidTransitionError(
+                    refused = InvalidTransitionError(
                         f"session {session_id} is being rolled back; it accepts no new actions"
                     )
-                raise InvalidTransitionError(
-                    f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
+                else:
+                    refused = InvalidTransitionError(
+                        f"session {session_id} is {session.status}; only ACTIVE sessions accept new actions"
+                    )
+            else:
+                action, approval, refused = self._write_ahead(
+                    tx,
+                    now,
+                    taken,
+                    Subject(connector, api_name, taken.agent_id, operation_type),
+                    org_id=org_id,
+                    session_id=session_id,
+                    payload=payload,
+                    requires_approval=requires_approval,
+                    approval_timeout=approval_timeout,
                 )
-            action_id = new_id("act")
-            action = Action(
-                action_id=action_id,
-                session_id=session_id,
-                org_id=org_id,
-                seq=taken.seq,
-                connector=validation.text("connector", connector, 100),
-                api_name=api_name,
-                operation_type=operation_type,
-                payload=payload,
-                status=ActionStatus.CLEARED,
-                idempotency_key=f"agentrein-{action_id}",
-                created_at=now,
-                updated_at=now,
-            )
-            subject = Subject(connector, api_name, taken.agent_id, operation_type)
-            decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
-            # Held by the agent's own declaration or by a policy, whatever the agent's code declares.
-            held = requires_approval or decision.holds
-            if decision.policy is not None:
-                # A held call has had its human review already; otherwise REQUIRE_APPROVAL reviews it afterwards.
-                review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not held
-                action = evolve(action, policy_name=decision.policy.name, review_after=review_after)
-                if decision.holds and decision.policy.approval_timeout_ms is not None:
-                    approval_timeout = timedelta(milliseconds=decision.policy.approval_timeout_ms)
-            approval = None
-            if decision.effect is PolicyEffect.BLOCK:
-                assert decision.policy is not None
-                action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
-                blocked = PolicyBlockedError(action_id, decision.policy.name)
-            elif held and taken.plan is Plan.FREE:
-                action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
-                no_gates = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
-            elif held:
-                action = evolve(action, status=ActionStatus.PENDING_APPROVAL)
-                approval = new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
-            tx.insert(action)
-            if approval is not None:
-                open_approval(tx, now, approval)
-            if no_gates is not None:
-                session = session_of(tx, org_id, session_id)
-                after_failure(tx, now, session, "approval gate unavailable on plan", SYSTEM)
-        if blocked is not None:
-            raise blocked
-        if no_gates is not None:
-            raise no_gates
-        self.recent_connectors.remember(action_id, action.connector)
-        return LoggedAction(action, approval)
+        if refused is not None:  # raised after the transaction, so the confirmations carried are kept
+            raise refused
+        self.recent_connectors.remember(action.action_id, action.connector)
+        return LoggedAction(action, approval, refused_confirmations)
+
+    def _write_ahead(
+        self,
+        tx: Tx,
+        now: datetime,
+        taken: SeqTaken,
+        subject: Subject,
+        *,
+        org_id: str,
+        session_id: str,
+        payload: JSON,
+        requires_approval: bool,
+        approval_timeout: timedelta,
+    ) -> tuple[Action, Approval | None, AgentReinError | None]:
+        """The write-ahead record of :meth:`log_action` in ``tx``, its approval, and the refusal to raise once
+        ``tx`` is committed (blocked by a policy, or held on a plan without approval gates)."""
+        action_id = new_id("act")
+        action = Action(
+            action_id=action_id,
+            session_id=session_id,
+            org_id=org_id,
+            seq=taken.seq,
+            connector=validation.text("connector", subject.connector, 100),
+            api_name=subject.api_name,
+            operation_type=subject.operation_type,
+            payload=payload,
+            status=ActionStatus.CLEARED,
+            idempotency_key=f"agentrein-{action_id}",
+            created_at=now,
+            updated_at=now,
+        )
+        decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
+        # Held by the agent's own declaration or by a policy, whatever the agent's code declares.
+        held = requires_approval or decision.holds
+        if decision.policy is not None:
+            # A held call has had its human review already; otherwise REQUIRE_APPROVAL reviews it afterwards.
+            review_after = decision.effect is PolicyEffect.REQUIRE_APPROVAL and not held
+            action = evolve(action, policy_name=decision.policy.name, review_after=review_after)
+            if decision.holds and decision.policy.approval_timeout_ms is not None:
+                approval_timeout = timedelta(milliseconds=decision.policy.approval_timeout_ms)
+        approval = None
+        refused: AgentReinError | None = None
+        if decision.effect is PolicyEffect.BLOCK:
+            assert decision.policy is not None
+            action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
+            refused = PolicyBlockedError(action_id, decision.policy.name)
+        elif held and taken.plan is Plan.FREE:
+            action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
+            refused = ApprovalRejectedError(NO_GATES_REASON, None, action_id)
+        elif held:
+            action = evolve(action, status=ActionStatus.PENDING_APPROVAL)
+            approval = new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
+        tx.insert(action)
+        if approval is not None:
+            open_approval(tx, now, approval)
+        if isinstance(refused, ApprovalRejectedError):
+            after_failure(tx, now, session_of(tx, org_id, session_id), "approval gate unavailable on plan", SYSTEM)
+        return action, approval, refused
 
     def confirm_action(
         self,
@@ -256,38 +301,38 @@ class Recording(UseCases):
         session_id: str | None = None,
     ) -> Action:
         """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
-        If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens.
-        ``session_id``, when given, must be the action's session."""
-        validation.json_value("response", response)
-        validation.undo_params(undo)
-        now = self.clock()
+        If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens; if
+        the session was rolled back after the call was recorded, it is rolled back again, this call included
+        (:func:`~agentrein_core.engine.consequences.undo_late_success`). ``session_id``, when given, must be
+        the action's session."""
+        confirmation = _checked(Confirmation(action_id, response, undo))
         with self.store.transaction() as tx:
-            # Redacted by the action's connector: known if this process recorded it, else read from its record.
-            connector = self.recent_connectors.take(action_id) or action_of(tx, org_id, action_id).connector
-            redactor = self.redactors.of(connector)
-            undo = redactor.redact_undo(undo)
-            done = tx.set_action_outcome(
-                org_id,
-                action_id,
-                ActionStatus.CLEARED,
-                ActionStatus.SUCCESS,
-                redactor.redact(response),
-                undo_row(undo),
-                now,
-            )
-            if done is None:
-                action = action_of(tx, org_id, action_id)  # NotFoundError if it does not exist
-                rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
-                raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
-            if session_id is not None and done.session_id != session_id:
-                raise NotFoundError("action", action_id)  # raised inside the transaction: nothing is written
-            self._check_undo(done.connector, undo)
-            if done.review_after:
-                open_approval(
-                    tx, now, new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
-                )
-            queue_check(tx, now, done.org_id, done.session_id, done.action_id)
-            return done
+            return self._confirm(tx, self.clock(), org_id, confirmation, session_id)
+
+    def _confirm(
+        self, tx: Tx, now: datetime, org_id: str, confirmation: Confirmation, session_id: str | None
+    ) -> Action:
+        """Apply one checked confirmation in ``tx``; every refusal is raised before anything is written, so a
+        write-ahead record can carry confirmations it skips when they are refused."""
+        action_id = confirmation.action_id
+        # Redacted by the action's connector: known if this process recorded it, else read from its record
+        # (which then says at once why it cannot be confirmed).
+        connector = self.recent_connectors.take(action_id) or _confirmable(tx, org_id, action_id, session_id).connector
+        redactor = self.redactors.of(connector)
+        undo = redactor.redact_undo(confirmation.undo)
+        self._check_undo(connector, undo)
+        response = redactor.redact(confirmation.response)
+        done = tx.set_action_outcome(
+            org_id, action_id, ActionStatus.CLEARED, ActionStatus.SUCCESS, response, undo_row(undo), now, session_id
+        )
+        if done is None:  # nothing written: say why
+            _confirmable(tx, org_id, action_id, session_id)
+            raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
+        if done.review_after:
+            open_approval(tx, now, new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
+        queue_check(tx, now, done.org_id, done.session_id, done.action_id)
+        undo_late_success(tx, now, done)
+        return done
 
     def fail_action(self, org_id: str, action_id: str, *, error: str, session_id: str | None = None) -> Action:
         """The call failed: record why and roll the session back (a job the caller then runs).
@@ -418,6 +463,35 @@ class Recording(UseCases):
         stored (a connector this process does not have is checked where the inverse runs)."""
         if undo is not None and self.connectors is not None and connector in self.connectors.names():
             self.connectors.get(connector).check_undo(undo)
+
+
+def _checked(confirmation: Confirmation) -> Confirmation:
+    """``confirmation`` if its response and undo are well-formed (:class:`ValidationError` otherwise)."""
+    validation.json_value("response", confirmation.response)
+    validation.undo_params(confirmation.undo)
+    return confirmation
+
+
+def _checked_all(confirmations: Sequence[Confirmation]) -> tuple[list[Confirmation], list[RefusedConfirmation]]:
+    """The well-formed confirmations, and the others as refused."""
+    checked: list[Confirmation] = []
+    refused: list[RefusedConfirmation] = []
+    for confirmation in confirmations:
+        try:
+            checked.append(_checked(confirmation))
+        except ValidationError as exc:
+            refused.append(RefusedConfirmation(confirmation.action_id, str(exc)))
+    return checked, refused
+
+
+def _confirmable(tx: Tx, org_id: str, action_id: str, session_id: str | None) -> Action:
+    """The action a confirmation names, if it may be confirmed: :class:`NotFoundError` if there is no such
+    action (in ``session_id``, when given), :class:`InvalidTransitionError` if it is not ``CLEARED``."""
+    action = action_of(tx, org_id, action_id)
+    if session_id is not None and action.session_id != session_id:
+        raise NotFoundError("action", action_id)
+    rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.SUCCESS)
+    return action
 
 
 def _same_creation(earlier: Session, again: Session) -> bool:

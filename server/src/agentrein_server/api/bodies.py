@@ -20,6 +20,7 @@ from litestar.typing import FieldDefinition
 
 from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
+from agentrein_core.views import MAX_CONFIRMATIONS
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0
@@ -128,6 +129,15 @@ class SessionFailure(Body):
     connector: str | None = None
 
 
+class Confirmation(Body):
+    """An earlier call of the session that succeeded: its (redacted) response and undo config, as a
+    ``SUCCESS`` outcome (``PATCH``) has them."""
+
+    action_id: str
+    response: dict[str, Any] | None = None
+    undo: dict[str, Any] | None = None
+
+
 class NewAction(Body):
     connector: str
     api_name: str
@@ -135,6 +145,8 @@ class NewAction(Body):
     payload: dict[str, Any] = {}
     requires_approval: bool = False
     approval_timeout_ms: TimeoutMs | None = None
+    #: Confirmations carried with this record (at most ``MAX_CONFIRMATIONS``), applied first.
+    confirm: Annotated[list[Confirmation], msgspec.Meta(max_length=MAX_CONFIRMATIONS)] = []
 
 
 class ActionOutcome(Body):

@@ -22,6 +22,7 @@ from agentrein_core.errors import (
 )
 from agentrein_core.model import Rollback, UndoConfig
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
+from agentrein_core.views import Confirmation
 from agentrein_server import metrics
 from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented
@@ -126,7 +127,11 @@ class SessionController(Controller):
         self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
     ) -> answers.LoggedAction:
         """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
-        ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates."""
+        ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates.
+
+        ``confirm``: earlier calls of this session that succeeded, confirmed first in the same transaction
+        (the SDK sends its confirmations this way, saving a ``PATCH`` each); applied even when the new record
+        is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why."""
         timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
         try:
             logged = services.engine.log_action(
@@ -138,12 +143,13 @@ class SessionController(Controller):
                 payload=data.payload,
                 requires_approval=data.requires_approval,
                 approval_timeout=timeout,
+                confirm=[Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm],
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status=ActionStatus.FAILED).inc()
             raise
         metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
-        return {"action": to_wire(logged.action), "approval": to_wire(logged.approval)}
+        return to_wire(logged)  # type: ignore[no-any-return]
 
     @patch(
         "/{session_id:str}/actions/{action_id:str}",
@@ -161,7 +167,8 @@ class SessionController(Controller):
         services: ServicesDep,
     ) -> answers.Action:
         """``CLEARED -> SUCCESS`` (with response and undo), or ``FAILED`` (with error; the session is rolled
-        back by the server)."""
+        back by the server). The SDK sends a success this way only when no write-ahead record of the session
+        carried it (``confirm``) within moments, or from its journal."""
         engine = services.engine
         if data.status == "SUCCESS":
             if data.error is not None:
