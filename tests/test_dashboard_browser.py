@@ -634,6 +634,7 @@ def test_requests_someone_waits_for_come_first_by_time_left_and_look_different(
     undo = {"POST /v1/things": {"requireApproval": True}}
     things = ar.wrap(httpx.Client(base_url=service.base_url), guarded, connector="http", undo=undo)
     made = [things.post("/v1/things", json={}).json()["id"] for _ in range(2)]
+    ar.get_session(guarded)  # the agent's read sends its last confirmation: the rollback starts from that call
     with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as rest:
         started = rest.post(f"/sessions/{guarded.id}/rollback", json={"approvalTimeoutMs": 10 * 60_000})
         assert started.status_code in (200, 202), started.text

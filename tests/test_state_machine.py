@@ -482,6 +482,9 @@ class EngineMachine(RuleBasedStateMachine):
     def confirm(self, action: Action, undo: UndoConfig) -> None:
         done = self.engine.confirm_action(self.org_id, action.action_id, response={"id": "x"}, undo=undo)
         assert done.status == A.SUCCESS and done.undo == undo
+        # It was SUCCESS: a sandbox session rolled back before the confirmation is rolled back again at once, in
+        # the same transaction (a SUCCESS confirmed after the rollback is undone too).
+        self.seen_actions[action.action_id] = done
         mine = [p for p in self.session(action.session_id).approvals if p.action_id == action.action_id]
         reviewed_before = any(p.purpose == ApprovalPurpose.BEFORE_EXECUTION for p in mine)
         after = [p for p in mine if p.purpose == ApprovalPurpose.AFTER_EXECUTION]
