@@ -174,6 +174,8 @@ rollbacks = Table(
         postgresql_where=_ACTIVE_ROLLBACK,
     ),
     Index("ix_rollbacks_status", "status", "lease_until"),
+    # A session's latest rollback, read with every confirmation (a success confirmed after it ended).
+    Index("ix_rollbacks_session_created", "session_id", "created_at"),
 )
 
 api_keys = Table(

@@ -110,4 +110,7 @@ ENABLED_POLICIES = Prepared(
 )
 ACTIONS_OF = Prepared(sa.select(_A).where(_A.c.session_id == sa.bindparam("sid")).order_by(_A.c.seq))
 APPROVALS_OF_SESSION = Prepared(sa.select(_P).where(_P.c.session_id == sa.bindparam("sid")).order_by(_P.c.requested_at))
+LATEST_ROLLBACK = Prepared(
+    sa.select(_R).where(_R.c.session_id == sa.bindparam("sid")).order_by(_R.c.created_at.desc()).limit(1)
+)
 APPROVALS_OF_ACTION = Prepared(sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at))

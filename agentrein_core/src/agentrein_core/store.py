@@ -653,10 +653,8 @@ class Tx(Listings):
         return from_row(row, Rollback) if row is not None else None
 
     def latest_rollback(self, session_id: str) -> Rollback | None:
-        t = schema.rollbacks
-        stmt = sa.select(t).where(t.c.session_id == session_id).order_by(t.c.created_at.desc()).limit(1)
-        row = self.conn.execute(stmt).first()
-        return from_row(row, Rollback) if row is not None else None
+        row = statements.LATEST_ROLLBACK.run_first(self.conn, {"sid": session_id})
+        return from_columns(row, Rollback) if row is not None else None
 
     def rollbacks_of(self, session_id: str) -> list[Rollback]:
         t = schema.rollbacks
