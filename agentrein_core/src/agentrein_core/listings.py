@@ -89,7 +89,7 @@ class Listings:
 
     def actions_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Action]]:
         """The actions of each session, in ``seq`` order, in one query."""
-        return self._of_sessions(Action, _A, session_ids, _A.c.seq)
+        return self._of_sessions(Action, _A, session_ids, _A.c.session_id, _A.c.seq)
 
     def approvals_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Approval]]:
         """The approvals of each session, oldest first, in one query."""
