@@ -67,8 +67,10 @@ def open_services(
     rollback_threads: int = 2,
     vault: Vault | None = None,
     connectors: Connectors | None = None,
+    processes: int = 1,
 ) -> Services:
-    """Open the database (migrating it) and make what the handlers and workers share."""
+    """Open the database (migrating it) and make what the handlers and workers share. ``processes``: how many
+    server processes serve this database together (``agentrein serve --workers``)."""
     store = Store(database_url)
     connectors = connectors or installed_connectors()
     engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
@@ -91,7 +93,8 @@ def open_services(
         sender=WebhookSender(engine, vault),
         notify=_notifier(connectors),
     )
-    return Services(engine, connectors, vault, workers, Authenticator(engine), undo)
+    on_loop = store.dialect == "sqlite" and processes == 1
+    return Services(engine, connectors, vault, workers, Authenticator(engine), undo, store_on_loop=on_loop)
 
 
 def _lease_from_environment() -> timedelta:
@@ -127,8 +130,9 @@ async def _json_api_only(request: Request) -> None:  # type: ignore[type-arg]
 
 
 def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
-    """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica that runs
-    workers)."""
+    """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica, or the
+    server process, that runs workers); on PostgreSQL it still listens for other processes' changes, so that
+    its long-polls wake at once."""
 
     def provide_caller(request: Request, services: ServicesDep) -> Caller:  # type: ignore[type-arg]
         return services.authenticator(request)
@@ -137,8 +141,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         set_asyncio_executor(ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="agentrein-request"))
 
     def start() -> None:
-        if run_workers:
-            services.workers.start()
+        services.workers.start(background=run_workers)
 
     def stop() -> None:
         services.workers.stop()
@@ -173,7 +176,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         },
         state=State({"services": services}),
         exception_handlers={**problems.HANDLERS, HTTPException: _problem_or_page},
-        middleware=[metrics.prometheus.middleware],
+        middleware=[metrics.RequestMetrics],
         request_class=bodies.JsonRequest,
         before_request=_json_api_only,
         on_startup=[start],
