@@ -67,10 +67,8 @@ def open_services(
     rollback_threads: int = 2,
     vault: Vault | None = None,
     connectors: Connectors | None = None,
-    processes: int = 1,
 ) -> Services:
-    """Open the database (migrating it) and make what the handlers and workers share. ``processes``: how many
-    server processes serve this database together (``agentrein serve --workers``)."""
+    """Open the database (migrating it) and make what the handlers and workers share."""
     store = Store(database_url)
     connectors = connectors or installed_connectors()
     engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
@@ -93,8 +91,7 @@ def open_services(
         sender=WebhookSender(engine, vault),
         notify=_notifier(connectors),
     )
-    on_loop = store.dialect == "sqlite" and processes == 1
-    return Services(engine, connectors, vault, workers, Authenticator(engine), undo, store_on_loop=on_loop)
+    return Services(engine, connectors, vault, workers, Authenticator(engine), undo)
 
 
 def _lease_from_environment() -> timedelta:

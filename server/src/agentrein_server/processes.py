@@ -37,7 +37,7 @@ def serve_many(database_url: str | None, host: str, port: int, *, rollback_threa
     children = [
         _start.Process(
             target=_serve_child,
-            args=(listening, database_url, n, processes, rollback_threads),
+            args=(listening, database_url, n, rollback_threads),
             name=f"agentrein-serve-{n}",
         )
         for n in range(processes)
@@ -77,7 +77,7 @@ def _stop_all(children: Sequence[multiprocessing.process.BaseProcess]) -> None:
             child.join()
 
 
-def _serve_child(listening: socket.socket, database_url: str | None, n: int, processes: int, threads: int) -> None:
+def _serve_child(listening: socket.socket, database_url: str | None, n: int, threads: int) -> None:
     if sys.platform == "linux":  # a supervisor killed outright takes its processes with it
         import ctypes
 
@@ -88,6 +88,6 @@ def _serve_child(listening: socket.socket, database_url: str | None, n: int, pro
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the supervisor's handlers, inherited by a fork: uvicorn's own
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    services = open_services(database_url, rollback_threads=threads, processes=processes)
+    services = open_services(database_url, rollback_threads=threads)
     app = create_app(services, run_workers=n == 0 and threads > 0)
     uvicorn.Server(uvicorn.Config(app, log_level=LOG_LEVEL)).run(sockets=[listening])

@@ -5,11 +5,9 @@ and the dashboard take them the same way."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from typing import ParamSpec, TypeAlias, TypeVar
+from typing import TypeAlias
 
 from attrs import define
-from litestar.concurrency import sync_to_thread
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 
@@ -25,9 +23,6 @@ from agentrein_server.workers import Workers
 
 WEBHOOK_SECRET_PREFIX = "whsec_"
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
 
 @define
 class Services:
@@ -38,17 +33,6 @@ class Services:
     authenticator: Authenticator
     #: How the server runs undos (the workers' executor): what can stop them is shown before a rollback.
     undo: SettingsUndoExecutor
-    #: Whether the hot path's short transactions run on the event loop (see :meth:`in_store`).
-    store_on_loop: bool = False
-
-    async def in_store(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a short engine use case of the hot path (record a call, its outcome). With SQLite in one
-        process (``store_on_loop``) on the event loop itself: its transactions take less time than the hop to
-        a handler thread and back, and its writers queue on a lock of this process. Otherwise in a thread: a
-        database over the network, or another process holding SQLite's lock, must not stop the loop."""
-        if self.store_on_loop:
-            return work(*args, **kwargs)
-        return await sync_to_thread(work, *args, **kwargs)
 
     def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
         """Approve or reject (a decision may start or resume a rollback: its commit wakes the workers)."""

@@ -115,21 +115,21 @@ class SessionController(Controller):
 
     @post(
         "/{session_id:str}/actions",
+        sync_to_thread=True,
         operation_id="recordAction",
         summary="Record a call before it runs",
         responses=documented(
             NotFoundError, PolicyBlockedError, ApprovalRejectedError, InvalidTransitionError, body=True
         ),
     )
-    async def log_action(
+    def log_action(
         self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
     ) -> answers.LoggedAction:
         """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
         ``FAILED``); ``403 approval-rejected``: approval was required and the plan has no approval gates."""
         timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
         try:
-            logged = await services.in_store(
-                services.engine.log_action,
+            logged = services.engine.log_action(
                 caller.org_id,
                 session_id,
                 connector=data.connector,
@@ -147,11 +147,12 @@ class SessionController(Controller):
 
     @patch(
         "/{session_id:str}/actions/{action_id:str}",
+        sync_to_thread=True,
         operation_id="recordOutcome",
         summary="Record how a call ended",
         responses=documented(NotFoundError, InvalidTransitionError, body=True),
     )
-    async def record_outcome(
+    def record_outcome(
         self,
         session_id: FromPath[str],
         action_id: FromPath[str],
@@ -166,16 +167,13 @@ class SessionController(Controller):
             if data.error is not None:
                 raise ValidationError("error", "only a FAILED outcome has an error")
             undo = _undo(data.undo)
-            confirm = engine.confirm_action
-            action = await services.in_store(
-                confirm, caller.org_id, action_id, response=data.response, undo=undo, session_id=session_id
+            action = engine.confirm_action(
+                caller.org_id, action_id, response=data.response, undo=undo, session_id=session_id
             )
         else:
             if data.response is not None or data.undo is not None:
                 raise ValidationError("status", "a FAILED outcome has an error, not a response or undo")
-            action = await services.in_store(
-                engine.fail_action, caller.org_id, action_id, error=data.error or "failed", session_id=session_id
-            )
+            action = engine.fail_action(caller.org_id, action_id, error=data.error or "failed", session_id=session_id)
         return to_wire(action)  # type: ignore[no-any-return]
 
     @post(
