@@ -392,7 +392,7 @@ def requests_of(seeded: Seeded, api: httpx.Client, pages: Dashboard) -> Iterator
 
 def measure_server(seeded: Seeded, workdir: Path, label: str, repeat: int) -> list[Row]:
     rows = []
-    with run_server(label, seeded.url, workdir, key=seeded.key) as server:
+    with run_server(label, seeded.url, workdir, 1, key=seeded.key) as server:
         headers = {"authorization": f"Bearer {seeded.key}"}
         with (
             httpx.Client(base_url=server.url, headers=headers, timeout=TIMEOUT) as api,

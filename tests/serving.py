@@ -139,7 +139,9 @@ SERVE_UNTIL_PARENT_DIES = (
 class ServerProcess:
     """``agentrein serve`` in a process of its own, which a test may kill (SIGKILL) as a crash would."""
 
-    def __init__(self, database_url: str, secret_key: str, *, lease_seconds: float | None = None) -> None:
+    def __init__(
+        self, database_url: str, secret_key: str, *, lease_seconds: float | None = None, workers: int = 1
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AGENTREIN_SECRET_KEY": secret_key, "COLUMNS": "200"}
@@ -147,7 +149,7 @@ class ServerProcess:
             env["AGENTREIN_ROLLBACK_LEASE_SECONDS"] = str(lease_seconds)
         command = [sys.executable, "-c", SERVE_UNTIL_PARENT_DIES, "serve"]
         self.process = subprocess.Popen(
-            [*command, "--port", str(self.port), "--database-url", database_url],
+            [*command, "--port", str(self.port), "--database-url", database_url, "--workers", str(workers)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -1,5 +1,6 @@
-"""``agentrein serve`` as real processes: its first start, a crash in the middle of a rollback, and two
-replicas on one PostgreSQL racing for the same rollbacks. No inverse is ever applied twice."""
+"""``agentrein serve`` as real processes: its first start, a crash in the middle of a rollback, two replicas
+on one PostgreSQL racing for the same rollbacks, and one server of several processes (``--workers``). No
+inverse is ever applied twice."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 from cryptography.fernet import Fernet
 from dashboard import Visitor
+from peers import WebhookReceiver, eventually
 from serving import LOOPBACK_HTTP, ServerProcess
 
 from agentrein import AgentRein, SessionInfo
@@ -167,3 +169,54 @@ def test_a_long_poll_on_one_replica_wakes_when_a_reviewer_decides_on_the_other(
     assert status == "APPROVED"
     # Woken by PostgreSQL's NOTIFY: well before the replica's own 5 s re-check, let alone the 30 s wait.
     assert answered_at - decided_at < 2.5
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the processes from Linux's /proc")
+def test_a_server_of_two_processes_expires_an_approval_once_delivers_its_webhook_once_and_stops_whole(
+    sqlite_url: str, secret_key: str
+) -> None:
+    server = ServerProcess(sqlite_url, secret_key, workers=2)
+    try:
+        (key,) = server.printed_keys
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        assert api.patch("/settings", json={"webhookHosts": ["127.0.0.1"]}).status_code == 200
+        with WebhookReceiver().running() as receiver:
+            made = api.post("/webhooks", json={"url": receiver.url + "/hook", "events": ["approval.decided"]})
+            hook = made.json()
+            receiver.secret = hook["secret"]
+            session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+            body = {"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True}
+            logged = api.post(f"/sessions/{session_id}/actions", json={**body, "approvalTimeoutMs": 200}).json()
+            approval_id = logged["approval"]["approvalId"]
+            eventually(lambda: receiver.accepted(), lambda got: len(got) == 1)
+            time.sleep(3)  # several maintenance rounds: a second process doing the background work would act too
+            assert len(receiver.received) == 1
+        assert receiver.accepted()[0].headers["agentrein-event"] == "approval.decided"
+        assert api.get(f"/approvals/{approval_id}").json()["status"] == "EXPIRED"
+        assert len(api.get(f"/webhooks/{hook['webhookId']}/deliveries").json()) == 1
+        processes = _children(server.process.pid)
+        assert sum(_running(pid) for pid in processes) >= 2  # the two serving processes (and multiprocessing's)
+    finally:
+        server.stop()
+    assert server.process.returncode == 0
+    assert [pid for pid in processes if _running(pid)] == []

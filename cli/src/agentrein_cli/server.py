@@ -37,12 +37,21 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     database_url: DatabaseUrl = None,
-    rollback_workers: Annotated[int, typer.Option(min=0, max=64, help="Rollback worker threads (0: none).")] = 2,
+    rollback_workers: Annotated[
+        int, typer.Option(min=0, max=64, help="Rollback worker threads (0: no background work at all).")
+    ] = 2,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Server processes answering on the port (about one per core). The background work (rollbacks, "
+            "approval expiry, webhooks) runs in one of them only.",
+        ),
+    ] = 1,
 ) -> None:
     """Run the AgentRein server (REST API, OpenAPI at /schema, workers). On an empty database it creates
     organisation 'default' (plan team) and prints one operator API key, once."""
-    import uvicorn
-
     from agentrein_core.database import shown_database_url
     from agentrein_server.app import create_app, open_services
 
@@ -75,6 +84,13 @@ def serve(
         soft_wrap=True,
     )
     console.file.flush()  # what was printed reaches a log or a pipe now, not when the server stops
+    if workers > 1:
+        from agentrein_server.processes import serve_many
+
+        services.engine.store.close()  # each process opens its own
+        raise typer.Exit(serve_many(database_url, host, port, rollback_threads=rollback_workers, processes=workers))
+    import uvicorn
+
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import msgspec
 
 from agentrein_core import errors
 from agentrein_core.retry import retrying
@@ -35,7 +36,7 @@ class Connection:
         connection failures (they change nothing); writes are not, as the server may have applied them.
         ``wait``: how long the server may hold the answer back (a long-poll), on top of the timeout."""
         response = self._request(method, path, json=json, params=params, wait=wait)
-        return None if response.status_code == 204 else response.json()
+        return None if response.status_code == 204 else _json(response)
 
     def listed(self, path: str, params: Any = None) -> list[Any]:
         """Every item of a list the server answers in pages (a JSON array each, the next one named by the
@@ -44,7 +45,7 @@ class Connection:
         following: str | None = path
         while following is not None:
             response = self._request("GET", following, params=params)
-            items += response.json()
+            items += _json(response)
             following, params = response.links.get("next", {}).get("url"), None  # the link carries the query
         return items
 
@@ -62,13 +63,19 @@ class Connection:
         if response.is_success:
             return response
         try:
-            body = response.json()
+            body = _json(response)
         except ValueError:
             body = None
         raise errors.from_problem(response.status_code, body)
 
     def close(self) -> None:
         self._http.close()
+
+
+def _json(response: httpx.Response) -> Any:
+    """The answer's JSON: msgspec reads it in a tenth of the time ``response.json()`` takes (the server writes
+    its answers with msgspec, so whatever it sends reads back the same)."""
+    return msgspec.json.decode(response.content)
 
 
 def segment(record_id: str) -> str:

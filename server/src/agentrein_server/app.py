@@ -127,8 +127,9 @@ async def _json_api_only(request: Request) -> None:  # type: ignore[type-arg]
 
 
 def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
-    """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica that runs
-    workers)."""
+    """The ASGI app. ``run_workers=False`` serves requests only (rollbacks then wait for a replica, or the
+    server process, that runs workers); on PostgreSQL it still listens for other processes' changes, so that
+    its long-polls wake at once."""
 
     def provide_caller(request: Request, services: ServicesDep) -> Caller:  # type: ignore[type-arg]
         return services.authenticator(request)
@@ -137,8 +138,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         set_asyncio_executor(ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="agentrein-request"))
 
     def start() -> None:
-        if run_workers:
-            services.workers.start()
+        services.workers.start(background=run_workers)
 
     def stop() -> None:
         services.workers.stop()
@@ -173,7 +173,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         },
         state=State({"services": services}),
         exception_handlers={**problems.HANDLERS, HTTPException: _problem_or_page},
-        middleware=[metrics.prometheus.middleware],
+        middleware=[metrics.RequestMetrics],
         request_class=bodies.JsonRequest,
         before_request=_json_api_only,
         on_startup=[start],

@@ -62,15 +62,19 @@ class Workers:
         if Change.ROLLBACK in changes or Change.DECISION in changes:
             self._work.set()
 
-    def start(self) -> None:
-        loops: list[tuple[str, Callable[[], None]]] = [("maintenance", self._maintain)]
-        loops += [(f"rollback-{n}", self._run_rollbacks) for n in range(self.rollback_threads)]
-        if self.checks is not None:
-            loops.append(("verifier", self._check_intents))
-        if self.sender is not None:
-            loops.append(("webhooks", self._send_webhooks))
-        if self.notify is not None:
-            loops.append(("notify", self._dispatch_events))
+    def start(self, *, background: bool = True) -> None:
+        """Start the threads. ``background=False``: only the listener (a server process beside the one that
+        runs the background work, whose long-polls still wake at once)."""
+        loops: list[tuple[str, Callable[[], None]]] = []
+        if background:
+            loops.append(("maintenance", self._maintain))
+            loops += [(f"rollback-{n}", self._run_rollbacks) for n in range(self.rollback_threads)]
+            if self.checks is not None:
+                loops.append(("verifier", self._check_intents))
+            if self.sender is not None:
+                loops.append(("webhooks", self._send_webhooks))
+            if self.notify is not None:
+                loops.append(("notify", self._dispatch_events))
         if self.engine.store.dialect == "postgresql":
             loops.append(("listener", self._listen))
         for name, loop in loops:
