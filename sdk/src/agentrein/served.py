@@ -181,6 +181,7 @@ class ServedMode:
         params: dict[str, Any] = {"include": list(INCLUDED_FIELDS)}  # every field the embedded mode has too
         if status is not None:
             params["status"] = status
+        self._confirmations.flush()  # as _call does: the list comes after the outcomes of the calls before it
         return from_wire(self._connection.listed("/approvals", params=params), list[ApprovalInfo])
 
     def decide(
