@@ -1,0 +1,1 @@
+export type { Connector, Json, OperationType, PreparedCall, UndoConfig } from './connector.js';
