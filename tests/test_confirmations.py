@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from relay import Relay
 from serving import RunningServer, Tenant
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, SessionInfo
+from agentrein_core import rules
 from agentrein_testing import FakeService
 
 #: What an agent process runs before it is killed: one wrapped call, then SIGKILL at once, before any
@@ -105,8 +107,11 @@ def test_an_agent_killed_right_after_its_call_has_it_confirmed_by_the_next_proce
 
 
 def test_a_success_a_slow_network_confirms_after_an_operators_rollback_is_undone_too(
-    agent: AgentRein, tenant: Tenant, service: FakeService
+    agent: AgentRein, tenant: Tenant, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A rollback waits a while for the outcome of a call under way (``rules.CONFIRMATION_AWAITED``, shortened
+    here to nothing): one that arrives even later still has its call undone."""
+    monkeypatch.setattr(rules, "CONFIRMATION_AWAITED", timedelta(0))
     session, client = wrapped_in_a_session(agent, service)
     client.post("/v1/orders", json={"n": 1})
     arrived, release = service.hold("POST", "/v1/orders")
@@ -167,8 +172,9 @@ def test_a_write_ahead_record_confirms_the_calls_it_carries_and_names_those_it_c
 
 
 def test_a_write_ahead_record_refused_during_a_rollback_still_confirms_the_calls_it_carries(
-    tenant: Tenant, service: FakeService
+    tenant: Tenant, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(rules, "CONFIRMATION_AWAITED", timedelta(0))  # the rollback ends with the call under way
     with rest(tenant) as api:
         session_id = api.post("/sessions", json={"agentId": "billing"}).json()["id"]
         done = recorded_call(api, session_id).json()["action"]["actionId"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import attrs
 import httpx
 import pytest
 
@@ -385,3 +386,56 @@ def test_rolled_back_actions_no_longer_wait_for_review(ar: AgentRein, service: F
     assert ar.list_approvals(status="PENDING") == []
     assert session.approvals[0].status is ApprovalStatus.REJECTED
     assert session.approvals[0].reason == "the action was rolled back"
+
+
+def test_a_rollback_started_while_a_later_call_runs_waits_for_its_outcome_and_undoes_it_first(
+    ar: AgentRein, service: FakeService
+) -> None:
+    """Strict last-first: the call still under way when the rollback starts may succeed, and then its effect
+    is the first to go (a subscription before the customer it belongs to)."""
+    client, session_id = start(ar, service)
+    first = client.post("/v1/orders", json={"n": 1}).json()["id"]
+    arrived, release = service.hold("POST", "/v1/things")
+    second: list[str] = []
+    call = threading.Thread(target=lambda: second.append(client.post("/v1/things", json={"n": 2}).json()["id"]))
+    call.start()
+    assert arrived.wait(timeout=30)  # the second call is recorded, cleared and under way
+    rollback = threading.Thread(target=ar.rollback_session, args=(session_id,))
+    rollback.start()
+    time.sleep(1.0)  # the time a rollback that does not wait takes to undo the first call (well under 0.5 s)
+    release.set()
+    call.join(timeout=30)
+    rollback.join(timeout=60)
+    deletes = [r.path for r in service.calls("DELETE")]
+    assert deletes == [f"/v1/things/{second[0]}", f"/v1/orders/{first}"]
+    assert ar.get_session(session_id).display_status is DisplayStatus.REVERTED
+
+
+def test_a_rollback_waits_for_nothing_once_no_later_call_may_still_succeed() -> None:
+    """The pure step: a later call cleared to run is waited for; an earlier one, or none, is not; nor is any
+    call in a one-action undo (a reviewer's rejection of that action alone)."""
+    from datetime import UTC, datetime
+
+    from agentrein_core import rollback
+    from agentrein_core.model import Action, Rollback, UndoConfig
+    from agentrein_core.statuses import OperationType, RollbackStatus
+
+    now = datetime.now(UTC)
+
+    def action(seq: int, status: ActionStatus) -> Action:
+        return Action(
+            f"act_{seq}", "ses_1", "org_1", seq, "http", "POST /v1/orders", OperationType.CREATE, {}, status,
+            f"key_{seq}", now, now, undo=UndoConfig("http-delete", {"url": f"http://127.0.0.1/v1/orders/{seq}"}),
+        )  # fmt: skip
+
+    def job(whole_session: bool) -> Rollback:
+        return Rollback("rbk_1", "org_1", "ses_1", RollbackStatus.RUNNING, "test", "operator", now, whole_session)
+
+    done, running = action(1, ActionStatus.SUCCESS), action(2, ActionStatus.CLEARED)
+    assert rollback.next_step(job(True), [done], [], [running]) == rollback.WaitForConfirmation(running)
+    assert rollback.next_step(job(True), [], [], [running]) == rollback.WaitForConfirmation(running)
+    assert rollback.next_step(job(True), [done], [], []) == rollback.RunUndo(done)
+    later_done, earlier_running = action(3, ActionStatus.SUCCESS), action(2, ActionStatus.CLEARED)
+    assert rollback.next_step(job(True), [later_done], [], [earlier_running]) == rollback.RunUndo(later_done)
+    rejected = attrs.evolve(done, undo_requested=True)
+    assert rollback.next_step(job(False), [rejected], [], [running]) == rollback.RunUndo(rejected)

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns
 from agentrein_core.model import Action, Approval, Rollback, Session
-from agentrein_core.statuses import ApprovalStatus, DisplayStatus, SessionStatus, UndoStatus
+from agentrein_core.statuses import ActionStatus, ApprovalStatus, DisplayStatus, SessionStatus, UndoStatus
 
 T = TypeVar("T")
 _S, _A, _P, _R = schema.sessions, schema.actions, schema.approvals, schema.rollbacks
@@ -119,6 +119,14 @@ class Listings:
         if only_requested:
             stmt = stmt.where(_A.c.undo_requested.is_(True))
         return self._all(Action, stmt.order_by(_A.c.seq.desc()).limit(1))
+
+    def awaited_confirmations(self, session_id: str, cleared_since: datetime) -> list[Action]:
+        """The session's calls cleared to run since ``cleared_since`` whose outcome is not in yet
+        (:func:`agentrein_core.rollback.next_step` waits for them)."""
+        stmt = sa.select(_A).where(
+            _A.c.session_id == session_id, _A.c.status == ActionStatus.CLEARED, _A.c.updated_at > cleared_since
+        )
+        return self._all(Action, stmt)
 
     def list_approvals(
         self,

@@ -65,11 +65,19 @@ class Declined:
 
 
 @frozen
+class WaitForConfirmation:
+    """A call recorded after the chain's head was cleared to run, and its outcome is not in yet: undo nothing
+    before it, so that the chain stays last-first whatever that call did; look again shortly."""
+
+    action: Action
+
+
+@frozen
 class RunUndo:
     action: Action
 
 
-Step = Finish | Skip | AskApproval | WaitForApproval | Declined | RunUndo
+Step = Finish | Skip | AskApproval | WaitForApproval | WaitForConfirmation | Declined | RunUndo
 
 
 def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
@@ -110,8 +118,17 @@ def is_through(action: Action) -> bool:
 _THROUGH = frozenset({UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED})
 
 
-def next_step(job: Rollback, actions: Iterable[Action], approvals: Iterable[Approval]) -> Step:
+def next_step(
+    job: Rollback, actions: Iterable[Action], approvals: Iterable[Approval], awaited: Iterable[Action] = ()
+) -> Step:
+    """``awaited``: the session's calls cleared to run whose outcome may still come
+    (:data:`~agentrein_core.rules.CONFIRMATION_AWAITED`); a whole-session rollback waits for those recorded
+    after its head, since a success among them is undone first. A one-action undo waits for nothing."""
     remaining = chain(job, actions)
+    if job.whole_session:
+        later = [a for a in awaited if not remaining or a.seq > remaining[0].seq]
+        if later:
+            return WaitForConfirmation(max(later, key=lambda a: a.seq))
     if not remaining:
         return Finish()
     action = remaining[0]

@@ -81,6 +81,10 @@ ROLLBACK_UNDER_WAY = frozenset({RollbackStatus.RUNNING, RollbackStatus.WAITING_A
 
 #: An approved action still ``CLEARED`` this long after approval is flagged ``unconfirmed``.
 UNCONFIRMED_AFTER = timedelta(hours=1)
+#: A session's rollback undoes nothing recorded before a call that was cleared to run until that call's outcome
+#: is in (the chain stays last-first), for at most this long after the call was cleared; a call still
+#: unconfirmed by then is left behind (its process died with it, most likely) and the chain goes on.
+CONFIRMATION_AWAITED = timedelta(seconds=30)
 #: An ``ACTIVE`` session without activity this long becomes ``ABANDONED``.
 ABANDONED_AFTER = timedelta(hours=24)
 

@@ -43,6 +43,9 @@ log = logging.getLogger("agentrein")
 ROLLBACK_LEASE = timedelta(seconds=60)
 #: A rollback job whose advance failed through AgentRein's own fault waits this long before it is retried.
 RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
+#: A rollback waiting for a call's outcome (:class:`~agentrein_core.rollback.WaitForConfirmation`) looks again
+#: this often: the SDK sends an outcome within 0.1 s of its call's end.
+CONFIRMATION_LOOK = timedelta(milliseconds=200)
 
 
 class Rollbacks(UseCases):
@@ -222,9 +225,15 @@ class Rollbacks(UseCases):
         while True:
             # The chain's head alone, and its approvals: a step costs the same in a session of any length.
             head = tx.next_to_undo(job.session_id, only_requested=not job.whole_session)
-            step = rollback.next_step(job, head, tx.approvals_of_action(head[0].action_id) if head else [])
+            awaited = tx.awaited_confirmations(job.session_id, now - rules.CONFIRMATION_AWAITED)
+            approvals = tx.approvals_of_action(head[0].action_id) if head else []
+            step = rollback.next_step(job, head, approvals, awaited)
             if isinstance(step, rollback.RunUndo):
                 return self._renew(tx, job, token), step
+            if isinstance(step, rollback.WaitForConfirmation):
+                # Handed back, to be taken again once the outcome had time to come; still RUNNING.
+                look_again = now + CONFIRMATION_LOOK
+                return self._renew(tx, job, token, lease_token=None, lease_until=look_again), None
             if isinstance(step, rollback.Skip):
                 set_action(tx, step.action, now, undo_status=UndoStatus.SKIPPED)
                 job = self._renew(tx, job, token)
