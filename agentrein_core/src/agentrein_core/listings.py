@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns
-from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.model import FAILURE_KEY_SUFFIX, Action, Approval, Rollback, Session
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, DisplayStatus, SessionStatus, UndoStatus
 
 T = TypeVar("T")
@@ -122,9 +122,17 @@ class Listings:
 
     def awaited_confirmations(self, session_id: str, cleared_since: datetime) -> list[Action]:
         """The session's calls cleared to run since ``cleared_since`` whose outcome is not in yet
-        (:func:`agentrein_core.rollback.next_step` waits for them)."""
+        (:func:`agentrein_core.rollback.next_step` waits for them): ``CLEARED``, and no failure recorded for
+        them (an approved action's failure is a record of its own, the action staying ``CLEARED``)."""
+        failure = _A.alias("failure")
         stmt = sa.select(_A).where(
-            _A.c.session_id == session_id, _A.c.status == ActionStatus.CLEARED, _A.c.updated_at > cleared_since
+            _A.c.session_id == session_id,
+            _A.c.status == ActionStatus.CLEARED,
+            _A.c.updated_at > cleared_since,
+            ~sa.exists().where(
+                failure.c.session_id == session_id,
+                failure.c.idempotency_key == _A.c.idempotency_key + FAILURE_KEY_SUFFIX,
+            ),
         )
         return self._all(Action, stmt)
 

@@ -98,6 +98,10 @@ class Verification:
     checked_at: datetime | None = None
 
 
+#: What the key of an approved action's failure record adds to the action's own key.
+FAILURE_KEY_SUFFIX = "-failed"
+
+
 @frozen
 class Action:
     """One recorded side-effecting call, written before it runs (write-ahead)."""
@@ -131,6 +135,12 @@ class Action:
     def undo_idempotency_key(self) -> str:
         """The key every attempt of this action's inverse carries: stable, and distinct from the action's."""
         return f"{self.idempotency_key}-undo"
+
+    @property
+    def failure_idempotency_key(self) -> str:
+        """The key of the ``FAILED`` record of an approved action's failed call (the approved action itself
+        stays ``CLEARED``, status reference §1)."""
+        return f"{self.idempotency_key}{FAILURE_KEY_SUFFIX}"
 
 
 @frozen

@@ -351,7 +351,7 @@ class Recording(UseCases):
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
                 for p in tx.approvals_of_action(action_id)
             )
-            sibling_key = f"{action.idempotency_key}-failed"
+            sibling_key = action.failure_idempotency_key
             if was_approved and (reported := tx.action_by_key(org_id, action.session_id, sibling_key)) is not None:
                 return reported  # this failure was reported already (a retried or replayed report)
             if was_approved:
