@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,7 @@ from agentrein import (
     SessionStatus,
     ValidationError,
 )
+from agentrein_core import rules
 from agentrein_core.database import create_db_engine, resolve_database_url
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_testing import FakeService
@@ -117,8 +119,11 @@ def test_when_the_rollback_after_a_refused_record_fails_too_the_recording_error_
 
 
 def test_a_failed_call_whose_failure_the_store_fails_to_record_still_rolls_the_session_back(
-    ar: AgentRein, service: FakeService, records_url: str
+    ar: AgentRein, service: FakeService, records_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The failed call's record stays CLEARED (its failure could not be stored), so the rollback first waits
+    # its while for that call's outcome, as for a call under way (rules.CONFIRMATION_AWAITED, shortened here).
+    monkeypatch.setattr(rules, "CONFIRMATION_AWAITED", timedelta(seconds=1))
     client, session_id = start(ar, service)
     service.fail_next("POST", "/v1/things", status=400)
     failure_refused = store_fails(records_url, "UPDATE", "NEW.status = 'FAILED'")

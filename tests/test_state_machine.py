@@ -787,14 +787,43 @@ def test_failure_while_one_action_is_being_undone_still_rolls_the_session_back()
     replay(script)
 
 
-def test_call_confirmed_behind_the_rollback_cursor_is_not_left_behind() -> None:
-    """A call that was under way when the rollback started is confirmed after the chain went past its seq:
-    the session must not end ROLLED_BACK with that call's effect still in place (DESIGN.md §4)."""
+def test_call_under_way_when_the_rollback_starts_is_waited_for_and_undone_first() -> None:
+    """A call under way when the rollback starts: the chain undoes nothing before that call's outcome is in,
+    then undoes it first and the rest last first (DESIGN.md §4)."""
 
     def script(m: EngineMachine, sid: str) -> None:
         m.log(sid, "issues.create", then="confirm", undo=UNDO_REVIEWED)  # undo needs a reviewer
         m.log(sid, "issues.create", then="confirm")
         running = m.log(sid, "repos.delete")  # CLEARED: the call is under way
+        m.observe()
+        m.rollback(sid, "operator")  # waits for #3's outcome: nothing is undone yet
+        m.observe()
+        assert [a.status for a in m.session(sid).actions] == [A.SUCCESS, A.SUCCESS, A.CLEARED]
+        assert running is not None
+        m.confirm(running, UNDO)  # the call under way succeeded
+        m.tick(timedelta(seconds=1))  # past the rollback's next look
+        m.run_pending()  # #3, then #2, then waits for a reviewer on #1's undo
+        m.observe()
+        assert [a.status for a in m.session(sid).actions] == [A.SUCCESS, A.ROLLED_BACK, A.ROLLED_BACK]
+        m.decide_approval(next(p for p in m.pending_approvals() if p.purpose == ApprovalPurpose.ROLLBACK), True)
+        m.observe()
+        m.run_pending()
+        view = m.session(sid)
+        assert [a.status for a in view.actions] == [A.ROLLED_BACK] * 3 and view.status == S.ROLLED_BACK
+
+    replay(script)
+
+
+def test_call_confirmed_behind_the_rollback_cursor_is_not_left_behind() -> None:
+    """A call still unconfirmed when the rollback has waited its while for it (``rules.CONFIRMATION_AWAITED``)
+    is confirmed after the chain went past its seq: the session must not end ROLLED_BACK with that call's
+    effect still in place (DESIGN.md §4)."""
+
+    def script(m: EngineMachine, sid: str) -> None:
+        m.log(sid, "issues.create", then="confirm", undo=UNDO_REVIEWED)  # undo needs a reviewer
+        m.log(sid, "issues.create", then="confirm")
+        running = m.log(sid, "repos.delete")  # CLEARED: the call is under way
+        m.tick(rules.CONFIRMATION_AWAITED + timedelta(seconds=1))  # its outcome no longer waited for
         m.observe()
         m.rollback(sid, "operator")  # undoes #2, then waits for a reviewer on #1's undo (#3 is not executed)
         m.observe()
