@@ -141,7 +141,7 @@ def world(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[World]:
     github_fake = FakeGitHub(login=github_world["login"], token=github_world["token"])
     for repo in github_world["repos"]:
         github_fake.add_repo(repo["owner"], repo["name"], files=repo["files"])
-    service = FakeService(location_collections=frozenset(WORLDS["http"]["locationCollections"]))
+    service = FakeService()
     with FakeStripe().running() as stripe_fake, github_fake.running() as running_github, service.running() as http:
         # The legacy module style (``stripe.Customer.create``) is configured on the module.
         monkeypatch_module.setattr(stripe, "api_key", WORLDS["stripe"]["apiKey"])

@@ -3,7 +3,9 @@
 
 import type { Connector } from '../connector.js';
 import { ValidationError } from '../errors.js';
+import { githubConnector } from './github.js';
 import { httpConnector } from './http.js';
+import { stripeConnector } from './stripe.js';
 
 const registry = new Map<string, Connector>();
 
@@ -26,3 +28,5 @@ export function connectorNamed(name: string): Connector {
 }
 
 registerConnector(httpConnector);
+registerConnector(stripeConnector);
+registerConnector(githubConnector);
