@@ -7,13 +7,12 @@ is built over a throwaway SQLite database and asked through Litestar's in-proces
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
 
 from cryptography.fernet import Fernet
-import logging
-
 from litestar.testing import TestClient
 
 from agentrein_core.vault import Vault

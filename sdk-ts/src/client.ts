@@ -71,7 +71,7 @@ export interface Decision {
 export class AgentRein {
   private readonly served: Served;
   private readonly journal: Journal;
-  private readonly exiting: () => void;
+  private readonly live = new WeakRef(this);
 
   constructor(options: AgentReinOptions = {}) {
     const baseUrl = options.baseUrl ?? process.env[URL_ENV];
@@ -82,9 +82,8 @@ export class AgentRein {
     if (!apiKey) throw new ValidationError('apiKey', `server mode needs an API key (apiKey or $${API_KEY_ENV})`);
     this.served = new Served(baseUrl, apiKey, options.requestTimeoutMs ?? 10_000, warn);
     this.journal = new Journal(this.served.identity, options.journalPath);
-    // Outcomes the server has not taken when the process leaves go to the journal, replayed later.
-    this.exiting = () => this.journalUnsent();
-    process.once('exit', this.exiting);
+    LIVE.add(this.live);
+    FORGET.register(this, this.live);
   }
 
   /** Wrap `client` (a `Stripe`, an `Octokit`, `fetch`...): the same object and type, every side-effecting
@@ -215,7 +214,7 @@ export class AgentRein {
 
   /** Send what is pending (the last calls' confirmations); what cannot be sent goes to the journal. */
   async close(): Promise<void> {
-    process.removeListener('exit', this.exiting);
+    LIVE.delete(this.live);
     try {
       await this.served.confirmations.flush();
     } catch (error) {
@@ -224,13 +223,21 @@ export class AgentRein {
     }
   }
 
-  private journalUnsent(): void {
+  /** @internal Outcomes the server has not taken go to the journal, replayed later. */
+  journalUnsent(): void {
     for (const o of this.served.confirmations.unsent()) {
       this.journal.append({ sessionId: o.sessionId, outcome: { actionId: o.actionId, succeeded: true, response: o.response, undo: o.undo } });
     }
     this.served.confirmations.forget();
   }
 }
+
+/** Every open AgentRein (weakly held): when the process leaves, what each could not send is journaled. */
+const LIVE = new Set<WeakRef<AgentRein>>();
+const FORGET = new FinalizationRegistry<WeakRef<AgentRein>>((ref) => LIVE.delete(ref));
+process.once('exit', () => {
+  for (const ref of LIVE) ref.deref()?.journalUnsent();
+});
 
 function sessionId(session: SessionRef): string {
   const id = typeof session === 'string' ? session : session?.id;

@@ -1,0 +1,248 @@
+/** The wrapped call, step by step, with the http connector (`fetch`) through a real server and FakeService. */
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+
+import {
+  AgentReinUnavailableError,
+  ApprovalRejectedError,
+  ApprovalTimeoutError,
+  HttpStatusError,
+  PolicyBlockedError,
+  type AgentRein,
+  type Session,
+} from '../src/index.js';
+import { unique, useHarness } from './harness.js';
+
+const harness = useHarness();
+
+async function opened(agentrein: AgentRein, options: { sandbox?: boolean } = {}): Promise<Session> {
+  return agentrein.newSession({ agentId: unique('agent'), intent: 'orders', sandbox: options.sandbox ?? false });
+}
+
+function post(api: typeof fetch, url: string, body: object): Promise<Response> {
+  return api(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+/** The held call's pending approval, once the server has it. */
+async function pendingApproval(agentrein: AgentRein, session: Session): Promise<string> {
+  for (;;) {
+    const held = (await agentrein.listApprovals({ status: 'PENDING' })).find((a) => a.sessionId === session.id);
+    if (held) return held.approvalId;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('the http connector through a server', () => {
+  it('records a call write-ahead, CLEARED in the registry before the request goes out', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const seenBeforeSending: string[] = [];
+    const watched: typeof fetch = async (input, init) => {
+      const now = await agentrein.getSession(session);
+      seenBeforeSending.push(...now.actions.map((a) => `${a.apiName} ${a.status}`));
+      return fetch(input, init);
+    };
+    const api = agentrein.wrap(watched, session, { connector: 'http' });
+    const answer = await post(api, `${h.peers.serviceUrl}/v1/orders`, { item: 'book' });
+    assert.equal(answer.status, 201);
+    assert.deepEqual(seenBeforeSending, ['POST /v1/orders CLEARED']);
+  });
+
+  it('confirms a call with its response and the undo it derives', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const order = (await (await post(api, `${h.peers.serviceUrl}/v1/orders`, { item: 'lamp' })).json()) as { id: string };
+    const after = await agentrein.getSession(session);
+    assert.equal(after.actions.length, 1);
+    const [action] = after.actions;
+    assert.equal(action!.status, 'SUCCESS');
+    assert.equal(action!.operationType, 'CREATE');
+    assert.deepEqual(action!.undo, { type: 'http-delete', requireApproval: false, url: `${h.peers.serviceUrl}/v1/orders/${order.id}` });
+    const [sent] = await h.serviceCalls('POST', '/v1/orders');
+    assert.ok(sent);
+  });
+
+  it('never records a read', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const listed = await api(`${h.peers.serviceUrl}/v1/readings`);
+    assert.equal(listed.status, 200);
+    assert.deepEqual((await agentrein.getSession(session)).actions, []);
+    assert.equal((await h.serviceCalls('GET', '/v1/readings')).length, 1);
+  });
+
+  it('throws PolicyBlockedError for a blocked call, which never reaches the service', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    await agentrein.addPolicy({ name: unique('no-refunds'), effect: 'BLOCK', apiName: 'POST /v1/refunds', agentId: session.agentId });
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/refunds`, { amount: 5 }), PolicyBlockedError);
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/refunds'), []);
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.equal(action!.status, 'FAILED');
+  });
+
+  it('runs a held call once a reviewer approves it, and not before', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/payouts'] });
+    const call = post(api, `${h.peers.serviceUrl}/v1/payouts`, { amount: 100 });
+    const approvalId = await pendingApproval(agentrein, session);
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/payouts'), []);
+    await agentrein.approve(approvalId, { reviewer: 'ada', reason: 'fine' });
+    assert.equal((await call).status, 201);
+    assert.equal((await h.serviceCalls('POST', '/v1/payouts')).length, 1);
+  });
+
+  it('throws ApprovalRejectedError with the reviewer and reason when the approval is rejected', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/transfers'] });
+    const call = post(api, `${h.peers.serviceUrl}/v1/transfers`, { amount: 100 });
+    const outcome = assert.rejects(call, (error: unknown) => {
+      assert.ok(error instanceof ApprovalRejectedError);
+      assert.equal(error.reason, 'too much');
+      assert.match(error.reviewer ?? '', /^grace\b/); // the server adds which key decided
+      return true;
+    });
+    await agentrein.reject(await pendingApproval(agentrein, session), { reviewer: 'grace', reason: 'too much' });
+    await outcome;
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/transfers'), []);
+  });
+
+  it('throws ApprovalTimeoutError when nobody decides before the timeout', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/grants'], timeoutMs: 1000 });
+    await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/grants`, {}), ApprovalTimeoutError);
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/grants'), []);
+  });
+
+  it('rolls the session back when a call fails, and rethrows the original error', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const order = (await (await post(api, `${h.peers.serviceUrl}/v1/baskets`, { item: 'pen' })).json()) as { id: string };
+    assert.ok(order.id in (await h.fake<object>('service', 'collection', ['baskets'])));
+    await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/baskets/nope/checkout`, {}), (error: unknown) => {
+      assert.ok(error instanceof HttpStatusError);
+      assert.equal(error.response.status, 404);
+      return true;
+    });
+    assert.deepEqual(await h.fake('service', 'collection', ['baskets']), {});
+    const after = await agentrein.getSession(session);
+    assert.deepEqual(
+      after.actions.map((a) => [a.apiName, a.status]),
+      [
+        ['POST /v1/baskets', 'ROLLED_BACK'],
+        ['POST /v1/baskets/nope/checkout', 'FAILED'],
+      ],
+    );
+  });
+
+  it('retries a retryable call whose answer was lost under the one idempotency key of its action', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    await h.fake('service', 'fail_next', ['POST', '/v1/invoices', null], { after_effect: true });
+    const api = agentrein.wrap(fetch, session, { connector: 'http', retryable: ['POST /v1/*'] });
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/invoices`, { total: 9 })).status, 201);
+    const sent = await h.serviceCalls('POST', '/v1/invoices');
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.deepEqual(
+      sent.map((r) => r.idempotency_key),
+      [action!.idempotencyKey, action!.idempotencyKey],
+    );
+    assert.equal(Object.keys(await h.fake<object>('service', 'collection', ['invoices'])).length, 1);
+  });
+
+  it("throws AgentReinUnavailableError before any request with failureMode 'closed' and the server stopped", async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http', failureMode: 'closed' });
+    await h.stopServer();
+    try {
+      await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/shipments`, {}), AgentReinUnavailableError);
+    } finally {
+      await h.startServer();
+    }
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/shipments'), []);
+  });
+
+  it("runs calls with failureMode 'open' and the server stopped, journals them, and replays them in order", async () => {
+    const h = harness();
+    const journalPath = h.journalPath();
+    const agentrein = h.client({ journalPath });
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const warnings: string[] = [];
+    const listen = (warning: Error & { code?: string }) => {
+      if (warning.code === 'AGENTREIN_UNAVAILABLE') warnings.push(warning.message);
+    };
+    process.on('warning', listen);
+    await h.stopServer();
+    try {
+      assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'a' })).status, 201);
+      assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'b' })).status, 201);
+    } finally {
+      await h.startServer();
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+      process.off('warning', listen);
+    }
+    assert.equal(warnings.length, 1);
+    const journaled = readFileSync(journalPath, 'utf8').trim().split('\n');
+    assert.equal(journaled.length, 2);
+    const after = await agentrein.getSession(session);
+    assert.deepEqual(
+      after.actions.map((a) => [a.apiName, a.status, (a.payload['body'] as { to: string }).to]),
+      [
+        ['POST /v1/letters', 'SUCCESS', 'a'],
+        ['POST /v1/letters', 'SUCCESS', 'b'],
+      ],
+    );
+    assert.equal(readFileSync(journalPath, 'utf8'), '');
+    const sent = await h.serviceCalls('POST', '/v1/letters');
+    assert.deepEqual(sent.map((r) => r.idempotency_key), after.actions.map((a) => a.idempotencyKey));
+  });
+
+  it('rolls a sandbox session back without running any inverse', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein, { sandbox: true });
+    assert.equal(session.sandbox, true);
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const made = (await (await post(api, `${h.peers.serviceUrl}/v1/drafts`, {})).json()) as { id: string };
+    const rolled = await agentrein.rollbackSession(session);
+    assert.deepEqual(rolled.actions.map((a) => a.status), ['ROLLED_BACK']);
+    assert.ok(made.id in (await h.fake<object>('service', 'collection', ['drafts'])));
+    assert.deepEqual(await h.serviceCalls('DELETE', '/v1/drafts/*'), []);
+  });
+
+  it('lists every pending approval, following the pages the server links', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/votes'] });
+    const calls = [1, 2, 3].map((n) => post(api, `${h.peers.serviceUrl}/v1/votes`, { n }).catch((e: unknown) => e));
+    let mine: string[] = [];
+    while (mine.length < 3) {
+      mine = (await agentrein.listApprovals({ status: 'PENDING', limit: 1 })).filter((a) => a.sessionId === session.id).map((a) => a.approvalId);
+    }
+    assert.equal(new Set(mine).size, 3);
+    for (const id of mine) await agentrein.reject(id, { reviewer: 'ada', reason: 'no' });
+    for (const outcome of await Promise.all(calls)) assert.ok(outcome instanceof ApprovalRejectedError);
+  });
+});
