@@ -180,4 +180,40 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
     const issues = await h.fake<{ number: number }[]>('github', 'issues', [OWNER, repo]);
     assert.deepEqual(issues.map((i) => i.number), [issue.number]);
   });
+
+  it('restores what a Stripe update changed as it was before its first attempt, when a retry follows a lost answer', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const customer = await stripeOf(h).customers.create({ email: 'old@example.com' });
+    const session = await opened(agentrein, 'Fix a customer');
+    await h.fake('stripe', 'fail_next', ['POST', `/v1/customers/${customer.id}`, 500], { after_effect: true });
+    const agentStripe = agentrein.wrap(stripeOf(h), session, { connector: 'stripe', retryable: ['customers.update'] });
+    assert.equal((await agentStripe.customers.update(customer.id, { email: 'new@example.com' })).email, 'new@example.com');
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.deepEqual(action!.undo, {
+      type: 'stripe-restore',
+      requireApproval: false,
+      resource: 'customers',
+      id: customer.id,
+      params: { email: 'old@example.com' },
+    });
+    await agentrein.rollbackSession(session);
+    assert.equal((await h.fake<{ email: string }>('stripe', 'get', [customer.id])).email, 'old@example.com');
+  });
+
+  it('answers a retried ref create told it exists with the ref the lost attempt made, and the server deletes it', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const repo = await repository(h);
+    const { data: main } = await octokitOf(h).rest.repos.getBranch({ owner: OWNER, repo, branch: 'main' });
+    const session = await opened(agentrein, 'Start a fix');
+    await h.fake('github', 'fail_next', ['POST', `/repos/${OWNER}/${repo}/git/refs`, 502], { after_effect: true });
+    const gh = agentrein.wrap(octokitOf(h), session, { connector: 'github', retryable: ['git.refs.create'] });
+    const { data: ref } = await gh.rest.git.createRef({ owner: OWNER, repo, ref: 'refs/heads/fix', sha: main.commit.sha });
+    assert.equal(ref.ref, 'refs/heads/fix');
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.deepEqual(action!.undo, { type: 'github-delete-ref', requireApproval: false, repo: `${OWNER}/${repo}`, ref: 'refs/heads/fix' });
+    await agentrein.rollbackSession(session);
+    assert.ok(!('refs/heads/fix' in (await h.fake<object>('github', 'refs', [OWNER, repo]))));
+  });
 });
