@@ -195,7 +195,8 @@ class StripeConnector(Connector):
         context: dict[str, Any] = {"object_id": call.object_id, "resource": resource, "stripe_account": call.account}
 
         def run(idempotency_key: str) -> Any:
-            if api_name not in SNAPSHOT_BEFORE:
+            # Read once, before the first attempt: a retry after a lost answer would read the update's own effect.
+            if api_name not in SNAPSHOT_BEFORE or "before" in context:
                 return call.run(idempotency_key)
             read = _reader(client, path, is_async)
             if is_async:
