@@ -170,6 +170,8 @@ def test_each_python_call_derives_what_the_shared_contract_says(
     assert prepared is not None, "a write was let through unrecorded"
     expected_name = values.resolve(case["apiName"])
     assert (prepared.api_name, prepared.operation_type.value) == (expected_name, case["operationType"])
+    recorded = {k: prepared.payload.get(k) for k in case.get("payload", {})}
+    assert recorded == values.resolve(case.get("payload", {})), "the payload lacks what the server's words read"
     if case.get("run") is False:
         return
     keys_before, bodies_before = len(world.keys_sent(connector)), len(world.bodies_sent())

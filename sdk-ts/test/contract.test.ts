@@ -38,6 +38,7 @@ interface Case {
   readonly typescript: Form[];
   readonly apiName: string | null;
   readonly operationType?: string;
+  readonly payload?: Fields;
   readonly run?: boolean;
   readonly answer?: Fields;
   readonly keyed?: boolean;
@@ -184,6 +185,9 @@ for (const contractCase of CONTRACT.cases) {
       }
       assert.ok(prepared !== null, 'a write was let through unrecorded');
       assert.deepEqual([prepared.apiName, prepared.operationType], [values.resolve(contractCase.apiName), contractCase.operationType]);
+      const pinned = values.resolve(contractCase.payload ?? {});
+      const recorded = Object.fromEntries(Object.keys(pinned).map((k) => [k, prepared.payload[k] ?? null]));
+      assert.deepEqual(recorded, pinned, "the payload lacks what the server's words read");
       if (contractCase.run === false) return;
       const keysBefore = (await keysSent(name)).length;
       const bodiesBefore = (await bodiesSent()).length;
