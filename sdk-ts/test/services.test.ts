@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { Octokit } from '@octokit/rest';
 import Stripe from 'stripe';
 
-import { ApprovalRejectedError, type AgentRein, type Session } from '../src/index.js';
+import { ApprovalRejectedError, ValidationError, type AgentRein, type Session } from '../src/index.js';
 import { unique, useHarness, type Harness } from './harness.js';
 
 const harness = useHarness();
@@ -215,5 +215,19 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
     assert.deepEqual(action!.undo, { type: 'github-delete-ref', requireApproval: false, repo: `${OWNER}/${repo}`, ref: 'refs/heads/fix' });
     await agentrein.rollbackSession(session);
     assert.ok(!('refs/heads/fix' in (await h.fake<object>('github', 'refs', [OWNER, repo]))));
+  });
+
+  it('refuses to wrap an Octokit with the retry plugin, which would make an issue twice after a lost answer', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein, 'Triage a bug');
+    // What @octokit/plugin-retry adds to an Octokit (enabled or not): `octokit.retry.retryRequest`.
+    const Retrying = Octokit.plugin(() => ({ retry: { retryRequest: (error: unknown) => error } }));
+    const retrying = new Retrying({ auth: h.peers.githubToken, baseUrl: h.peers.githubUrl });
+    assert.throws(() => agentrein.wrap(retrying, session, { connector: 'github' }), (err: unknown) => {
+      assert.ok(err instanceof ValidationError);
+      assert.match(err.message, /plugin-retry/);
+      return true;
+    });
   });
 });

@@ -21,6 +21,7 @@
  */
 
 import type { Connector, Json, OperationType, PreparedCall, UndoConfig } from '../connector.js';
+import { ValidationError } from '../errors.js';
 import { mergeUndo, NO_UNDO } from '../undo.js';
 
 export const CLOSE_ISSUE = 'github-close-issue';
@@ -94,8 +95,20 @@ export const githubConnector: Connector = {
   // Secrets set through the API (`createOrUpdateRepoSecret`), on top of the default list.
   sensitiveFields: ['unencryptedvalue', 'encryptedvalue'],
 
+  /** An Octokit made without `@octokit/plugin-retry` (part of the `octokit` package's Octokit): that plugin
+   *  retries a create whose answer was lost without looking for what it made, so GitHub would get it twice
+   *  (as the Python connector refuses a PyGithub client that retries). */
   accepts(client: unknown): boolean {
-    return isObject(client) && isEndpoint(client['request']) && typeof client['paginate'] === 'function' && isObject(client['rest']);
+    if (!(isObject(client) && isEndpoint(client['request']) && typeof client['paginate'] === 'function' && isObject(client['rest']))) {
+      return false;
+    }
+    if (isObject(client['retry']) && typeof client['retry']['retryRequest'] === 'function') {
+      throw new ValidationError(
+        'client',
+        "make the Octokit from @octokit/rest, without @octokit/plugin-retry: it retries a create whose answer was lost, which makes an issue twice; AgentRein retries the calls you list in `retryable` safely",
+      );
+    }
+    return true;
   },
 
   descend(value: unknown): boolean {
