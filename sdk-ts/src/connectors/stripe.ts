@@ -60,6 +60,8 @@ const SNAPSHOT_BEFORE = new Set(
     .map(([name]) => name),
 );
 const READS = new Set(['retrieve', 'list', 'search']);
+/** Resource methods that send nothing (`stripe.oauth.authorizeUrl` builds a URL). */
+const HELPERS = new Set(['authorizeUrl']);
 const OPERATIONS: Readonly<Record<string, OperationType>> = {
   create: 'CREATE',
   update: 'UPDATE',
@@ -106,7 +108,7 @@ export const stripeConnector: Connector = {
     if (path.length === 1 && path[0] === 'rawRequest') return rawRequest(client, args);
     const owner = resolve(client, path.slice(0, -1));
     const last = path[path.length - 1];
-    if (path.length < 2 || last === undefined || !isResource(owner) || !ownMethod(owner, last)) return null;
+    if (path.length < 2 || last === undefined || HELPERS.has(last) || !isResource(owner) || !ownMethod(owner, last)) return null;
     const method = METHOD_NAMES[last] ?? snake(last);
     if (READS.has(method) || method.startsWith('list_') || method.startsWith('retrieve_')) return null;
     const resource = path.slice(0, -1).map(snake).join('.');

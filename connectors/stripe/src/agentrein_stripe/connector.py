@@ -122,7 +122,8 @@ SNAPSHOT_BEFORE = frozenset(
     name for name, undo in INVERSES.items() if undo == STRIPE_RESTORE and name.endswith(".update")
 )
 
-READS = frozenset({"retrieve", "list", "search", "auto_paging_iter"})
+#: Calls that change nothing: reads, and ``oauth.authorize_url``, which builds a URL and sends nothing.
+READS = frozenset({"retrieve", "list", "search", "auto_paging_iter", "authorize_url"})
 OPERATIONS = {
     "create": OperationType.CREATE,
     "update": OperationType.UPDATE,
