@@ -172,7 +172,7 @@ def configure(server: Server, key: str, stripe: FakeStripe, github: FakeGitHub) 
     """Point the server's undo clients at the fakes; returns a new agent key."""
     api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
     settings = {
-        "http": {"enabled": True, "config": {"allowedHosts": ["127.0.0.1"]}},
+        "http": {"enabled": True, "config": {"allowedHosts": ["127.0.0.1"], "allowedMethods": ["DELETE", "POST"]}},
         "stripe": {"enabled": True, "config": {"apiBase": stripe.base_url}, "credentials": {"apiKey": STRIPE_KEY}},
         "github": {"enabled": True, "config": {"baseUrl": github.base_url}, "credentials": {"token": GITHUB_TOKEN}},
     }
