@@ -66,7 +66,9 @@ describe('the http connector through a server', () => {
     const order = (await (await post(api, `${h.peers.serviceUrl}/v1/orders`, { item: 'lamp' })).json()) as { id: string };
     const after = await agentrein.getSession(session);
     assert.equal(after.actions.length, 1);
+    for (const field of ['id', 'status', 'displayStatus', 'agentId', 'intent', 'sandbox', 'actions']) assert.ok(field in after, field);
     const [action] = after.actions;
+    for (const field of ['actionId', 'seq', 'apiName', 'operationType', 'status', 'undoStatus']) assert.ok(field in action!, field);
     assert.equal(action!.status, 'SUCCESS');
     assert.equal(action!.operationType, 'CREATE');
     assert.deepEqual(action!.undo, { type: 'http-delete', requireApproval: false, url: `${h.peers.serviceUrl}/v1/orders/${order.id}` });
@@ -87,6 +89,26 @@ describe('the http connector through a server', () => {
     assert.deepEqual(rolled.actions.map((a) => [a.status, a.undoStatus]), [['ROLLED_BACK', 'DONE']]);
     const tickets = await h.fake<Record<string, { status?: string }>>('service', 'collection', ['tickets']);
     assert.equal(tickets[ticket.id]?.status, 'cancelled');
+  });
+
+  it('holds a call that a before-execution REQUIRE_APPROVAL policy matches, as requiresApproval does', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const policy = await agentrein.addPolicy({
+      name: unique('review-wires'),
+      effect: 'REQUIRE_APPROVAL',
+      apiName: 'POST /v1/wires',
+      agentId: session.agentId,
+      beforeExecution: true,
+    });
+    assert.equal(policy.effect, 'REQUIRE_APPROVAL');
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const call = post(api, `${h.peers.serviceUrl}/v1/wires`, { amount: 7 });
+    const [approvalId] = await pendingApprovals(agentrein, session, call);
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/wires'), []);
+    await agentrein.approve(approvalId!, { reviewer: 'ada' });
+    assert.equal((await call).status, 201);
   });
 
   it('never records a read', async () => {
@@ -241,6 +263,23 @@ describe('the http connector through a server', () => {
     assert.equal(readFileSync(journalPath, 'utf8'), '');
     const sent = await h.serviceCalls('POST', '/v1/letters');
     assert.deepEqual(sent.map((r) => r.idempotency_key), after.actions.map((a) => a.idempotencyKey));
+  });
+
+  it("opens a session with failureMode 'open' while the server is stopped, and creates it with its calls once it is back", async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const api = () => agentrein.wrap(fetch, session, { connector: 'http' });
+    await h.stopServer();
+    let session: Session;
+    try {
+      session = await agentrein.newSession({ agentId: unique('offline'), intent: 'while down' });
+      assert.equal((await post(api(), `${h.peers.serviceUrl}/v1/notes`, { text: 'kept' })).status, 201);
+    } finally {
+      await h.startServer();
+    }
+    const created = await agentrein.getSession(session);
+    assert.equal(created.intent, 'while down');
+    assert.deepEqual(created.actions.map((a) => [a.apiName, a.status]), [['POST /v1/notes', 'SUCCESS']]);
   });
 
   it('rolls a sandbox session back without running any inverse', async () => {
