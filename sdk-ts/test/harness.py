@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,83 +35,38 @@ from cryptography.fernet import Fernet
 
 from agentrein_testing import FakeGitHub, FakeService, FakeStripe
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from serving import ServerProcess  # type: ignore[import-not-found]
+
+os.environ["AGENTREIN_ALLOW_PRIVATE_TARGETS"] = "1"  # the server's undo clients reach the fakes on 127.0.0.1
+
 STRIPE_KEY = "sk_test_agentrein"
 GITHUB_TOKEN = "ghp_test"
-#: ``agentrein serve``, killed by Linux when this process dies (prctl PR_SET_PDEATHSIG = SIGKILL).
-SERVE_UNTIL_PARENT_DIES = (
-    "import ctypes, signal, sys\n"
-    "if sys.platform == 'linux':\n"
-    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
-    "from agentrein_cli.main import app\n"
-    "app()"
-)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
-    """``agentrein serve`` over one database and port, which may be stopped and started again."""
+    """``agentrein serve`` over one database, on one port, which the tests may stop and start again."""
 
     def __init__(self, database: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.database_url = f"sqlite:///{database}"
-        self.env = {
-            **os.environ,
-            "AGENTREIN_SECRET_KEY": Fernet.generate_key().decode(),
-            "AGENTREIN_ALLOW_PRIVATE_TARGETS": "1",  # the undo clients reach the fakes on 127.0.0.1
-            "COLUMNS": "200",
-        }
-        self.process: subprocess.Popen[str] | None = None
-        self.output: list[str] = []
+        self.secret_key = Fernet.generate_key().decode()
+        self.running: ServerProcess | None = ServerProcess(self.database_url, self.secret_key)
+        self.url, self.port = self.running.url, self.running.port
+        deadline = time.monotonic() + 10  # printed before it listens; read by a thread of its own
+        while not self.running.printed_keys:
+            if time.monotonic() > deadline:
+                raise RuntimeError("agentrein serve printed no key:\n" + "".join(self.running.output))
+            time.sleep(0.02)
+        self.operator_key: str = self.running.printed_keys[0]
 
     def start(self) -> None:
-        command = [sys.executable, "-c", SERVE_UNTIL_PARENT_DIES, "serve", "--port", str(self.port)]
-        self.process = subprocess.Popen(
-            [*command, "--database-url", self.database_url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env=self.env,
-        )
-        threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
-        deadline = time.monotonic() + 60
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError("agentrein serve exited:\n" + "".join(self.output))
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("agentrein serve did not answer:\n" + "".join(self.output))
-            time.sleep(0.05)
-
-    def _drain(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self.output.append(line)
-
-    def operator_key(self) -> str:
-        keys = [line.strip() for line in self.output if line.startswith("ar_")]
-        if not keys:
-            raise RuntimeError("agentrein serve printed no key:\n" + "".join(self.output))
-        return keys[0]
+        if self.running is None:
+            self.running = ServerProcess(self.database_url, self.secret_key, port=self.port)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
-        self.process = None
+        if self.running is not None:
+            self.running.stop()
+            self.running = None
 
 
 def as_json(value: Any) -> Any:
@@ -172,7 +125,7 @@ def configure(server: Server, key: str, stripe: FakeStripe, github: FakeGitHub) 
     """Point the server's undo clients at the fakes; returns a new agent key."""
     api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
     settings = {
-        "http": {"enabled": True, "config": {"allowedHosts": ["127.0.0.1"]}},
+        "http": {"enabled": True, "config": {"allowedHosts": ["127.0.0.1"], "allowedMethods": ["DELETE", "POST"]}},
         "stripe": {"enabled": True, "config": {"apiBase": stripe.base_url}, "credentials": {"apiKey": STRIPE_KEY}},
         "github": {"enabled": True, "config": {"baseUrl": github.base_url}, "credentials": {"token": GITHUB_TOKEN}},
     }
@@ -205,8 +158,7 @@ def main() -> None:
     ):
         server = Server(Path(tmp) / "agentrein.db")
         try:
-            server.start()
-            key = server.operator_key()
+            key = server.operator_key
             agent_key = configure(server, key, stripe, github)
             fakes = {"stripe": stripe, "github": github, "service": service}
             with serving(control(fakes, server)) as httpd:

@@ -25,11 +25,18 @@ function post(api: typeof fetch, url: string, body: object): Promise<Response> {
   return api(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 }
 
-/** The held call's pending approval, once the server has it. */
-async function pendingApproval(agentrein: AgentRein, session: Session): Promise<string> {
+/** The ids of the session's pending approvals once there are `count`; throws if `call` ends first (it was
+ *  never held). */
+async function pendingApprovals(agentrein: AgentRein, session: Session, call: Promise<unknown>, count = 1): Promise<string[]> {
+  let ended = false;
+  call.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
   for (;;) {
-    const held = (await agentrein.listApprovals({ status: 'PENDING' })).find((a) => a.sessionId === session.id);
-    if (held) return held.approvalId;
+    const pending = (await agentrein.getSession(session)).approvals.filter((a) => a.status === 'PENDING');
+    if (pending.length >= count) return pending.map((a) => a.approvalId);
+    if (ended) throw new Error('the call ended without being held for approval');
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -59,12 +66,49 @@ describe('the http connector through a server', () => {
     const order = (await (await post(api, `${h.peers.serviceUrl}/v1/orders`, { item: 'lamp' })).json()) as { id: string };
     const after = await agentrein.getSession(session);
     assert.equal(after.actions.length, 1);
+    for (const field of ['id', 'status', 'displayStatus', 'agentId', 'intent', 'sandbox', 'actions']) assert.ok(field in after, field);
     const [action] = after.actions;
+    for (const field of ['actionId', 'seq', 'apiName', 'operationType', 'status', 'undoStatus']) assert.ok(field in action!, field);
     assert.equal(action!.status, 'SUCCESS');
     assert.equal(action!.operationType, 'CREATE');
     assert.deepEqual(action!.undo, { type: 'http-delete', requireApproval: false, url: `${h.peers.serviceUrl}/v1/orders/${order.id}` });
     const [sent] = await h.serviceCalls('POST', '/v1/orders');
     assert.ok(sent);
+  });
+
+  it("undoes a call as the wrap() undo option says, filling its path from the answer", async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, {
+      connector: 'http',
+      undo: { 'POST /v1/tickets': { type: 'http-request', method: 'POST', path: '/v1/tickets/{id}/cancel' } },
+    });
+    const ticket = (await (await post(api, `${h.peers.serviceUrl}/v1/tickets`, { seat: '12A' })).json()) as { id: string };
+    const rolled = await agentrein.rollbackSession(session);
+    assert.deepEqual(rolled.actions.map((a) => [a.status, a.undoStatus]), [['ROLLED_BACK', 'DONE']]);
+    const tickets = await h.fake<Record<string, { status?: string }>>('service', 'collection', ['tickets']);
+    assert.equal(tickets[ticket.id]?.status, 'cancelled');
+  });
+
+  it('holds a call that a before-execution REQUIRE_APPROVAL policy matches, as requiresApproval does', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const policy = await agentrein.addPolicy({
+      name: unique('review-wires'),
+      effect: 'REQUIRE_APPROVAL',
+      apiName: 'POST /v1/wires',
+      agentId: session.agentId,
+      beforeExecution: true,
+    });
+    assert.equal(policy.effect, 'REQUIRE_APPROVAL');
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const call = post(api, `${h.peers.serviceUrl}/v1/wires`, { amount: 7 });
+    const [approvalId] = await pendingApprovals(agentrein, session, call);
+    assert.deepEqual(await h.serviceCalls('POST', '/v1/wires'), []);
+    await agentrein.approve(approvalId!, { reviewer: 'ada' });
+    assert.equal((await call).status, 201);
   });
 
   it('never records a read', async () => {
@@ -96,9 +140,9 @@ describe('the http connector through a server', () => {
     const session = await opened(agentrein);
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/payouts'] });
     const call = post(api, `${h.peers.serviceUrl}/v1/payouts`, { amount: 100 });
-    const approvalId = await pendingApproval(agentrein, session);
+    const [approvalId] = await pendingApprovals(agentrein, session, call);
     assert.deepEqual(await h.serviceCalls('POST', '/v1/payouts'), []);
-    await agentrein.approve(approvalId, { reviewer: 'ada', reason: 'fine' });
+    await agentrein.approve(approvalId!, { reviewer: 'ada', reason: 'fine' });
     assert.equal((await call).status, 201);
     assert.equal((await h.serviceCalls('POST', '/v1/payouts')).length, 1);
   });
@@ -115,7 +159,8 @@ describe('the http connector through a server', () => {
       assert.match(error.reviewer ?? '', /^grace\b/); // the server adds which key decided
       return true;
     });
-    await agentrein.reject(await pendingApproval(agentrein, session), { reviewer: 'grace', reason: 'too much' });
+    const [approvalId] = await pendingApprovals(agentrein, session, call);
+    await agentrein.reject(approvalId!, { reviewer: 'grace', reason: 'too much' });
     await outcome;
     assert.deepEqual(await h.serviceCalls('POST', '/v1/transfers'), []);
   });
@@ -205,17 +250,36 @@ describe('the http connector through a server', () => {
     assert.equal(warnings.length, 1);
     const journaled = readFileSync(journalPath, 'utf8').trim().split('\n');
     assert.equal(journaled.length, 2);
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'c' })).status, 201); // replays first
     const after = await agentrein.getSession(session);
     assert.deepEqual(
       after.actions.map((a) => [a.apiName, a.status, (a.payload['body'] as { to: string }).to]),
       [
         ['POST /v1/letters', 'SUCCESS', 'a'],
         ['POST /v1/letters', 'SUCCESS', 'b'],
+        ['POST /v1/letters', 'SUCCESS', 'c'],
       ],
     );
     assert.equal(readFileSync(journalPath, 'utf8'), '');
     const sent = await h.serviceCalls('POST', '/v1/letters');
     assert.deepEqual(sent.map((r) => r.idempotency_key), after.actions.map((a) => a.idempotencyKey));
+  });
+
+  it("opens a session with failureMode 'open' while the server is stopped, and creates it with its calls once it is back", async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const api = () => agentrein.wrap(fetch, session, { connector: 'http' });
+    await h.stopServer();
+    let session: Session;
+    try {
+      session = await agentrein.newSession({ agentId: unique('offline'), intent: 'while down' });
+      assert.equal((await post(api(), `${h.peers.serviceUrl}/v1/notes`, { text: 'kept' })).status, 201);
+    } finally {
+      await h.startServer();
+    }
+    const created = await agentrein.getSession(session);
+    assert.equal(created.intent, 'while down');
+    assert.deepEqual(created.actions.map((a) => [a.apiName, a.status]), [['POST /v1/notes', 'SUCCESS']]);
   });
 
   it('rolls a sandbox session back without running any inverse', async () => {
@@ -236,13 +300,12 @@ describe('the http connector through a server', () => {
     const agentrein = h.client();
     const session = await opened(agentrein);
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/votes'] });
-    const calls = [1, 2, 3].map((n) => post(api, `${h.peers.serviceUrl}/v1/votes`, { n }).catch((e: unknown) => e));
-    let mine: string[] = [];
-    while (mine.length < 3) {
-      mine = (await agentrein.listApprovals({ status: 'PENDING', limit: 1 })).filter((a) => a.sessionId === session.id).map((a) => a.approvalId);
-    }
-    assert.equal(new Set(mine).size, 3);
+    const calls = Promise.all([1, 2, 3].map((n) => post(api, `${h.peers.serviceUrl}/v1/votes`, { n }).catch((e: unknown) => e)));
+    const held = await pendingApprovals(agentrein, session, calls, 3);
+    const listed = await agentrein.listApprovals({ status: 'PENDING', limit: 1 }); // one a page
+    const mine = listed.filter((a) => a.sessionId === session.id).map((a) => a.approvalId);
+    assert.deepEqual(new Set(mine), new Set(held));
     for (const id of mine) await agentrein.reject(id, { reviewer: 'ada', reason: 'no' });
-    for (const outcome of await Promise.all(calls)) assert.ok(outcome instanceof ApprovalRejectedError);
+    for (const outcome of await calls) assert.ok(outcome instanceof ApprovalRejectedError);
   });
 });
