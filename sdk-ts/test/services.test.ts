@@ -43,10 +43,18 @@ async function activeSubscription(stripe: Stripe): Promise<Stripe.Subscription> 
   return stripe.subscriptions.create({ customer: customer.id, items: [{ price: price.id }] });
 }
 
-async function pendingApproval(agentrein: AgentRein, session: Session): Promise<string> {
+/** The approval `call` is held for, once the server has it; a call that ends without being held fails the
+ *  test instead of leaving it waiting. */
+async function pendingApproval(agentrein: AgentRein, session: Session, call: Promise<unknown>): Promise<string> {
+  let ended = false;
+  call.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
   for (;;) {
-    const held = (await agentrein.listApprovals({ status: 'PENDING' })).find((a) => a.sessionId === session.id);
+    const held = (await agentrein.getSession(session)).approvals.find((a) => a.status === 'PENDING');
     if (held) return held.approvalId;
+    if (ended) throw new Error('the call ended without being held for approval');
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -80,7 +88,7 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
       requiresApproval: ['subscriptions.cancel', 'customers.del'],
     });
     const cancelled = agentStripe.subscriptions.cancel(subscription.id);
-    const approvalId = await pendingApproval(agentrein, session);
+    const approvalId = await pendingApproval(agentrein, session, cancelled);
     assert.equal((await stripeObject(h, subscription.id))?.status, 'active', 'it ran before the approval');
     await agentrein.approve(approvalId, { reviewer: 'ada', reason: 'customer asked' });
     assert.equal((await cancelled).status, 'canceled');
@@ -93,12 +101,13 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
     const subscription = await activeSubscription(stripeOf(h));
     const session = await opened(agentrein, 'Process monthly invoice batch');
     const agentStripe = agentrein.wrap(stripeOf(h), session, { connector: 'stripe', requiresApproval: ['subscriptions.cancel'] });
-    const outcome = assert.rejects(agentStripe.subscriptions.cancel(subscription.id), (err: unknown) => {
+    const cancel = agentStripe.subscriptions.cancel(subscription.id);
+    const outcome = assert.rejects(cancel, (err: unknown) => {
       assert.ok(err instanceof ApprovalRejectedError);
       assert.equal(err.reason, 'still paying');
       return true;
     });
-    await agentrein.reject(await pendingApproval(agentrein, session), { reviewer: 'grace', reason: 'still paying' });
+    await agentrein.reject(await pendingApproval(agentrein, session, cancel), { reviewer: 'grace', reason: 'still paying' });
     await outcome;
     assert.equal((await stripeObject(h, subscription.id))?.status, 'active');
   });
