@@ -87,6 +87,8 @@ interface GitHubContext {
   /** `owner/name` of the repository the call acts on, when it acts on one. */
   readonly repo: string | null;
   attempts: number;
+  /** Whether what the undo restores was read (a read that failed is made again by the retry). */
+  readBefore: boolean;
   before?: Json;
 }
 
@@ -127,7 +129,7 @@ export const githubConnector: Connector = {
     let apiName = match?.known.apiName ?? path.filter((name) => name !== 'rest').join('.');
     let operationType: OperationType = match?.known.operationType ?? 'OTHER';
     if (apiName === 'files.create' && sent.params['sha'] !== undefined) [apiName, operationType] = ['files.update', 'UPDATE'];
-    const context: GitHubContext = { params: sent.params, repo, attempts: 0 };
+    const context: GitHubContext = { params: sent.params, repo, attempts: 0, readBefore: false };
     const payload: Fields = { ...sent.params };
     if (match !== null) payload[TARGET] = baseUrl(octokit) + fill(match.known.target, values);
     return {
@@ -138,9 +140,11 @@ export const githubConnector: Connector = {
       async run(key: string): Promise<unknown> {
         context.attempts += 1;
         const retry = context.attempts > 1;
-        if (context.attempts === 1) {
+        if (!context.readBefore) {
+          // Just before the call (after any approval), once: a retry would read the lost attempt's effect.
           const before = await readBefore(octokit, apiName, values, sent.params);
           if (before !== undefined) context.before = before;
+          context.readBefore = true;
         }
         if (apiName === 'issues.create' || apiName === 'issues.comments.create') {
           return createOnce(octokit, sent.send, apiName, values, sent.params, key, retry);
