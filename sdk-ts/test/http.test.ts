@@ -1,7 +1,9 @@
 /** The wrapped call, step by step, with the http connector (`fetch`) through a real server and FakeService. */
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 
 import {
@@ -109,6 +111,30 @@ describe('the http connector through a server', () => {
     assert.deepEqual(await h.serviceCalls('POST', '/v1/wires'), []);
     await agentrein.approve(approvalId!, { reviewer: 'ada' });
     assert.equal((await call).status, 201);
+  });
+
+  it('confirms the last call when the agent process ends right after it', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const sdk = new URL('../src/index.js', import.meta.url).href;
+    const agent = `
+      import { AgentRein } from ${JSON.stringify(sdk)};
+      const agentrein = new AgentRein({ baseUrl: process.env.URL, apiKey: process.env.KEY, journalPath: process.env.JOURNAL });
+      const api = agentrein.wrap(fetch, process.env.SESSION, { connector: 'http' });
+      await api(process.env.TARGET, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    `;
+    const env = {
+      ...process.env,
+      URL: h.peers.serverUrl,
+      KEY: h.peers.operatorKey,
+      JOURNAL: h.journalPath(),
+      SESSION: session.id,
+      TARGET: `${h.peers.serviceUrl}/v1/lasts`,
+    };
+    await promisify(execFile)(process.execPath, ['--input-type=module', '-e', agent], { env });
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.equal(action!.status, 'SUCCESS');
   });
 
   it('never records a read', async () => {
