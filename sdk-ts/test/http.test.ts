@@ -12,6 +12,8 @@ import {
   ApprovalTimeoutError,
   HttpStatusError,
   PolicyBlockedError,
+  ROLLBACK_FAILURE,
+  RollbackFailedError,
   type AgentRein,
   type Session,
 } from '../src/index.js';
@@ -306,6 +308,35 @@ describe('the http connector through a server', () => {
     const created = await agentrein.getSession(session);
     assert.equal(created.intent, 'while down');
     assert.deepEqual(created.actions.map((a) => [a.apiName, a.status]), [['POST /v1/notes', 'SUCCESS']]);
+  });
+
+  it('throws RollbackFailedError, with the session and the action, when an undo fails', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    // The server sends undos to allowed hosts only (127.0.0.1 here): this one is refused, unsent.
+    const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/locks': { url: 'http://127.0.0.2:9/v1/locks/1' } } });
+    await post(api, `${h.peers.serviceUrl}/v1/locks`, {});
+    await assert.rejects(agentrein.rollbackSession(session), (error: unknown) => {
+      assert.ok(error instanceof RollbackFailedError);
+      assert.equal(error.session.displayStatus, 'ROLLBACK_FAILED');
+      assert.equal(error.action.apiName, 'POST /v1/locks');
+      return true;
+    });
+  });
+
+  it('attaches a failed rollback to the error of the call that caused it', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein);
+    const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/keys': { url: 'http://127.0.0.2:9/v1/keys/1' } } });
+    await post(api, `${h.peers.serviceUrl}/v1/keys`, {});
+    await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/keys/none/rotate`, {}), (error: unknown) => {
+      assert.ok(error instanceof HttpStatusError);
+      const failure = (error as unknown as Record<string, unknown>)[ROLLBACK_FAILURE];
+      assert.ok(failure instanceof RollbackFailedError);
+      return true;
+    });
   });
 
   it('rolls a sandbox session back without running any inverse', async () => {
