@@ -51,7 +51,7 @@ export interface Guard {
   readonly log: (message: string) => void;
 }
 
-/** `client.<path>(...args)` through the guard; `invoke` makes the raw call (for what passes through). */
+/** `client.<path>(...args)`, prepared by the connector, through the guard's steps; resolves to its result. */
 export async function guardedCall(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<unknown> {
   const logged = await writeAhead(guard, call, path);
   const retryable = guard.options.isRetryable(call.apiName, path);

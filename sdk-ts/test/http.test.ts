@@ -17,12 +17,18 @@ import {
   type AgentRein,
   type Session,
 } from '../src/index.js';
-import { unique, useHarness } from './harness.js';
+import { unique, useHarness, type Harness } from './harness.js';
 
 const harness = useHarness();
 
-async function opened(agentrein: AgentRein, options: { sandbox?: boolean } = {}): Promise<Session> {
-  return agentrein.newSession({ agentId: unique('agent'), intent: 'orders', sandbox: options.sandbox ?? false });
+/** The harness, a client with the operator key, and a session of an agent of its own. */
+async function begun(
+  options: { sandbox?: boolean; journalPath?: string } = {},
+): Promise<{ h: Harness; agentrein: AgentRein; session: Session }> {
+  const h = harness();
+  const agentrein = options.journalPath === undefined ? h.client() : h.client({ journalPath: options.journalPath });
+  const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'orders', sandbox: options.sandbox ?? false });
+  return { h, agentrein, session };
 }
 
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
@@ -47,9 +53,7 @@ async function pendingApprovals(agentrein: AgentRein, session: Session, call: Pr
 
 describe('the http connector through a server', () => {
   it('records a call write-ahead, CLEARED in the registry before the request goes out', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const seenBeforeSending: string[] = [];
     const watched: typeof fetch = async (input, init) => {
       const now = await agentrein.getSession(session);
@@ -63,9 +67,7 @@ describe('the http connector through a server', () => {
   });
 
   it('confirms a call with its response and the undo it derives', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const order = (await (await post(api, `${h.peers.serviceUrl}/v1/orders`, { item: 'lamp' })).json()) as { id: string };
     const after = await agentrein.getSession(session);
@@ -81,9 +83,7 @@ describe('the http connector through a server', () => {
   });
 
   it("undoes a call as the wrap() undo option says, filling its path from the answer", async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, {
       connector: 'http',
       undo: { 'POST /v1/tickets': { type: 'http-request', method: 'POST', path: '/v1/tickets/{id}/cancel' } },
@@ -96,9 +96,7 @@ describe('the http connector through a server', () => {
   });
 
   it('holds a call that a before-execution REQUIRE_APPROVAL policy matches, as requiresApproval does', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const policy = await agentrein.addPolicy({
       name: unique('review-wires'),
       effect: 'REQUIRE_APPROVAL',
@@ -116,9 +114,7 @@ describe('the http connector through a server', () => {
   });
 
   it('confirms the last call when the agent process ends right after it', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const sdk = new URL('../src/index.js', import.meta.url).href;
     const agent = `
       import { AgentRein } from ${JSON.stringify(sdk)};
@@ -140,9 +136,7 @@ describe('the http connector through a server', () => {
   });
 
   it('never records a read', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const listed = await api(`${h.peers.serviceUrl}/v1/readings`);
     assert.equal(listed.status, 200);
@@ -151,9 +145,7 @@ describe('the http connector through a server', () => {
   });
 
   it('throws PolicyBlockedError for a blocked call, which never reaches the service', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     await agentrein.addPolicy({ name: unique('no-refunds'), effect: 'BLOCK', apiName: 'POST /v1/refunds', agentId: session.agentId });
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/refunds`, { amount: 5 }), PolicyBlockedError);
@@ -163,9 +155,7 @@ describe('the http connector through a server', () => {
   });
 
   it('runs a held call once a reviewer approves it, and not before', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/payouts'] });
     const call = post(api, `${h.peers.serviceUrl}/v1/payouts`, { amount: 100 });
     const [approvalId] = await pendingApprovals(agentrein, session, call);
@@ -176,9 +166,7 @@ describe('the http connector through a server', () => {
   });
 
   it('throws ApprovalRejectedError with the reviewer and reason when the approval is rejected', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/transfers'] });
     const call = post(api, `${h.peers.serviceUrl}/v1/transfers`, { amount: 100 });
     const outcome = assert.rejects(call, (error: unknown) => {
@@ -194,18 +182,14 @@ describe('the http connector through a server', () => {
   });
 
   it('throws ApprovalTimeoutError when nobody decides before the timeout', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/grants'], timeoutMs: 1000 });
     await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/grants`, {}), ApprovalTimeoutError);
     assert.deepEqual(await h.serviceCalls('POST', '/v1/grants'), []);
   });
 
   it('rolls the session back when a call fails, and rethrows the original error', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const order = (await (await post(api, `${h.peers.serviceUrl}/v1/baskets`, { item: 'pen' })).json()) as { id: string };
     assert.ok(order.id in (await h.fake<object>('service', 'collection', ['baskets'])));
@@ -226,9 +210,7 @@ describe('the http connector through a server', () => {
   });
 
   it('retries a retryable call whose answer was lost under the one idempotency key of its action', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     await h.fake('service', 'fail_next', ['POST', '/v1/invoices', null], { after_effect: true });
     const api = agentrein.wrap(fetch, session, { connector: 'http', retryable: ['POST /v1/*'] });
     assert.equal((await post(api, `${h.peers.serviceUrl}/v1/invoices`, { total: 9 })).status, 201);
@@ -242,9 +224,7 @@ describe('the http connector through a server', () => {
   });
 
   it("throws AgentReinUnavailableError before any request with failureMode 'closed' and the server stopped", async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', failureMode: 'closed' });
     await h.stopServer();
     try {
@@ -256,10 +236,8 @@ describe('the http connector through a server', () => {
   });
 
   it("runs calls with failureMode 'open' and the server stopped, journals them, and replays them in order", async () => {
-    const h = harness();
-    const journalPath = h.journalPath();
-    const agentrein = h.client({ journalPath });
-    const session = await opened(agentrein);
+    const journalPath = harness().journalPath();
+    const { h, agentrein, session } = await begun({ journalPath });
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const warnings: string[] = [];
     const listen = (warning: Error & { code?: string }) => {
@@ -311,9 +289,7 @@ describe('the http connector through a server', () => {
   });
 
   it('throws RollbackFailedError, with the session and the action, when an undo fails', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     // The server sends undos to allowed hosts only (127.0.0.1 here): this one is refused, unsent.
     const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/locks': { url: 'http://127.0.0.2:9/v1/locks/1' } } });
     await post(api, `${h.peers.serviceUrl}/v1/locks`, {});
@@ -326,9 +302,7 @@ describe('the http connector through a server', () => {
   });
 
   it('attaches a failed rollback to the error of the call that caused it', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/keys': { url: 'http://127.0.0.2:9/v1/keys/1' } } });
     await post(api, `${h.peers.serviceUrl}/v1/keys`, {});
     await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/keys/none/rotate`, {}), (error: unknown) => {
@@ -340,9 +314,7 @@ describe('the http connector through a server', () => {
   });
 
   it('rolls a sandbox session back without running any inverse', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein, { sandbox: true });
+    const { h, agentrein, session } = await begun({ sandbox: true });
     assert.equal(session.sandbox, true);
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const made = (await (await post(api, `${h.peers.serviceUrl}/v1/drafts`, {})).json()) as { id: string };
@@ -353,9 +325,7 @@ describe('the http connector through a server', () => {
   });
 
   it('lists every pending approval, following the pages the server links', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/votes'] });
     const calls = Promise.all([1, 2, 3].map((n) => post(api, `${h.peers.serviceUrl}/v1/votes`, { n }).catch((e: unknown) => e)));
     const held = await pendingApprovals(agentrein, session, calls, 3);
