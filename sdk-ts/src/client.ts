@@ -18,6 +18,8 @@ import type { ApprovalStatus, PolicyEffect, PolicyOperationType } from './status
 import { wrapClient } from './wrap.js';
 
 export const URL_ENV = 'AGENTREIN_URL';
+/** The fields an approvals list leaves out unless asked for: every one is (as the Python SDK asks). */
+const INCLUDED_FIELDS = ['purpose', 'sessionIntent', 'connector', 'description', 'targetHost', 'payload', 'consequences', 'outcome'];
 export const API_KEY_ENV = 'AGENTREIN_API_KEY';
 
 /** A session as the server holds it: `{ id, status, displayStatus, agentId, intent, sandbox, actions:
@@ -171,7 +173,7 @@ export class AgentRein {
   /** Every approval request (of one status, if given), page after page. */
   async listApprovals(options: { status?: ApprovalStatus; limit?: number } = {}): Promise<ListedApproval[]> {
     await this.journal.replay(this.served);
-    return this.served.listApprovals({ status: options.status, limit: options.limit });
+    return this.served.listApprovals({ status: options.status, limit: options.limit, include: INCLUDED_FIELDS });
   }
 
   getApproval(approvalId: string): Promise<Approval> {
@@ -223,6 +225,20 @@ export class AgentRein {
     }
   }
 
+  /** @internal Whether confirmations wait to be sent. */
+  hasPending(): boolean {
+    return this.served.confirmations.unsent().length > 0;
+  }
+
+  /** @internal What is pending is sent; what the server does not take goes to the journal. */
+  async settlePending(): Promise<void> {
+    try {
+      await this.served.confirmations.flush();
+    } catch {
+      this.journalUnsent();
+    }
+  }
+
   /** @internal Outcomes the server has not taken go to the journal, replayed later. */
   journalUnsent(): void {
     for (const o of this.served.confirmations.unsent()) {
@@ -235,6 +251,14 @@ export class AgentRein {
 /** Every open AgentRein (weakly held): when the process leaves, what each could not send is journaled. */
 const LIVE = new Set<WeakRef<AgentRein>>();
 const FORGET = new FinalizationRegistry<WeakRef<AgentRein>>((ref) => LIVE.delete(ref));
+// The last calls' confirmations are sent when the agent's work is done (the event loop is empty), and
+// journaled if the process exits before they could be.
+process.on('beforeExit', () => {
+  for (const ref of LIVE) {
+    const agentrein = ref.deref();
+    if (agentrein?.hasPending()) void agentrein.settlePending();
+  }
+});
 process.once('exit', () => {
   for (const ref of LIVE) ref.deref()?.journalUnsent();
 });

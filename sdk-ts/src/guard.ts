@@ -27,6 +27,7 @@ import {
   ValidationError,
 } from './errors.js';
 import type { Journal } from './journal.js';
+import { bounded, checkNesting } from './nesting.js';
 import type { Options } from './options.js';
 import type { Redactor } from './redaction.js';
 import { undoToWire, type LoggedAction, type Served, type WireAction, type WireUndo } from './served.js';
@@ -50,7 +51,7 @@ export interface Guard {
   readonly log: (message: string) => void;
 }
 
-/** `client.<path>(...args)` through the guard; `invoke` makes the raw call (for what passes through). */
+/** `client.<path>(...args)`, prepared by the connector, through the guard's steps; resolves to its result. */
 export async function guardedCall(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<unknown> {
   const logged = await writeAhead(guard, call, path);
   const retryable = guard.options.isRetryable(call.apiName, path);
@@ -92,6 +93,7 @@ async function execute(guard: Guard, call: PreparedCall, key: string, retryable:
 /** Record the call before it runs; `null` when AgentRein is out of reach and `failureMode` is 'open'. */
 async function writeAhead(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<LoggedAction | null> {
   try {
+    checkNesting('payload', call.payload); // before the redactor, which recurses: the call has not run yet
     await guard.journal.replay(guard.served);
     return await guard.served.logAction(
       guard.sessionId,
@@ -211,7 +213,7 @@ function outcome(guard: Guard, call: PreparedCall, result: unknown): { response:
   const connector = guard.options.connector;
   const override = guard.options.undoOverride(call.apiName);
   const undo = connector.undoFor(call, result, override as { readonly [key: string]: Json } | undefined);
-  return { response: guard.redactor.redact(connector.recordResult(call, result)), undo: undoToWire(undo) };
+  return { response: guard.redactor.redact(bounded(connector.recordResult(call, result))), undo: undoToWire(undo) };
 }
 
 function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { result?: unknown; error?: unknown }): void {

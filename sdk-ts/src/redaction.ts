@@ -5,7 +5,8 @@
  * `SENSITIVE_WORDS` only as a whole word of the key: `X-Auth-Key` but not `spinner`), or when it is a
  * payment card number (13-19 digits passing the Luhn check), wherever it stands. In free text (an error
  * message, an api name, a body that is not JSON): the value of a secret `key=value` / `key: value`, known
- * token shapes, and card numbers.
+ * token shapes, credentials in URL paths (`/token/<x>`, `/hooks/…/<x>`, a random-looking stretch), and
+ * card numbers.
  */
 
 import type { Json } from './connector.js';
@@ -61,6 +62,81 @@ const KNOWN_TOKEN = new RegExp(
     ')',
   'g',
 );
+
+/** Collections whose members are secrets: the segment after one is a secret unless ordinary (a UUID there
+ *  is a member's id, `/api_keys/<uuid>`)... */
+const SECRET_COLLECTIONS = new Set(['tokens', 'secrets', 'keys', 'apikeys', 'passwords', 'invites', 'invitations']);
+/** ...and every last word of a path segment after which the next one is a secret unless ordinary. */
+const SECRET_SEGMENTS = new Set([
+  ...SECRET_COLLECTIONS,
+  ...['token', 'secret', 'key', 'apikey', 'password', 'passwd', 'reset', 'invite', 'invitation', 'verify', 'confirm', 'activate'],
+]);
+/** Segments after which every segment that is not ordinary is a secret (webhook URLs carry their token). */
+const HOOK_SEGMENTS = new Set(['hook', 'hooks', 'webhook', 'webhooks']);
+const NAMING_SUFFIXES = [...SECRET_SEGMENTS, ...HOOK_SEGMENTS];
+const PATH = /(?:\/[^/?#\s'"<>(){},;|\\^`]*)+/g;
+const SLACK_IDS = /^T[A-Z0-9]+\/B[A-Z0-9]+$/;
+const TELEGRAM = /^bot[0-9]+:[\w-]{20,}$/;
+const ORDINARY = /^(?:[0-9]+|v[0-9]+|[A-Za-z]+[0-9]*(?:[-_][A-Za-z]+[0-9]*)*|[a-z]{1,12}_[A-Za-z0-9]+)$/;
+const STRETCH = /[A-Za-z0-9_-]{20,}/g;
+const PREFIXED_ID = /^[a-z]{1,12}_/;
+const UUID = /^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$/;
+const HEX = /^[A-Za-z]{0,4}?([0-9a-fA-F]+)$/;
+const WORD_PART = /^(?:[A-Z]?[a-z]*[0-9]*|[A-Z]+[0-9]*|[0-9]+(?:[a-z]{1,2}|x[0-9]+)?)$/;
+/** How evenly a stretch's characters must be spread, as a share of the most its length allows. */
+const RANDOM_ENTROPY = 0.8;
+
+/** A URL path with every segment that is a credential replaced (the rules of `redaction.py`'s docstring). */
+function redactPath(path: string): string {
+  const segments = path.split('/');
+  let named: string | null = null; // the last word of the previous segment, when it names a secret
+  let hooked = false; // a hooks segment came before
+  segments.forEach((segment, i) => {
+    if (segment && segment !== REDACTED) {
+      if ((named !== null || hooked) && !ordinary(segment, named !== null && SECRET_COLLECTIONS.has(named))) {
+        segments[i] = REDACTED;
+      } else if (i >= 3 && segments[i - 3] === 'services' && SLACK_IDS.test(segments.slice(i - 2, i).join('/'))) {
+        segments[i] = REDACTED; // a Slack webhook's /services/T…/B…/<token>
+      } else if (segment.length >= 20 && (TELEGRAM.test(segment) || (segment.match(STRETCH) ?? []).some(looksRandom))) {
+        segments[i] = REDACTED;
+      }
+    }
+    const lower = segment.toLowerCase();
+    const last = NAMING_SUFFIXES.some((suffix) => lower.endsWith(suffix)) ? lastWord(segment) : null;
+    named = last !== null && SECRET_SEGMENTS.has(last) ? last : null;
+    hooked = hooked || (last !== null && HOOK_SEGMENTS.has(last));
+  });
+  return segments.join('/');
+}
+
+function lastWord(segment: string): string | null {
+  const words = segment.match(WORD);
+  return words ? words[words.length - 1]!.toLowerCase() : null;
+}
+
+function ordinary(segment: string, inCollection: boolean): boolean {
+  return ORDINARY.test(segment) || (inCollection && UUID.test(segment));
+}
+
+/** A stretch of 20+ letters, digits, `-` and `_` that is a token rather than an id or a name. */
+function looksRandom(stretch: string): boolean {
+  if (PREFIXED_ID.test(stretch) || UUID.test(stretch)) return false;
+  const hasDigit = /[0-9]/.test(stretch);
+  const hex = HEX.exec(stretch);
+  if (hex !== null && hasDigit) return hex[1]!.length > 40; // ids up to SHA-1's 40 digits
+  if (!hasDigit || !/[A-Za-z]/.test(stretch)) return false;
+  if (stretch.split(/[-_]/).every((part) => WORD_PART.test(part))) return false;
+  return entropy(stretch) >= RANDOM_ENTROPY * Math.log2(Math.min(stretch.length, 64));
+}
+
+/** Shannon entropy in bits a character. */
+function entropy(text: string): number {
+  const counts = new Map<string, number>();
+  for (const c of text) counts.set(c, (counts.get(c) ?? 0) + 1);
+  let bits = 0;
+  for (const k of counts.values()) bits -= (k / text.length) * Math.log2(k / text.length);
+  return bits;
+}
 
 export function normaliseKey(key: string): string {
   return key.toLowerCase().replaceAll('_', '').replaceAll('-', '');
@@ -119,6 +195,7 @@ export class Redactor {
     if (looksLikeCardNumber(text)) return REDACTED;
     if (text.includes('=') || text.includes(':')) text = this.redactPairs(text);
     text = text.replace(KNOWN_TOKEN, REDACTED);
+    if (text.includes('/')) text = text.replace(PATH, redactPath);
     return text.replace(DIGIT_RUN, (run) => (looksLikeCardNumber(run) ? REDACTED : run));
   }
 

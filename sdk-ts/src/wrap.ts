@@ -47,8 +47,10 @@ function functionProxy(fn: AnyFunction, owner: object | undefined, root: unknown
       const call = guard.options.connector.prepare(root, path, args);
       if (call === null) {
         const result = Reflect.apply(fn, self, args);
-        // What a pass-through call returns is guarded too when the connector descends into it.
-        return descends(guard.options.connector, result) ? objectProxy(result as object, result, [], guard) : result;
+        // What a pass-through call returns is guarded too when the connector descends into it (a builder),
+        // but never a promise: awaiting one must not look like a call.
+        const guarded = descends(guard.options.connector, result) && typeof (result as { then?: unknown }).then !== 'function';
+        return guarded ? objectProxy(result, result, [], guard) : result;
       }
       return guardedCall(guard, call, path);
     },

@@ -17,6 +17,7 @@ import {
 } from '../src/index.js';
 import { fromProblem } from '../src/errors.js';
 import { globMatches } from '../src/glob.js';
+import { tooDeep } from '../src/nesting.js';
 
 const problem = (slug: string, fields: object = {}) => ({ type: `https://agentrein.dev/problems/${slug}`, detail: 'as the server said', ...fields });
 /** A server no test reaches: the SDK only checks its shape here. */
@@ -77,6 +78,15 @@ describe('redaction', () => {
   it('replaces secrets in free text: key=value pairs and known token shapes', () => {
     assert.equal(redactor.redactText('GET /x?access_token=abc&page=2'), `GET /x?access_token=${REDACTED}&page=2`);
     assert.equal(redactor.redactText(`key sk_live_${'a'.repeat(24)} leaked`), `key ${REDACTED} leaked`);
+  });
+});
+
+describe('nesting', () => {
+  it('finds a payload that holds itself too deep, and a flat one not', () => {
+    const cyclic: Record<string, unknown> = { name: 'loop' };
+    cyclic['self'] = cyclic;
+    assert.ok(tooDeep(cyclic));
+    assert.ok(!tooDeep({ a: [{ b: 1 }] }));
   });
 });
 

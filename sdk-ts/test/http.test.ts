@@ -1,7 +1,9 @@
 /** The wrapped call, step by step, with the http connector (`fetch`) through a real server and FakeService. */
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 
 import {
@@ -10,15 +12,23 @@ import {
   ApprovalTimeoutError,
   HttpStatusError,
   PolicyBlockedError,
+  ROLLBACK_FAILURE,
+  RollbackFailedError,
   type AgentRein,
   type Session,
 } from '../src/index.js';
-import { unique, useHarness } from './harness.js';
+import { unique, useHarness, type Harness } from './harness.js';
 
 const harness = useHarness();
 
-async function opened(agentrein: AgentRein, options: { sandbox?: boolean } = {}): Promise<Session> {
-  return agentrein.newSession({ agentId: unique('agent'), intent: 'orders', sandbox: options.sandbox ?? false });
+/** The harness, a client with the operator key, and a session of an agent of its own. */
+async function begun(
+  options: { sandbox?: boolean; journalPath?: string } = {},
+): Promise<{ h: Harness; agentrein: AgentRein; session: Session }> {
+  const h = harness();
+  const agentrein = options.journalPath === undefined ? h.client() : h.client({ journalPath: options.journalPath });
+  const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'orders', sandbox: options.sandbox ?? false });
+  return { h, agentrein, session };
 }
 
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
@@ -43,9 +53,7 @@ async function pendingApprovals(agentrein: AgentRein, session: Session, call: Pr
 
 describe('the http connector through a server', () => {
   it('records a call write-ahead, CLEARED in the registry before the request goes out', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const seenBeforeSending: string[] = [];
     const watched: typeof fetch = async (input, init) => {
       const now = await agentrein.getSession(session);
@@ -59,9 +67,7 @@ describe('the http connector through a server', () => {
   });
 
   it('confirms a call with its response and the undo it derives', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const order = (await (await post(api, `${h.peers.serviceUrl}/v1/orders`, { item: 'lamp' })).json()) as { id: string };
     const after = await agentrein.getSession(session);
@@ -77,9 +83,7 @@ describe('the http connector through a server', () => {
   });
 
   it("undoes a call as the wrap() undo option says, filling its path from the answer", async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, {
       connector: 'http',
       undo: { 'POST /v1/tickets': { type: 'http-request', method: 'POST', path: '/v1/tickets/{id}/cancel' } },
@@ -92,9 +96,7 @@ describe('the http connector through a server', () => {
   });
 
   it('holds a call that a before-execution REQUIRE_APPROVAL policy matches, as requiresApproval does', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const policy = await agentrein.addPolicy({
       name: unique('review-wires'),
       effect: 'REQUIRE_APPROVAL',
@@ -111,10 +113,30 @@ describe('the http connector through a server', () => {
     assert.equal((await call).status, 201);
   });
 
+  it('confirms the last call when the agent process ends right after it', async () => {
+    const { h, agentrein, session } = await begun();
+    const sdk = new URL('../src/index.js', import.meta.url).href;
+    const agent = `
+      import { AgentRein } from ${JSON.stringify(sdk)};
+      const agentrein = new AgentRein({ baseUrl: process.env.URL, apiKey: process.env.KEY, journalPath: process.env.JOURNAL });
+      const api = agentrein.wrap(fetch, process.env.SESSION, { connector: 'http' });
+      await api(process.env.TARGET, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    `;
+    const env = {
+      ...process.env,
+      URL: h.peers.serverUrl,
+      KEY: h.peers.operatorKey,
+      JOURNAL: h.journalPath(),
+      SESSION: session.id,
+      TARGET: `${h.peers.serviceUrl}/v1/lasts`,
+    };
+    await promisify(execFile)(process.execPath, ['--input-type=module', '-e', agent], { env });
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.equal(action!.status, 'SUCCESS');
+  });
+
   it('never records a read', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const listed = await api(`${h.peers.serviceUrl}/v1/readings`);
     assert.equal(listed.status, 200);
@@ -123,9 +145,7 @@ describe('the http connector through a server', () => {
   });
 
   it('throws PolicyBlockedError for a blocked call, which never reaches the service', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     await agentrein.addPolicy({ name: unique('no-refunds'), effect: 'BLOCK', apiName: 'POST /v1/refunds', agentId: session.agentId });
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/refunds`, { amount: 5 }), PolicyBlockedError);
@@ -135,9 +155,7 @@ describe('the http connector through a server', () => {
   });
 
   it('runs a held call once a reviewer approves it, and not before', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/payouts'] });
     const call = post(api, `${h.peers.serviceUrl}/v1/payouts`, { amount: 100 });
     const [approvalId] = await pendingApprovals(agentrein, session, call);
@@ -148,9 +166,7 @@ describe('the http connector through a server', () => {
   });
 
   it('throws ApprovalRejectedError with the reviewer and reason when the approval is rejected', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/transfers'] });
     const call = post(api, `${h.peers.serviceUrl}/v1/transfers`, { amount: 100 });
     const outcome = assert.rejects(call, (error: unknown) => {
@@ -166,18 +182,14 @@ describe('the http connector through a server', () => {
   });
 
   it('throws ApprovalTimeoutError when nobody decides before the timeout', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/grants'], timeoutMs: 1000 });
     await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/grants`, {}), ApprovalTimeoutError);
     assert.deepEqual(await h.serviceCalls('POST', '/v1/grants'), []);
   });
 
   it('rolls the session back when a call fails, and rethrows the original error', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const order = (await (await post(api, `${h.peers.serviceUrl}/v1/baskets`, { item: 'pen' })).json()) as { id: string };
     assert.ok(order.id in (await h.fake<object>('service', 'collection', ['baskets'])));
@@ -198,9 +210,7 @@ describe('the http connector through a server', () => {
   });
 
   it('retries a retryable call whose answer was lost under the one idempotency key of its action', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     await h.fake('service', 'fail_next', ['POST', '/v1/invoices', null], { after_effect: true });
     const api = agentrein.wrap(fetch, session, { connector: 'http', retryable: ['POST /v1/*'] });
     assert.equal((await post(api, `${h.peers.serviceUrl}/v1/invoices`, { total: 9 })).status, 201);
@@ -214,9 +224,7 @@ describe('the http connector through a server', () => {
   });
 
   it("throws AgentReinUnavailableError before any request with failureMode 'closed' and the server stopped", async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', failureMode: 'closed' });
     await h.stopServer();
     try {
@@ -228,10 +236,8 @@ describe('the http connector through a server', () => {
   });
 
   it("runs calls with failureMode 'open' and the server stopped, journals them, and replays them in order", async () => {
-    const h = harness();
-    const journalPath = h.journalPath();
-    const agentrein = h.client({ journalPath });
-    const session = await opened(agentrein);
+    const journalPath = harness().journalPath();
+    const { h, agentrein, session } = await begun({ journalPath });
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const warnings: string[] = [];
     const listen = (warning: Error & { code?: string }) => {
@@ -282,10 +288,33 @@ describe('the http connector through a server', () => {
     assert.deepEqual(created.actions.map((a) => [a.apiName, a.status]), [['POST /v1/notes', 'SUCCESS']]);
   });
 
+  it('throws RollbackFailedError, with the session and the action, when an undo fails', async () => {
+    const { h, agentrein, session } = await begun();
+    // The server sends undos to allowed hosts only (127.0.0.1 here): this one is refused, unsent.
+    const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/locks': { url: 'http://127.0.0.2:9/v1/locks/1' } } });
+    await post(api, `${h.peers.serviceUrl}/v1/locks`, {});
+    await assert.rejects(agentrein.rollbackSession(session), (error: unknown) => {
+      assert.ok(error instanceof RollbackFailedError);
+      assert.equal(error.session.displayStatus, 'ROLLBACK_FAILED');
+      assert.equal(error.action.apiName, 'POST /v1/locks');
+      return true;
+    });
+  });
+
+  it('attaches a failed rollback to the error of the call that caused it', async () => {
+    const { h, agentrein, session } = await begun();
+    const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/keys': { url: 'http://127.0.0.2:9/v1/keys/1' } } });
+    await post(api, `${h.peers.serviceUrl}/v1/keys`, {});
+    await assert.rejects(post(api, `${h.peers.serviceUrl}/v1/keys/none/rotate`, {}), (error: unknown) => {
+      assert.ok(error instanceof HttpStatusError);
+      const failure = (error as unknown as Record<string, unknown>)[ROLLBACK_FAILURE];
+      assert.ok(failure instanceof RollbackFailedError);
+      return true;
+    });
+  });
+
   it('rolls a sandbox session back without running any inverse', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein, { sandbox: true });
+    const { h, agentrein, session } = await begun({ sandbox: true });
     assert.equal(session.sandbox, true);
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
     const made = (await (await post(api, `${h.peers.serviceUrl}/v1/drafts`, {})).json()) as { id: string };
@@ -296,9 +325,7 @@ describe('the http connector through a server', () => {
   });
 
   it('lists every pending approval, following the pages the server links', async () => {
-    const h = harness();
-    const agentrein = h.client();
-    const session = await opened(agentrein);
+    const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: ['POST /v1/votes'] });
     const calls = Promise.all([1, 2, 3].map((n) => post(api, `${h.peers.serviceUrl}/v1/votes`, { n }).catch((e: unknown) => e)));
     const held = await pendingApprovals(agentrein, session, calls, 3);
