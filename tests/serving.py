@@ -140,9 +140,15 @@ class ServerProcess:
     """``agentrein serve`` in a process of its own, which a test may kill (SIGKILL) as a crash would."""
 
     def __init__(
-        self, database_url: str, secret_key: str, *, lease_seconds: float | None = None, workers: int = 1
+        self,
+        database_url: str,
+        secret_key: str,
+        *,
+        lease_seconds: float | None = None,
+        workers: int = 1,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = port or free_port()  # a port of its own, or the one a stopped server answered on
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AGENTREIN_SECRET_KEY": secret_key, "COLUMNS": "200"}
         if lease_seconds is not None:

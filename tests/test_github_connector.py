@@ -90,6 +90,20 @@ def test_a_failed_run_is_undone_last_first(ar: AgentRein, fake: FakeGitHub) -> N
     assert undo_order == [("DELETE", "labels"), ("DELETE", "comments"), ("PATCH", "issues")]
 
 
+def test_labels_added_through_a_stale_issue_are_undone_by_removing_only_those_it_did_not_have(
+    ar: AgentRein, fake: FakeGitHub
+) -> None:
+    client, session_id = wrapped(ar, fake)
+    issue = client.get_repo("acme/shop").create_issue(title="Checkout is slow")
+    gh(fake).get_repo("acme/shop").get_issue(issue.number).add_to_labels("bug")  # someone else, meanwhile
+    issue.add_to_labels("bug", "ux")
+    _create, added = ar.get_session(session_id).actions
+    assert added.undo is not None and added.undo.params["labels"] == ["ux"]
+    ar.rollback_session(session_id)
+    (stored,) = fake.issues("acme", "shop")
+    assert [label["name"] for label in stored["labels"]] == ["bug"]
+
+
 def test_an_issue_edit_is_undone_by_restoring_its_fields(ar: AgentRein, fake: FakeGitHub) -> None:
     client, session_id = wrapped(ar, fake)
     issue = client.get_repo("acme/shop").create_issue(title="Old title", body="old body")

@@ -149,6 +149,19 @@ def test_a_finalized_invoice_is_voided_on_rollback(ar: AgentRein, fake: FakeStri
     assert session.display_status is DisplayStatus.PARTIALLY_REVERTED
 
 
+def test_a_retried_update_whose_answer_was_lost_restores_what_was_there_before_its_first_attempt(
+    ar: AgentRein, fake: FakeStripe
+) -> None:
+    customer = stripe_client(fake).v1.customers.create(params={"email": "old@example.com"})
+    client, session_id = wrapped(ar, fake, retryable=["customers.update"])
+    fake.fail_next("POST", f"/v1/customers/{customer.id}", status=500, after_effect=True)
+    client.v1.customers.update(customer.id, params={"email": "new@example.com"})
+    (action,) = ar.get_session(session_id).actions
+    assert action.undo is not None and action.undo.params["params"] == {"email": "old@example.com"}
+    ar.rollback_session(session_id)
+    assert fake.get(customer.id)["email"] == "old@example.com"  # type: ignore[index]
+
+
 def test_a_retried_create_whose_answer_was_lost_makes_one_customer(ar: AgentRein, fake: FakeStripe) -> None:
     client, session_id = wrapped(ar, fake, retryable=["customers.create"])
     fake.fail_next("POST", "/v1/customers", status=500, after_effect=True)

@@ -180,21 +180,13 @@ class GitHubConnector(Connector):
         api_name, operation = CALLS.get((owner, method_name), (f"{owner.lower()}.{method_name}", OperationType.OTHER))
         call = _Call(getattr(target, method_name), args, kwargs)
         context: dict[str, Any] = {"owner": target, "named": call.named, "attempts": 0}
-        if api_name == "issues.update":
-            target.update()  # read it fresh: a stale copy would undo someone else's change
-            changed = set(call.named) & set(ISSUE_FIELDS)
-            context["before"] = {k: v for k, v in _issue_fields(target).items() if k in changed}
-        if api_name == "labels.add":
-            context["had_labels"] = {label.name for label in target.labels}
-        if api_name == "files.update":
-            branch = call.named.get("branch")
-            path_arg = call.named["path"]
-            current = target.get_contents(path_arg, ref=branch) if branch else target.get_contents(path_arg)
-            context["before"] = current.decoded_content
 
         def run(key: str) -> Any:
             context["attempts"] += 1
             retry = context["attempts"] > 1
+            if not context.get("read_before"):  # just before the call (after any approval), once: a retry
+                _read_before(target, api_name, call.named, context)  # would read the lost attempt's effect
+                context["read_before"] = True
             if api_name in ("issues.create", "issues.comments.create"):
                 return _create_once(target, call, api_name, key, retry=retry)
             try:
@@ -230,7 +222,7 @@ class GitHubConnector(Connector):
         elif name == "issues.comments.create":
             derived = UndoConfig(DELETE_COMMENT, {"repo": _repo_of(owner), "id": data["id"]})
         elif name == "labels.add":
-            already = {label.name for label in owner.labels}  # read before the call: only new ones are undone
+            already = context["had_labels"]  # only the labels the issue did not have are undone
             labels = [
                 str(_plain(label)) for label in context["named"].get("labels", []) if _plain(label) not in already
             ]
@@ -405,6 +397,21 @@ class GitHubConnector(Connector):
     def server_client(self, config: JSON, credentials: JSON) -> github.Github:
         options: dict[str, Any] = {"base_url": config["baseUrl"]} if config.get("baseUrl") else {}
         return github.Github(auth=github.Auth.Token(credentials["token"]), retry=None, **options)
+
+
+def _read_before(target: Any, api_name: str, named: Mapping[str, Any], context: dict[str, Any]) -> None:
+    """What an update's undo restores, read fresh (a stale copy would undo someone else's change)."""
+    if api_name == "issues.update":
+        target.update()
+        changed = set(named) & set(ISSUE_FIELDS)
+        context["before"] = {k: v for k, v in _issue_fields(target).items() if k in changed}
+    elif api_name == "labels.add":
+        target.update()
+        context["had_labels"] = {label.name for label in target.labels}
+    elif api_name == "files.update":
+        branch = named.get("branch")
+        current = target.get_contents(named["path"], ref=branch) if branch else target.get_contents(named["path"])
+        context["before"] = current.decoded_content
 
 
 def _create_once(owner: Any, call: _Call, api_name: str, key: str, *, retry: bool) -> Any:

@@ -122,7 +122,8 @@ SNAPSHOT_BEFORE = frozenset(
     name for name, undo in INVERSES.items() if undo == STRIPE_RESTORE and name.endswith(".update")
 )
 
-READS = frozenset({"retrieve", "list", "search", "auto_paging_iter"})
+#: Calls that change nothing: reads, and ``oauth.authorize_url``, which builds a URL and sends nothing.
+READS = frozenset({"retrieve", "list", "search", "auto_paging_iter", "authorize_url"})
 OPERATIONS = {
     "create": OperationType.CREATE,
     "update": OperationType.UPDATE,
@@ -195,7 +196,8 @@ class StripeConnector(Connector):
         context: dict[str, Any] = {"object_id": call.object_id, "resource": resource, "stripe_account": call.account}
 
         def run(idempotency_key: str) -> Any:
-            if api_name not in SNAPSHOT_BEFORE:
+            # Read once, before the first attempt: a retry after a lost answer would read the update's own effect.
+            if api_name not in SNAPSHOT_BEFORE or "before" in context:
                 return call.run(idempotency_key)
             read = _reader(client, path, is_async)
             if is_async:

@@ -1,0 +1,291 @@
+/**
+ * `AgentRein`: what an agent talks to (server mode; the embedded engine is Python's). Sessions, the
+ * wrapped clients, approvals and policies, through an AgentRein server:
+ *
+ *     const agentrein = new AgentRein({ baseUrl: 'http://127.0.0.1:8000', apiKey: 'ar_…' });
+ *     const session = await agentrein.newSession({ agentId: 'billing-agent', intent: 'Monthly invoices' });
+ *     const stripe = agentrein.wrap(new Stripe(key), session, { connector: 'stripe' });
+ */
+
+import { randomBytes } from 'node:crypto';
+
+import { AgentReinUnavailableError, RollbackFailedError, ValidationError } from './errors.js';
+import { Journal } from './journal.js';
+import { Options, DEFAULT_TIMEOUT_MS, type FailureMode, type WrapOptions } from './options.js';
+import { Redactor } from './redaction.js';
+import { Served, type WireListedApproval, type WireApproval, type WirePolicy, type WireSession } from './served.js';
+import type { ApprovalStatus, PolicyEffect, PolicyOperationType } from './statuses.js';
+import { wrapClient } from './wrap.js';
+
+export const URL_ENV = 'AGENTREIN_URL';
+/** The fields an approvals list leaves out unless asked for: every one is (as the Python SDK asks). */
+const INCLUDED_FIELDS = ['purpose', 'sessionIntent', 'connector', 'description', 'targetHost', 'payload', 'consequences', 'outcome'];
+export const API_KEY_ENV = 'AGENTREIN_API_KEY';
+
+/** A session as the server holds it: `{ id, status, displayStatus, agentId, intent, sandbox, actions:
+ *  [{ actionId, seq, apiName, operationType, status, undoStatus, … }], … }`. */
+export type Session = WireSession;
+export type SessionAction = WireSession['actions'][number];
+/** A session, or its id. */
+export type SessionRef = Session | string;
+export type Approval = WireApproval;
+export type ListedApproval = WireListedApproval;
+export type Policy = WirePolicy;
+
+export interface AgentReinOptions {
+  /** The server's address (default `$AGENTREIN_URL`). */
+  readonly baseUrl?: string;
+  /** An API key of the organisation (default `$AGENTREIN_API_KEY`). */
+  readonly apiKey?: string;
+  /** The journal of `failureMode: 'open'` (default `$AGENTREIN_JOURNAL`, else `./agentrein-journal.jsonl`). */
+  readonly journalPath?: string;
+  /** How long one request to the server may take, long-polls aside (default 10000 ms). */
+  readonly requestTimeoutMs?: number;
+}
+
+export interface NewSession {
+  readonly agentId: string;
+  readonly intent?: string;
+  readonly sandbox?: boolean;
+  /** When the server cannot be reached: `'open'` (default) opens the session here, journaled and replayed
+   *  with its calls; `'closed'` throws `AgentReinUnavailableError`. */
+  readonly failureMode?: FailureMode;
+}
+
+export interface NewPolicy {
+  readonly name: string;
+  readonly effect: PolicyEffect;
+  readonly connector?: string;
+  readonly apiName?: string;
+  readonly agentId?: string;
+  readonly operationType?: PolicyOperationType;
+  /** A `REQUIRE_APPROVAL` policy that holds matching calls before they run (else reviews them after). */
+  readonly beforeExecution?: boolean;
+  readonly approvalTimeoutMs?: number;
+  readonly enabled?: boolean;
+}
+
+export interface Decision {
+  readonly reviewer?: string;
+  readonly reason?: string;
+}
+
+export class AgentRein {
+  private readonly served: Served;
+  private readonly journal: Journal;
+  private readonly live = new WeakRef(this);
+
+  constructor(options: AgentReinOptions = {}) {
+    const baseUrl = options.baseUrl ?? process.env[URL_ENV];
+    const apiKey = options.apiKey ?? process.env[API_KEY_ENV];
+    if (!baseUrl || !/^https?:\/\//.test(baseUrl)) {
+      throw new ValidationError('baseUrl', `needs the server's http(s) address (baseUrl or $${URL_ENV})`);
+    }
+    if (!apiKey) throw new ValidationError('apiKey', `server mode needs an API key (apiKey or $${API_KEY_ENV})`);
+    this.served = new Served(baseUrl, apiKey, options.requestTimeoutMs ?? 10_000, warn);
+    this.journal = new Journal(this.served.identity, options.journalPath);
+    LIVE.add(this.live);
+    FORGET.register(this, this.live);
+  }
+
+  /** Wrap `client` (a `Stripe`, an `Octokit`, `fetch`...): the same object and type, every side-effecting
+   *  call recorded, checked, held for approval where asked, and undoable. */
+  wrap<T>(client: T, session: SessionRef, options: WrapOptions): T {
+    const checked = Options.build(options);
+    if (!checked.connector.accepts(client)) {
+      throw new ValidationError('connector', `the '${checked.connector.name}' connector cannot wrap this client`);
+    }
+    return wrapClient(client, {
+      served: this.served,
+      journal: this.journal,
+      sessionId: sessionId(session),
+      options: checked,
+      redactor: new Redactor(checked.connector.sensitiveFields),
+      log: warn,
+    });
+  }
+
+  // sessions -----------------------------------------------------------------------------------------
+  async newSession(options: NewSession): Promise<Session> {
+    if (typeof options !== 'object' || options === null || typeof options.agentId !== 'string' || !options.agentId) {
+      throw new ValidationError('agentId', 'a session needs the agentId of the agent that runs it');
+    }
+    const { agentId, intent = '', sandbox = false, failureMode = 'open' } = options;
+    try {
+      await this.journal.replay(this.served); // what is journaled reaches AgentRein before anything newer
+      return await this.served.newSession(agentId, intent, sandbox);
+    } catch (error) {
+      if (!(error instanceof AgentReinUnavailableError) || failureMode === 'closed') throw error;
+      this.journal.warnUnavailable(error);
+      const id = `ses_${randomBytes(16).toString('hex')}`;
+      const openedAt = new Date().toISOString();
+      this.journal.append({ sessionId: id, opened: { agentId, intent, sandbox, openedAt } });
+      return offlineSession(id, agentId, intent, sandbox, openedAt);
+    }
+  }
+
+  async getSession(session: SessionRef): Promise<Session> {
+    await this.journal.replay(this.served);
+    return this.served.getSession(sessionId(session));
+  }
+
+  /** The agent is done. A session opened while AgentRein was unreachable, of which AgentRein has not
+   *  learnt yet, is completed in the journal (after its calls) when AgentRein still cannot be reached. */
+  async completeSession(session: SessionRef): Promise<Session> {
+    const id = sessionId(session);
+    try {
+      await this.journal.replay(this.served);
+      return await this.served.completeSession(id);
+    } catch (error) {
+      const opened = this.journal.entries().find((e) => e.sessionId === id && 'opened' in e);
+      if (!(error instanceof AgentReinUnavailableError) || opened === undefined || !('opened' in opened)) throw error;
+      this.journal.warnUnavailable(error);
+      const completedAt = new Date().toISOString();
+      this.journal.append({ sessionId: id, completedAt });
+      const { agentId, intent, sandbox, openedAt } = opened.opened;
+      return { ...offlineSession(id, agentId, intent, sandbox, openedAt), status: 'COMPLETED', displayStatus: 'COMPLETED', completedAt };
+    }
+  }
+
+  /** Undo the session's executed actions, last first, and return the session as it then stands; waits
+   *  for the server's workers (and a rollback approval) at most `timeoutMs`. An undo that fails stops the
+   *  chain and throws `RollbackFailedError` (with the session and the action). */
+  async rollbackSession(session: SessionRef, options: { timeoutMs?: number } = {}): Promise<Session> {
+    const id = sessionId(session);
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    try {
+      await this.journal.replay(this.served);
+      await this.served.requestRollback(id, 'rollbackSession()', timeoutMs);
+    } catch (error) {
+      if (!(error instanceof AgentReinUnavailableError)) throw error;
+      this.journal.append({ sessionId: id, rollback: { trigger: 'rollbackSession()', approvalTimeoutMs: timeoutMs } });
+      throw new AgentReinUnavailableError(
+        `${error.message}; the rollback of session ${id} is journaled in ${this.journal.path} and requested as soon as AgentRein answers`,
+      );
+    }
+    const now = await this.served.settleRollback(id, timeoutMs);
+    const failure = RollbackFailedError.of(now);
+    if (failure !== null) throw failure;
+    return now;
+  }
+
+  // approvals ----------------------------------------------------------------------------------------
+  /** Every approval request (of one status, if given), page after page. */
+  async listApprovals(options: { status?: ApprovalStatus; limit?: number } = {}): Promise<ListedApproval[]> {
+    await this.journal.replay(this.served);
+    return this.served.listApprovals({ status: options.status, limit: options.limit, include: INCLUDED_FIELDS });
+  }
+
+  getApproval(approvalId: string): Promise<Approval> {
+    return this.served.getApproval(approvalId);
+  }
+
+  /** Approve a request; a rollback approval's rollback then goes on in the server (followed until it ends
+   *  or waits for another reviewer). */
+  approve(approvalId: string, decision: Decision = {}): Promise<Approval> {
+    return this.decide(approvalId, 'approve', decision);
+  }
+
+  reject(approvalId: string, decision: Decision = {}): Promise<Approval> {
+    return this.decide(approvalId, 'reject', decision);
+  }
+
+  private async decide(approvalId: string, verb: 'approve' | 'reject', decision: Decision): Promise<Approval> {
+    const decided = await this.served.decide(approvalId, verb, decision.reviewer ?? null, decision.reason ?? null);
+    await this.served.settleRollback(decided.sessionId, DEFAULT_TIMEOUT_MS, { stopAtReview: true });
+    return this.served.getApproval(approvalId);
+  }
+
+  // policies -----------------------------------------------------------------------------------------
+  addPolicy(policy: NewPolicy): Promise<Policy> {
+    if (typeof policy !== 'object' || policy === null || typeof policy.name !== 'string' || !policy.name) {
+      throw new ValidationError('name', 'a policy needs a name');
+    }
+    return this.served.addPolicy({
+      name: policy.name,
+      effect: policy.effect,
+      connector: policy.connector ?? null,
+      apiName: policy.apiName ?? null,
+      agentId: policy.agentId ?? null,
+      operationType: policy.operationType ?? null,
+      beforeExecution: policy.beforeExecution ?? false,
+      approvalTimeoutMs: policy.approvalTimeoutMs ?? null,
+      enabled: policy.enabled ?? true,
+    });
+  }
+
+  /** Send what is pending (the last calls' confirmations); what cannot be sent goes to the journal. */
+  async close(): Promise<void> {
+    LIVE.delete(this.live);
+    try {
+      await this.served.confirmations.flush();
+    } catch (error) {
+      if (!(error instanceof AgentReinUnavailableError)) throw error;
+      this.journalUnsent();
+    }
+  }
+
+  /** @internal Whether confirmations wait to be sent. */
+  hasPending(): boolean {
+    return this.served.confirmations.unsent().length > 0;
+  }
+
+  /** @internal What is pending is sent; what the server does not take goes to the journal. */
+  async settlePending(): Promise<void> {
+    try {
+      await this.served.confirmations.flush();
+    } catch {
+      this.journalUnsent();
+    }
+  }
+
+  /** @internal Outcomes the server has not taken go to the journal, replayed later. */
+  journalUnsent(): void {
+    for (const o of this.served.confirmations.unsent()) {
+      this.journal.append({ sessionId: o.sessionId, outcome: { actionId: o.actionId, succeeded: true, response: o.response, undo: o.undo } });
+    }
+    this.served.confirmations.forget();
+  }
+}
+
+/** Every open AgentRein (weakly held): when the process leaves, what each could not send is journaled. */
+const LIVE = new Set<WeakRef<AgentRein>>();
+const FORGET = new FinalizationRegistry<WeakRef<AgentRein>>((ref) => LIVE.delete(ref));
+// The last calls' confirmations are sent when the agent's work is done (the event loop is empty), and
+// journaled if the process exits before they could be.
+process.on('beforeExit', () => {
+  for (const ref of LIVE) {
+    const agentrein = ref.deref();
+    if (agentrein?.hasPending()) void agentrein.settlePending();
+  }
+});
+process.once('exit', () => {
+  for (const ref of LIVE) ref.deref()?.journalUnsent();
+});
+
+function sessionId(session: SessionRef): string {
+  const id = typeof session === 'string' ? session : session?.id;
+  if (typeof id !== 'string' || !id) throw new ValidationError('session', 'must be a session or its id');
+  return id;
+}
+
+function offlineSession(id: string, agentId: string, intent: string, sandbox: boolean, openedAt: string): Session {
+  return {
+    id,
+    agentId,
+    intent,
+    sandbox,
+    status: 'ACTIVE',
+    displayStatus: 'ACTIVE',
+    createdAt: openedAt,
+    lastActivityAt: openedAt,
+    completedAt: null,
+    actions: [],
+    approvals: [],
+    verification: null,
+  };
+}
+
+function warn(message: string): void {
+  process.emitWarning(message, { type: 'AgentReinWarning' });
+}

@@ -1,0 +1,255 @@
+/**
+ * The guarded call (`agentrein.guard`): what happens, in order, when a wrapped client makes a
+ * side-effecting call.
+ *
+ * 1. The connector describes the call (`prepare`); reads pass straight through.
+ * 2. Write-ahead: the action is recorded before anything runs; policies may block it or hold it for
+ *    approval. A record the server refuses as invalid or fails to write (or, `failureMode: 'closed'`,
+ *    cannot be sent) is action logging that failed: the call does not run, the session is rolled back.
+ * 3. A held call waits for the reviewer's decision with the server's long-poll (rejected or expired: the
+ *    session is rolled back, and `ApprovalRejectedError` / `ApprovalTimeoutError` is thrown).
+ * 4. The call runs with the action's idempotency key, retried on transient failures when it is `retryable`.
+ * 5. Success is confirmed with the redacted response and the undo the connector derives (with the
+ *    session's next request: `confirmations.ts`); failure is recorded, the session rolled back, and the
+ *    ORIGINAL error rethrown.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import type { Json, PreparedCall } from './connector.js';
+import {
+  AgentReinError,
+  AgentReinUnavailableError,
+  ApprovalRejectedError,
+  ApprovalTimeoutError,
+  RollbackFailedError,
+  ValidationError,
+} from './errors.js';
+import type { Journal } from './journal.js';
+import { bounded, checkNesting } from './nesting.js';
+import type { Options } from './options.js';
+import type { Redactor } from './redaction.js';
+import { undoToWire, type LoggedAction, type Served, type WireAction, type WireUndo } from './served.js';
+
+/** The property a failed call's error gets when the rollback it caused failed too. */
+export const ROLLBACK_FAILURE = 'agentreinRollbackFailure';
+/** Attempts of a `retryable` call, and the backoff bounds (`agentrein_core.retry`): a random wait up to
+ *  `min(MAX, INITIAL * 2**n)` before retry n. */
+export const RETRY_ATTEMPTS = 4;
+const INITIAL_WAIT_MS = 50;
+const MAX_WAIT_MS = 2000;
+/** The longest reason sent when action logging failed. */
+const MAX_REASON = 1000;
+
+export interface Guard {
+  readonly served: Served;
+  readonly journal: Journal;
+  readonly sessionId: string;
+  readonly options: Options;
+  readonly redactor: Redactor;
+  readonly log: (message: string) => void;
+}
+
+/** `client.<path>(...args)`, prepared by the connector, through the guard's steps; resolves to its result. */
+export async function guardedCall(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<unknown> {
+  const logged = await writeAhead(guard, call, path);
+  const retryable = guard.options.isRetryable(call.apiName, path);
+  if (logged === null) {
+    const key = `agentrein-journal-${randomBytes(16).toString('hex')}`;
+    let result: unknown;
+    try {
+      result = await execute(guard, call, key, retryable);
+    } catch (error) {
+      journalCall(guard, call, key, { error });
+      throw error;
+    }
+    journalCall(guard, call, key, { result });
+    return result;
+  }
+  if (logged.approval !== null) await awaitApproval(guard, logged);
+  let result: unknown;
+  try {
+    result = await execute(guard, call, logged.action.idempotencyKey, retryable);
+  } catch (error) {
+    await recordFailure(guard, logged.action, error);
+    throw error;
+  }
+  recordSuccess(guard, call, logged.action, result);
+  return result;
+}
+
+async function execute(guard: Guard, call: PreparedCall, key: string, retryable: boolean): Promise<unknown> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call.run(key);
+    } catch (error) {
+      if (!retryable || attempt >= RETRY_ATTEMPTS || !guard.options.connector.isTransient(error)) throw error;
+      await sleep(Math.random() * Math.min(MAX_WAIT_MS, INITIAL_WAIT_MS * 2 ** attempt)); // full jitter
+    }
+  }
+}
+
+/** Record the call before it runs; `null` when AgentRein is out of reach and `failureMode` is 'open'. */
+async function writeAhead(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<LoggedAction | null> {
+  try {
+    checkNesting('payload', call.payload); // before the redactor, which recurses: the call has not run yet
+    await guard.journal.replay(guard.served);
+    return await guard.served.logAction(
+      guard.sessionId,
+      {
+        connector: guard.options.connector.name,
+        apiName: call.apiName,
+        operationType: call.operationType,
+        payload: guard.redactor.redact(call.payload),
+        requiresApproval: guard.options.needsApproval(call.apiName, path),
+        approvalTimeoutMs: guard.options.timeoutMs,
+      },
+      guard.log,
+    );
+  } catch (error) {
+    if (error instanceof AgentReinUnavailableError) {
+      if (guard.options.failureMode === 'open') {
+        guard.journal.warnUnavailable(error);
+        return null;
+      }
+      await loggingFailed(guard, error, error, call.apiName);
+    } else if (error instanceof ApprovalRejectedError) {
+      await settle(guard, error); // the plan has no approval gates: the session is being rolled back
+    } else if (isLoggingFailure(error)) {
+      await loggingFailed(guard, error, error, call.apiName);
+    }
+    throw error;
+  }
+}
+
+async function awaitApproval(guard: Guard, logged: LoggedAction): Promise<void> {
+  const approvalId = logged.approval!.approvalId;
+  let decision;
+  do {
+    decision = await guard.served.waitForDecision(approvalId, guard.options.pollIntervalMs);
+  } while (decision.status === 'PENDING');
+  if (decision.status === 'APPROVED') return;
+  const refusal =
+    decision.status === 'EXPIRED'
+      ? new ApprovalTimeoutError(`approval ${approvalId} expired before anyone decided it`, approvalId, logged.action.actionId)
+      : new ApprovalRejectedError(
+          decision.reason ? `approval rejected: ${decision.reason}` : 'approval rejected',
+          decision.reason,
+          decision.resolvedBy,
+          approvalId,
+          logged.action.actionId,
+        );
+  await settle(guard, refusal);
+  throw refusal;
+}
+
+function recordSuccess(guard: Guard, call: PreparedCall, action: WireAction, result: unknown): void {
+  try {
+    const { response, undo } = outcome(guard, call, result);
+    guard.served.confirmAction({ sessionId: guard.sessionId, actionId: action.actionId, response, undo });
+  } catch (error) {
+    // The agent's call succeeded; our bookkeeping failing must not say otherwise (it stays CLEARED).
+    guard.log(`AgentRein could not confirm action ${action.actionId}; it stays CLEARED: ${describe(error, guard.redactor)}`);
+  }
+}
+
+async function recordFailure(guard: Guard, action: WireAction, error: unknown): Promise<void> {
+  const message = describe(error, guard.redactor);
+  try {
+    await guard.served.failAction(guard.sessionId, action.actionId, message);
+  } catch (failure) {
+    if (failure instanceof AgentReinUnavailableError) {
+      guard.journal.warnUnavailable(failure);
+      guard.journal.append({ sessionId: guard.sessionId, outcome: { actionId: action.actionId, succeeded: false, error: message } });
+      return;
+    }
+    guard.log(`AgentRein could not record the failure of action ${action.actionId}: ${describe(failure, guard.redactor)}`);
+    if (isLoggingFailure(failure)) await loggingFailed(guard, error, failure, action.apiName);
+    return;
+  }
+  await settle(guard, error);
+}
+
+/** Recording `apiName` failed with `cause`: roll the session back, as a failed call does, before the call
+ *  throws `raising`. AgentRein out of reach: the rollback is journaled, asked for once AgentRein answers. */
+async function loggingFailed(guard: Guard, raising: unknown, cause: unknown, apiName: string): Promise<void> {
+  const reason = `action logging failed: ${describe(cause, guard.redactor)} (${guard.redactor.redactText(apiName)})`;
+  const shortened = reason.length > MAX_REASON ? `${reason.slice(0, MAX_REASON - 1)}…` : reason;
+  const connector = guard.options.connector.name;
+  try {
+    await guard.served.failSession(guard.sessionId, shortened, connector);
+  } catch (error) {
+    if (error instanceof AgentReinUnavailableError) {
+      guard.journal.append({ sessionId: guard.sessionId, loggingFailure: { reason: shortened, connector } });
+    } else {
+      guard.log(`AgentRein could not roll back session ${guard.sessionId} after action logging failed: ${describe(error, guard.redactor)}`);
+    }
+    return;
+  }
+  await settle(guard, raising);
+}
+
+/** See the session's rollback through before the call throws `raising`; a rollback that failed is attached
+ *  to it (`err.agentreinRollbackFailure`). AgentRein's own problems here are logged: the agent must see its
+ *  own error. */
+async function settle(guard: Guard, raising: unknown): Promise<void> {
+  let session;
+  try {
+    session = await guard.served.settleRollback(guard.sessionId, guard.options.timeoutMs, { stopAtReview: true });
+  } catch (error) {
+    if (error instanceof AgentReinUnavailableError) guard.journal.warnUnavailable(error);
+    else guard.log(`AgentRein could not finish rolling back session ${guard.sessionId}: ${describe(error, guard.redactor)}`);
+    return;
+  }
+  const failure = RollbackFailedError.of(session);
+  if (failure !== null && typeof raising === 'object' && raising !== null) {
+    Object.defineProperty(raising, ROLLBACK_FAILURE, { value: failure, configurable: true });
+  }
+}
+
+/** What is recorded of a successful call: its redacted result and how to undo it. */
+function outcome(guard: Guard, call: PreparedCall, result: unknown): { response: Json; undo: WireUndo } {
+  const connector = guard.options.connector;
+  const override = guard.options.undoOverride(call.apiName);
+  const undo = connector.undoFor(call, result, override as { readonly [key: string]: Json } | undefined);
+  return { response: guard.redactor.redact(bounded(connector.recordResult(call, result))), undo: undoToWire(undo) };
+}
+
+function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { result?: unknown; error?: unknown }): void {
+  try {
+    const failed = 'error' in ended;
+    const recorded = failed ? null : outcome(guard, call, ended.result);
+    guard.journal.append({
+      sessionId: guard.sessionId,
+      call: {
+        idempotencyKey: key,
+        connector: guard.options.connector.name,
+        apiName: guard.redactor.redactText(call.apiName),
+        operationType: call.operationType,
+        status: failed ? 'FAILED' : 'SUCCESS',
+        payload: guard.redactor.redact(call.payload),
+        response: recorded?.response ?? null,
+        undo: recorded?.undo ?? null,
+        error: failed ? describe(ended.error, guard.redactor) : null,
+      },
+    });
+  } catch (error) {
+    guard.log(`AgentRein could not journal the call ${call.apiName}: ${String(error)}`);
+  }
+}
+
+/** Whether `error`, thrown by recording a call, means action logging failed (`guard.is_logging_failure`):
+ *  a record refused as invalid, or AgentRein failing (5xx); not a decision about the call, the session's
+ *  state or the key's rights. */
+export function isLoggingFailure(error: unknown): boolean {
+  if (error instanceof ValidationError) return true;
+  if (error instanceof AgentReinError) return error.status >= 500;
+  return true;
+}
+
+/** What is recorded of an error: redacted like a payload, for it may echo a URL's token or a card. */
+function describe(error: unknown, redactor: Redactor): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return redactor.redactText(text);
+}

@@ -1,0 +1,209 @@
+/**
+ * The server's operations, as the SDK uses them (`agentrein.served.ServedMode`): every request sends the
+ * pending confirmations first (`confirmations.ts`), except the write-ahead record, which carries its
+ * session's. Rollbacks run in the server's workers; this side waits for them.
+ */
+
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Confirmations, type Outcome } from './confirmations.js';
+import type { Json, OperationType, UndoConfig } from './connector.js';
+import { InvalidTransitionError, NotFoundError, PolicyBlockedError, ApprovalRejectedError } from './errors.js';
+import type { ExecutedCall, LateOutcome, Replayer } from './journal.js';
+import { Connection, segment, type Query, type RequestOptions } from './transport.js';
+import type { components } from './wire.js';
+
+type Schemas = components['schemas'];
+export type WireSession = Schemas['SessionInfo'];
+export type WireAction = Schemas['Action'];
+export type WireApproval = Schemas['ApprovalInfo'];
+export type WireListedApproval = Schemas['ListedApproval'];
+export type WirePolicy = Schemas['Policy'];
+export type WireNewPolicy = Schemas['NewPolicy'];
+export type WireRollback = Schemas['Rollback'];
+export type LoggedAction = Schemas['LoggedAction'];
+/** An undo as the server stores it: `{ type, requireApproval, ...params }`. */
+export type WireUndo = { readonly type: string; readonly requireApproval: boolean; readonly [param: string]: Json };
+
+/** The longest single long-poll asked of the server; longer waits are several in a row. */
+export const LONG_POLL_MS = 30_000;
+/** How long a rollback is waited for in one request before the caller's loop looks again. */
+const ROLLBACK_POLL_MS = 10_000;
+/** How often a rollback that waits for a reviewer is looked at again. */
+const REVIEW_POLL_MS = 500;
+const ENDED = new Set(['SUCCEEDED', 'FAILED']);
+
+export function undoToWire(undo: UndoConfig): WireUndo {
+  return { ...undo.params, type: undo.type, requireApproval: undo.requireApproval ?? false };
+}
+
+export class Served implements Replayer {
+  readonly connection: Connection;
+  /** Whose records these are, for the journal: the server and (a digest of) the key. */
+  readonly identity: string;
+  readonly confirmations: Confirmations;
+
+  constructor(baseUrl: string, apiKey: string, timeoutMs: number, warn: (message: string) => void) {
+    this.connection = new Connection(baseUrl, apiKey, timeoutMs);
+    this.identity = `${this.connection.baseUrl} key ${createHash('sha256').update(apiKey).digest('hex').slice(0, 16)}`;
+    this.confirmations = new Confirmations((o) => this.sendConfirmation(o), warn);
+  }
+
+  /** One request, once the pending confirmations are sent: what it reads or changes comes after them. */
+  async call<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    await this.confirmations.flush();
+    return this.connection.call<T>(method, path, options);
+  }
+
+  // sessions -----------------------------------------------------------------------------------------
+  newSession(agentId: string, intent: string, sandbox: boolean, sessionId?: string): Promise<WireSession> {
+    const body = { agentId, intent, sandbox, ...(sessionId === undefined ? {} : { id: sessionId }) };
+    return this.call('POST', '/sessions', { body });
+  }
+
+  getSession(sessionId: string): Promise<WireSession> {
+    return this.call('GET', `/sessions/${segment(sessionId)}`);
+  }
+
+  completeSession(sessionId: string): Promise<WireSession> {
+    return this.call('POST', `/sessions/${segment(sessionId)}/complete`);
+  }
+
+  failSession(sessionId: string, reason: string, connector: string | null): Promise<WireSession> {
+    return this.call('POST', `/sessions/${segment(sessionId)}/fail`, { body: { reason, connector } });
+  }
+
+  // actions ------------------------------------------------------------------------------------------
+  /** The write-ahead record, carrying the session's earlier successes (applied first by the server). */
+  async logAction(
+    sessionId: string,
+    record: {
+      connector: string;
+      apiName: string;
+      operationType: OperationType;
+      payload: Json;
+      requiresApproval: boolean;
+      approvalTimeoutMs: number;
+    },
+    warn: (message: string) => void,
+  ): Promise<LoggedAction> {
+    const carried = this.confirmations.take(sessionId);
+    const body = {
+      ...record,
+      approvalTimeoutMs: Math.max(1, Math.round(record.approvalTimeoutMs)),
+      ...(carried.length ? { confirm: carried.map((o) => ({ actionId: o.actionId, response: o.response, undo: o.undo })) } : {}),
+    };
+    let logged: LoggedAction;
+    try {
+      logged = await this.connection.call<LoggedAction>('POST', `/sessions/${segment(sessionId)}/actions`, { body });
+    } catch (error) {
+      if (error instanceof PolicyBlockedError || error instanceof ApprovalRejectedError || error instanceof InvalidTransitionError) {
+        this.confirmations.settled(carried); // refused after the confirmations were applied
+      } else {
+        this.confirmations.putBack(carried); // maybe not applied: sent again (a second time is harmless)
+      }
+      throw error;
+    }
+    this.confirmations.settled(carried);
+    for (const refused of logged.refusedConfirmations ?? []) {
+      warn(`AgentRein did not apply the confirmation of action ${refused.actionId}: ${refused.detail}`);
+    }
+    return logged;
+  }
+
+  /** Kept, and sent with the session's next request or within moments. */
+  confirmAction(outcome: Outcome): void {
+    this.confirmations.keep(outcome);
+  }
+
+  private async sendConfirmation(outcome: Outcome): Promise<void> {
+    const body = { status: 'SUCCESS', response: outcome.response, undo: outcome.undo };
+    await this.connection.call('PATCH', actionPath(outcome.sessionId, outcome.actionId), { body });
+  }
+
+  failAction(sessionId: string, actionId: string, error: string): Promise<WireAction> {
+    return this.call('PATCH', actionPath(sessionId, actionId), { body: { status: 'FAILED', error } });
+  }
+
+  async sendOutcome(sessionId: string, outcome: LateOutcome): Promise<unknown> {
+    if (!outcome.succeeded) return this.failAction(sessionId, outcome.actionId, outcome.error ?? 'failed');
+    const body = { status: 'SUCCESS', response: outcome.response ?? null, undo: outcome.undo ?? null };
+    return this.call('PATCH', actionPath(sessionId, outcome.actionId), { body });
+  }
+
+  recordExecutedAction(sessionId: string, call: ExecutedCall): Promise<WireAction> {
+    return this.call('POST', `/sessions/${segment(sessionId)}/journal`, { body: call });
+  }
+
+  // approvals ----------------------------------------------------------------------------------------
+  getApproval(approvalId: string, waitMs = 0): Promise<WireApproval> {
+    const query: Query = waitMs > 0 ? { wait: (waitMs / 1000).toFixed(3) } : {};
+    return this.call('GET', `/approvals/${segment(approvalId)}`, { query, waitMs });
+  }
+
+  /** Long-polls: the server answers the moment the approval is decided. */
+  async waitForDecision(approvalId: string, timeoutMs: number): Promise<WireApproval> {
+    const deadline = Date.now() + Math.max(0, timeoutMs);
+    for (;;) {
+      const info = await this.getApproval(approvalId, Math.min(LONG_POLL_MS, Math.max(0, deadline - Date.now())));
+      if (info.status !== 'PENDING' || Date.now() >= deadline) return info;
+    }
+  }
+
+  withdrawApproval(approvalId: string, reason: string): Promise<unknown> {
+    return this.call('POST', `/approvals/${segment(approvalId)}/withdraw`, { body: { reason } });
+  }
+
+  async listApprovals(query: Query): Promise<WireListedApproval[]> {
+    await this.confirmations.flush();
+    return this.connection.listed<WireListedApproval>('/approvals', query);
+  }
+
+  decide(approvalId: string, verb: 'approve' | 'reject', reviewer: string | null, reason: string | null): Promise<WireApproval> {
+    return this.call('POST', `/approvals/${segment(approvalId)}/${verb}`, { body: { reviewer, reason } });
+  }
+
+  // policies -----------------------------------------------------------------------------------------
+  addPolicy(policy: WireNewPolicy): Promise<WirePolicy> {
+    return this.call('POST', '/policies', { body: policy });
+  }
+
+  // rollback -----------------------------------------------------------------------------------------
+  requestRollback(sessionId: string, trigger: string, approvalTimeoutMs: number): Promise<WireRollback> {
+    const body = { reason: trigger, approvalTimeoutMs: Math.max(1, Math.round(approvalTimeoutMs)) };
+    return this.call('POST', `/sessions/${segment(sessionId)}/rollback`, { body });
+  }
+
+  /** The session's rollback under way, or `null` (never rolled back, or ended). */
+  async activeRollback(sessionId: string, waitMs = 0): Promise<WireRollback | null> {
+    let job: WireRollback;
+    try {
+      const query: Query = waitMs > 0 ? { wait: waitMs / 1000 } : {};
+      job = await this.call('GET', `/sessions/${segment(sessionId)}/rollback`, { query, waitMs });
+    } catch (error) {
+      if (error instanceof NotFoundError && error.kind !== 'session') return null;
+      throw error;
+    }
+    return ENDED.has(job.status) ? null : job;
+  }
+
+  /** Wait for the server's workers to end the session's rollback (or for it to wait for a reviewer), at
+   *  most `waitMs`; the session as it then stands. */
+  async settleRollback(sessionId: string, waitMs: number, { stopAtReview = false } = {}): Promise<WireSession> {
+    const deadline = Date.now() + waitMs;
+    let job = await this.activeRollback(sessionId);
+    while (job !== null && Date.now() < deadline) {
+      if (job.status === 'WAITING_APPROVAL') {
+        if (stopAtReview) break;
+        await sleep(Math.min(REVIEW_POLL_MS, deadline - Date.now())); // the server answers at once meanwhile
+      }
+      job = await this.activeRollback(sessionId, Math.min(ROLLBACK_POLL_MS, Math.max(1, deadline - Date.now())));
+    }
+    return this.getSession(sessionId);
+  }
+}
+
+function actionPath(sessionId: string, actionId: string): string {
+  return `/sessions/${segment(sessionId)}/actions/${segment(actionId)}`;
+}

@@ -1,0 +1,174 @@
+/** What the SDK decides on its own, without a server: errors, redaction, options, the proxy. */
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import {
+  AgentRein,
+  AgentReinError,
+  AgentReinUnavailableError,
+  ApprovalRejectedError,
+  PolicyBlockedError,
+  REDACTED,
+  Redactor,
+  ValidationError,
+  registerConnector,
+  type Connector,
+} from '../src/index.js';
+import { fromProblem } from '../src/errors.js';
+import { globMatches } from '../src/glob.js';
+import { tooDeep } from '../src/nesting.js';
+
+const problem = (slug: string, fields: object = {}) => ({ type: `https://agentrein.dev/problems/${slug}`, detail: 'as the server said', ...fields });
+/** A server no test reaches: the SDK only checks its shape here. */
+const NOWHERE = { baseUrl: 'http://127.0.0.1:9', apiKey: 'ar_test' };
+
+describe('errors from the server', () => {
+  it("become the named error of their problem type, with the server's detail", () => {
+    const error = fromProblem(403, problem('policy-blocked', { policyName: 'no-refunds', actionId: 'act_1' }));
+    assert.ok(error instanceof PolicyBlockedError);
+    assert.equal(error.name, 'PolicyBlockedError');
+    assert.equal(error.message, 'as the server said');
+    assert.equal(error.policyName, 'no-refunds');
+  });
+
+  it('carry the reviewer\'s reason on a rejection', () => {
+    const error = fromProblem(403, problem('approval-rejected', { reason: 'too much' }));
+    assert.ok(error instanceof ApprovalRejectedError);
+    assert.equal(error.reason, 'too much');
+  });
+
+  it('are AgentReinUnavailableError when the server cannot serve now', () => {
+    assert.ok(fromProblem(503, null) instanceof AgentReinUnavailableError);
+    assert.ok(fromProblem(502, 'not json') instanceof AgentReinUnavailableError);
+  });
+
+  it('are a plain AgentReinError, not unavailable, when the server failed', () => {
+    const error = fromProblem(500, problem('agentrein-error'));
+    assert.ok(error instanceof AgentReinError);
+    assert.ok(!(error instanceof AgentReinUnavailableError));
+    assert.equal(error.status, 500);
+  });
+
+  it('are a ValidationError naming the field for a 4xx of an unknown type', () => {
+    const error = fromProblem(400, problem('validation-error', { field: 'payload' }));
+    assert.ok(error instanceof ValidationError);
+    assert.equal(error.field, 'payload');
+  });
+});
+
+describe('redaction', () => {
+  const redactor = new Redactor(['signature']);
+
+  it('replaces the values of keys naming a secret, by fragment and by whole word', () => {
+    const redacted = redactor.redact({ 'X-Api-Key': 'a', client_secret: 'b', 'X-Auth-Key': 'c', spinner: 'd', webhookSignature: 'e' });
+    assert.deepEqual(redacted, { 'X-Api-Key': REDACTED, client_secret: REDACTED, 'X-Auth-Key': REDACTED, spinner: 'd', webhookSignature: REDACTED });
+  });
+
+  it('keeps the idempotency key, which names no secret', () => {
+    assert.deepEqual(redactor.redact({ idempotencyKey: 'k1' }), { idempotencyKey: 'k1' });
+  });
+
+  it('replaces card numbers wherever they stand, and only those passing the Luhn check', () => {
+    assert.deepEqual(redactor.redact({ note: ['4242 4242 4242 4242', '4242 4242 4242 4241'] }), {
+      note: [REDACTED, '4242 4242 4242 4241'],
+    });
+  });
+
+  it('replaces secrets in free text: key=value pairs and known token shapes', () => {
+    assert.equal(redactor.redactText('GET /x?access_token=abc&page=2'), `GET /x?access_token=${REDACTED}&page=2`);
+    assert.equal(redactor.redactText(`key sk_live_${'a'.repeat(24)} leaked`), `key ${REDACTED} leaked`);
+  });
+});
+
+describe('nesting', () => {
+  it('finds a payload that holds itself too deep, and a flat one not', () => {
+    const cyclic: Record<string, unknown> = { name: 'loop' };
+    cyclic['self'] = cyclic;
+    assert.ok(tooDeep(cyclic));
+    assert.ok(!tooDeep({ a: [{ b: 1 }] }));
+  });
+});
+
+describe('globs', () => {
+  it('match as fnmatchcase does: whole name, case sensitive, sets', () => {
+    assert.ok(globMatches('POST /v1/orders', 'POST /v1/*'));
+    assert.ok(!globMatches('post /v1/orders', 'POST /v1/*'));
+    assert.ok(globMatches('customers.del', 'customers.[d]el'));
+    assert.ok(!globMatches('customers.delete', 'customers.del'));
+  });
+});
+
+describe('options', () => {
+  const agentrein = new AgentRein(NOWHERE);
+
+  it("refuse a failureMode that is neither 'open' nor 'closed'", () => {
+    assert.throws(() => agentrein.wrap(fetch, 'ses_1', { connector: 'http', failureMode: 'maybe' as 'open' }), ValidationError);
+  });
+
+  it('refuse a single string where globs are expected', () => {
+    assert.throws(() => agentrein.wrap(fetch, 'ses_1', { connector: 'http', requiresApproval: 'POST *' as unknown as string[] }), ValidationError);
+  });
+
+  it('name the registered connectors when the one asked for is unknown', () => {
+    assert.throws(() => agentrein.wrap(fetch, 'ses_1', { connector: 'nope' }), /registered: .*http/);
+  });
+
+  it('refuse a session with no agentId', async () => {
+    await assert.rejects(agentrein.newSession({} as { agentId: string }), ValidationError);
+  });
+
+  it('refuse to start without an API key', () => {
+    assert.throws(() => new AgentRein({ baseUrl: 'http://127.0.0.1:9', apiKey: '' }), ValidationError);
+  });
+});
+
+describe('the proxy', () => {
+  class Shop {
+    #secret = 'own';
+    readonly orders = { shop: this as Shop, list: () => 'listed' };
+    create(): string {
+      return this.#secret; // throws if called with the proxy as `this`
+    }
+  }
+  const asked: string[] = [];
+  const passThrough: Connector = {
+    name: unique(),
+    sensitiveFields: [],
+    accepts: () => true,
+    descend: (value) => typeof value === 'object',
+    prepare: (_, path) => {
+      asked.push(path.join('.'));
+      return null;
+    },
+    recordResult: () => null,
+    undoFor: () => ({ type: 'none', params: {} }),
+    isTransient: () => false,
+  };
+  registerConnector(passThrough);
+  const wrapped = new AgentRein(NOWHERE).wrap(new Shop(), 'ses_1', { connector: passThrough.name });
+
+  it('keeps instanceof', () => {
+    assert.ok(wrapped instanceof Shop);
+  });
+
+  it('calls class methods with the raw object as this', () => {
+    assert.equal(wrapped.create(), 'own');
+  });
+
+  it('passes calls the connector lets through, at any depth, and keeps identity', () => {
+    assert.equal(wrapped.orders.list(), 'listed');
+    assert.equal(wrapped.orders, wrapped.orders);
+  });
+
+  it('asks the connector about every method call, with its path from the client', () => {
+    asked.length = 0;
+    wrapped.orders.list();
+    wrapped.create();
+    assert.deepEqual(asked, ['orders.list', 'create']);
+  });
+});
+
+function unique(): string {
+  return `test-${Math.random().toString(36).slice(2)}`;
+}
