@@ -9,10 +9,25 @@
  *
  * The Python journal is a SQLite file; Node 20 has no SQLite of its own, so this one is JSON lines, one
  * entry a line, tagged with the server and key it belongs to (one file may hold several servers' entries).
+ * Several processes may share one file (agents started in one directory do): every change of it (an
+ * append, a replay's rewrite) is made holding a lock file beside it (`<journal>.lock`, created exclusively),
+ * so that no process's rewrite drops a line another appended. A replay sends its entries without the lock
+ * and then removes, under it, exactly the lines it sent (each line has an id of its own).
  */
 
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { resolve } from 'node:path';
 
 import type { Json, OperationType } from './connector.js';
@@ -65,10 +80,19 @@ export interface Replayer {
 }
 
 interface Line {
+  /** The line's own id: a replay removes exactly the lines it sent. */
+  readonly id: string;
   readonly backend: string;
   readonly entry: Entry;
   readonly problem?: string;
 }
+
+/** How long a journal lock may be held before it is taken as left behind by a process that died (its
+ *  holders keep it for one file write). */
+const STALE_LOCK_MS = 10_000;
+/** How long a process waits for the journal lock before it gives up with an error. */
+const LOCK_WAIT_MS = 30_000;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 export function journalFile(path?: string): string {
   return resolve(path || process.env[JOURNAL_ENV] || DEFAULT_JOURNAL);
@@ -98,7 +122,8 @@ export class Journal {
   }
 
   append(entry: Entry): void {
-    appendFileSync(this.path, `${JSON.stringify({ backend: this.identity, entry } satisfies Line)}\n`);
+    const line: Line = { id: randomBytes(8).toString('hex'), backend: this.identity, entry };
+    locked(this.path, () => appendFileSync(this.path, `${JSON.stringify(line)}\n`));
   }
 
   /** The entries of this server and key waiting to be replayed, in order. */
@@ -120,31 +145,34 @@ export class Journal {
   }
 
   private async replayAll(server: Replayer): Promise<number> {
-    const lines = this.read();
-    const kept: Line[] = [];
-    let replayed = 0;
-    let stopped = false;
-    for (const line of lines) {
-      if (stopped || line.backend !== this.identity || line.problem !== undefined) {
-        kept.push(line);
-        continue;
-      }
+    const sent = new Set<string>();
+    const refused = new Map<string, string>();
+    for (const line of this.read()) {
+      if (line.backend !== this.identity || line.problem !== undefined) continue;
       try {
         await apply(server, line.entry);
-        replayed++;
+        sent.add(line.id);
       } catch (error) {
         if (error instanceof AgentReinError && !(error instanceof AgentReinUnavailableError)) {
-          kept.push({ ...line, problem: error.message });
+          refused.set(line.id, error.message);
           continue;
         }
-        kept.push(line);
-        stopped = true; // still out of reach (or a bug): tried again later, in order
+        break; // still out of reach (or a bug): tried again later, in order
       }
     }
-    // Entries appended while replaying (this process journals nothing then: the write-ahead waits).
-    const added = this.read().slice(lines.length);
-    this.write([...kept, ...added]);
-    return replayed;
+    if (sent.size || refused.size) {
+      locked(this.path, () => {
+        // The file as it is now: lines other processes (or this one) appended meanwhile are kept.
+        const kept = this.read()
+          .filter((line) => !sent.has(line.id))
+          .map((line) => {
+            const problem = refused.get(line.id);
+            return problem === undefined ? line : { ...line, problem };
+          });
+        this.write(kept);
+      });
+    }
+    return sent.size;
   }
 
   private read(): Line[] {
@@ -163,6 +191,39 @@ export class Journal {
     const temporary = `${this.path}.${randomBytes(4).toString('hex')}.tmp`;
     writeFileSync(temporary, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
     renameSync(temporary, this.path); // atomic: a crash leaves the old file or the new, never half of one
+  }
+}
+
+/** ``body`` run holding the journal's lock file (see the module's note); a lock whose holder died is taken
+ *  over once it is older than any holder keeps it. */
+function locked<T>(path: string, body: () => T): T {
+  const lock = `${path}.lock`;
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      const fd = openSync(lock, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      if (lockAge(lock) > STALE_LOCK_MS) rmSync(lock, { force: true });
+      else if (Date.now() > deadline) throw new AgentReinError(`the journal ${path} stayed locked by ${lock}`);
+      else Atomics.wait(sleeper, 0, 0, 1); // a holder keeps it for one file write
+    }
+  }
+  try {
+    return body();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+function lockAge(lock: string): number {
+  try {
+    return Date.now() - statSync(lock).mtimeMs;
+  } catch {
+    return 0; // just released: try again
   }
 }
 

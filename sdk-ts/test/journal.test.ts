@@ -1,0 +1,63 @@
+/** The journal shared by several processes (agents started in one directory share its default file). */
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+
+import { Journal, type ExecutedCall, type Replayer } from '../src/journal.js';
+
+const IDENTITY = 'http://127.0.0.1:9 ar_test';
+
+/** A server that takes every entry, noting the calls' keys in the order they arrive. */
+function acceptingServer(received: string[]): Replayer {
+  const ok = async () => undefined;
+  return {
+    newSession: ok,
+    recordExecutedAction: async (_session: string, call: ExecutedCall) => {
+      received.push(call.idempotencyKey);
+    },
+    sendOutcome: ok,
+    completeSession: ok,
+    requestRollback: ok,
+    failSession: ok,
+  };
+}
+
+describe('a journal shared by two processes', () => {
+  it("loses no entry the other process appends while this one replays and rewrites it", async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'agentrein-journal-')), 'agentrein-journal.jsonl');
+    const count = 1000;
+    const journal = new URL('../src/journal.js', import.meta.url).href;
+    const writer = `
+      import { Journal } from ${JSON.stringify(journal)};
+      const journal = new Journal(${JSON.stringify(IDENTITY)}, process.env.JOURNAL);
+      for (let i = 0; i < ${count}; i++) {
+        journal.append({ sessionId: 'ses_1', call: { idempotencyKey: 'key-' + i, connector: 'http', apiName: 'POST /v1/things',
+          operationType: 'CREATE', status: 'SUCCESS', payload: {}, response: null, undo: null, error: null } });
+      }
+    `;
+    const received: string[] = [];
+    const server = acceptingServer(received);
+    const reader = new Journal(IDENTITY, path);
+    let writing = true;
+    const child = new Promise<void>((resolve, reject) => {
+      execFile(process.execPath, ['--input-type=module', '-e', writer], { env: { ...process.env, JOURNAL: path } }, (error) => {
+        writing = false;
+        if (error) reject(error);
+        else resolve();
+      });
+    });
+    while (writing) {
+      await reader.replay(server); // rewrites the file again and again while the other appends
+      await new Promise((resolve) => setImmediate(resolve)); // and lets the other's exit be seen
+    }
+    await child;
+    await reader.replay(server);
+    const expected = Array.from({ length: count }, (_, i) => `key-${i}`);
+    assert.deepEqual(received, expected); // every entry, once, in the order it was written
+    assert.equal(readFileSync(path, 'utf8'), '');
+  });
+});
