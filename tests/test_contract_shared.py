@@ -214,6 +214,11 @@ def test_each_connector_redacts_the_fields_the_shared_contract_lists(name: str) 
     assert sorted(CONNECTORS[name].sensitive_fields) == sorted(CONTRACT["sensitiveFields"][name])
 
 
+@pytest.mark.parametrize("name", sorted(CONTRACT["undoTypes"]))
+def test_each_connector_runs_the_undo_types_the_shared_contract_lists(name: str) -> None:
+    assert sorted(CONNECTORS[name].undo_types) == sorted(CONTRACT["undoTypes"][name])
+
+
 def _answer(result: Any) -> Any:
     """What the service answered, as JSON: a Stripe object, a PyGithub object (``create_file`` answers
     ``{"content": ContentFile, "commit": …}``) or an httpx response."""

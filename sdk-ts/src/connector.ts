@@ -43,6 +43,9 @@ export interface Connector {
   readonly name: string;
   /** Key fragments whose values are redacted, on top of the default list. */
   readonly sensitiveFields: readonly string[];
+  /** The undo types the server runs for this connector (`none` is always understood): an `undo` option of
+   *  `wrap()` naming another is refused at once, as the server would refuse it once the call ran. */
+  readonly undoTypes: readonly string[];
   /** Whether this connector can wrap `client` (a `Stripe`, an `Octokit`, `fetch`). */
   accepts(client: unknown): boolean;
   /** Whether a value reached from the wrapped client (a property or a method's result) is wrapped too, so

@@ -4,6 +4,7 @@ import type { Connector, Json } from './connector.js';
 import { connectorNamed } from './connectors/index.js';
 import { ValidationError } from './errors.js';
 import { checkedGlob, globMatches } from './glob.js';
+import { UNDO_NONE } from './undo.js';
 
 export type FailureMode = 'open' | 'closed';
 
@@ -69,6 +70,14 @@ export class Options {
       }
       if (override.type !== undefined && typeof override.type !== 'string') {
         throw new ValidationError(`undo['${glob}'].type`, 'must be a string');
+      }
+      const known = [UNDO_NONE, ...connector.undoTypes];
+      if (override.type !== undefined && !known.includes(override.type)) {
+        const listed = [...new Set(known)].sort().join(', ');
+        throw new ValidationError(
+          `undo['${glob}'].type`,
+          `${JSON.stringify(override.type)} is not an undo type of '${connector.name}' (${listed})`,
+        );
       }
       if (override.requireApproval !== undefined && typeof override.requireApproval !== 'boolean') {
         throw new ValidationError(`undo['${glob}'].requireApproval`, 'must be true or false');

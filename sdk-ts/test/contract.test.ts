@@ -59,6 +59,7 @@ interface Contract {
   readonly faults: Fault[];
   readonly faultCalls: Record<string, { typescript: Form }>;
   readonly sensitiveFields: Record<string, string[]>;
+  readonly undoTypes: Record<string, string[]>;
 }
 
 const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
@@ -236,6 +237,12 @@ for (const fault of CONTRACT.faults) {
 for (const [name, fields] of Object.entries(CONTRACT.sensitiveFields)) {
   test(`each connector redacts the fields the shared contract lists: ${name}`, () => {
     assert.deepEqual([...connectorNamed(name).sensitiveFields].sort(), [...fields].sort());
+  });
+}
+
+for (const [name, types] of Object.entries(CONTRACT.undoTypes)) {
+  test(`each connector runs the undo types the shared contract lists: ${name}`, () => {
+    assert.deepEqual([...connectorNamed(name).undoTypes].sort(), [...types].sort());
   });
 }
 

@@ -110,6 +110,18 @@ describe('options', () => {
     assert.throws(() => agentrein.wrap(fetch, 'ses_1', { connector: 'http', requiresApproval: 'POST *' as unknown as string[] }), ValidationError);
   });
 
+  it("refuse an undo the connector could not run, naming the undo types it has", () => {
+    const undo = { 'POST /v1/things': { type: 'stripe-refund' } };
+    assert.throws(
+      () => agentrein.wrap(fetch, 'ses_1', { connector: 'http', undo }),
+      (error: unknown) =>
+        error instanceof ValidationError &&
+        error.message.includes("undo['POST /v1/things'].type") &&
+        error.message.includes('http-delete, http-request, none'),
+    );
+    agentrein.wrap(fetch, 'ses_1', { connector: 'http', undo: { 'POST /v1/things': { type: 'none' } } }); // taken
+  });
+
   it('name the registered connectors when the one asked for is unknown', () => {
     assert.throws(() => agentrein.wrap(fetch, 'ses_1', { connector: 'nope' }), /registered: .*http/);
   });
@@ -135,6 +147,7 @@ describe('the proxy', () => {
   const passThrough: Connector = {
     name: unique(),
     sensitiveFields: [],
+    undoTypes: [],
     accepts: () => true,
     descend: (value) => typeof value === 'object',
     prepare: (_, path) => {

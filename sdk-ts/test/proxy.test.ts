@@ -19,6 +19,7 @@ function watching(descend: (value: unknown) => boolean): { connector: Connector;
   const connector: Connector = {
     name: unique('watching'),
     sensitiveFields: [],
+    undoTypes: [],
     accepts: () => true,
     descend,
     prepare: (_, path) => {

@@ -96,6 +96,17 @@ export const githubConnector: Connector = {
   name: 'github',
   // Secrets set through the API (`createOrUpdateRepoSecret`), on top of the default list.
   sensitiveFields: ['unencryptedvalue', 'encryptedvalue'],
+  undoTypes: [
+    CLOSE_ISSUE,
+    RESTORE_ISSUE,
+    DELETE_COMMENT,
+    REMOVE_LABELS,
+    CLOSE_PULL,
+    DELETE_REF,
+    DELETE_FILE,
+    RESTORE_FILE,
+    DELETE_REPO,
+  ],
 
   /** An Octokit made without `@octokit/plugin-retry` (part of the `octokit` package's Octokit): that plugin
    *  retries a create whose answer was lost without looking for what it made, so GitHub would get it twice

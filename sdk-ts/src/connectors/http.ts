@@ -46,6 +46,7 @@ type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Resp
 export const httpConnector: Connector = {
   name: 'http',
   sensitiveFields: ['signature', 'credential'],
+  undoTypes: [HTTP_DELETE, HTTP_REQUEST],
 
   accepts(client: unknown): boolean {
     return typeof client === 'function';

@@ -95,6 +95,7 @@ export const stripeConnector: Connector = {
   name: 'stripe',
   // On top of the defaults: client secrets, bank and identity numbers, Stripe Apps secret payloads.
   sensitiveFields: ['clientsecret', 'number', 'routingnumber', 'ssnlast4', 'payload'],
+  undoTypes: [STRIPE_DELETE, STRIPE_CANCEL, STRIPE_REFUND, STRIPE_VOID, STRIPE_RESTORE],
 
   accepts(client: unknown): boolean {
     return isObject(client) && typeof client['rawRequest'] === 'function' && isObject(client['_requestSender']);
