@@ -7,8 +7,10 @@
  *   `octokit.request('POST /repos/{owner}/{repo}/issues', ...)`. The endpoints the Python connector names
  *   get its canonical names (`issues.create`, `issues.comments.create`, `labels.add`, `files.update`...);
  *   another write made through an endpoint method is `<scope>.<method>` as Octokit calls it
- *   (`issues.createLabel`), undo `none`. Reads (`GET`, `HEAD`), `octokit.paginate` and `octokit.graphql`
- *   pass through; so does an `octokit.request` write to an endpoint the Python connector does not name.
+ *   (`issues.createLabel`), undo `none`; an `octokit.request` write to another endpoint is recorded as the
+ *   request it sends (`request POST /repos/{owner}/{repo}/labels`), and an `octokit.graphql` mutation as
+ *   `graphql mutation`, both undo `none`. Reads (`GET`, `HEAD`, a graphql query) and `octokit.paginate`
+ *   pass through.
  * - GitHub has no idempotency keys: issues and comments carry an invisible marker with the action's key
  *   (`<!-- agentrein:KEY -->`), and a retry first looks for what a lost attempt made (the latest 50 issues,
  *   or the issue's comments); a retry told 422 finds the pull request, ref, repository or file a lost attempt
@@ -134,10 +136,9 @@ export const githubConnector: Connector = {
     const sent = described(octokit, path, args);
     if (sent === null || sent.method === 'GET' || sent.method === 'HEAD') return null;
     const match = matchKnown(sent.method, sent.url, sent.params);
-    if (match === null && path[0] === 'request') return null; // an endpoint the Python connector does not name
     const values = match?.values ?? {};
     const repo = values['owner'] !== undefined && values['repo'] !== undefined ? `${values['owner']}/${values['repo']}` : null;
-    let apiName = match?.known.apiName ?? path.filter((name) => name !== 'rest').join('.');
+    let apiName = match?.known.apiName ?? unknownCallName(path, sent);
     let operationType: OperationType = match?.known.operationType ?? 'OTHER';
     if (apiName === 'files.create' && sent.params['sha'] !== undefined) [apiName, operationType] = ['files.update', 'UPDATE'];
     const context: GitHubContext = { params: sent.params, repo, attempts: 0, readBefore: false };
@@ -232,7 +233,29 @@ interface Sent {
   readonly send: Send;
 }
 
+/** The name of a write the Python connector does not name: Octokit's `<scope>.<method>` for an endpoint method,
+ *  else the request it sends (`request POST /repos/{owner}/{repo}/labels`, `graphql mutation`). */
+function unknownCallName(path: readonly string[], sent: Sent): string {
+  if (path[0] === 'graphql') return 'graphql mutation';
+  if (path[0] === 'request') return `request ${sent.method} ${sent.url.replace(/^https?:\/\/[^/]+/, '').split('?')[0]}`;
+  return path.filter((name) => name !== 'rest').join('.');
+}
+
+/** Whether a GraphQL document holds a mutation (one that only queries changes nothing). */
+function isMutation(document: string): boolean {
+  const code = document.replace(/#[^\n]*/g, '').replace(/"""[\s\S]*?"""|"(?:[^"\\]|\\.)*"/g, '""');
+  return /(^|\})\s*mutation\b/.test(code);
+}
+
 function described(octokit: OctokitLike & Record<string, unknown>, path: readonly string[], args: readonly unknown[]): Sent | null {
+  if (path.length === 1 && path[0] === 'graphql') {
+    // octokit.graphql(document, variables) or octokit.graphql({ query, ...variables })
+    const graphql = octokit['graphql'] as unknown as (query: unknown, variables?: unknown) => Promise<OctokitResponse>;
+    const document = typeof args[0] === 'string' ? args[0] : String(fields(args[0])['query'] ?? '');
+    const params: Fields = typeof args[0] === 'string' ? { query: document, ...fields(args[1]) } : fields(args[0]);
+    const method = isMutation(document) ? 'POST' : 'GET'; // a query is a read, whatever it is sent with
+    return { method, url: '/graphql', params, send: () => graphql(args[0], args[1]) };
+  }
   if (path.length === 1 && path[0] === 'request') {
     // octokit.request('POST /repos/{owner}/{repo}/issues', params) or octokit.request({ method, url, ...params })
     const route = args[0];
