@@ -10,7 +10,8 @@
 import { randomBytes } from 'node:crypto';
 
 import { AgentReinUnavailableError, RollbackFailedError, ValidationError } from './errors.js';
-import { Journal } from './journal.js';
+import type { Outcome } from './confirmations.js';
+import { Journal, type LateOutcome } from './journal.js';
 import { Options, DEFAULT_TIMEOUT_MS, type FailureMode, type WrapOptions } from './options.js';
 import { Redactor } from './redaction.js';
 import { Served, type WireListedApproval, type WireApproval, type WirePolicy, type WireSession } from './served.js';
@@ -74,6 +75,8 @@ export class AgentRein {
   private readonly served: Served;
   private readonly journal: Journal;
   private readonly live = new WeakRef(this);
+  /** This client's name on the outcomes it writes to the journal until the server has them. */
+  private readonly holder = randomBytes(8).toString('hex');
 
   constructor(options: AgentReinOptions = {}) {
     const baseUrl = options.baseUrl ?? process.env[URL_ENV];
@@ -84,6 +87,13 @@ export class AgentRein {
     if (!apiKey) throw new ValidationError('apiKey', `server mode needs an API key (apiKey or $${API_KEY_ENV})`);
     this.served = new Served(baseUrl, apiKey, options.requestTimeoutMs ?? 10_000, warn);
     this.journal = new Journal(this.served.identity, options.journalPath);
+    const journal = this.journal;
+    const holder = this.holder;
+    journal.holding(holder);
+    this.served.confirmations.writeTo({
+      hold: (o) => journal.hold({ sessionId: o.sessionId, outcome: lateOutcome(o) }, holder),
+      release: (ids) => journal.release(ids),
+    });
     LIVE.add(this.live);
     FORGET.register(this, this.live);
   }
@@ -222,6 +232,8 @@ export class AgentRein {
     } catch (error) {
       if (!(error instanceof AgentReinUnavailableError)) throw error;
       this.journalUnsent();
+    } finally {
+      this.journal.letGo(this.holder);
     }
   }
 
@@ -241,10 +253,8 @@ export class AgentRein {
 
   /** @internal Outcomes the server has not taken go to the journal, replayed later. */
   journalUnsent(): void {
-    for (const o of this.served.confirmations.unsent()) {
-      this.journal.append({ sessionId: o.sessionId, outcome: { actionId: o.actionId, succeeded: true, response: o.response, undo: o.undo } });
-    }
-    this.served.confirmations.forget();
+    this.served.confirmations.forget(); // each is in the journal already, held by this client: let it go
+    this.journal.letGo(this.holder);
   }
 }
 
@@ -262,6 +272,10 @@ process.on('beforeExit', () => {
 process.once('exit', () => {
   for (const ref of LIVE) ref.deref()?.journalUnsent();
 });
+
+function lateOutcome(o: Outcome): LateOutcome {
+  return { actionId: o.actionId, succeeded: true, response: o.response, undo: o.undo };
+}
 
 function sessionId(session: SessionRef): string {
   const id = typeof session === 'string' ? session : session?.id;

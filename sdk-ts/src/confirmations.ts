@@ -7,8 +7,9 @@
  * transaction; what no next call carried within `FLUSH_DELAY_MS` is sent on its own (`PATCH`), and so is
  * everything pending before any other request of the client (reading a session, completing, rolling back),
  * so what the agent reads next shows its last call's outcome, and a rollback never runs before the earlier
- * successes are confirmed. When the process is about to exit with outcomes the server cannot take, they go
- * to the journal (`journal.ts`) as late outcomes, replayed once the server answers.
+ * successes are confirmed. Each outcome is also written to the journal (`journal.ts`) the moment it is
+ * kept, held by this client, and removed once the server has it: outcomes a process could not send before
+ * it ended (the server out of reach, a SIGTERM, a crash) are sent by the next process on that journal.
  */
 
 import { AgentReinError, AgentReinUnavailableError, InvalidTransitionError } from './errors.js';
@@ -29,8 +30,18 @@ export interface Outcome {
   readonly undo: WireUndo;
 }
 
+/** Where kept outcomes are written until the server has them (the journal). */
+export interface OutcomeStore {
+  /** Write `outcome` down; the id to `release` it by. */
+  hold(outcome: Outcome): string;
+  /** These are settled (applied, or refused for good): no longer written down. */
+  release(ids: readonly string[]): void;
+}
+
 export class Confirmations {
   private pending: Outcome[] = [];
+  private store: OutcomeStore | undefined;
+  private readonly written = new Map<Outcome, string>();
   private inFlight = new Set<Outcome>();
   private sending: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
@@ -41,7 +52,13 @@ export class Confirmations {
     private readonly warn: (message: string) => void,
   ) {}
 
+  /** Write every outcome kept from now on to `store` until it is settled. */
+  writeTo(store: OutcomeStore): void {
+    this.store = store;
+  }
+
   keep(outcome: Outcome): void {
+    if (this.store !== undefined) this.written.set(outcome, this.store.hold(outcome));
     this.pending.push(outcome);
     this.schedule(FLUSH_DELAY_MS);
   }
@@ -55,18 +72,25 @@ export class Confirmations {
     return taken;
   }
 
+  /** These are applied, or refused for good. */
   settled(outcomes: readonly Outcome[]): void {
-    for (const o of outcomes) this.inFlight.delete(o);
+    this.landed(outcomes);
+    const ids = outcomes.flatMap((o) => {
+      const id = this.written.get(o);
+      this.written.delete(o);
+      return id === undefined ? [] : [id];
+    });
+    this.store?.release(ids);
   }
 
   /** These were not (or may not have been) applied: sent again, before anything kept since. */
   putBack(outcomes: readonly Outcome[]): void {
-    this.settled(outcomes);
+    this.landed(outcomes);
     this.pending.unshift(...outcomes);
     if (outcomes.length) this.schedule(FLUSH_DELAY_MS);
   }
 
-  /** Outcomes not yet sent (for the journal, when the process leaves with the server out of reach). */
+  /** Outcomes not yet settled. */
   unsent(): Outcome[] {
     return [...this.pending, ...this.inFlight];
   }
@@ -79,11 +103,17 @@ export class Confirmations {
     return run;
   }
 
-  /** Nothing pending any more: stop the timer (the process may exit). */
+  /** Stop sending: what is unsettled stays written down for the journal's replays; stop the timer (the
+   *  process may exit). */
   forget(): void {
     this.pending = [];
     this.inFlight.clear();
+    this.written.clear();
     clearTimeout(this.timer);
+  }
+
+  private landed(outcomes: readonly Outcome[]): void {
+    for (const o of outcomes) this.inFlight.delete(o);
   }
 
   private async sendPending(): Promise<void> {

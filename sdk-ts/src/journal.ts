@@ -13,6 +13,11 @@
  * append, a replay's rewrite) is made holding a lock file beside it (`<journal>.lock`, created exclusively),
  * so that no process's rewrite drops a line another appended. A replay sends its entries without the lock
  * and then removes, under it, exactly the lines it sent (each line has an id of its own).
+ *
+ * A call's outcome waiting to be confirmed (`confirmations.ts`) is written here too the moment it is kept,
+ * as a line *held* by its process, and removed once the server has it: a process killed before it sent its
+ * last confirmations (SIGTERM, SIGKILL, a crash) leaves them here, and the next process on this journal
+ * sends them. A held line is left alone while its holder lives.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -85,7 +90,12 @@ interface Line {
   readonly backend: string;
   readonly entry: Entry;
   readonly problem?: string;
+  /** A confirmation its process still sends itself (`Journal.hold`), while that process lives. */
+  readonly holder?: { readonly pid: number; readonly token: string };
 }
+
+/** The holders of this process still sending what they hold. */
+const LIVE_HOLDERS = new Set<string>();
 
 /** How long a journal lock may be held before it is taken as left behind by a process that died (its
  *  holders keep it for one file write). */
@@ -101,6 +111,9 @@ export function journalFile(path?: string): string {
 export class Journal {
   readonly path: string;
   private warned = false;
+  private warnedTorn = false;
+  /** The lines of the last read that were not JSON, moved aside by the next write. */
+  private torn: string[] = [];
   private replaying: Promise<number> | null = null;
 
   constructor(
@@ -122,14 +135,42 @@ export class Journal {
   }
 
   append(entry: Entry): void {
-    const line: Line = { id: randomBytes(8).toString('hex'), backend: this.identity, entry };
+    this.add({ id: randomBytes(8).toString('hex'), backend: this.identity, entry });
+  }
+
+  /** Write `entry` held by `token` (one client's confirmations, `holding(token)` first); its line's id, for
+   *  `release` once the server has it. */
+  hold(entry: Entry, token: string): string {
+    const id = randomBytes(8).toString('hex');
+    this.add({ id, backend: this.identity, entry, holder: { pid: process.pid, token } });
+    return id;
+  }
+
+  /** The lines `ids` are settled: gone from the journal. */
+  release(ids: readonly string[]): void {
+    if (!ids.length) return;
+    const settled = new Set(ids);
+    locked(this.path, () => this.write(this.read().filter((line) => !settled.has(line.id))));
+  }
+
+  /** `token` sends what it holds itself from now on, until `letGo(token)`: its lines are not replayed. */
+  holding(token: string): void {
+    LIVE_HOLDERS.add(token);
+  }
+
+  /** What `token` holds is left to the replays (this process's or the next one's). */
+  letGo(token: string): void {
+    LIVE_HOLDERS.delete(token);
+  }
+
+  private add(line: Line): void {
     locked(this.path, () => appendFileSync(this.path, `${JSON.stringify(line)}\n`));
   }
 
   /** The entries of this server and key waiting to be replayed, in order. */
   entries(): Entry[] {
     return this.read()
-      .filter((line) => line.backend === this.identity && line.problem === undefined)
+      .filter((line) => this.replayable(line))
       .map((line) => line.entry);
   }
 
@@ -148,7 +189,7 @@ export class Journal {
     const sent = new Set<string>();
     const refused = new Map<string, string>();
     for (const line of this.read()) {
-      if (line.backend !== this.identity || line.problem !== undefined) continue;
+      if (!this.replayable(line)) continue;
       try {
         await apply(server, line.entry);
         sent.add(line.id);
@@ -175,19 +216,44 @@ export class Journal {
     return sent.size;
   }
 
+  /** Whether `line` is this server's and key's, not set aside, and held by no live process. */
+  private replayable(line: Line): boolean {
+    if (line.backend !== this.identity || line.problem !== undefined) return false;
+    const holder = line.holder;
+    if (holder === undefined) return true;
+    return holder.pid === process.pid ? !LIVE_HOLDERS.has(holder.token) : !alive(holder.pid);
+  }
+
+  /** The journal's lines. A line that is not JSON (torn by a crash or a full disk in the middle of an
+   *  append) is moved to `<journal>.bad` at the next rewrite, and said once, rather than stop every replay. */
   private read(): Line[] {
     if (!existsSync(this.path)) return [];
     const text = readFileSync(this.path, 'utf8');
     if (text.startsWith('SQLite format 3')) {
       throw new ValidationError(JOURNAL_ENV, `${this.path} is the Python SDK's SQLite journal; give this SDK a file of its own`);
     }
-    return text
-      .split('\n')
-      .filter((l) => l.trim())
-      .map((l) => JSON.parse(l) as Line);
+    const lines: Line[] = [];
+    this.torn = [];
+    for (const raw of text.split('\n')) {
+      if (!raw.trim()) continue;
+      try {
+        lines.push(JSON.parse(raw) as Line);
+      } catch {
+        this.torn.push(raw);
+      }
+    }
+    if (this.torn.length && !this.warnedTorn) {
+      this.warnedTorn = true;
+      process.emitWarning(`${this.path} holds ${this.torn.length} line(s) that are not JSON; they are moved to ${this.path}.bad`, {
+        type: 'AgentReinWarning',
+      });
+    }
+    return lines;
   }
 
   private write(lines: readonly Line[]): void {
+    if (this.torn.length) appendFileSync(`${this.path}.bad`, this.torn.map((raw) => `${raw}\n`).join(''));
+    this.torn = [];
     const temporary = `${this.path}.${randomBytes(4).toString('hex')}.tmp`;
     writeFileSync(temporary, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
     renameSync(temporary, this.path); // atomic: a crash leaves the old file or the new, never half of one
@@ -216,6 +282,16 @@ function locked<T>(path: string, body: () => T): T {
     return body();
   } finally {
     rmSync(lock, { force: true });
+  }
+}
+
+/** Whether process `pid` still runs (on this machine: the journal is a local file). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'; // it runs, as another user
   }
 }
 

@@ -135,6 +135,28 @@ describe('the http connector through a server', () => {
     assert.equal(action!.status, 'SUCCESS');
   });
 
+  it("has the last confirmation of an agent killed right after its call sent by the next process on its journal", async () => {
+    const journalPath = harness().journalPath();
+    const { h, agentrein, session } = await begun({ journalPath });
+    const sdk = new URL('../src/index.js', import.meta.url).href;
+    const agent = `
+      import { AgentRein } from ${JSON.stringify(sdk)};
+      const agentrein = new AgentRein({ baseUrl: process.env.URL, apiKey: process.env.KEY, journalPath: process.env.JOURNAL });
+      const api = agentrein.wrap(fetch, process.env.SESSION, { connector: 'http' });
+      await api(process.env.TARGET, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+      process.kill(process.pid, 'SIGKILL'); // before its confirmation could be sent: nothing runs at exit
+    `;
+    const env = { ...process.env, URL: h.peers.serverUrl, KEY: h.peers.operatorKey, JOURNAL: journalPath, SESSION: session.id, TARGET: `${h.peers.serviceUrl}/v1/kills` };
+    const killed = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', agent], { env }).then(
+      () => null,
+      (error: { signal?: string }) => error.signal,
+    );
+    assert.equal(killed, 'SIGKILL');
+    const [action] = (await agentrein.getSession(session)).actions; // this client, on the same journal, sends it
+    assert.equal(action!.status, 'SUCCESS');
+    assert.equal(readFileSync(journalPath, 'utf8'), '');
+  });
+
   it('never records a read', async () => {
     const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });
