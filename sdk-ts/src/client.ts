@@ -85,7 +85,11 @@ export class AgentRein {
       throw new ValidationError('baseUrl', `needs the server's http(s) address (baseUrl or $${URL_ENV})`);
     }
     if (!apiKey) throw new ValidationError('apiKey', `server mode needs an API key (apiKey or $${API_KEY_ENV})`);
-    this.served = new Served(baseUrl, apiKey, options.requestTimeoutMs ?? 10_000, warn);
+    const timeoutMs = options.requestTimeoutMs ?? 10_000;
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
+      throw new ValidationError('requestTimeoutMs', `must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, not ${String(timeoutMs)}`);
+    }
+    this.served = new Served(baseUrl, apiKey, timeoutMs, warn);
     this.journal = new Journal(this.served.identity, options.journalPath);
     const journal = this.journal;
     const holder = this.holder;
@@ -207,7 +211,7 @@ export class AgentRein {
   }
 
   // policies -----------------------------------------------------------------------------------------
-  addPolicy(policy: NewPolicy): Promise<Policy> {
+  async addPolicy(policy: NewPolicy): Promise<Policy> {
     if (typeof policy !== 'object' || policy === null || typeof policy.name !== 'string' || !policy.name) {
       throw new ValidationError('name', 'a policy needs a name');
     }
@@ -257,6 +261,9 @@ export class AgentRein {
     this.journal.letGo(this.holder);
   }
 }
+
+/** The longest a Node timer waits (2**31 - 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Every open AgentRein (weakly held): when the process leaves, what each could not send is journaled. */
 const LIVE = new Set<WeakRef<AgentRein>>();

@@ -69,8 +69,9 @@ export class Connection {
     const attempts = method === 'GET' ? READ_ATTEMPTS : 1;
     let response: Response | undefined;
     for (let attempt = 1; response === undefined; attempt++) {
+      const signal = AbortSignal.timeout(this.timeoutMs + (options.waitMs ?? 0)); // a bad timeout is no outage
       try {
-        response = await fetch(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs + (options.waitMs ?? 0)) });
+        response = await fetch(url, { ...init, signal });
       } catch (error) {
         if (attempt >= attempts) {
           throw new AgentReinUnavailableError(`AgentRein server ${this.baseUrl} unreachable: ${describe(error)}`);

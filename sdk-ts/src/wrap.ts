@@ -44,7 +44,13 @@ function functionProxy(fn: AnyFunction, owner: object | undefined, root: unknown
   return new Proxy(objectProxy(fn, root, path, guard) as AnyFunction, {
     apply(_, thisArg, args: unknown[]) {
       const self = owner ?? thisArg; // the raw owner, never the proxy (`this.#private` must resolve)
-      const call = guard.options.connector.prepare(root, path, args);
+      let call: ReturnType<Connector['prepare']>;
+      try {
+        call = guard.options.connector.prepare(root, path, args);
+      } catch (error) {
+        // As the raw client would answer a call it cannot make (fetch rejects a bad URL): through the promise.
+        return Promise.reject(error);
+      }
       if (call === null) {
         const result = Reflect.apply(fn, self, args);
         // What a pass-through call returns is guarded too when the connector descends into it (a builder),

@@ -130,6 +130,17 @@ describe('options', () => {
     await assert.rejects(agentrein.newSession({} as { agentId: string }), ValidationError);
   });
 
+  it('refuse a request timeout that is not a whole positive number of milliseconds', () => {
+    for (const requestTimeoutMs of [-1, 0, Number.NaN, 1.5, 2 ** 31]) {
+      assert.throws(() => new AgentRein({ ...NOWHERE, requestTimeoutMs }), ValidationError, String(requestTimeoutMs));
+    }
+  });
+
+  it('reject a policy without a name through the promise, as every other call does', async () => {
+    const adding = agentrein.addPolicy({} as Parameters<AgentRein['addPolicy']>[0]);
+    await assert.rejects(adding, ValidationError);
+  });
+
   it('refuse to start without an API key', () => {
     assert.throws(() => new AgentRein({ baseUrl: 'http://127.0.0.1:9', apiKey: '' }), ValidationError);
   });
@@ -160,6 +171,12 @@ describe('the proxy', () => {
   };
   registerConnector(passThrough);
   const wrapped = new AgentRein(NOWHERE).wrap(new Shop(), 'ses_1', { connector: passThrough.name });
+
+  it("rejects a call its connector cannot describe through the promise, as the raw client does", async () => {
+    const wrapped = new AgentRein(NOWHERE).wrap(fetch, 'ses_1', { connector: 'http' });
+    const calling = wrapped('not a url', { method: 'POST' }); // no throw here: fetch itself rejects
+    await assert.rejects(calling, TypeError);
+  });
 
   it('keeps instanceof', () => {
     assert.ok(wrapped instanceof Shop);

@@ -86,6 +86,8 @@ interface OctokitLike {
 /** What `prepare` keeps for `run` and `undoFor`. */
 interface GitHubContext {
   readonly params: Fields;
+  /** The values of the endpoint's URL variables, written into the URL or given as parameters. */
+  readonly values: Record<string, string>;
   /** `owner/name` of the repository the call acts on, when it acts on one. */
   readonly repo: string | null;
   attempts: number;
@@ -141,7 +143,7 @@ export const githubConnector: Connector = {
     let apiName = match?.known.apiName ?? unknownCallName(path, sent);
     let operationType: OperationType = match?.known.operationType ?? 'OTHER';
     if (apiName === 'files.create' && sent.params['sha'] !== undefined) [apiName, operationType] = ['files.update', 'UPDATE'];
-    const context: GitHubContext = { params: sent.params, repo, attempts: 0, readBefore: false };
+    const context: GitHubContext = { params: sent.params, values, repo, attempts: 0, readBefore: false };
     const payload: Fields = { ...sent.params };
     if (match !== null) payload[TARGET] = baseUrl(octokit) + fill(match.known.target, values);
     return {
@@ -178,9 +180,9 @@ export const githubConnector: Connector = {
   },
 
   undoFor(call: PreparedCall, result: unknown, override?: { readonly [key: string]: Json }): UndoConfig {
-    const { params, repo, before } = call.context as GitHubContext;
+    const { params, values, repo, before } = call.context as GitHubContext;
     const data = dataOf(result);
-    const issue = Number(params['issue_number']);
+    const issue = Number(values['issue_number'] ?? params['issue_number']);
     let derived: UndoConfig = NO_UNDO;
     switch (call.apiName) {
       case 'issues.create':
@@ -206,7 +208,7 @@ export const githubConnector: Connector = {
         break;
       case 'files.create':
       case 'files.update': {
-        const target: Fields = { repo, path: String(params['path']), branch: typeof params['branch'] === 'string' ? params['branch'] : null };
+        const target: Fields = { repo, path: String(values['path'] ?? params['path']), branch: typeof params['branch'] === 'string' ? params['branch'] : null };
         derived = call.apiName === 'files.create' ? { type: DELETE_FILE, params: target } : { type: RESTORE_FILE, params: { ...target, content: before ?? null } };
         break;
       }
@@ -376,11 +378,15 @@ async function madeByLostAttempt(octokit: OctokitLike, apiName: string, values: 
 }
 
 async function readFile(octokit: OctokitLike, values: Record<string, string>, params: Fields): Promise<Buffer | null> {
-  const query: Fields = { owner: values['owner'] ?? '', repo: values['repo'] ?? '', path: String(params['path']) };
+  const query: Fields = { owner: values['owner'] ?? '', repo: values['repo'] ?? '', path: String(values['path'] ?? params['path']) };
   if (typeof params['branch'] === 'string') query['ref'] = params['branch'];
   const { data } = await octokit.request(`GET ${REPO}/contents/{path}`, query);
-  const content = fields(data)['content'];
-  return typeof content === 'string' ? Buffer.from(content, 'base64') : null;
+  const file = fields(data);
+  // Files over 1 MB come without their content (`encoding: "none"`): no restore could be made from that.
+  if (typeof file['content'] === 'string' && file['encoding'] !== 'base64') {
+    throw new ValidationError('path', `GitHub gives no content for ${String(query['path'])} (over 1 MB?): it could not be restored`);
+  }
+  return typeof file['content'] === 'string' ? Buffer.from(file['content'], 'base64') : null;
 }
 
 /** Label names as given (`['bug']` or `[{ name: 'bug' }]`) or as GitHub answers them. */

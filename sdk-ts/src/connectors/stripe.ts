@@ -20,9 +20,12 @@
  * stripe-node is a peer dependency: nothing here imports it, so `agentrein` loads without it.
  */
 
+import { ValidationError } from '../errors.js';
 import type { Connector, Json, OperationType, PreparedCall, UndoConfig } from '../connector.js';
 import { mergeUndo, NO_UNDO } from '../undo.js';
 
+/** The oldest stripe-node whose resource methods declare their parameters (request options last). */
+export const MIN_STRIPE_MAJOR = 22;
 export const STRIPE_DELETE = 'stripe-delete';
 export const STRIPE_CANCEL = 'stripe-cancel';
 export const STRIPE_REFUND = 'stripe-refund';
@@ -98,7 +101,13 @@ export const stripeConnector: Connector = {
   undoTypes: [STRIPE_DELETE, STRIPE_CANCEL, STRIPE_REFUND, STRIPE_VOID, STRIPE_RESTORE],
 
   accepts(client: unknown): boolean {
-    return isObject(client) && typeof client['rawRequest'] === 'function' && isObject(client['_requestSender']);
+    if (!(isObject(client) && typeof client['rawRequest'] === 'function' && isObject(client['_requestSender']))) return false;
+    // Before stripe-node 22 resource methods took `(...args)`: where the request options go cannot be told.
+    const version = String((client.constructor as { PACKAGE_VERSION?: unknown }).PACKAGE_VERSION ?? '0');
+    if (Number.parseInt(version, 10) < MIN_STRIPE_MAJOR) {
+      throw new ValidationError('client', `the stripe connector needs stripe-node ${MIN_STRIPE_MAJOR} or newer, not ${version}`);
+    }
+    return true;
   },
 
   descend(value: unknown): boolean {
