@@ -59,4 +59,7 @@ export interface Connector {
   undoFor(call: PreparedCall, result: unknown, override?: { readonly [key: string]: Json }): UndoConfig;
   /** Whether `error` (thrown by `run`) is worth retrying with the same key. */
   isTransient(error: unknown): boolean;
+  /** Refuse, at `wrap()` time, an `undo` option this connector could not run beyond its type (checked
+   *  already against `undoTypes`): throw a `ValidationError` naming the field (`undo['POST /v1/*'].method`). */
+  checkUndoOverride?(glob: string, override: { readonly [key: string]: Json }): void;
 }

@@ -79,6 +79,7 @@ export class Options {
           `${JSON.stringify(override.type)} is not an undo type of '${connector.name}' (${listed})`,
         );
       }
+      connector.checkUndoOverride?.(glob, override as { readonly [key: string]: Json });
       if (override.requireApproval !== undefined && typeof override.requireApproval !== 'boolean') {
         throw new ValidationError(`undo['${glob}'].requireApproval`, 'must be true or false');
       }

@@ -1,6 +1,6 @@
-/** What the TypeScript connectors decide that has no Python twin to agree with (the shared contract pins the
- *  rest): the github connector's writes that only Octokit can make, each recorded, and the stripe-node
- *  versions the stripe connector can wrap. Only `prepare` and `accepts` run: nothing is sent. */
+/** What the TypeScript connectors decide that the shared contract does not pin: the github connector's
+ *  writes that only Octokit can make (each recorded), the stripe-node versions the stripe connector wraps,
+ *  and how the http connector names what fetch sends. Only `prepare` and `accepts` run: nothing is sent. */
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { Octokit } from '@octokit/rest';
 
 import { githubConnector } from '../src/connectors/github.js';
+import { httpConnector } from '../src/connectors/http.js';
 import { stripeConnector } from '../src/connectors/stripe.js';
 import { ValidationError } from '../src/errors.js';
 
@@ -54,5 +55,14 @@ describe('the stripe connector', () => {
       _requestSender = {};
     }
     assert.throws(() => stripeConnector.accepts(new Stripe()), (error: unknown) => error instanceof ValidationError && /stripe-node 22 or newer, not 21\.0\.1/.test(error.message));
+  });
+});
+
+describe('the http connector', () => {
+  it('names a call as httpx does: its method upper case and its path percent-decoded', () => {
+    const call = httpConnector.prepare(fetch, [], ['http://127.0.0.1:9/v1/caf%C3%A9/a%20b', { method: 'patch', body: '{}' }]);
+    assert.ok(call !== null);
+    assert.equal(call.apiName, 'PATCH /v1/café/a b');
+    assert.equal(call.operationType, 'UPDATE');
   });
 });

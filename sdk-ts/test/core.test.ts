@@ -122,6 +122,14 @@ describe('options', () => {
     agentrein.wrap(fetch, 'ses_1', { connector: 'http', undo: { 'POST /v1/things': { type: 'none' } } }); // taken
   });
 
+  it('refuse an http-request undo without a method, as the http connector of either language does', () => {
+    const undo = { 'POST /v1/things': { type: 'http-request', url: 'http://127.0.0.1:9/v1/things/1' } };
+    assert.throws(
+      () => agentrein.wrap(fetch, 'ses_1', { connector: 'http', undo }),
+      (error: unknown) => error instanceof ValidationError && error.field === "undo['POST /v1/things'].method",
+    );
+  });
+
   it('name the registered connectors when the one asked for is unknown', () => {
     assert.throws(() => agentrein.wrap(fetch, 'ses_1', { connector: 'nope' }), /registered: .*http/);
   });

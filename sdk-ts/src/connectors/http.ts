@@ -13,6 +13,7 @@
  */
 
 import type { Connector, Json, OperationType, PreparedCall, UndoConfig } from '../connector.js';
+import { ValidationError } from '../errors.js';
 import { REDACTED } from '../redaction.js';
 import { mergeUndo, NO_UNDO } from '../undo.js';
 
@@ -48,6 +49,12 @@ export const httpConnector: Connector = {
   sensitiveFields: ['signature', 'credential'],
   undoTypes: [HTTP_DELETE, HTTP_REQUEST],
 
+  checkUndoOverride(glob: string, override: { readonly [key: string]: Json }): void {
+    if (override['type'] === HTTP_REQUEST && !(String(override['method'] ?? '').toUpperCase() in OPERATIONS)) {
+      throw new ValidationError(`undo['${glob}'].method`, 'an http-request undo needs a method among POST, PUT, PATCH, DELETE');
+    }
+  },
+
   accepts(client: unknown): boolean {
     return typeof client === 'function';
   },
@@ -59,12 +66,14 @@ export const httpConnector: Connector = {
   prepare(client: unknown, path: readonly string[], args: readonly unknown[]): PreparedCall | null {
     if (path.length !== 0) return null;
     const init = args[1] as RequestInit | undefined;
-    const request = new Request(args[0] as string | URL | Request, init);
+    let request = new Request(args[0] as string | URL | Request, init);
+    // fetch sends `patch` as written; httpx, and so the Python connector, sends and names it `PATCH`.
+    if (request.method !== request.method.toUpperCase()) request = new Request(request, { method: request.method.toUpperCase() });
     if (READS.has(request.method)) return null;
     const exchange: Exchange = { request };
     const url = new URL(request.url);
     return {
-      apiName: `${request.method} ${url.pathname}`,
+      apiName: `${request.method} ${decodedPath(url)}`,
       operationType: OPERATIONS[request.method] ?? 'OTHER',
       payload: describeRequest(request, url, requestBody(args, init)),
       context: exchange,
@@ -178,4 +187,14 @@ function parsedBody(headers: Headers, content: Uint8Array | undefined): Json {
   }
   if (type.includes('x-www-form-urlencoded')) return Object.fromEntries(new URLSearchParams(decoded));
   return decoded;
+}
+
+/** The URL's path as httpx reads it, and so as the Python connector names the call: percent-decoded
+ *  (`/v1/caf%C3%A9` is `/v1/café`); left as written when it does not decode. */
+function decodedPath(url: URL): string {
+  try {
+    return decodeURIComponent(url.pathname);
+  } catch {
+    return url.pathname;
+  }
 }
