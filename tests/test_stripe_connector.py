@@ -309,6 +309,14 @@ def test_an_undo_goes_to_the_connected_account_the_call_went_to(ar: AgentRein, f
     assert action.undo is not None and action.undo.params["stripe_account"] == "acct_123"
 
 
+def test_an_update_in_a_connected_account_is_snapshot_in_that_account(ar: AgentRein, fake: FakeStripe) -> None:
+    client, _ = wrapped(ar, fake)
+    customer = client.v1.customers.create(params={"email": "a@example.com"}, options={"stripe_account": "acct_123"})
+    client.v1.customers.update(customer.id, params={"email": "b@example.com"}, options={"stripe_account": "acct_123"})
+    (snapshot,) = [c for c in fake.calls("GET") if c.path == f"/v1/customers/{customer.id}"]
+    assert snapshot.account == "acct_123"
+
+
 def test_a_confirmed_payment_intent_is_refunded_after_approval_not_cancelled(ar: AgentRein, fake: FakeStripe) -> None:
     client, session_id = wrapped(ar, fake)
     intent = client.v1.payment_intents.create(params={"amount": 700, "currency": "eur"})

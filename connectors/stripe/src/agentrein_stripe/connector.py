@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -199,7 +200,7 @@ class StripeConnector(Connector):
             # Read once, before the first attempt: a retry after a lost answer would read the update's own effect.
             if api_name not in SNAPSHOT_BEFORE or "before" in context:
                 return call.run(idempotency_key)
-            read = _reader(client, path, is_async)
+            read = _reader(client, path, is_async, call.account)
             if is_async:
                 return _snapshot_then_async(read, call, idempotency_key, context)
             context["before"] = read(call.object_id)
@@ -492,10 +493,16 @@ def _resolve(client: Any, path: tuple[str, ...]) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _reader(client: Any, path: tuple[str, ...], is_async: bool) -> Callable[[str | None], Any]:
-    """The ``retrieve`` beside the method at ``path`` (its async form for an async call)."""
+def _reader(client: Any, path: tuple[str, ...], is_async: bool, account: str | None) -> Callable[[str | None], Any]:
+    """The ``retrieve`` beside the method at ``path`` (its async form for an async call), in the connected
+    ``account`` the call acts on, if any: the snapshot must be of the object the update changes."""
     owner = _resolve(client, path[:-1])
-    return getattr(owner, "retrieve_async" if is_async else "retrieve")  # type: ignore[no-any-return]
+    retrieve: Callable[..., Any] = getattr(owner, "retrieve_async" if is_async else "retrieve")
+    if account is None:
+        return retrieve
+    if client is stripe:  # the legacy resource classes take request options as keywords
+        return functools.partial(retrieve, stripe_account=account)
+    return functools.partial(retrieve, options={"stripe_account": account})
 
 
 def _service(api: stripe.StripeClient, resource: str) -> Any:

@@ -43,6 +43,7 @@ class StripeCall:
     status: int | None = None  # None: the connection was dropped
     replayed: bool = False
     request_id: str = ""  # the Request-Id the fake answered with
+    account: str | None = None  # the connected account it acted for (``Stripe-Account``); one store serves all
 
 
 @define
@@ -115,6 +116,7 @@ class FakeStripe(LoopbackFake[StripeCall, StripeFault], Customers, Billing, Paym
             _api_key(request.headers.get("authorization")),
             request.headers.get("stripe-version"),
             request_id=new_id("req", 14),
+            account=request.headers.get("stripe-account"),
         )
 
     def _refusal(self, request: Request, call: StripeCall) -> Reply | None:
