@@ -9,7 +9,7 @@
 
 import { randomBytes } from 'node:crypto';
 
-import { AgentReinUnavailableError, RollbackFailedError, ValidationError } from './errors.js';
+import { AgentReinError, AgentReinUnavailableError, RollbackFailedError, ValidationError } from './errors.js';
 import type { Outcome } from './confirmations.js';
 import { Journal, type LateOutcome } from './journal.js';
 import { Options, DEFAULT_TIMEOUT_MS, type FailureMode, type WrapOptions } from './options.js';
@@ -206,8 +206,16 @@ export class AgentRein {
 
   private async decide(approvalId: string, verb: 'approve' | 'reject', decision: Decision): Promise<Approval> {
     const decided = await this.served.decide(approvalId, verb, decision.reviewer ?? null, decision.reason ?? null);
-    await this.served.settleRollback(decided.sessionId, DEFAULT_TIMEOUT_MS, { stopAtReview: true });
-    return this.served.getApproval(approvalId);
+    try {
+      await this.served.settleRollback(decided.sessionId, DEFAULT_TIMEOUT_MS, { stopAtReview: true });
+      return await this.served.getApproval(approvalId);
+    } catch (error) {
+      // The decision was made: following the rollback it started is a courtesy, so its problems are said,
+      // not thrown (a retry of the decision would be refused as already decided).
+      if (!(error instanceof AgentReinError)) throw error;
+      warn(`AgentRein could not follow the rollback of session ${decided.sessionId}: ${error.message}`);
+      return decided;
+    }
   }
 
   // policies -----------------------------------------------------------------------------------------

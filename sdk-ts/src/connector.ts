@@ -62,4 +62,8 @@ export interface Connector {
   /** Refuse, at `wrap()` time, an `undo` option this connector could not run beyond its type (checked
    *  already against `undoTypes`): throw a `ValidationError` naming the field (`undo['POST /v1/*'].method`). */
   checkUndoOverride?(glob: string, override: { readonly [key: string]: Json }): void;
+  /** Refuse an undo this connector derived (or merged with the agent's override) that it could not run:
+   *  throw a `ValidationError`. The call then is recorded with no undo, as the Python SDK does, rather than
+   *  left unconfirmed (the server checks every undo again before it stores it). */
+  checkUndo?(undo: UndoConfig): void;
 }

@@ -31,6 +31,7 @@ import { bounded, checkNesting } from './nesting.js';
 import type { Options } from './options.js';
 import type { Redactor } from './redaction.js';
 import { undoToWire, type LoggedAction, type Served, type WireAction, type WireUndo } from './served.js';
+import { NO_UNDO, UNDO_NONE } from './undo.js';
 
 /** The property a failed call's error gets when the rollback it caused failed too. */
 export const ROLLBACK_FAILURE = 'agentreinRollbackFailure';
@@ -212,7 +213,19 @@ async function settle(guard: Guard, raising: unknown): Promise<void> {
 function outcome(guard: Guard, call: PreparedCall, result: unknown): { response: Json; undo: WireUndo } {
   const connector = guard.options.connector;
   const override = guard.options.undoOverride(call.apiName);
-  const undo = connector.undoFor(call, result, override as { readonly [key: string]: Json } | undefined);
+  let undo = connector.undoFor(call, result, override as { readonly [key: string]: Json } | undefined);
+  try {
+    if (undo.type !== UNDO_NONE && !connector.undoTypes.includes(undo.type)) {
+      throw new ValidationError('undo.type', `${JSON.stringify(undo.type)} is not an undo type of '${connector.name}'`);
+    }
+    connector.checkUndo?.(undo);
+    checkNesting('undo', undo.params);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    // The call ran: recorded with no undo (the session shows it as not undone), never left unconfirmed.
+    guard.log(`AgentRein cannot undo ${call.apiName} (${error.message}); it is recorded as an action with no undo`);
+    undo = NO_UNDO;
+  }
   return { response: guard.redactor.redact(bounded(connector.recordResult(call, result))), undo: undoToWire(undo) };
 }
 

@@ -95,6 +95,16 @@ describe('the http connector through a server', () => {
     assert.equal(tickets[ticket.id]?.status, 'cancelled');
   });
 
+  it('records a call whose undo could not run as one with no undo, never leaving it unconfirmed', async () => {
+    const { h, agentrein, session } = await begun();
+    const api = agentrein.wrap(fetch, session, { connector: 'http', undo: { 'POST /v1/notes': { type: 'http-delete', url: 'ftp://127.0.0.1/x' } } });
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/notes`, { text: 'hi' })).status, 201);
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.equal(action!.status, 'SUCCESS');
+    const rolled = await agentrein.rollbackSession(session).catch((error: unknown) => error);
+    assert.ok(!(rolled instanceof Error), String(rolled)); // nothing to undo: skipped, not failed
+  });
+
   it('holds a call that a before-execution REQUIRE_APPROVAL policy matches, as requiresApproval does', async () => {
     const { h, agentrein, session } = await begun();
     const policy = await agentrein.addPolicy({

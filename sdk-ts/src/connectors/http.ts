@@ -49,6 +49,17 @@ export const httpConnector: Connector = {
   sensitiveFields: ['signature', 'credential'],
   undoTypes: [HTTP_DELETE, HTTP_REQUEST],
 
+  checkUndo(undo: UndoConfig): void {
+    if (undo.type !== HTTP_DELETE && undo.type !== HTTP_REQUEST) return;
+    const url = undo.params['url'];
+    if (typeof url !== 'string' || !/^https?:\/\//.test(url)) {
+      throw new ValidationError('undo.url', 'an http undo needs the absolute http(s) URL to call');
+    }
+    if (undo.type === HTTP_REQUEST && !(String(undo.params['method'] ?? '').toUpperCase() in OPERATIONS)) {
+      throw new ValidationError('undo.method', 'an http-request undo needs a method among POST, PUT, PATCH, DELETE');
+    }
+  },
+
   checkUndoOverride(glob: string, override: { readonly [key: string]: Json }): void {
     if (override['type'] === HTTP_REQUEST && !(String(override['method'] ?? '').toUpperCase() in OPERATIONS)) {
       throw new ValidationError(`undo['${glob}'].method`, 'an http-request undo needs a method among POST, PUT, PATCH, DELETE');
