@@ -236,10 +236,12 @@ export class AgentRein {
     });
   }
 
-  /** Send what is pending (the last calls' confirmations); what cannot be sent goes to the journal. */
+  /** Send what is pending (the journal's entries, then the last calls' confirmations); what cannot be sent
+   *  stays in the journal. */
   async close(): Promise<void> {
     LIVE.delete(this.live);
     try {
+      await this.journal.replay(this.served);
       await this.served.confirmations.flush();
     } catch (error) {
       if (!(error instanceof AgentReinUnavailableError)) throw error;

@@ -267,6 +267,22 @@ describe('the http connector through a server', () => {
     assert.deepEqual(await h.serviceCalls('POST', '/v1/shipments'), []);
   });
 
+  it('replays what it journaled while the server was away when it is closed', async () => {
+    const journalPath = harness().journalPath();
+    const { h, agentrein, session } = await begun({ journalPath });
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    await h.stopServer();
+    try {
+      assert.equal((await post(api, `${h.peers.serviceUrl}/v1/postcards`, { to: 'a' })).status, 201);
+    } finally {
+      await h.startServer();
+    }
+    await agentrein.close();
+    assert.equal(readFileSync(journalPath, 'utf8'), '');
+    const [action] = (await h.client().getSession(session)).actions;
+    assert.equal(action!.status, 'SUCCESS');
+  });
+
   it("runs calls with failureMode 'open' and the server stopped, journals them, and replays them in order", async () => {
     const journalPath = harness().journalPath();
     const { h, agentrein, session } = await begun({ journalPath });
