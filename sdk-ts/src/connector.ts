@@ -10,8 +10,12 @@
  *    service expects it; `isTransient` says which failures are worth retrying.
  * 3. How is it undone? `undoFor` derives the same undo config the Python connector derives: the server
  *    runs it, with the organisation's stored credentials, so a session recorded from TypeScript rolls back
- *    exactly like one recorded from Python (`contract/connectors.json` pins both).
+ *    exactly like one recorded from Python (`contract/connectors.json` pins both). `undoTypes` names the
+ *    types its server side runs; `checkUndoOverride` and `checkUndo` (both optional) refuse, at `wrap()` and
+ *    after the call, an undo it could not run (the call is then recorded with no undo).
  * 4. What must never be stored? `sensitiveFields` extends the default redaction list.
+ *
+ * A plugin's connector is registered with `registerConnector(connector)` and named in `wrap()` by its `name`.
  */
 
 /** A JSON value, as the server stores it. */
