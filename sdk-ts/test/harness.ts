@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { AgentRein } from '../src/index.js';
+import { AgentRein, type Session } from '../src/index.js';
 
 /** The repository's root: harness.py runs from there (`uv run`). */
 const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
@@ -139,4 +139,20 @@ export function useHarness(): () => Harness {
 /** A name no other test uses (agent ids, so that a policy matches one test's calls alone). */
 export function unique(prefix: string): string {
   return `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** The ids of the session's pending approvals once there are `count`; throws if `call` ends first (it was
+ *  never held). */
+export async function pendingApprovals(agentrein: AgentRein, session: Session, call: Promise<unknown>, count = 1): Promise<string[]> {
+  let ended = false;
+  call.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  for (;;) {
+    const pending = (await agentrein.getSession(session)).approvals.filter((a) => a.status === 'PENDING');
+    if (pending.length >= count) return pending.map((a) => a.approvalId);
+    if (ended) throw new Error('the call ended without being held for approval');
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

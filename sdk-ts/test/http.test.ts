@@ -17,7 +17,7 @@ import {
   type AgentRein,
   type Session,
 } from '../src/index.js';
-import { unique, useHarness, type Harness } from './harness.js';
+import { pendingApprovals, unique, useHarness, type Harness } from './harness.js';
 
 const harness = useHarness();
 
@@ -33,22 +33,6 @@ async function begun(
 
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
   return api(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-}
-
-/** The ids of the session's pending approvals once there are `count`; throws if `call` ends first (it was
- *  never held). */
-async function pendingApprovals(agentrein: AgentRein, session: Session, call: Promise<unknown>, count = 1): Promise<string[]> {
-  let ended = false;
-  call.then(
-    () => (ended = true),
-    () => (ended = true),
-  );
-  for (;;) {
-    const pending = (await agentrein.getSession(session)).approvals.filter((a) => a.status === 'PENDING');
-    if (pending.length >= count) return pending.map((a) => a.approvalId);
-    if (ended) throw new Error('the call ended without being held for approval');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe('the http connector through a server', () => {

@@ -11,7 +11,7 @@ import { Octokit } from '@octokit/rest';
 import Stripe from 'stripe';
 
 import { ApprovalRejectedError, ValidationError, type AgentRein, type Session } from '../src/index.js';
-import { unique, useHarness, type Harness } from './harness.js';
+import { pendingApprovals, unique, useHarness, type Harness } from './harness.js';
 
 const harness = useHarness();
 const OWNER = 'acme';
@@ -43,22 +43,6 @@ async function activeSubscription(stripe: Stripe): Promise<Stripe.Subscription> 
   return stripe.subscriptions.create({ customer: customer.id, items: [{ price: price.id }] });
 }
 
-/** The approval `call` is held for, once the server has it; a call that ends without being held fails the
- *  test instead of leaving it waiting. */
-async function pendingApproval(agentrein: AgentRein, session: Session, call: Promise<unknown>): Promise<string> {
-  let ended = false;
-  call.then(
-    () => (ended = true),
-    () => (ended = true),
-  );
-  for (;;) {
-    const held = (await agentrein.getSession(session)).approvals.find((a) => a.status === 'PENDING');
-    if (held) return held.approvalId;
-    if (ended) throw new Error('the call ended without being held for approval');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 async function stripeObject(h: Harness, id: string): Promise<{ status?: string } | null> {
   return h.fake<{ status?: string } | null>('stripe', 'get', [id]);
 }
@@ -88,7 +72,7 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
       requiresApproval: ['subscriptions.cancel', 'customers.del'],
     });
     const cancelled = agentStripe.subscriptions.cancel(subscription.id);
-    const approvalId = await pendingApproval(agentrein, session, cancelled);
+    const approvalId = (await pendingApprovals(agentrein, session, cancelled))[0]!;
     assert.equal((await stripeObject(h, subscription.id))?.status, 'active', 'it ran before the approval');
     await agentrein.approve(approvalId, { reviewer: 'ada', reason: 'customer asked' });
     assert.equal((await cancelled).status, 'canceled');
@@ -107,7 +91,7 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
       assert.equal(err.reason, 'still paying');
       return true;
     });
-    await agentrein.reject(await pendingApproval(agentrein, session, cancel), { reviewer: 'grace', reason: 'still paying' });
+    await agentrein.reject((await pendingApprovals(agentrein, session, cancel))[0]!, { reviewer: 'grace', reason: 'still paying' });
     await outcome;
     assert.equal((await stripeObject(h, subscription.id))?.status, 'active');
   });
