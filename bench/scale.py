@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import random
 import re
 import statistics
@@ -497,9 +498,22 @@ def print_table(rows: list[Row]) -> None:
         print(f"{r.label:<{width}}  {p50:>9}  {p90:>9}  {r.aim:<16}  {verdict}{extra}")
 
 
-def one_database(label: str, url: str, args: argparse.Namespace, workdir: Path) -> list[Row]:
+def seeded_at(url: str, args: argparse.Namespace, label: str, kept: Path | None) -> Seeded:
+    """A seeded database at ``url``: the one ``kept`` describes when it was seeded by an earlier run with
+    ``--keep``, else a new seed (described in ``kept`` for the next run)."""
+    if kept is not None and kept.exists():
+        seeded = Seeded(**json.loads(kept.read_text()))
+        print(f"[{label}] reusing the seed {kept} describes", file=sys.stderr, flush=True)
+        return seeded
     print(f"[{label}] seeding {args.sessions} sessions, {args.actions} actions …", file=sys.stderr, flush=True)
     seeded = seed(url, args.sessions, args.actions, random.Random(14))
+    if kept is not None:
+        kept.write_text(json.dumps(vars(seeded)))
+    return seeded
+
+
+def one_database(label: str, url: str, args: argparse.Namespace, workdir: Path, kept: Path | None = None) -> list[Row]:
+    seeded = seeded_at(url, args, label, kept)
     held = ", ".join(f"{v} {k}" for k, v in seeded.counts.items())
     print(f"[{label}] seeded in {seeded.seconds:.0f} s: {held}", file=sys.stderr, flush=True)
     rows = measure_server(seeded, workdir, label, args.repeat)
@@ -514,13 +528,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15, help="timed requests of each kind")
     parser.add_argument("--calls", type=int, default=50_000, help="wrapped calls of the memory run")
     parser.add_argument("--skip", choices=("sqlite", "postgresql", "memory"), action="append", default=[])
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="a folder to keep the SQLite seed in and reuse on the next run (its rollback runs add a session)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="agentrein-scale-") as tmp:
         workdir = Path(tmp)
         if "sqlite" not in args.skip:
-            rows += one_database("sqlite", f"sqlite:///{workdir}/scale.db", args, workdir)
+            where = args.keep or workdir
+            where.mkdir(parents=True, exist_ok=True)
+            kept = where / "scale.json" if args.keep else None
+            rows += one_database("sqlite", f"sqlite:///{where}/scale.db", args, workdir, kept)
         postgres = __import__("os").environ.get(POSTGRES_ENV)
         if postgres and "postgresql" not in args.skip:
             with fresh_postgres(postgres) as url:

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from agentrein_core import rules, schema
+from agentrein_core import rules, schema, statements
 from agentrein_core.converter import from_columns
-from agentrein_core.model import FAILURE_KEY_SUFFIX, Action, Approval, Rollback, Session
-from agentrein_core.statuses import ActionStatus, ApprovalStatus, DisplayStatus, SessionStatus, UndoStatus
+from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.prepared import Prepared
+from agentrein_core.statuses import ApprovalStatus, DisplayStatus, SessionStatus
 
 T = TypeVar("T")
 _S, _A, _P, _R = schema.sessions, schema.actions, schema.approvals, schema.rollbacks
@@ -56,6 +57,8 @@ class Listings:
     if TYPE_CHECKING:
 
         def _all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]: ...
+
+        def _prepared(self, cls: type[T], stmt: Prepared, params: dict[str, Any]) -> list[T]: ...
 
     def list_sessions(
         self,
@@ -111,30 +114,14 @@ class Listings:
         """The head of a rollback's chain (:func:`agentrein_core.rollback.chain`), read alone, so that each
         step of a long rollback reads one action rather than the whole session: the executed action (or
         one whose undo failed) of the highest seq that is neither undone nor skipped."""
-        stmt = sa.select(_A).where(
-            _A.c.session_id == session_id,
-            _A.c.status.in_(sorted(rules.UNDOABLE)),
-            _A.c.undo_status != UndoStatus.SKIPPED,
-        )
-        if only_requested:
-            stmt = stmt.where(_A.c.undo_requested.is_(True))
-        return self._all(Action, stmt.order_by(_A.c.seq.desc()).limit(1))
+        stmt = statements.NEXT_REQUESTED_TO_UNDO if only_requested else statements.NEXT_TO_UNDO
+        return self._prepared(Action, stmt, {"sid": session_id})
 
     def awaited_confirmations(self, session_id: str, cleared_since: datetime) -> list[Action]:
         """The session's calls cleared to run since ``cleared_since`` whose outcome is not in yet
         (:func:`agentrein_core.rollback.next_step` waits for them): ``CLEARED``, and no failure recorded for
         them (an approved action's failure is a record of its own, the action staying ``CLEARED``)."""
-        failure = _A.alias("failure")
-        stmt = sa.select(_A).where(
-            _A.c.session_id == session_id,
-            _A.c.status == ActionStatus.CLEARED,
-            _A.c.updated_at > cleared_since,
-            ~sa.exists().where(
-                failure.c.session_id == session_id,
-                failure.c.idempotency_key == _A.c.idempotency_key + FAILURE_KEY_SUFFIX,
-            ),
-        )
-        return self._all(Action, stmt)
+        return self._prepared(Action, statements.AWAITED_CONFIRMATIONS, {"sid": session_id, "since": cleared_since})
 
     def list_approvals(
         self,

@@ -7,12 +7,14 @@ Each takes named parameters: ``key`` (a record's id), ``org`` (its organisation)
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sqlalchemy as sa
 
 from agentrein_core import rules, schema
 from agentrein_core.model import (
+    FAILURE_KEY_SUFFIX,
     Action,
     ApiKey,
     Approval,
@@ -27,7 +29,7 @@ from agentrein_core.model import (
     Webhook,
 )
 from agentrein_core.prepared import Prepared
-from agentrein_core.statuses import SessionStatus
+from agentrein_core.statuses import ActionStatus, SessionStatus, UndoStatus
 
 #: Each record's table and primary key.
 TABLES: dict[type[Any], tuple[sa.Table, str]] = {
@@ -114,3 +116,58 @@ LATEST_ROLLBACK = Prepared(
     sa.select(_R).where(_R.c.session_id == sa.bindparam("sid")).order_by(_R.c.created_at.desc()).limit(1)
 )
 APPROVALS_OF_ACTION = Prepared(sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at))
+
+
+@functools.cache
+def guarded_update(
+    table: sa.Table, columns: tuple[str, ...], expected: tuple[tuple[str, bool], ...], returning: bool
+) -> Prepared:
+    """``UPDATE table SET <each of columns> = :<column> WHERE <its key> = :key AND <expected>``, where each
+    ``(column, is_null)`` of ``expected`` is ``column IS NULL`` or ``column = :was_<column>``; it answers the
+    whole row when ``returning``, else the key alone (a row answered is a row matched). Built once for each
+    shape of a compare-and-set the store makes (:meth:`agentrein_core.store.Tx.replace`)."""
+    key = table.primary_key.columns.values()[0]
+    stmt = table.update().where(key == sa.bindparam("key", type_=key.type))
+    for column, is_null in expected:
+        c = table.c[column]
+        stmt = stmt.where(c.is_(None) if is_null else c == sa.bindparam(f"was_{column}", type_=c.type))
+    return Prepared(stmt.returning(*(table.c if returning else [key])), columns=columns)
+
+
+def guard_params(
+    key: str, values: dict[str, Any], expected: dict[str, Any]
+) -> tuple[tuple[tuple[str, bool], ...], dict[str, Any]]:
+    """The shape of ``expected`` for :func:`guarded_update`, and the parameters of one run of it."""
+    shape = tuple((column, value is None) for column, value in expected.items())
+    params = {**values, "key": key}
+    for column, value in expected.items():
+        if value is not None:
+            params[f"was_{column}"] = value
+    return shape, params
+
+
+_UNDOABLE = sa.or_(*(_A.c.status == status for status in sorted(rules.UNDOABLE)))
+_NEXT_TO_UNDO = (
+    sa.select(_A)
+    .where(_A.c.session_id == sa.bindparam("sid"), _UNDOABLE, _A.c.undo_status != UndoStatus.SKIPPED)
+    .order_by(_A.c.seq.desc())
+    .limit(1)
+)
+#: The head of a rollback's chain: the executed action of the highest seq neither undone nor skipped.
+NEXT_TO_UNDO = Prepared(_NEXT_TO_UNDO)
+#: The same, among the actions whose undo was asked for one by one.
+NEXT_REQUESTED_TO_UNDO = Prepared(_NEXT_TO_UNDO.where(_A.c.undo_requested.is_(True)))
+_FAILURE = _A.alias("failure")
+#: A session's calls cleared to run since ``since`` whose outcome is not in yet: ``CLEARED``, with no failure
+#: recorded for them (an approved action's failure is a record of its own, under a suffixed key).
+AWAITED_CONFIRMATIONS = Prepared(
+    sa.select(_A).where(
+        _A.c.session_id == sa.bindparam("sid"),
+        _A.c.status == ActionStatus.CLEARED,
+        _A.c.updated_at > sa.bindparam("since", type_=_A.c.updated_at.type),
+        ~sa.exists().where(
+            _FAILURE.c.session_id == sa.bindparam("sid"),
+            _FAILURE.c.idempotency_key == _A.c.idempotency_key + FAILURE_KEY_SUFFIX,
+        ),
+    )
+)

@@ -297,10 +297,8 @@ class Tx(Listings):
         """Write ``record`` over its row if the row still has the ``expected`` column values."""
         table, key = statements.TABLES[type(record)]
         row = to_row(record)
-        stmt = table.update().where(table.c[key] == row[key]).values(**row)
-        for column, value in expected.items():
-            stmt = stmt.where(table.c[column] == value)
-        return self.conn.execute(stmt).rowcount == 1
+        shape, params = statements.guard_params(row[key], row, expected)
+        return bool(statements.guarded_update(table, tuple(row), shape, returning=False).run(self.conn, params))
 
     def _one(self, cls: type[T], key: str, org_id: str | None = None, lock: bool = False) -> T | None:
         """The ``cls`` record with id ``key`` in organisation ``org_id``; ``lock`` holds its row (PostgreSQL)."""
@@ -664,12 +662,10 @@ class Tx(Listings):
     def update_rollback(self, rollback_id: str, values: dict[str, Any], **expected: Any) -> Rollback | None:
         """Set only ``values`` on the job if it still has the ``expected`` column values; the job as stored
         afterwards, or None if it did not match."""
-        t = schema.rollbacks
-        stmt = t.update().where(t.c.rollback_id == rollback_id).values(**values).returning(*t.c)
-        for column, value in expected.items():
-            stmt = stmt.where(t.c[column] == value)
-        row = self.conn.execute(stmt).first()
-        return from_row(row, Rollback) if row is not None else None
+        shape, params = statements.guard_params(rollback_id, values, expected)
+        stmt = statements.guarded_update(schema.rollbacks, tuple(values), shape, returning=True)
+        row = stmt.run_first(self.conn, params)
+        return from_columns(row, Rollback) if row is not None else None
 
     def insert_rollback(self, job: Rollback) -> Rollback:
         """Insert ``job`` unless the session already has an unfinished rollback; return the one that runs."""

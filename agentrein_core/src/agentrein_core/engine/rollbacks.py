@@ -220,7 +220,6 @@ class Rollbacks(UseCases):
         now = self.clock()
         if job.approval_timeout_ms:
             approval_timeout = timedelta(milliseconds=job.approval_timeout_ms)
-        session = session_of(tx, job.org_id, job.session_id)
         paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
         while True:
             # The chain's head alone, and its approvals: a step costs the same in a session of any length.
@@ -251,6 +250,7 @@ class Rollbacks(UseCases):
                 return self._renew(tx, job, token, **finished(RollbackStatus.FAILED, now), error=error), None
             else:
                 if job.whole_session:
+                    session = session_of(tx, job.org_id, job.session_id)
                     after = rules.session_status_after_rollback(session, tx.actions_of(job.session_id))
                     set_session_status(tx, session, after)
                 return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
