@@ -52,8 +52,9 @@ def test_demo_fails_on_the_github_comment_and_undoes_both_services_last_first(tm
     assert "Left on the services: Stripe: 0 customers, 0 active subscriptions; GitHub: 0 open issues" in out
     # the records are really in the database the demo was pointed at
     ar = AgentRein(url)
-    (session,) = ar.list_sessions()
-    assert session.display_status is DisplayStatus.REVERTED
+    (listed,) = ar.list_sessions()
+    session = ar.get_session(listed)
+    assert listed.display_status is session.display_status is DisplayStatus.REVERTED
     assert [(a.connector, a.api_name, a.status) for a in session.actions] == [
         ("stripe", "customers.create", ActionStatus.ROLLED_BACK),
         ("stripe", "subscriptions.create", ActionStatus.ROLLED_BACK),
@@ -71,8 +72,8 @@ def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Pa
     result = runner.invoke(app, args, env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
     out = result.output
-    (session,) = AgentRein(url).list_sessions()
-    (approval,) = session.approvals
+    ar = AgentRein(url)
+    (approval,) = ar.get_session(*ar.list_sessions()).approvals
     command = f"uv run agentrein approvals approve {approval.approval_id} --database-url {url}"
     assert command in out
     assert "Nobody decided within 0.5 s: the demo approves it as agentrein-demo (auto)." in out

@@ -46,7 +46,7 @@ def test_the_quick_start_runs_and_a_rejection_rolls_back(
     assert "rejected: not this customer" in capsys.readouterr().out
     ar = namespace["ar"]
     assert isinstance(ar, AgentRein)
-    session = ar.list_sessions()[0]
+    session = ar.get_session(ar.list_sessions()[0])
     assert [a.status for a in session.actions] == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED]
     assert session.status is SessionStatus.ROLLED_BACK
     assert (tmp_path / "agentrein.db").exists()

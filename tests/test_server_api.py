@@ -499,6 +499,29 @@ def test_sessions_filter_and_page_by_keyset(api: httpx.Client) -> None:
     assert later == []
 
 
+def test_a_listed_session_shows_its_display_status_and_action_count_and_its_page_shows_the_actions(
+    api: httpx.Client,
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a", "intent": "two calls"}).json()["id"]
+    for _ in range(2):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    (listed,) = [s for s in api.get("/sessions").json()["sessions"] if s["id"] == session_id]
+    whole = api.get(f"/sessions/{session_id}").json()
+    assert listed == {
+        "id": session_id,
+        "agentId": "a",
+        "intent": "two calls",
+        "sandbox": False,
+        "status": "ACTIVE",
+        "displayStatus": "ACTIVE",
+        "createdAt": whole["createdAt"],
+        "lastActivityAt": whole["lastActivityAt"],
+        "completedAt": None,
+        "actionCount": 2,
+    }
+    assert [a["status"] for a in whole["actions"]] == ["CLEARED", "CLEARED"]
+
+
 def test_a_display_status_filter_fills_its_pages_however_many_other_sessions_lie_between(
     server: RunningServer, tenant: Tenant, api: httpx.Client
 ) -> None:

@@ -267,6 +267,11 @@ class EngineMachine(RuleBasedStateMachine):
         shown = list(DisplayStatus)[self.looks % len(DisplayStatus)]
         page = self.engine.list_sessions(self.org_id, 1000, display_status=shown)
         assert {s.id for s in page.sessions} == {sid for sid, v in views.items() if v.display_status is shown}
+        # Each listed session's display status (SQL too) and action count are those of the session read whole.
+        listed_as = {
+            s.id: (s.display_status, s.action_count) for s in self.engine.list_sessions(self.org_id, 1000).sessions
+        }
+        assert listed_as == {sid: (v.display_status, len(v.actions)) for sid, v in views.items()}
 
         listed = {p.approval_id: p for p in self.engine.list_approvals(self.org_id)}
         assert set(listed) == set(all_approvals)

@@ -884,7 +884,7 @@ export interface components {
         /** SessionPage */
         SessionPage: {
             nextCursor: string | null;
-            sessions: components["schemas"]["SessionInfo"][];
+            sessions: components["schemas"]["SessionSummary"][];
         };
         /**
          * SessionStatus
@@ -892,6 +892,21 @@ export interface components {
          * @enum {string}
          */
         SessionStatus: "ACTIVE" | "COMPLETED" | "FAILED" | "ROLLED_BACK" | "ABANDONED";
+        /** SessionSummary */
+        SessionSummary: {
+            actionCount: number;
+            agentId: string;
+            completedAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            displayStatus: components["schemas"]["DisplayStatus"];
+            id: string;
+            intent: string;
+            /** Format: date-time */
+            lastActivityAt: string;
+            sandbox: boolean;
+            status: components["schemas"]["SessionStatus"];
+        };
         /** Settings */
         Settings: {
             hasVerifierApiKey: boolean;

@@ -19,6 +19,7 @@ from agentrein_core.converter import from_columns
 from agentrein_core.model import Action, Approval, Rollback, Session
 from agentrein_core.prepared import Prepared
 from agentrein_core.statuses import ApprovalStatus, DisplayStatus, SessionStatus
+from agentrein_core.views import SessionSummary, session_summary
 
 T = TypeVar("T")
 _S, _A, _P, _R = schema.sessions, schema.actions, schema.approvals, schema.rollbacks
@@ -35,6 +36,17 @@ def _holds(clue: rules.Clue) -> sa.ColumnElement[bool]:
     else:
         found = sa.exists().where(_A.c.session_id == _S.c.session_id, _A.c[clue.field].in_(values))
     return found if clue.present else ~found
+
+
+def _display_status() -> sa.ColumnElement[str]:
+    """The listed session's display status, as SQL: the first rule that matches (:data:`rules.DISPLAY_RULES`)."""
+    whens = [(sa.and_(*(_holds(clue) for clue in clues)), shown.value) for shown, clues in rules.DISPLAY_RULES]
+    return sa.case(*whens).label("display_status")
+
+
+_ACTION_COUNT = (
+    sa.select(sa.func.count()).where(_A.c.session_id == _S.c.session_id).scalar_subquery().label("action_count")
+)
 
 
 def shown_as(display: DisplayStatus) -> sa.ColumnElement[bool]:
@@ -71,11 +83,12 @@ class Listings:
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         after: tuple[datetime, str] | None = None,
-    ) -> list[Session]:
-        """The organisation's sessions, newest first, filtered; ``after`` is the keyset position
-        (``created_at``, ``session_id``) of the last session of the previous page."""
+    ) -> list[SessionSummary]:
+        """The organisation's sessions, newest first, filtered, each with its display status and action count
+        read in the same query; ``after`` is the keyset position (``created_at``, ``session_id``) of the last
+        session of the previous page."""
         t = _S
-        stmt = sa.select(t).where(t.c.org_id == org_id)
+        stmt = sa.select(t, _display_status(), _ACTION_COUNT).where(t.c.org_id == org_id)
         if status is not None:
             stmt = stmt.where(t.c.status == status)
         if display_status is not None:
@@ -88,7 +101,13 @@ class Listings:
             stmt = stmt.where(t.c.created_at < created_before)
         if after is not None:
             stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
-        return self._all(Session, stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit))
+        rows = self.conn.execute(stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit))
+        summaries = []
+        for row in rows:
+            columns = dict(row._mapping)
+            shown, count = DisplayStatus(columns.pop("display_status")), columns.pop("action_count")
+            summaries.append(session_summary(from_columns(columns, Session), shown, count))
+        return summaries
 
     def actions_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Action]]:
         """The actions of each session, in ``seq`` order, in one query."""

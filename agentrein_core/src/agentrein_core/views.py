@@ -25,6 +25,24 @@ from agentrein_core.statuses import (
 
 
 @frozen
+class SessionSummary:
+    """A session as a list shows it: ``status`` is stored, ``display_status`` derived, and how many actions it
+    holds, not the actions themselves (read the session for those), so that a page of a list costs the same
+    whatever its sessions hold."""
+
+    id: str
+    agent_id: str
+    intent: str
+    sandbox: bool
+    status: SessionStatus
+    display_status: DisplayStatus
+    created_at: datetime
+    last_activity_at: datetime
+    completed_at: datetime | None
+    action_count: int
+
+
+@frozen
 class SessionInfo:
     """A session as read: ``status`` is stored, ``display_status`` derived; ``actions`` in ``seq`` order."""
 
@@ -99,7 +117,7 @@ INCLUDED_FIELDS: tuple[str, ...] = get_args(IncludedField)
 class SessionPage:
     """One page of sessions; ``next_cursor`` fetches the next (``None``: this was the last)."""
 
-    sessions: list[SessionInfo]
+    sessions: list[SessionSummary]
     next_cursor: str | None
 
 
@@ -174,6 +192,22 @@ def session_info(
         actions=actions,
         approvals=approvals,
         verification=of_session,
+    )
+
+
+def session_summary(session: Session, display_status: DisplayStatus, action_count: int) -> SessionSummary:
+    """The session as a list shows it; its display status and action count are read with it (in SQL)."""
+    return SessionSummary(
+        id=session.session_id,
+        agent_id=session.agent_id,
+        intent=session.intent,
+        sandbox=session.sandbox,
+        status=session.status,
+        display_status=display_status,
+        created_at=session.created_at,
+        last_activity_at=session.last_activity_at,
+        completed_at=session.completed_at,
+        action_count=action_count,
     )
 
 

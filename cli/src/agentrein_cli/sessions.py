@@ -43,7 +43,7 @@ def sessions_list(
         return
     shown = Listing("session", "agent", "display status", "actions", "created", "intent")
     for s in listed:
-        shown.add_row(s.id, s.agent_id, s.display_status, str(len(s.actions)), when(s.created_at), s.intent)
+        shown.add_row(s.id, s.agent_id, s.display_status, str(s.action_count), when(s.created_at), s.intent)
     console.print(shown)
 
 

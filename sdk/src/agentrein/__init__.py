@@ -40,7 +40,7 @@ from agentrein_core.statuses import (
     UndoStatus,
     VerificationOutcome,
 )
-from agentrein_core.views import ApprovalInfo, SessionInfo
+from agentrein_core.views import ApprovalInfo, SessionInfo, SessionSummary
 
 __all__ = [
     "ActionStatus",
@@ -65,6 +65,7 @@ __all__ = [
     "RollbackRefusedError",
     "SessionInfo",
     "SessionStatus",
+    "SessionSummary",
     "UnauthorizedError",
     "UndoError",
     "UndoStatus",

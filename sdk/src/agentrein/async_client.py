@@ -14,7 +14,7 @@ from agentrein.client import AgentRein, SessionRef
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
-from agentrein_core.views import ApprovalInfo, SessionInfo
+from agentrein_core.views import ApprovalInfo, SessionInfo, SessionSummary
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ class AsyncAgentRein:
     async def get_session(self, session: SessionRef) -> SessionInfo:
         return await asyncio.to_thread(self.sync.get_session, session)
 
-    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+    async def list_sessions(self, limit: int = 100) -> list[SessionSummary]:
         return await asyncio.to_thread(self.sync.list_sessions, limit)
 
     async def complete_session(self, session: SessionRef) -> SessionInfo:

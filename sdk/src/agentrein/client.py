@@ -22,13 +22,13 @@ from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.redaction import AGENTREIN_LOGGERS, Redactor, redact_logs
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
-from agentrein_core.views import ApprovalInfo, SessionInfo
+from agentrein_core.views import ApprovalInfo, SessionInfo, SessionSummary
 
 if TYPE_CHECKING:
     from agentrein.embedded import EmbeddedMode
 
 T = TypeVar("T")
-SessionRef = SessionInfo | str
+SessionRef = SessionInfo | SessionSummary | str
 log = logging.getLogger("agentrein")
 #: How long ``rollback_session`` waits by default, for the rollback and any rollback approval in it.
 DEFAULT_TIMEOUT = 300.0
@@ -114,8 +114,9 @@ class AgentRein:
         self._journal.replay(self._mode)
         return self._mode.get_session(session_id)
 
-    def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
-        """The organisation's sessions, newest first."""
+    def list_sessions(self, limit: int = 100) -> list[SessionSummary]:
+        """The organisation's sessions, newest first, each with its display status and action count; pass one
+        to :meth:`get_session` for its actions."""
         self._journal.replay(self._mode)
         return self._mode.list_sessions(limit)
 
@@ -299,7 +300,7 @@ def _embedded(database_url: str | None, organisation: str, connectors: Connector
 
 
 def _session_id(session: SessionRef) -> str:
-    if isinstance(session, SessionInfo):
+    if isinstance(session, SessionInfo | SessionSummary):
         return session.id
     if isinstance(session, str) and session:
         return session

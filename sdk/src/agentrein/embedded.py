@@ -28,7 +28,7 @@ from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect,
 from agentrein_core.store import Store
 from agentrein_core.vault import reader_of, secret_key_file
 from agentrein_core.verifiers import IntentChecks
-from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
+from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 log = logging.getLogger("agentrein")
 
@@ -156,7 +156,7 @@ class EmbeddedMode:
         self._maintain_now_and_then()
         return self.engine.get_session(self.org_id, session_id)
 
-    def list_sessions(self, limit: int) -> list[SessionInfo]:
+    def list_sessions(self, limit: int) -> list[SessionSummary]:
         self._maintain_now_and_then()
         return self.engine.list_sessions(self.org_id, limit).sessions
 

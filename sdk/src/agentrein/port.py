@@ -19,7 +19,7 @@ from attrs import frozen
 
 from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
-from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo
+from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 
 @frozen
@@ -101,7 +101,7 @@ class Mode(Recorder, Protocol):
     """What :class:`~agentrein.AgentRein` needs besides: sessions, approvals, policies, rollbacks."""
 
     def get_session(self, session_id: str) -> SessionInfo: ...
-    def list_sessions(self, limit: int) -> list[SessionInfo]: ...
+    def list_sessions(self, limit: int) -> list[SessionSummary]: ...
     def get_approval(self, approval_id: str) -> ApprovalInfo: ...
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]: ...
     def decide(

@@ -28,7 +28,7 @@ from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
-from agentrein_core.views import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo
+from agentrein_core.views import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
@@ -83,9 +83,9 @@ class ServedMode:
     def session_approvals(self, session_id: str) -> list[Approval]:
         return self.get_session(session_id).approvals
 
-    def list_sessions(self, limit: int) -> list[SessionInfo]:
+    def list_sessions(self, limit: int) -> list[SessionSummary]:
         page = self._call("GET", "/sessions", params={"limit": limit})
-        return from_wire(page["sessions"], list[SessionInfo])
+        return from_wire(page["sessions"], list[SessionSummary])
 
     def complete_session(self, session_id: str) -> SessionInfo:
         return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/complete"), SessionInfo)

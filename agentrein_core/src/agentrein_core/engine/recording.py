@@ -27,7 +27,6 @@ from agentrein_core.engine.consequences import (
 from agentrein_core.engine.records import (
     action_of,
     read_session,
-    read_sessions,
     replace,
     session_of,
     set_session_status,
@@ -113,9 +112,10 @@ class Recording(UseCases):
         created_before: datetime | None = None,
         cursor: str | None = None,
     ) -> SessionPage:
-        """One page of the organisation's sessions, newest first (at most ``limit``, 1 to 1000), filtered.
-        Pass the page's ``next_cursor`` back as ``cursor`` for the next page (keyset pagination: pages do
-        not shift when sessions are added meanwhile)."""
+        """One page of the organisation's sessions, newest first (at most ``limit``, 1 to 1000), filtered: each
+        as a list shows it, with its action count (:meth:`get_session` reads its actions). Pass the page's
+        ``next_cursor`` back as ``cursor`` for the next page (keyset pagination: pages do not shift when
+        sessions are added meanwhile)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
@@ -132,10 +132,9 @@ class Recording(UseCases):
                 created_before=created_before,
                 after=position,
             )
-            found = read_sessions(tx, batch)
         if len(batch) < limit:
-            return SessionPage(found, None)
-        return SessionPage(found, cursors.encode((batch[-1].created_at, batch[-1].session_id)))
+            return SessionPage(batch, None)
+        return SessionPage(batch, cursors.encode((batch[-1].created_at, batch[-1].id)))
 
     def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
         """The agent is done: ``COMPLETED``, and the session's intent check is queued. Refused while a

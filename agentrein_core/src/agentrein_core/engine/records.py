@@ -82,13 +82,6 @@ def read_session(tx: Tx, session: Session, *, verified: bool = False) -> Session
     return session_info(session, tx.actions_of(session.session_id), tx.approvals_of_session(session.session_id), checks)
 
 
-def read_sessions(tx: Tx, sessions: list[Session]) -> list[SessionInfo]:
-    """Sessions as read (a page of a list): their actions and approvals in one query apiece."""
-    ids = [s.session_id for s in sessions]
-    actions, approvals = tx.actions_of_sessions(ids), tx.approvals_of_sessions(ids)
-    return [session_info(s, actions.get(s.session_id, []), approvals.get(s.session_id, [])) for s in sessions]
-
-
 def read_approval(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:
     action = action_of(tx, approval.org_id, approval.action_id)
     session = session_of(tx, approval.org_id, approval.session_id)
