@@ -21,9 +21,22 @@ from agentrein_core.model import JSON, Action, UndoConfig
 
 T = TypeVar("T")
 
+
+def _is_json(cls: Any) -> bool:
+    return bool(cls == JSON)
+
+
+def _as_is(value: Any, _: object = None) -> Any:
+    return value
+
+
 storage = cattrs.Converter()
 storage.register_unstructure_hook(datetime, lambda dt: dt)
 storage.register_structure_hook(datetime, lambda value, _: value)
+# A record's JSON (checked to be JSON data when it was given) is stored as it is, and comes back from the
+# database as JSON data: neither way is it walked or copied value by value.
+storage.register_unstructure_hook_func(_is_json, _as_is)
+storage.register_structure_hook_func(_is_json, _as_is)
 
 
 def undo_to_wire(undo: UndoConfig) -> dict[str, Any]:
@@ -85,6 +98,9 @@ wire.register_unstructure_hook_factory(attrs.has, _unstructure_camel)
 wire.register_structure_hook_factory(attrs.has, _structure_camel)
 wire.register_unstructure_hook(UndoConfig, undo_to_wire)
 wire.register_structure_hook(UndoConfig, undo_from_wire)
+# A record's JSON (a payload, a response, undo params) is JSON data already: sent as it is, not walked value by
+# value. Read from the wire, it is still checked to be an object (the default hook).
+wire.register_unstructure_hook_func(_is_json, _as_is)
 
 
 def to_wire(record: Any) -> Any:

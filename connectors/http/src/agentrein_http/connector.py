@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -290,7 +291,7 @@ class HttpConnector(Connector):
                 return "its answer named nothing to delete (no Location, no id), and the agent's code gave no undo"
             return f"a {method} has no inverse of its own, and the agent's code gave none"
         method = "DELETE" if undo.type == HTTP_DELETE else str(undo.params.get("method", "")).upper()
-        url = httpx.URL(str(undo.params.get("url", "")))
+        url = _parsed(str(undo.params.get("url", "")))
         verb = "Delete" if method == "DELETE" else method
         return f"{verb} {url.path} on {_host(url)}" + (" with a JSON body" if undo.params.get("json") else "")
 
@@ -403,8 +404,15 @@ def _body(headers: httpx.Headers, content: bytes) -> Any:
 
 
 def _recorded_url(action: Action) -> httpx.URL:
+    return _parsed(str(action.payload.get("url", "")))
+
+
+@functools.lru_cache(maxsize=10_000)
+def _parsed(url: str) -> httpx.URL:
+    """``url`` parsed (an empty URL if it is none), once: a reviewer's page describes each of its actions and
+    their undos, asking for the same URLs again at every look (``httpx.URL`` is immutable, so one is shared)."""
     try:
-        return httpx.URL(str(action.payload.get("url", "")))
+        return httpx.URL(url)
     except httpx.InvalidURL:
         return httpx.URL("")
 
