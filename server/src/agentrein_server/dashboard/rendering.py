@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from litestar import Request
 from litestar.plugins.jinja import JinjaTemplateEngine
@@ -55,8 +56,13 @@ def when(moment: datetime | None) -> str:
 
 
 def pretty(value: Any) -> str:
-    """JSON laid out for reading; escaped by the template like any other text."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    """JSON laid out for reading, keys sorted; escaped by the template like any other text. Laid out by msgspec
+    (a session page shows each action's payload, answer and undo: ``json.dumps`` with an indent is its pure
+    Python encoder, ten times slower), by ``json.dumps`` for what msgspec cannot encode."""
+    try:
+        return msgspec.json.format(msgspec.json.encode(value, order="sorted"), indent=2).decode()
+    except (TypeError, msgspec.EncodeError):
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def tone(status: object) -> str:
