@@ -3,13 +3,14 @@ of ("Call: …", "Undo: …", "Rollback: …")."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
 from agentrein_core.model import Action, Rollback, UndoConfig
 from agentrein_core.statuses import ActionStatus, DisplayStatus, OperationType, RollbackStatus, UndoStatus
-from agentrein_server.dashboard import words
+from agentrein_server.dashboard import rendering, words
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -46,3 +47,16 @@ def test_a_delete_that_stays_says_why_and_is_not_shown_as_good_news() -> None:
     assert words.call(skipped).tone == "plain"
     pending = action(ActionStatus.SUCCESS, UndoStatus.NONE, OperationType.DELETE)
     assert (words.undo(pending).text, words.undo(pending).why) == ("Undo: none possible", "a delete has no inverse")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"b": [1, 2.5, {"é": "ünïcode", "z": None}], "a": {}, "c": [], "big": 10**30, "tag": "<b>&</b>"},
+        [],
+        "text",
+        {"complex": 1 + 2j},  # not JSON data: msgspec cannot encode it, so json.dumps lays it out (default=str)
+    ],
+)
+def test_json_on_a_page_is_laid_out_as_json_dumps_lays_it_out_sorted_and_indented(value: object) -> None:
+    assert rendering.pretty(value) == json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
