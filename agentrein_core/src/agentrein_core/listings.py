@@ -26,27 +26,29 @@ _S, _A, _P, _R = schema.sessions, schema.actions, schema.approvals, schema.rollb
 Joined = list[tuple[Approval, Action, Session]]
 
 
-def _holds(clue: rules.Clue) -> sa.ColumnElement[bool]:
-    """``clue`` of a session as SQL over the listed session's row."""
+def _holds(clue: rules.Clue, sessions: sa.FromClause = _S) -> sa.ColumnElement[bool]:
+    """``clue`` of a session as SQL over the listed session's row (of ``sessions``)."""
     values = sorted(clue.values)
     if clue.field == "stored":
-        return _S.c.status.in_(values)
+        return sessions.c.status.in_(values)
     if clue.field == "approval":
-        found = sa.exists().where(_P.c.session_id == _S.c.session_id, _P.c.status.in_(values))
+        found = sa.select(1).where(_P.c.session_id == sessions.c.session_id, _P.c.status.in_(values))
     else:
-        found = sa.exists().where(_A.c.session_id == _S.c.session_id, _A.c[clue.field].in_(values))
-    return found if clue.present else ~found
+        found = sa.select(1).where(_A.c.session_id == sessions.c.session_id, _A.c[clue.field].in_(values))
+    # OFFSET 0 keeps PostgreSQL from turning the test into a hash of every session that passes it (all the
+    # actions of a status), built before the first row of the page: each listed session is tested alone.
+    exists = found.offset(0).exists()
+    return exists if clue.present else ~exists
 
 
-def _display_status() -> sa.ColumnElement[str]:
-    """The listed session's display status, as SQL: the first rule that matches (:data:`rules.DISPLAY_RULES`)."""
-    whens = [(sa.and_(*(_holds(clue) for clue in clues)), shown.value) for shown, clues in rules.DISPLAY_RULES]
-    return sa.case(*whens).label("display_status")
-
-
-_ACTION_COUNT = (
-    sa.select(sa.func.count()).where(_A.c.session_id == _S.c.session_id).scalar_subquery().label("action_count")
-)
+def _summarised(page: sa.Subquery) -> sa.Select[Any]:
+    """The sessions of ``page`` with their display status (the first of :data:`rules.DISPLAY_RULES` that matches)
+    and action count, worked out for the page's rows alone: over the whole table, PostgreSQL would work them out
+    for every session before sorting and keeping a page."""
+    whens = [(sa.and_(*(_holds(clue, page) for clue in clues)), shown.value) for shown, clues in rules.DISPLAY_RULES]
+    count = sa.select(sa.func.count()).where(_A.c.session_id == page.c.session_id).scalar_subquery()
+    newest_first = (page.c.created_at.desc(), page.c.session_id.desc())
+    return sa.select(page, sa.case(*whens).label("display_status"), count.label("action_count")).order_by(*newest_first)
 
 
 def shown_as(display: DisplayStatus) -> sa.ColumnElement[bool]:
@@ -88,7 +90,7 @@ class Listings:
         read in the same query; ``after`` is the keyset position (``created_at``, ``session_id``) of the last
         session of the previous page."""
         t = _S
-        stmt = sa.select(t, _display_status(), _ACTION_COUNT).where(t.c.org_id == org_id)
+        stmt = sa.select(t).where(t.c.org_id == org_id)
         if status is not None:
             stmt = stmt.where(t.c.status == status)
         if display_status is not None:
@@ -101,7 +103,8 @@ class Listings:
             stmt = stmt.where(t.c.created_at < created_before)
         if after is not None:
             stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
-        rows = self.conn.execute(stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit))
+        page = stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit).subquery("page")
+        rows = self.conn.execute(_summarised(page))
         summaries = []
         for row in rows:
             columns = dict(row._mapping)
