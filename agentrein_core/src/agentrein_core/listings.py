@@ -116,10 +116,6 @@ class Listings:
         """The actions of each session, in ``seq`` order, in one query."""
         return self._of_sessions(Action, _A, session_ids, _A.c.session_id, _A.c.seq)
 
-    def approvals_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Approval]]:
-        """The approvals of each session, oldest first, in one query."""
-        return self._of_sessions(Approval, _P, session_ids, _P.c.requested_at, _P.c.approval_id)
-
     def rollbacks_of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Rollback]]:
         """The rollbacks of each session, oldest first, in one query."""
         return self._of_sessions(Rollback, _R, session_ids, _R.c.created_at, _R.c.rollback_id)
