@@ -134,8 +134,7 @@ class Workers:
     def _maintain(self) -> None:
         while not self._stop.wait(MAINTENANCE_EVERY):
             try:
-                self.engine.maintain()
-                metrics.refresh(self.engine)
+                self.engine.maintain()  # the gauges that count records are read by /metrics, when scraped
             except Exception:
                 log.exception("maintenance failed; retrying")
 
