@@ -63,7 +63,8 @@ class SessionController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
         cursor: FromQuery[str | None] = None,
     ) -> answers.SessionPage:
-        """Sessions newest first; filters combine; ``nextCursor`` (when not null) fetches the next page."""
+        """Sessions newest first, each with its ``displayStatus`` and ``actionCount`` (``GET /sessions/{id}``
+        has its actions); filters combine; ``nextCursor`` (when not null) fetches the next page."""
         page = services.engine.list_sessions(
             caller.org_id,
             limit,
