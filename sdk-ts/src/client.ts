@@ -311,6 +311,7 @@ function offlineSession(id: string, agentId: string, intent: string, sandbox: bo
     createdAt: openedAt,
     lastActivityAt: openedAt,
     completedAt: null,
+    actionCount: 0,
     actions: [],
     approvals: [],
     verification: null,

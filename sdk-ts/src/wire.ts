@@ -866,6 +866,7 @@ export interface components {
         };
         /** SessionInfo */
         SessionInfo: {
+            actionCount: number;
             actions: components["schemas"]["Action"][];
             agentId: string;
             approvals: components["schemas"]["Approval"][];

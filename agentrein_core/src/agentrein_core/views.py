@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Literal, get_args
 
-from attrs import Factory, evolve, frozen
+from attrs import Factory, asdict, evolve, frozen
 
 from agentrein_core import decisions, rules
 from agentrein_core.decisions import Consequences, Describe
@@ -43,18 +43,9 @@ class SessionSummary:
 
 
 @frozen
-class SessionInfo:
-    """A session as read: ``status`` is stored, ``display_status`` derived; ``actions`` in ``seq`` order."""
+class SessionInfo(SessionSummary):
+    """A session as read: its summary, with its ``actions`` in ``seq`` order and its approvals."""
 
-    id: str
-    agent_id: str
-    intent: str
-    sandbox: bool
-    status: SessionStatus
-    display_status: DisplayStatus
-    created_at: datetime
-    last_activity_at: datetime
-    completed_at: datetime | None
     actions: list[Action]
     approvals: list[Approval]
     #: The check of the session as a whole against its intent (made when it completes); each action carries
@@ -179,24 +170,13 @@ def session_info(
         by_action = {v.action_id: v for v in checks}
         actions = [evolve(a, verification=by_action[a.action_id]) if a.action_id in by_action else a for a in actions]
         of_session = by_action.get(None)
-    return SessionInfo(
-        id=session.session_id,
-        agent_id=session.agent_id,
-        intent=session.intent,
-        sandbox=session.sandbox,
-        status=session.status,
-        display_status=rules.display_status(session, actions, approvals),
-        created_at=session.created_at,
-        last_activity_at=session.last_activity_at,
-        completed_at=session.completed_at,
-        actions=actions,
-        approvals=approvals,
-        verification=of_session,
-    )
+    summary = session_summary(session, rules.display_status(session, actions, approvals), len(actions))
+    return SessionInfo(**asdict(summary, recurse=False), actions=actions, approvals=approvals, verification=of_session)
 
 
 def session_summary(session: Session, display_status: DisplayStatus, action_count: int) -> SessionSummary:
-    """The session as a list shows it; its display status and action count are read with it (in SQL)."""
+    """The session as a list shows it, with its ``display_status`` and ``action_count`` (worked out in SQL for
+    a list, from its actions for a session read whole)."""
     return SessionSummary(
         id=session.session_id,
         agent_id=session.agent_id,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agentrein.embedded import EmbeddedMode
 
 T = TypeVar("T")
-SessionRef = SessionInfo | SessionSummary | str
+SessionRef = SessionSummary | str  # a session read whole (SessionInfo) or listed, or its id
 log = logging.getLogger("agentrein")
 #: How long ``rollback_session`` waits by default, for the rollback and any rollback approval in it.
 DEFAULT_TIMEOUT = 300.0
@@ -300,7 +300,7 @@ def _embedded(database_url: str | None, organisation: str, connectors: Connector
 
 
 def _session_id(session: SessionRef) -> str:
-    if isinstance(session, SessionInfo | SessionSummary):
+    if isinstance(session, SessionSummary):
         return session.id
     if isinstance(session, str) and session:
         return session

@@ -201,6 +201,7 @@ class Journal:
             created_at=opened.opened_at,
             last_activity_at=opened.opened_at,
             completed_at=completed_at,
+            action_count=0,
             actions=[],
             approvals=[],
         )

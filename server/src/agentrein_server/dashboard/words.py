@@ -132,12 +132,12 @@ def step(action: Action, job: Rollback, *, sandbox: bool = False) -> Label:
     return undo(action, sandbox=sandbox)
 
 
-def session(info: SessionInfo | SessionSummary) -> Label:
+def session(info: SessionSummary) -> Label:
     """The session's display status; a partial revert read with its actions is red only when something went
     wrong, and says what stays (a list's summary, read without them, says it plainly)."""
     stored = info.display_status
     text, tone, why = SESSION[stored]
-    if stored is not DisplayStatus.PARTIALLY_REVERTED or isinstance(info, SessionSummary):
+    if stored is not DisplayStatus.PARTIALLY_REVERTED or not isinstance(info, SessionInfo):
         return Label(text, tone, stored, why)
     left = [a for a in info.actions if a.status is ActionStatus.SUCCESS]
     if any(a.undo_status is UndoStatus.DECLINED for a in left):
