@@ -11,7 +11,8 @@ import pytest
 import respx
 from attrs import evolve
 
-from agentrein_core.connector import PreparedCall, Undoable
+from agentrein_core.connector import PreparedCall, Undoable, plain_undo
+from agentrein_core.decisions import words_of
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import Action, UndoConfig
 from agentrein_core.statuses import ActionStatus, OperationType
@@ -242,6 +243,18 @@ def test_a_create_is_described_with_what_it_made_and_undone_by_a_delete_of_it() 
     ran = recorded(call, call.run("key-1"))
     assert connector.describe(ran) == "Create order ord_15 on api.example.com"
     assert connector.describe_undo(ran) == "Delete /v1/orders/ord_15 on api.example.com"
+
+
+@respx.mock
+def test_an_undo_whose_url_cannot_be_read_is_described_in_the_words_of_its_record() -> None:
+    respx.post("https://api.example.com/v1/orders").mock(return_value=httpx.Response(201, json={"id": "ord_1"}))
+    call = connector.prepare(httpx.Client(), ("post",), ("https://api.example.com/v1/orders",), {"json": {}})
+    assert call is not None
+    broken = UndoConfig("http-delete", {"url": "https://api.example.com/v1/orders/ord_1\x01"})
+    ran = evolve(recorded(call, call.run("key-1")), undo=broken)
+    words = words_of(connector, ran)
+    assert words.undo.how == plain_undo(ran)  # not "Delete / on ": a reviewer would read that as the root
+    assert "ord_1" in words.undo.how
 
 
 @pytest.mark.parametrize(

@@ -97,3 +97,9 @@ def test_a_rollback_expected_held_by_a_token_is_written_only_by_that_token(store
         mine = tx.update_rollback(job.rollback_id, {"lease_until": until}, lease_token="mine")
     assert (theirs, unleased) == (None, None)
     assert mine is not None and mine.lease_until == until and mine.status is RollbackStatus.RUNNING
+
+
+def test_a_rollback_written_with_a_column_it_does_not_have_is_refused(store: Store, session: Session) -> None:
+    job = rollback_of(store, session, lease_token=None)
+    with store.transaction() as tx, pytest.raises(ValueError, match="leese_token"):
+        tx.update_rollback(job.rollback_id, {"leese_token": "mine"}, lease_token=None)

@@ -126,6 +126,9 @@ def guarded_update(
     ``(column, is_null)`` of ``expected`` is ``column IS NULL`` or ``column = :was_<column>``; it answers the
     whole row when ``returning``, else the key alone (a row answered is a row matched). Built once for each
     shape of a compare-and-set the store makes (:meth:`agentrein_core.store.Tx.replace`)."""
+    unknown = sorted(set(columns) - set(table.c.keys()))
+    if unknown:  # SQLAlchemy's .values() refused them; compiled with column keys, they would be dropped silently
+        raise ValueError(f"{table.name} has no column {', '.join(unknown)}")
     key = table.primary_key.columns.values()[0]
     stmt = table.update().where(key == sa.bindparam("key", type_=key.type))
     for column, is_null in expected:

@@ -404,17 +404,26 @@ def _body(headers: httpx.Headers, content: bytes) -> Any:
 
 
 def _recorded_url(action: Action) -> httpx.URL:
-    return _parsed(str(action.payload.get("url", "")))
+    try:
+        return _parsed(str(action.payload.get("url", "")))
+    except httpx.InvalidURL:
+        return httpx.URL("")
+
+
+#: URLs longer than this are parsed each time, not kept: a recorded URL may be as long as a request body.
+_KEPT_URL = 2_048
+
+
+def _parsed(url: str) -> httpx.URL:
+    """``url`` parsed (``httpx.InvalidURL`` if it cannot be), once if it is short: a reviewer's page describes
+    each of its actions and their undos, asking for the same URLs again at every look (``httpx.URL`` is
+    immutable, so one is shared)."""
+    return _parsed_once(url) if len(url) <= _KEPT_URL else httpx.URL(url)
 
 
 @functools.lru_cache(maxsize=10_000)
-def _parsed(url: str) -> httpx.URL:
-    """``url`` parsed (an empty URL if it is none), once: a reviewer's page describes each of its actions and
-    their undos, asking for the same URLs again at every look (``httpx.URL`` is immutable, so one is shared)."""
-    try:
-        return httpx.URL(url)
-    except httpx.InvalidURL:
-        return httpx.URL("")
+def _parsed_once(url: str) -> httpx.URL:
+    return httpx.URL(url)
 
 
 def _host(url: httpx.URL) -> str:

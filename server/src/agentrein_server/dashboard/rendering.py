@@ -58,7 +58,8 @@ def when(moment: datetime | None) -> str:
 def pretty(value: Any) -> str:
     """JSON laid out for reading, keys sorted; escaped by the template like any other text. Laid out by msgspec
     (a session page shows each action's payload, answer and undo: ``json.dumps`` with an indent is its pure
-    Python encoder, ten times slower), by ``json.dumps`` for what msgspec cannot encode."""
+    Python encoder, ten times slower), as ``json.dumps`` lays it out but for floats' exponents (``1e16``, not
+    ``1e+16``) and NaN (``null``); by ``json.dumps`` for what msgspec cannot encode."""
     try:
         return msgspec.json.format(msgspec.json.encode(value, order="sorted"), indent=2).decode()
     except (TypeError, msgspec.EncodeError):
