@@ -792,14 +792,29 @@ def test_failure_while_one_action_is_being_undone_still_rolls_the_session_back()
     replay(script)
 
 
+def two_done_and_one_under_way(m: EngineMachine, sid: str) -> Action | None:
+    """Two creates that succeeded (the first one's undo needs a reviewer), then a call under way (CLEARED)."""
+    m.log(sid, "issues.create", then="confirm", undo=UNDO_REVIEWED)
+    m.log(sid, "issues.create", then="confirm")
+    return m.log(sid, "repos.delete")
+
+
+def all_three_end_undone_once_the_reviewer_approves(m: EngineMachine, sid: str) -> None:
+    """The reviewer approves the pending rollback approval; the rollback then runs to its end: every action
+    undone, and only then the session ROLLED_BACK."""
+    m.decide_approval(next(p for p in m.pending_approvals() if p.purpose == ApprovalPurpose.ROLLBACK), True)
+    m.observe()
+    m.run_pending()
+    view = m.session(sid)
+    assert [a.status for a in view.actions] == [A.ROLLED_BACK] * 3 and view.status == S.ROLLED_BACK
+
+
 def test_call_under_way_when_the_rollback_starts_is_waited_for_and_undone_first() -> None:
     """A call under way when the rollback starts: the chain undoes nothing before that call's outcome is in,
     then undoes it first and the rest last first (DESIGN.md §4)."""
 
     def script(m: EngineMachine, sid: str) -> None:
-        m.log(sid, "issues.create", then="confirm", undo=UNDO_REVIEWED)  # undo needs a reviewer
-        m.log(sid, "issues.create", then="confirm")
-        running = m.log(sid, "repos.delete")  # CLEARED: the call is under way
+        running = two_done_and_one_under_way(m, sid)
         m.observe()
         m.rollback(sid, "operator")  # waits for #3's outcome: nothing is undone yet
         m.observe()
@@ -810,11 +825,7 @@ def test_call_under_way_when_the_rollback_starts_is_waited_for_and_undone_first(
         m.run_pending()  # #3, then #2, then waits for a reviewer on #1's undo
         m.observe()
         assert [a.status for a in m.session(sid).actions] == [A.SUCCESS, A.ROLLED_BACK, A.ROLLED_BACK]
-        m.decide_approval(next(p for p in m.pending_approvals() if p.purpose == ApprovalPurpose.ROLLBACK), True)
-        m.observe()
-        m.run_pending()
-        view = m.session(sid)
-        assert [a.status for a in view.actions] == [A.ROLLED_BACK] * 3 and view.status == S.ROLLED_BACK
+        all_three_end_undone_once_the_reviewer_approves(m, sid)
 
     replay(script)
 
@@ -825,9 +836,7 @@ def test_call_confirmed_behind_the_rollback_cursor_is_not_left_behind() -> None:
     effect still in place (DESIGN.md §4)."""
 
     def script(m: EngineMachine, sid: str) -> None:
-        m.log(sid, "issues.create", then="confirm", undo=UNDO_REVIEWED)  # undo needs a reviewer
-        m.log(sid, "issues.create", then="confirm")
-        running = m.log(sid, "repos.delete")  # CLEARED: the call is under way
+        running = two_done_and_one_under_way(m, sid)
         m.tick(rules.CONFIRMATION_AWAITED + timedelta(seconds=1))  # its outcome no longer waited for
         m.observe()
         m.rollback(sid, "operator")  # undoes #2, then waits for a reviewer on #1's undo (#3 is not executed)
@@ -835,12 +844,7 @@ def test_call_confirmed_behind_the_rollback_cursor_is_not_left_behind() -> None:
         assert running is not None
         m.confirm(running, UNDO)  # the call under way succeeded: #3 is SUCCESS, above where the chain is
         m.observe()
-        m.decide_approval(next(p for p in m.pending_approvals() if p.purpose == ApprovalPurpose.ROLLBACK), True)
-        m.observe()
-        # #3, then #1 (LIFO), and only then is the session ROLLED_BACK: #3 is not left SUCCESS in it.
-        m.run_pending()
-        view = m.session(sid)
-        assert [a.status for a in view.actions] == [A.ROLLED_BACK] * 3 and view.status == S.ROLLED_BACK
+        all_three_end_undone_once_the_reviewer_approves(m, sid)  # #3, then #1: #3 is not left SUCCESS
 
     replay(script)
 
