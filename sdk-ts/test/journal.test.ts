@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -27,8 +27,10 @@ function acceptingServer(received: string[]): Replayer {
 }
 
 describe('a journal shared by two processes', () => {
-  it("loses no entry the other process appends while this one replays and rewrites it", async () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'agentrein-journal-')), 'agentrein-journal.jsonl');
+  it("loses no entry the other process appends while this one replays and rewrites it", async (t) => {
+    const directory = mkdtempSync(join(tmpdir(), 'agentrein-journal-'));
+    t.after(() => rmSync(directory, { recursive: true, force: true }));
+    const path = join(directory, 'agentrein-journal.jsonl');
     const count = 1000;
     const journal = new URL('../src/journal.js', import.meta.url).href;
     const writer = `
