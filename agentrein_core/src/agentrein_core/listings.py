@@ -175,13 +175,21 @@ class Listings:
         return self._approval_rows(pending), self._approval_rows(latest), int(self.conn.execute(waiting).scalar_one())
 
     def _approval_rows(self, stmt: Any) -> Joined:
+        result = self.conn.execute(stmt)
+        # Where each table's columns are in a row (labelled ``<table>_<column>``), found once per query, not
+        # once per row and table.
+        labels = list(result.keys())
+        places = {
+            table: [(i, label[len(table) + 1 :]) for i, label in enumerate(labels) if label.startswith(table + "_")]
+            for table in ("approvals", "actions", "sessions")
+        }
+
         def part(row: Any, table: str, cls: type[T]) -> T:
-            prefix = table + "_"
-            return from_columns({k[len(prefix) :]: v for k, v in row._mapping.items() if k.startswith(prefix)}, cls)
+            return from_columns({column: row[i] for i, column in places[table]}, cls)
 
         return [
             (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
-            for row in self.conn.execute(stmt)
+            for row in result
         ]
 
 
