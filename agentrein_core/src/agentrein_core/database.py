@@ -4,6 +4,7 @@ migrates it."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -11,6 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
@@ -67,16 +69,30 @@ def create_db_engine(url: str) -> Engine:
         raise ValidationError("database_url", f"{url!r} is not a database URL") from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        engine = sa.create_engine(parsed, connect_args={"timeout": 30}, **POOL)
+        engine = sa.create_engine(parsed, connect_args={"timeout": 30}, json_deserializer=stored_json, **POOL)
         sa.event.listen(engine, "connect", _sqlite_on_connect)
         sa.event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend == "postgresql":
-        engine = sa.create_engine(parsed, **POOL)
+        engine = sa.create_engine(parsed, json_deserializer=stored_json, **POOL)
         sa.event.listen(engine, "checkout", _ping_if_idle)
         sa.event.listen(engine, "checkin", _note_last_use)
         return engine
     raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
+
+
+_decode_json = msgspec.json.Decoder().decode
+
+
+def stored_json(text: str | bytes) -> Any:
+    """A JSON column's value as read (SQLite hands over text, psycopg bytes): decoded by msgspec, several times
+    faster than ``json``, which matters where a page reads thousands of records. What ``json`` wrote and
+    msgspec refuses (``NaN``, a number beyond a float's range, a lone surrogate: ``json.dumps`` writes them
+    all) is read by ``json``, so no stored record becomes unreadable."""
+    try:
+        return _decode_json(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
 
 
 #: A pooled PostgreSQL connection idle longer than this is pinged before it is handed out (the database may
