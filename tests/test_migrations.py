@@ -9,6 +9,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.schema import CreateIndex
 
 from agentrein_core.database import alembic_config
 from agentrein_core.migrations import HEAD
@@ -57,3 +58,22 @@ def test_a_store_opened_on_an_empty_database_migrates_it(tmp_path: Path) -> None
     migrated = Store(url)
     assert migrated.schema_version() == HEAD
     migrated.close()
+
+
+def test_the_migrated_partial_indexes_have_the_predicates_the_code_declares(tmp_path: Path) -> None:
+    # Alembic compares no index predicate. The migrations give both databases one predicate text, so SQLite,
+    # which keeps each index's statement as it was given, shows it.
+    store = Store(f"sqlite:///{tmp_path / 'agentrein.db'}")
+    declared = {
+        index.name: str(CreateIndex(index).compile(dialect=store.engine.dialect)).strip()
+        for table in metadata.tables.values()
+        for index in table.indexes
+        if index.dialect_options["sqlite"]["where"] is not None
+    }
+    with store.engine.connect() as conn:
+        names = ", ".join(f"'{name}'" for name in declared)
+        migrated: dict[str, str] = dict(
+            conn.exec_driver_sql(f"SELECT name, sql FROM sqlite_master WHERE name IN ({names})").all()
+        )
+    store.close()
+    assert declared and migrated == declared

@@ -27,8 +27,10 @@ Joined = list[tuple[Approval, Action, Session]]
 
 
 def _holds(clue: rules.Clue, sessions: sa.FromClause = _S) -> sa.ColumnElement[bool]:
-    """``clue`` of a session as SQL over the listed session's row (of ``sessions``)."""
-    values = sorted(clue.values)
+    """``clue`` of a session as SQL over the listed session's row (of ``sessions``). Its values are written into
+    the SQL, not bound: only then may the databases use an index of the actions that give the clue (a partial
+    index, ``schema.py``), PostgreSQL in a plan it keeps for a prepared statement too."""
+    values = [sa.literal(value.value, literal_execute=True) for value in sorted(clue.values)]
     if clue.field == "stored":
         return sessions.c.status.in_(values)
     if clue.field == "approval":

@@ -123,9 +123,12 @@ def _clue(field: str, *values: StrEnum, present: bool = True) -> Clue:
     return Clue(field, frozenset(values), present)
 
 
+#: An action's undo that a rollback has begun and not ended: its session shows ``ROLLING_BACK``.
+UNDO_UNDER_WAY = frozenset({U.IN_PROGRESS, U.AWAITING_APPROVAL})
+
 #: How a session's display status is derived (DESIGN.md §4): the first rule whose clues all hold wins.
 DISPLAY_RULES: tuple[tuple[DisplayStatus, tuple[Clue, ...]], ...] = (
-    (DisplayStatus.ROLLING_BACK, (_clue("undo_status", U.IN_PROGRESS, U.AWAITING_APPROVAL),)),
+    (DisplayStatus.ROLLING_BACK, (_clue("undo_status", *UNDO_UNDER_WAY),)),
     (DisplayStatus.ROLLBACK_FAILED, (_clue("status", A.ROLLBACK_FAILED),)),
     (DisplayStatus.AWAITING_APPROVAL, (_clue("approval", P.PENDING),)),
     (DisplayStatus.REVERTED, (_clue("status", A.ROLLED_BACK), _clue("status", A.SUCCESS, present=False))),

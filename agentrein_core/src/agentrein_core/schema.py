@@ -25,6 +25,9 @@ from sqlalchemy import (
     text,
 )
 
+from agentrein_core.rules import UNDO_UNDER_WAY
+from agentrein_core.statuses import ActionStatus
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """An aware UTC datetime on every backend (SQLite hands back naive values otherwise)."""
@@ -106,6 +109,14 @@ actions = Table(
     # display-status rules a list filters by (listings.py), and the head of a rollback's chain.
     Index("ix_actions_session_status", "session_id", "status", "undo_status"),
 )
+# The two rare clues of the display-status rules (rules.DISPLAY_RULES), each an index of the few actions that
+# give it (an undo under way, a failed undo): a list filtered by a display status tests thousands of sessions
+# for them, and a probe of these is several times cheaper than of the index above. A recorded call writes
+# neither; a rollback's undo steps move actions in and out of the first.
+_undo_under_way = actions.c.undo_status.in_(sorted(UNDO_UNDER_WAY))
+_undo_failed = actions.c.status == ActionStatus.ROLLBACK_FAILED.value
+Index("ix_actions_undo_under_way", actions.c.session_id, sqlite_where=_undo_under_way, postgresql_where=_undo_under_way)
+Index("ix_actions_undo_failed", actions.c.session_id, sqlite_where=_undo_failed, postgresql_where=_undo_failed)
 
 approvals = Table(
     "approvals",
