@@ -72,6 +72,7 @@ import httpx
 from cryptography.fernet import Fernet
 
 from agentrein import AgentRein
+from agentrein.journal import JOURNAL_ENV
 from agentrein.served import ServedMode
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_testing import FakeService
@@ -788,10 +789,13 @@ def main() -> None:
     added: list[Added] = []
     wakes: list[Wake] = []
     server_notes: list[str] = []
-    pool = AgentPool(args.agent_processes)
-    try:
-        with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, service_process() as service:
-            workdir = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="agentrein-bench-") as tmp, service_process() as service:
+        workdir = Path(tmp)
+        # Each agent's SDK keeps a journal (in the working directory by default): keep it in this run's folder,
+        # so that no run finds (and sends) another's.
+        os.environ[JOURNAL_ENV] = str(workdir / "agentrein-journal.db")
+        pool = AgentPool(args.agent_processes)
+        try:
             stores: list[tuple[str, Callable[[int], Any]]] = [
                 ("SQLite", lambda workers: nullcontext(f"sqlite:///{workdir / f'server-{workers}.db'}"))
             ]
@@ -819,8 +823,8 @@ def main() -> None:
                         wakes.append(wake)
                         print(f"  approval wake-up, {mode}: p50 {statistics.median(wake.latencies) * 1000:.1f} ms")
                     server_notes.append(_server_errors(server))
-    finally:
-        pool.close()
+        finally:
+            pool.close()
 
     print_throughput(throughput, args.target, args.agent_processes)
     print_added(added, args.rounds, args.calls)
