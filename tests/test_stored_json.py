@@ -21,8 +21,9 @@ VARIED = {
     "name": "Zoë's café ☕",
     "emoji": "👩‍💻",
     "separator": "\u2028",
-    "beyond_64_bits": 2**70,
-    "negative": -(2**65),
+    "beyond_64_bits": 2**70 + 1,  # not a float's: read as a float, it would come back different
+    "twenty_digits": 19_999_999_999_999_999_999,
+    "negative": -(2**65) - 1,
     "fraction": 0.1,
     "large": 1.5e300,
     "nested": [[], {}, [1, [2, [3]]], {"a": None, "b": True}],
@@ -56,14 +57,22 @@ def test_a_records_json_reads_back_as_it_was_recorded(database_url: str) -> None
     action = read_back(engine, org_id, session_id)
     assert action.payload == VARIED
     assert action.response == {"id": "thi_1", **VARIED}
+    assert all(type(action.payload[k]) is int for k in ("beyond_64_bits", "twenty_digits", "negative"))
 
 
-def test_json_that_only_pythons_json_reads_still_reads_back_from_sqlite(tmp_path: Path) -> None:
-    # json.dumps writes a lone surrogate (as an escape) and NaN (an older version stored values unchecked);
-    # msgspec refuses both. PostgreSQL refuses them when they are written, so only SQLite can hold them.
+def test_a_lone_surrogate_that_only_pythons_json_reads_still_reads_back(database_url: str) -> None:
+    # json.dumps writes it as an escape, and both databases keep it; msgspec refuses to decode it.
+    engine = Engine(Store(database_url))
+    org_id, session_id, _ = recorded(engine, {"text": "half of a pair: \ud800"}, {"id": "thi_1"})
+    assert read_back(engine, org_id, session_id).payload == {"text": "half of a pair: \ud800"}
+
+
+def test_a_nan_stored_by_an_older_version_still_reads_back_from_sqlite(tmp_path: Path) -> None:
+    # Values were once stored unchecked, and json.dumps writes NaN; msgspec refuses it. PostgreSQL refuses
+    # NaN when it is written, so only SQLite can hold one.
     store = Store(f"sqlite:///{tmp_path / 'agentrein.db'}")
     engine = Engine(store)
-    org_id, session_id, action_id = recorded(engine, {"text": "half of a pair: \ud800"}, {"id": "thi_1"})
+    org_id, session_id, action_id = recorded(engine, {"name": "x"}, {"id": "thi_1"})
     with store.engine.begin() as conn:
         conn.execute(
             sa.update(schema.actions)
@@ -71,5 +80,4 @@ def test_json_that_only_pythons_json_reads_still_reads_back_from_sqlite(tmp_path
             .values(response=sa.literal_column("'{\"ratio\": NaN}'"))
         )
     action = read_back(engine, org_id, session_id)
-    assert action.payload == {"text": "half of a pair: \ud800"}
     assert action.response is not None and math.isnan(action.response["ratio"])

@@ -86,9 +86,9 @@ _decode_json = msgspec.json.Decoder().decode
 
 def stored_json(text: str | bytes) -> Any:
     """A JSON column's value as read (SQLite hands over text, psycopg bytes): decoded by msgspec, several times
-    faster than ``json``, which matters where a page reads thousands of records. What ``json`` wrote and
-    msgspec refuses (``NaN``, a number beyond a float's range, a lone surrogate: ``json.dumps`` writes them
-    all) is read by ``json``, so no stored record becomes unreadable."""
+    faster than ``json``, which matters where a page reads thousands of records. What msgspec refuses and
+    ``json`` reads is read by ``json``, so no stored record becomes unreadable: ``NaN`` and ``Infinity`` and a
+    lone surrogate (``json.dumps`` writes all three), a number beyond a float's range (other writers)."""
     try:
         return _decode_json(text)
     except msgspec.DecodeError:

@@ -28,8 +28,9 @@ Joined = list[tuple[Approval, Action, Session]]
 
 def _holds(clue: rules.Clue, sessions: sa.FromClause = _S) -> sa.ColumnElement[bool]:
     """``clue`` of a session as SQL over the listed session's row (of ``sessions``). Its values are written into
-    the SQL, not bound: only then may the databases use an index of the actions that give the clue (a partial
-    index, ``schema.py``), PostgreSQL in a plan it keeps for a prepared statement too."""
+    the SQL, not bound, so that an index of the actions that give the clue (a partial index, ``schema.py``) can
+    be used where the planner cannot see bound values: SQLite's plans, and the generic plan PostgreSQL keeps for
+    a prepared statement."""
     values = [sa.literal(value.value, literal_execute=True) for value in sorted(clue.values)]
     if clue.field == "stored":
         return sessions.c.status.in_(values)

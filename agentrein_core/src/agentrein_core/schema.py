@@ -111,8 +111,9 @@ actions = Table(
 )
 # The two rare clues of the display-status rules (rules.DISPLAY_RULES), each an index of the few actions that
 # give it (an undo under way, a failed undo): a list filtered by a display status tests thousands of sessions
-# for them, and a probe of these is several times cheaper than of the index above. A recorded call writes
-# neither; a rollback's undo steps move actions in and out of the first.
+# for them, and on PostgreSQL a probe of these is several times cheaper than of the index above (SQLite's
+# planner may prefer that one, which covers the test too). A recorded call writes neither; a rollback's undo
+# steps move actions in and out of the first.
 _undo_under_way = actions.c.undo_status.in_(sorted(UNDO_UNDER_WAY))
 _undo_failed = actions.c.status == ActionStatus.ROLLBACK_FAILED.value
 Index("ix_actions_undo_under_way", actions.c.session_id, sqlite_where=_undo_under_way, postgresql_where=_undo_under_way)
