@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import attrs
 import httpx
 import pytest
 from attrs import define, field
@@ -31,7 +32,11 @@ from serving import RunningServer, Tenant, rolled_back, session_with_a_created_o
 
 from agentrein import ActionStatus
 from agentrein_core import targets
+from agentrein_core.connector import Connector, Setting, SettingKind
 from agentrein_core.errors import ValidationError
+from agentrein_core.hookspecs import hookimpl
+from agentrein_core.model import JSON
+from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_testing import FakeService
@@ -115,11 +120,11 @@ def api(tenant: Tenant) -> Iterator[httpx.Client]:
         yield client
 
 
-def problem_of(response: httpx.Response) -> dict[str, Any]:
+def problem_of(response: httpx.Response, field: str = "config.allowedHosts") -> dict[str, Any]:
     assert response.status_code == 400, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
     problem: dict[str, Any] = response.json()
-    assert problem["type"].endswith("/validation-error") and problem["field"] == "config.allowedHosts"
+    assert problem["type"].endswith("/validation-error") and problem["field"] == field
     return problem
 
 
@@ -155,8 +160,110 @@ def test_an_allowed_host_on_a_private_address_is_refused_when_stored(
     before = api.get("/connectors/http").json()["config"]
     refused = api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": [pattern]}})
     detail = problem_of(refused)["detail"]
-    assert "private or local address" in detail and address in detail
+    assert "private or local address" in detail and address in detail and ALLOW_PRIVATE_ENV in detail
     assert api.get("/connectors/http").json()["config"] == before
+
+
+# the targets other connectors declare -------------------------------------------------------------------------
+
+#: Each connector with a stored address: its setting, credentials, and an undo the server would run with them.
+ADDRESSED = {
+    "stripe": (
+        "apiBase",
+        {"apiKey": "sk_test_agentrein"},
+        {"type": "stripe-delete", "resource": "customers", "id": "cus_1"},
+    ),
+    "github": (
+        "baseUrl",
+        {"token": "ghp_agentrein"},
+        {"type": "github-close-issue", "repo": "octo/demo", "number": 1},
+    ),
+}
+
+
+@pytest.mark.parametrize("connector", sorted(ADDRESSED))
+@pytest.mark.parametrize("address", ["http://127.0.0.1:18204", "http://[::1]:18204/api/v3", "http://10.0.0.5"])
+def test_a_connectors_api_address_on_a_private_address_is_refused_when_stored(
+    api: httpx.Client, monkeypatch: pytest.MonkeyPatch, connector: str, address: str
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    key, credentials, _ = ADDRESSED[connector]
+    refused = api.put(
+        f"/connectors/{connector}", json={"enabled": True, "config": {key: address}, "credentials": credentials}
+    )
+    detail = problem_of(refused, f"config.{key}")["detail"]
+    assert "private or local address" in detail and ALLOW_PRIVATE_ENV in detail
+    assert api.get(f"/connectors/{connector}").json()["enabled"] is False
+
+
+@pytest.mark.parametrize("connector", sorted(ADDRESSED))
+def test_a_rollback_sends_no_credentials_to_an_api_address_that_is_no_longer_allowed(
+    api: httpx.Client, monkeypatch: pytest.MonkeyPatch, service: FakeService, connector: str
+) -> None:
+    """Stored while private targets were allowed; the server no longer allows them when the rollback runs."""
+    key, credentials, undo = ADDRESSED[connector]
+    settings = {"enabled": True, "config": {key: service.base_url}, "credentials": credentials}
+    assert api.put(f"/connectors/{connector}", json=settings).status_code == 200
+    session_id = api.post("/sessions", json={"agentId": "a", "intent": "tidy up"}).json()["id"]
+    body = {"connector": connector, "apiName": "made.create", "operationType": "CREATE", "payload": {}}
+    action_id = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+    confirmed = api.patch(
+        f"/sessions/{session_id}/actions/{action_id}", json={"status": "SUCCESS", "response": {}, "undo": undo}
+    )
+    assert confirmed.status_code == 200, confirmed.text
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    (action,) = rolled_back(api, session_id)["actions"]
+    assert action["status"] == ActionStatus.ROLLBACK_FAILED
+    assert f"config.{key}" in action["error"] and "private or local address" in action["error"]
+    assert ALLOW_PRIVATE_ENV in action["error"]
+    assert service.calls() == []  # the fake stands at the stored address: it received nothing
+
+
+class Reaching(Connector):
+    """A third-party connector whose undos go where its settings say, and which checks none of them itself."""
+
+    name: ClassVar[str] = "reaching"
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting("token", "Token", "Sent with every undo.", secret=True),
+        Setting("endpoint", "API address", "Where undos go.", SettingKind.URL),
+        Setting("mirrors", "Mirrors", "Other hosts undos may go to.", SettingKind.HOSTS),
+    )
+
+    def prepare(self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        return None
+
+    def check_config(self, config: JSON, credentials: JSON) -> None:
+        pass  # it takes anything: the engine checks its targets all the same
+
+    def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
+        return httpx.Client(base_url=config["endpoint"], headers={"Authorization": credentials["token"]})
+
+
+class ReachingPlugin:
+    @hookimpl
+    def agentrein_register_connectors(self) -> list[Connector]:
+        return [Reaching()]
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"endpoint": "http://127.0.0.1:18204"}, "config.endpoint"),
+        ({"endpoint": "https://api.example.com", "mirrors": ["169.254.169.254:80"]}, "config.mirrors"),
+    ],
+)
+def test_the_targets_a_third_party_connector_declares_are_checked_by_the_engine_when_stored(
+    server: RunningServer, tenant: Tenant, resolver: Resolver, monkeypatch: pytest.MonkeyPatch, config: JSON, field: str
+) -> None:
+    manager = new_plugin_manager(load_entry_points=False)
+    manager.register(ReachingPlugin())
+    services = attrs.evolve(server.services, connectors=Connectors(manager))
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    resolver.answer("api.example.com", PUBLIC)
+    with pytest.raises(ValidationError) as refused:
+        services.configure_connector(tenant.org_id, "reaching", enabled=True, config=config, credentials={"token": "t"})
+    assert refused.value.field == field and ALLOW_PRIVATE_ENV in str(refused.value)
+    assert server.engine.connector_config(tenant.org_id, "reaching") is None
 
 
 # server-side undos ------------------------------------------------------------------------------------------

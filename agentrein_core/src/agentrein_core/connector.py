@@ -28,7 +28,12 @@ organisation's stored configuration and credentials (:meth:`Connector.server_cli
 :meth:`Connector.check_config` when an operator stores them). :attr:`Connector.settings` declares what those
 take, one :class:`Setting` each (its key, type, help text, and whether it is a secret credential), so the
 dashboard asks for them in a form and converts what is typed to the same ``config`` and ``credentials`` JSON
-as ``PUT /connectors/{name}`` takes; ``check_config`` still judges the values. A connector without
+as ``PUT /connectors/{name}`` takes; ``check_config`` still judges the values. A setting of kind
+:attr:`SettingKind.URL` (an address requests are sent to) or :attr:`SettingKind.HOSTS` (an allow-list of hosts)
+is a *target*: the engine, not the connector, checks it (:func:`check_settings`, DESIGN §8) when the settings
+are stored and again before each server-side undo, so a connector cannot lead the server's requests, and the
+organisation's credentials, to a private address. Declare every address ``server_client`` reaches this way.
+A connector without
 ``server_client`` has no server-side undo (:meth:`Connector.undoes_in_server`): its actions are undone by the
 agent's own process, and the server's rollbacks say so before they start.
 
@@ -53,6 +58,7 @@ from typing import Any, ClassVar
 
 from attrs import frozen
 
+from agentrein_core import targets
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
 from agentrein_core.statuses import OperationType
@@ -82,8 +88,11 @@ class SettingKind(StrEnum):
     """What a setting's JSON value is, and so how a form asks for it."""
 
     TEXT = "text"  #: a string
-    URL = "url"  #: a string, an http(s) address
+    URL = "url"  #: a string, the http(s) address requests are sent to: a target (:func:`check_settings`)
     LIST = "list"  #: a list of strings; a form takes one per line
+    #: a list of hosts requests may be sent to (``host``, ``host:port``, ``[IPv6]:port``, ``*.domain``), one per
+    #: line in a form: a target (:func:`check_settings`)
+    HOSTS = "hosts"
     HEADERS = "headers"  #: an object of string values (HTTP headers); a form takes one ``Name: value`` per line
 
 
@@ -246,6 +255,24 @@ class Connector(ABC):
         flag = override.get(REQUIRE_APPROVAL_KEY, False)
         if not isinstance(flag, bool):
             raise ValidationError(f"undo[{api_name_glob!r}].{REQUIRE_APPROVAL_KEY}", "must be true or false")
+
+
+def check_settings(connector: Connector, config: JSON, credentials: JSON) -> None:
+    """Settings of ``connector`` as the engine takes them, when they are stored (``PUT /connectors/{name}``,
+    the dashboard's form, the command line) and again before each server-side undo: the connector's own
+    :meth:`~Connector.check_config`, then every target it declares (a :attr:`~SettingKind.URL` or
+    :attr:`~SettingKind.HOSTS` setting), which must reach public addresses only unless the server sets
+    ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1 (:mod:`agentrein_core.targets`). Checked here rather than by each
+    connector, so none can skip it."""
+    connector.check_config(config, credentials)
+    for setting in connector.settings:
+        value = (credentials if setting.secret else config).get(setting.key)
+        if value is None:
+            continue
+        if setting.kind is SettingKind.URL:
+            targets.check_target_url(setting.field, value)
+        elif setting.kind is SettingKind.HOSTS:
+            targets.check_allowed_hosts(setting.field, value)
 
 
 def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoConfig:

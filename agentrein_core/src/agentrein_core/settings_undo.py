@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from attrs import define, frozen
 
-from agentrein_core.connector import Connector
+from agentrein_core.connector import Connector, check_settings
 from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import JSON, Action
@@ -94,8 +94,8 @@ class SettingsUndoExecutor:
             credentials = self.decrypt(settings.credentials)
         except AgentReinError as exc:  # stored under another secret key
             return Obstacle(str(exc), in_settings=True)
-        try:
-            connector.check_config(settings.config, credentials)
+        try:  # again: a host's address may have changed, or the settings were stored when private ones were allowed
+            check_settings(connector, settings.config, credentials)
         except AgentReinError as exc:
             return Obstacle(
                 f"the stored settings of connector {name!r} are refused ({exc}); an operator corrects them on "

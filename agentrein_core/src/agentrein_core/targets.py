@@ -1,10 +1,12 @@
 """Where AgentRein sends requests an organisation or an agent chose the address of: webhook deliveries, an
 organisation's own verifier, and server-side undos (which carry the organisation's stored credentials).
 
-- Allow-lists of hosts (``webhookHosts``, the http connector's ``allowedHosts``) hold exact hosts or
-  ``*.`` followed by a domain of at least two labels (:func:`check_host_pattern`): no entry allows every host.
+- Allow-lists of hosts (``webhookHosts``, the http connector's ``allowedHosts``) follow one rule
+  (:func:`host_entries`): ``host``, ``host:port``, ``[IPv6]`` or ``[IPv6]:port``, each host exact or ``*.``
+  followed by a domain of at least two labels (:func:`check_host_pattern`): no entry allows every host.
 - Only public addresses are reached (:func:`check_public_target`), unless the server sets
-  ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1: checked when an address is stored, and again by the request's own
+  ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1: checked when an address is stored (a connector's targets by
+  :func:`agentrein_core.connector.check_settings`, whatever the connector), and again by the request's own
   connection (:class:`PinnedTransport`), which resolves the host once, checks every answer and connects to
   the address it checked, so a DNS answer that changes in between cannot lead the request elsewhere.
 """
@@ -15,6 +17,7 @@ import ipaddress
 import os
 import re
 import socket
+from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +32,10 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+#: One entry of an allow-list of hosts: a host (or ``*.domain``) and the one port it allows, ``None`` for any.
+HostEntry = tuple[str, int | None]
+#: What every refusal of a private or unresolvable address ends with, so an operator knows the way out.
+_ALLOW_HINT = f"set {ALLOW_PRIVATE_ENV}=1 on the server to allow private targets"
 
 
 def private_targets_allowed() -> bool:
@@ -49,8 +56,10 @@ def host_and_port(field: str, url: str) -> tuple[str, int]:
     return parts.hostname.lower(), port
 
 
-def check_target_url(field: str, url: str) -> None:
-    """An http(s) URL of a public host (a verifier an organisation chose, say)."""
+def check_target_url(field: str, url: object) -> None:
+    """An http(s) URL of a public host (a verifier an organisation chose, a connector's API address)."""
+    if not isinstance(url, str):
+        raise ValidationError(field, "must be an http or https URL")
     check_public_target(field, *host_and_port(field, url))
 
 
@@ -63,7 +72,9 @@ def check_public_target(field: str, host: str, port: int) -> None:
     try:
         found = addresses_of(host, port)
     except (OSError, UnicodeError):
-        raise ValidationError(field, f"the host {host!r} cannot be resolved") from None
+        raise ValidationError(
+            field, f"the host {host!r} cannot be resolved, so its address cannot be checked ({_ALLOW_HINT})"
+        ) from None
     _refuse_private(field, host, found)
 
 
@@ -78,7 +89,9 @@ def _refuse_private(field: str, host: str, addresses: list[Address]) -> None:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         if not address.is_global or address.is_multicast:
-            raise ValidationError(field, f"the host {host!r} is a private or local address ({address}); refused")
+            raise ValidationError(
+                field, f"the host {host!r} is a private or local address ({address}); refused ({_ALLOW_HINT})"
+            )
 
 
 def check_host_pattern(field: str, pattern: object) -> str:
@@ -101,6 +114,46 @@ def check_host_pattern(field: str, pattern: object) -> str:
     if not host or len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
         raise ValidationError(field, f"{pattern!r} is not a host name, an IP address or *.domain")
     return host
+
+
+def host_entries(field: str, entries: object) -> list[HostEntry]:
+    """An allow-list of hosts (``webhookHosts``, the http connector's ``allowedHosts``), parsed: at most 100
+    entries, each ``host``, ``host:port``, ``[IPv6]``, ``[IPv6]:port`` or a bare IPv6 address, its host as
+    :func:`check_host_pattern` allows. An entry without a port allows any port."""
+    if not isinstance(entries, list) or len(entries) > 100:
+        raise ValidationError(field, "must be a list of at most 100 hosts or host:port, e.g. ['api.example.com']")
+    return [_host_entry(field, entry) for entry in entries]
+
+
+def _host_entry(field: str, entry: object) -> HostEntry:
+    text = entry if isinstance(entry, str) else ""
+    host, port = text, ""
+    if text.startswith("["):
+        host, _, port = text[1:].partition("]")
+        if ":" not in host or (port and not port.startswith(":")):
+            raise ValidationError(field, f"{entry!r} is not [IPv6 address] or [IPv6 address]:port")
+        port = port[1:]
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    host = check_host_pattern(field, host)
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValidationError(field, f"{entry!r}: the port must be a number from 1 to 65535")
+    return host, int(port) if port else None
+
+
+def host_allowed(entries: list[HostEntry], host: str, port: int) -> bool:
+    """Whether ``host`` (lowercased) on ``port`` is among the parsed allow-list ``entries``."""
+    return any(fnmatchcase(host, pattern) and allowed in (None, port) for pattern, allowed in entries)
+
+
+def check_allowed_hosts(field: str, entries: object) -> list[HostEntry]:
+    """An allow-list of hosts requests are sent to (:func:`host_entries`), its exact hosts public
+    (:func:`check_public_target`; a wildcard's hosts are checked as each request is sent)."""
+    parsed = host_entries(field, entries)
+    for host, port in parsed:
+        if "*" not in host:
+            check_public_target(field, host, port or 443)
+    return parsed
 
 
 class PinnedTransport(httpx.HTTPTransport):

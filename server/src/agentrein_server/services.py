@@ -11,6 +11,7 @@ from attrs import define
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 
+from agentrein_core.connector import check_settings
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import JSON, ApiKey, Approval, ConnectorConfig, OrganisationSettings, Webhook
@@ -42,16 +43,17 @@ class Services:
     def configure_connector(
         self, org_id: str, name: str, *, enabled: bool, config: JSON, credentials: JSON | None
     ) -> ConnectorConfig:
-        """Check the settings with the connector, encrypt the credentials (``None`` keeps the stored ones)
-        and store them. Settings being disabled are not checked: a connector can always be switched off."""
+        """Check the settings (the connector's own check, and the targets it declares: ``check_settings``),
+        encrypt the credentials (``None`` keeps the stored ones) and store them. Settings being disabled are
+        not checked: a connector can always be switched off."""
         connector = self.connectors.get(name)
         if enabled:
             if credentials is None:
                 stored = self.engine.connector_config(org_id, name)
                 kept = self.vault.decrypt(stored.credentials) if stored is not None else {}
-                connector.check_config(config, kept)
+                check_settings(connector, config, kept)
             else:
-                connector.check_config(config, credentials)
+                check_settings(connector, config, credentials)
         token = self.vault.encrypt(credentials) if credentials is not None else None
         return self.engine.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
 

@@ -17,9 +17,9 @@
   ``http-request`` undo with another method is refused unless listed) and ``allowedPaths`` (path globs,
   default any). Credentials: ``{"headers": {...}}``, added to every inverse.
 - Inverses reach public addresses only, unless the server sets ``AGENTREIN_ALLOW_PRIVATE_TARGETS=1``
-  (:mod:`agentrein_core.targets`): an exact host that is, or resolves to, a loopback, private, link-local or
-  metadata address is refused when the settings are stored, and every inverse's host is resolved once,
-  checked, and connected to at the address checked.
+  (:mod:`agentrein_core.targets`): ``allowedHosts`` is a target setting, so the engine refuses an exact host
+  that is, or resolves to, a loopback, private, link-local or metadata address when the settings are stored,
+  and every inverse's host is resolved once, checked, and connected to at the address checked.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class HttpConnector(Connector):
             "Allowed hosts",
             "Where undos may be sent, one per line: a host, or host:port (a host without a port allows any "
             "port). None: no undo runs, since agents describe their own undos.",
-            SettingKind.LIST,
+            SettingKind.HOSTS,
             example="api.example.com\n*.example.com",
         ),
         Setting(
@@ -206,10 +206,8 @@ class HttpConnector(Connector):
             raise ValidationError("undo.method", "an http-request undo needs a method among POST, PUT, PATCH, DELETE")
 
     def check_config(self, config: JSON, credentials: JSON) -> None:
+        # allowedHosts is a target (SettingKind.HOSTS): the engine checks it (connector.check_settings)
         _only_keys("config", config, {"allowedHosts", "allowedMethods", "allowedPaths"})
-        for host, port in _allowed_hosts(config):
-            if "*" not in host:  # a wildcard's hosts are checked as each inverse is sent
-                targets.check_public_target(ALLOWED_HOSTS, host, port or 443)
         _globs(config, "allowedPaths", "path globs, e.g. ['/v1/*']")
         methods = _globs(config, "allowedMethods", "HTTP methods, e.g. ['DELETE', 'POST']")
         if any(m.upper() not in OPERATIONS for m in methods):
@@ -224,14 +222,14 @@ class HttpConnector(Connector):
 
     def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
         # Checked again: settings stored before the rule on hosts was tightened may allow every host.
-        hosts = _allowed_hosts(config)
+        hosts = targets.host_entries(ALLOWED_HOSTS, config.get("allowedHosts", []))
         methods = {m.upper() for m in config.get("allowedMethods", ["DELETE"])}
         paths = tuple(config.get("allowedPaths", ["*"]))
 
         def refuse_what_is_not_allowed(request: httpx.Request) -> None:
             host = request.url.raw_host.decode("ascii")
             port = request.url.port or targets.DEFAULT_PORTS.get(request.url.scheme, 80)
-            if not any(fnmatchcase(host, glob) and allowed in (None, port) for glob, allowed in hosts):
+            if not targets.host_allowed(hosts, host, port):
                 raise UndoError(
                     f"undo refused: {host}:{port} is not in the http connector's allowedHosts "
                     f"({', '.join(config.get('allowedHosts', [])) or 'none configured'})"
@@ -317,26 +315,6 @@ def _globs(config: JSON, key: str, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValidationError(f"config.{key}", f"must be a list of {what}")
     return value
-
-
-def _allowed_hosts(config: JSON) -> list[tuple[str, int | None]]:
-    """``allowedHosts`` as (host pattern, port or ``None`` for any): ``host``, ``host:port``, ``[v6]:port``
-    or a bare IPv6 address, each host an exact one or ``*.domain`` (:func:`targets.check_host_pattern`)."""
-    entries = []
-    for entry in _globs(config, "allowedHosts", "hosts or host:port, e.g. ['api.example.com']"):
-        host, port = entry, ""
-        if entry.startswith("["):
-            host, _, port = entry[1:].partition("]")
-            if port and not port.startswith(":"):
-                raise ValidationError(ALLOWED_HOSTS, f"{entry!r} is not [IPv6 address]:port")
-            port = port[1:]
-        elif entry.count(":") == 1:
-            host, port = entry.split(":")
-        host = targets.check_host_pattern(ALLOWED_HOSTS, host)
-        if port and not (port.isdigit() and 0 < int(port) < 65536):
-            raise ValidationError(ALLOWED_HOSTS, f"{entry!r}: the port must be a number from 1 to 65535")
-        entries.append((host, int(port) if port else None))
-    return entries
 
 
 def _only_keys(field: str, value: JSON, allowed: set[str]) -> None:

@@ -92,11 +92,11 @@ def settings_from_form(connector: Connector, form: Posted, kept: JSON) -> tuple[
 
 def parsed(setting: Setting, text: str) -> object | None:
     """A setting's JSON value from what was typed; ``None`` when nothing was."""
-    if setting.kind in (SettingKind.LIST, SettingKind.HEADERS):
+    if setting.kind in (SettingKind.LIST, SettingKind.HOSTS, SettingKind.HEADERS):
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if not lines:
             return None
-        if setting.kind is SettingKind.LIST:
+        if setting.kind is not SettingKind.HEADERS:
             return lines
         headers = {}
         for number, line in enumerate(lines, 1):
@@ -112,7 +112,7 @@ def shown(value: object, kind: SettingKind) -> str:
     """A stored value as the form shows it (lists one item per line)."""
     if value is None:
         return ""
-    if kind is SettingKind.LIST and isinstance(value, list):
+    if kind in (SettingKind.LIST, SettingKind.HOSTS) and isinstance(value, list):
         return "\n".join(map(str, value))
     if kind is SettingKind.HEADERS and isinstance(value, dict):
         return "\n".join(f"{k}: {v}" for k, v in value.items())
