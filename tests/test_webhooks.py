@@ -162,6 +162,49 @@ def test_webhook_urls_and_events_are_checked(
     assert api.get("/webhooks").json() == []
 
 
+@pytest.mark.parametrize(
+    ("entry", "allowed", "refused"),
+    [
+        ("127.0.0.1:8080", "http://127.0.0.1:8080/x", "http://127.0.0.1:8081/x"),
+        ("[::1]", "http://[::1]:9/x", "http://127.0.0.1:9/x"),
+        ("[::1]:8080", "http://[::1]:8080/x", "http://[::1]:8081/x"),
+        ("::1", "http://[::1]/x", "http://127.0.0.1/x"),
+    ],
+)
+def test_a_webhook_host_takes_a_port_or_a_bracketed_ipv6_address_as_allowed_hosts_do(
+    server: RunningServer, entry: str, allowed: str, refused: str
+) -> None:
+    api = operator(server.tenant())
+    assert api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": [entry]}}).status_code == 200
+    stored = api.patch("/settings", json={"webhookHosts": [entry]})
+    assert stored.status_code == 200 and stored.json()["webhookHosts"] == [entry], stored.text
+    assert api.post("/webhooks", json={"url": allowed, "events": ["rollback.completed"]}).status_code == 201
+    outside = api.post("/webhooks", json={"url": refused, "events": ["rollback.completed"]})
+    assert outside.status_code == 400 and "not among the organisation's webhookHosts" in outside.json()["detail"]
+
+
+@pytest.mark.parametrize("entry", ["*:443", "*", "[hooks.example.com]", "127.0.0.1:0", "127.0.0.1:65536", "[::1]x"])
+def test_a_webhook_host_is_refused_as_the_same_allowed_host_is(server: RunningServer, entry: str) -> None:
+    api = operator(server.tenant())
+    as_allowed_host = api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": [entry]}})
+    as_webhook_host = api.patch("/settings", json={"webhookHosts": [entry]})
+    assert (as_allowed_host.status_code, as_webhook_host.status_code) == (400, 400), as_webhook_host.text
+    assert as_webhook_host.json()["field"] == "webhookHosts"
+    assert as_webhook_host.json()["detail"] == as_allowed_host.json()["detail"].replace(
+        "config.allowedHosts", "webhookHosts"
+    )
+    assert api.get("/settings").json()["webhookHosts"] == []
+
+
+def test_deliveries_reach_a_webhook_host_allowed_with_its_port(tenant: Tenant, receiver: WebhookReceiver) -> None:
+    port = httpx.URL(receiver.url).port
+    assert operator(tenant).patch("/settings", json={"webhookHosts": [f"127.0.0.1:{port}"]}).status_code == 200
+    subscribe(tenant, receiver, ["approval.requested"])
+    held_action(tenant)
+    (delivered,) = eventually(receiver.accepted, bool)
+    assert json.loads(delivered.body)["type"] == "approval.requested"
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/x", "http://localhost:9/x", "http://[::ffff:10.0.0.1]/x"])
 def test_private_addresses_are_refused_unless_the_server_allows_them(
     server: RunningServer, url: str, monkeypatch: pytest.MonkeyPatch

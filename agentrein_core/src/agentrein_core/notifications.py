@@ -14,8 +14,7 @@ import hmac
 import json
 import time
 from datetime import timedelta
-from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, cast
 
 from agentrein_core import targets
 from agentrein_core.converter import to_wire
@@ -57,17 +56,17 @@ def check_webhook_host(url: str, allowed_hosts: list[str]) -> tuple[str, int]:
     host, port = targets.host_and_port("url", url.strip())
     if not allowed_hosts:
         raise ValidationError("url", "no webhook hosts are allowed yet: add the host to the settings' webhookHosts")
-    if not any(fnmatchcase(host, pattern.lower()) for pattern in allowed_hosts):
-        raise ValidationError("url", f"the host {host!r} is not among the organisation's webhookHosts")
+    if not targets.host_allowed(targets.host_entries("webhookHosts", allowed_hosts), host, port):
+        raise ValidationError("url", f"the host {host!r} on port {port} is not among the organisation's webhookHosts")
     return host, port
 
 
 def check_host_patterns(patterns: object) -> list[str]:
-    """An allow-list of webhook hosts: names like ``hooks.example.com`` or ``*.example.com``
-    (:func:`~agentrein_core.targets.check_host_pattern`)."""
-    if not isinstance(patterns, list) or len(patterns) > 100:
-        raise ValidationError("webhookHosts", "must be a list of at most 100 host names")
-    return [targets.check_host_pattern("webhookHosts", pattern) for pattern in patterns]
+    """An allow-list of webhook hosts, lowercased: ``hooks.example.com``, ``*.example.com``,
+    ``hooks.example.com:8443``, ``[::1]:8080``, as the http connector's ``allowedHosts``
+    (:func:`~agentrein_core.targets.host_entries`)."""
+    targets.host_entries("webhookHosts", patterns)  # refuses anything but a list of such entries
+    return [pattern.lower() for pattern in cast(list[str], patterns)]
 
 
 def envelope(event: Event) -> dict[str, Any]:
