@@ -33,6 +33,7 @@ from agentrein_core.errors import UnauthorizedError
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role
 from agentrein_core.store import Store
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_core.vault import SECRET_KEY_ENV
 from agentrein_testing import FakeService
 
@@ -381,6 +382,18 @@ def test_bad_connector_settings_are_clear_errors(target: Target) -> None:
         assert result.exit_code == 1, result.output
         assert message in result.output
     assert target.engine.connector_config(target.org_id, "http") is None  # nothing was stored
+
+
+def test_a_connectors_api_address_on_a_private_address_is_refused_naming_the_variable_that_allows_it(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    settings = ["--config", '{"apiBase": "http://127.0.0.1:18204"}', "--credentials", '{"apiKey": "sk_test_1"}']
+    result = cli("connectors", "enable", "stripe", *settings, *target.options)
+    assert result.exit_code == 1, result.output
+    assert "config.apiBase" in result.output and "private or local" in result.output
+    assert ALLOW_PRIVATE_ENV in result.output
+    assert target.engine.connector_config(target.org_id, "stripe") is None
 
 
 def test_rollback_on_a_database_needs_the_connector_enabled(database_url: str, service: FakeService) -> None:

@@ -15,6 +15,7 @@ from dashboard import HOSTILE, PASSWORD, Account, Visitor, account, visitor
 from serving import RunningServer, Tenant
 
 from agentrein_core.statuses import ApprovalStatus, UserRole
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_core.vault import Vault
 from agentrein_server.dashboard import approvals as dashboard_approvals
 from agentrein_server.dashboard import viewer
@@ -563,6 +564,20 @@ def test_stripe_is_saved_with_its_stored_key_kept_and_can_always_be_disabled(
     stored = server.engine.connector_config(tenant.org_id, "stripe")
     assert stored is not None and not stored.enabled
     assert server.services.vault.decrypt(stored.credentials) == {"apiKey": "sk_test_1"}
+
+
+def test_an_api_address_on_a_private_address_is_refused_beside_its_field(
+    server: RunningServer, tenant: Tenant, as_admin: Visitor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    as_admin.get("/dashboard/connectors")
+    typed = {"config.apiBase": "http://127.0.0.1:18204", "credentials.apiKey": "sk_test_1"}
+    refused = as_admin.post("/dashboard/connectors/stripe", typed)
+    assert refused.status_code == 400 and "stripe not enabled: config.apiBase: the host" in refused.text
+    assert "is a private or local address (127.0.0.1)" in refused.text and ALLOW_PRIVATE_ENV in refused.text
+    field = re.search(r'<input id="stripe-config-apiBase"[^>]*>', refused.text)
+    assert field is not None and 'aria-invalid="true"' in field.group(0)
+    assert server.engine.connector_config(tenant.org_id, "stripe") is None
 
 
 def test_a_refused_policy_keeps_what_was_typed(as_admin: Visitor) -> None:
