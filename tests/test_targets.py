@@ -35,10 +35,11 @@ from agentrein_core import targets
 from agentrein_core.connector import Connector, Setting, SettingKind
 from agentrein_core.errors import ValidationError
 from agentrein_core.hookspecs import hookimpl
-from agentrein_core.model import JSON
+from agentrein_core.model import JSON, UndoConfig
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
+from agentrein_stripe import StripeConnector
 from agentrein_testing import FakeService
 
 #: A public address that names answer with; nothing ever connects to it (the guard refuses first).
@@ -217,6 +218,20 @@ def test_a_rollback_sends_no_credentials_to_an_api_address_that_is_no_longer_all
     assert f"config.{key}" in action["error"] and "private or local address" in action["error"]
     assert ALLOW_PRIVATE_ENV in action["error"]
     assert service.calls() == []  # the fake stands at the stored address: it received nothing
+
+
+def test_stripes_server_client_checks_the_address_of_its_api_as_it_connects(
+    resolver: Resolver, outside: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked when stored and before the undo, the API's name may still resolve elsewhere as it connects."""
+    connector = StripeConnector()
+    client = connector.server_client({"apiBase": "https://api.rebound.test"}, {"apiKey": "sk_test_agentrein"})
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    resolver.answer("api.rebound.test", "10.0.0.5")
+    undo = UndoConfig("stripe-delete", {"resource": "customers", "id": "cus_1"})
+    with pytest.raises(ValidationError, match=rf"config\.apiBase: .*private or local.*{ALLOW_PRIVATE_ENV}"):
+        connector.run_undo(undo, client, "undo-key")
+    assert outside == [] and resolver.asked["api.rebound.test"] == 1
 
 
 class Reaching(Connector):

@@ -10,6 +10,9 @@
   undone by restoring the fields it changed, read just before it ran.
 - Transient: connection errors, rate limits, 5xx and ``idempotency_key_in_use``; an ``IdempotencyError`` is
   never retried. An undo that finds its object already gone, cancelled, voided or refunded has succeeded.
+- The server's undos carry the organisation's key to ``apiBase`` (a target the engine checks when stored and
+  before each undo) through a pinned connection (:mod:`agentrein_core.targets`): public addresses only, unless
+  the server sets ``AGENTREIN_ALLOW_PRIVATE_TARGETS=1``.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
+import httpx
 import stripe
 from stripe._stripe_service import StripeService
 
+from agentrein_core import targets
 from agentrein_core.connector import (
     Connector,
     PreparedCall,
@@ -390,8 +395,41 @@ class StripeConnector(Connector):
         base = config.get("apiBase")
         # Our own retries (same undo key every attempt) replace the SDK's.
         return stripe.StripeClient(
-            credentials["apiKey"], base_addresses={"api": base} if base else {}, max_network_retries=0
+            credentials["apiKey"],
+            base_addresses={"api": base} if base else {},
+            max_network_retries=0,
+            http_client=_PinnedHTTPClient(),
         )
+
+
+class _PinnedHTTPClient(stripe.HTTPClient):
+    """Stripe's HTTP through :func:`agentrein_core.targets.pinned_client`: the key goes only to an address
+    checked as the request connects, however ``apiBase`` resolves by then (DESIGN §8)."""
+
+    name = "agentrein-pinned"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._http = targets.pinned_client("config.apiBase", timeout=80.0, follow_redirects=False)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None,
+        post_data: Any = None,
+        *,
+        _usage: list[str] | None = None,
+    ) -> tuple[str, int, Mapping[str, str]]:
+        try:
+            answer = self._http.request(method, url, headers=headers, content=post_data)
+        except httpx.TransportError as exc:  # as Stripe's own clients say it, so it is retried as transient
+            failed = f"Stripe could not be reached ({exc})"
+            raise stripe.APIConnectionError(failed, should_retry=True) from exc  # type: ignore[no-untyped-call]
+        return answer.text, answer.status_code, answer.headers
+
+    def close(self) -> None:
+        self._http.close()
 
 
 class _Call:
