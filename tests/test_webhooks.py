@@ -183,7 +183,9 @@ def test_a_webhook_host_takes_a_port_or_a_bracketed_ipv6_address_as_allowed_host
     assert outside.status_code == 400 and "not among the organisation's webhookHosts" in outside.json()["detail"]
 
 
-@pytest.mark.parametrize("entry", ["*:443", "*", "[hooks.example.com]", "127.0.0.1:0", "127.0.0.1:65536", "[::1]x"])
+@pytest.mark.parametrize(
+    "entry", ["*:443", "*", "[hooks.example.com]", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:", "[::1]x", "[::1"]
+)
 def test_a_webhook_host_is_refused_as_the_same_allowed_host_is(server: RunningServer, entry: str) -> None:
     api = operator(server.tenant())
     as_allowed_host = api.put("/connectors/http", json={"enabled": True, "config": {"allowedHosts": [entry]}})

@@ -127,18 +127,18 @@ def host_entries(field: str, entries: object) -> list[HostEntry]:
 
 def _host_entry(field: str, entry: object) -> HostEntry:
     text = entry if isinstance(entry, str) else ""
-    host, port = text, ""
+    host, port = text, None
     if text.startswith("["):
-        host, _, port = text[1:].partition("]")
-        if ":" not in host or (port and not port.startswith(":")):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or ":" not in host or (rest and not rest.startswith(":")):
             raise ValidationError(field, f"{entry!r} is not [IPv6 address] or [IPv6 address]:port")
-        port = port[1:]
+        port = rest[1:] if rest else None
     elif text.count(":") == 1:
         host, port = text.split(":")
     host = check_host_pattern(field, host)
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
+    if port is not None and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         raise ValidationError(field, f"{entry!r}: the port must be a number from 1 to 65535")
-    return host, int(port) if port else None
+    return host, None if port is None else int(port)
 
 
 def host_allowed(entries: list[HostEntry], host: str, port: int) -> bool:
