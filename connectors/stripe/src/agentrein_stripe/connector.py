@@ -10,9 +10,9 @@
   undone by restoring the fields it changed, read just before it ran.
 - Transient: connection errors, rate limits, 5xx and ``idempotency_key_in_use``; an ``IdempotencyError`` is
   never retried. An undo that finds its object already gone, cancelled, voided or refunded has succeeded.
-- The server's undos carry the organisation's key to ``apiBase`` (a target the engine checks when stored and
-  before each undo) through a pinned connection (:mod:`agentrein_core.targets`): public addresses only, unless
-  the server sets ``AGENTREIN_ALLOW_PRIVATE_TARGETS=1``.
+- The server's undos carry the organisation's key to its ``apiBase``, if it sets one (a target the engine
+  checks when stored and before each undo), through a pinned connection (:mod:`agentrein_core.targets`):
+  public addresses only, unless the server sets ``AGENTREIN_ALLOW_PRIVATE_TARGETS=1``.
 """
 
 from __future__ import annotations
@@ -393,12 +393,13 @@ class StripeConnector(Connector):
 
     def server_client(self, config: JSON, credentials: JSON) -> stripe.StripeClient:
         base = config.get("apiBase")
-        # Our own retries (same undo key every attempt) replace the SDK's.
+        # Our own retries (same undo key every attempt) replace the SDK's. Stripe's own address is trusted (and
+        # reached through the server's proxy, if any); one the organisation chose is reached pinned.
         return stripe.StripeClient(
             credentials["apiKey"],
             base_addresses={"api": base} if base else {},
             max_network_retries=0,
-            http_client=_PinnedHTTPClient(),
+            http_client=_PinnedHTTPClient() if base else None,
         )
 
 
