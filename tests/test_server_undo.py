@@ -10,6 +10,7 @@ from serving import RunningServer
 from agentrein_core.errors import UndoError
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.settings_undo import SettingsUndoExecutor
+from agentrein_core.targets import ALLOW_PRIVATE_ENV
 
 
 def test_an_undo_through_a_connector_this_server_lacks_fails_saying_to_install_it(server: RunningServer) -> None:
@@ -30,3 +31,19 @@ def test_an_undo_through_a_connector_this_server_lacks_fails_saying_to_install_i
     with pytest.raises(UndoError) as failed:
         bare.run_undo(action)
     assert str(failed.value) == obstacle.reason
+
+
+def test_an_api_address_no_longer_allowed_is_an_obstacle_in_the_settings_naming_the_variable(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored while the server allowed private targets; it no longer does."""
+    tenant = server.tenant()
+    settings = {"apiBase": "http://127.0.0.1:18204"}
+    server.services.configure_connector(
+        tenant.org_id, "stripe", enabled=True, config=settings, credentials={"apiKey": "sk_test_1"}
+    )
+    assert server.services.undo.obstacle(tenant.org_id, "stripe") is None
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    obstacle = server.services.undo.obstacle(tenant.org_id, "stripe")
+    assert obstacle is not None and obstacle.in_settings
+    assert "config.apiBase" in obstacle.reason and ALLOW_PRIVATE_ENV in obstacle.reason
