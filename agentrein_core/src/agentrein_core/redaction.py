@@ -90,10 +90,13 @@ _PEM = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*(?:-----END [A-Z0-9 ]*-----)?"
 )
 #: The password of a URL's ``user:password@`` (a DSN's too: ``postgresql://app:pw@db/app``), up to the last
-#: ``@`` before the host.
-_USERINFO = re.compile(r"(?<=://)(?P<user>[^\s:/?#@'\"<>]*):[^\s/?#'\"<>]+@")
-#: A bare run of exactly 40 base64 characters: an AWS secret access key's shape (judged by :func:`_aws_secret`).
-_BASE64_40 = re.compile(r"(?<![\w/+=-])[A-Za-z0-9/+]{40}(?![\w/+=-])")
+#: ``@`` before a space (a password may hold an unescaped ``@`` or ``/``: better hide a path's too).
+_USERINFO = re.compile(r"(?<=://)(?P<user>[^\s:/?#@'\"<>]*):[^\s'\"<>]+@")
+#: A bare run of exactly 40 base64 characters: an AWS secret access key's shape (judged by :func:`_aws_secret`),
+#: unless it is a line of a longer base64 text (a certificate's last line) or of a PEM block.
+_BASE64_40 = re.compile(
+    r"(?<![\w/+-])(?<![A-Za-z0-9/+=]\n)(?<![A-Za-z0-9/+=]\r\n)(?<!-----\n)[A-Za-z0-9/+]{40}(?![\w/+=-])"
+)
 _BASE64_PARTS = re.compile(r"[/+]")
 _DIGIT_RUN = re.compile(r"(?<![\w-])[0-9](?:[ -]?[0-9]){12,18}(?![\w-])")
 _CARD_LIKE = re.compile(r"^[0-9][0-9 -]{11,22}[0-9]$")
