@@ -46,7 +46,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 from agentrein_core.model import UndoConfig
 
@@ -293,6 +293,10 @@ class Redactor:
         """A copy of ``value`` (JSON-like: dicts, lists, scalars) with every secret replaced, free text too."""
         return self._redact(value, self.redact_text)
 
+    @overload
+    def redact_undo(self, undo: UndoConfig) -> UndoConfig: ...
+    @overload
+    def redact_undo(self, undo: None) -> None: ...
     def redact_undo(self, undo: UndoConfig | None) -> UndoConfig | None:
         """An undo config redacted as a payload is, its text too (a URL, a body, a file it restores): an undo
         that lost a secret this way is refused when it is due (:func:`~agentrein_core.runner.run_inverse`)
