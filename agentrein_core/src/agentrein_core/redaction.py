@@ -5,14 +5,20 @@ By key. A value is replaced by ``REDACTED`` when its key names a secret (compare
 ``key`` only as a whole word of the key, so ``X-Auth-Key`` is caught and ``spinner`` is not), or when it is a
 string that looks like a payment card number (13-19 digits passing the Luhn check), wherever it stands.
 
-In free text (an error message, a plain-text body, an api name, a URL, a session's intent, a reviewer's
-reason, a log line) these are replaced:
+In free text (an error message, a plain-text body, an api name, a URL, an undo's parameters, a session's
+agent id and intent, a policy's name and globs, a reviewer's reason, a log line, an event or a verifier's
+question on its way out) these are replaced:
 
+- a private key's PEM block (``-----BEGIN … PRIVATE KEY-----``), whole;
 - the value of every ``key=value`` or ``key: value`` whose key names a secret;
+- the password of a URL's or DSN's ``user:password@``;
 - every card number;
 - every known token shape (:data:`KNOWN_TOKENS`: GitHub ``ghp_…``/``github_pat_…``, Stripe ``sk_live_…``,
   ``rk_…``, ``whsec_…`` and client secrets, Slack ``xoxb-…``, AWS ``AKIA…``, Google ``AIza…``, GitLab
-  ``glpat-…``, OpenAI-style ``sk-…``, npm, PyPI, and JWTs ``eyJ….eyJ….…``), and the token after ``Bearer``;
+  ``glpat-…``, SendGrid ``SG.….…``, OpenAI-style ``sk-…``, npm, PyPI, and JWTs ``eyJ….eyJ….…``), and the
+  token after ``Bearer``;
+- a bare run of exactly 40 base64 characters with both cases and digits that looks random (an AWS secret
+  access key; a git SHA-1, hex of one case, is kept);
 - in a URL path, a segment that is a credential. A segment is one when
   1. it follows a segment whose last word names a secret (:data:`SECRET_SEGMENTS`: ``/token/``, ``/keys/``,
      ``/secrets/``, ``/password/``, ``/reset/``, ``/invite/``…), or it comes anywhere after a ``/hooks/`` or
@@ -34,7 +40,8 @@ reason, a log line) these are replaced:
   token of letters only, where no word before it names a secret; a long CamelCase name with digits
   (``ProductionCluster2024EuWest``) is taken for a token.
 
-An undo whose stored parameters were redacted cannot be run as it was described:
+An undo is redacted as a payload is, its text too; one whose stored parameters were redacted cannot be run
+as it was described:
 :func:`~agentrein_core.runner.run_inverse` refuses it rather than send it. :class:`RedactingFilter` redacts
 log records with the same rules.
 """
