@@ -293,7 +293,8 @@ def test_every_kind_of_secret_planted_in_every_field_is_found_in_no_database_log
 ) -> None:
     caplog.set_level(logging.INFO)
     api = operator(tenant)
-    with FakeModel().running() as model:
+    echoed = {"outcome": "VERIFIED", "rationale": f"Serves it; the agent used {GITHUB_TOKEN}."}  # a model's words
+    with FakeModel(answer=lambda _: echoed).running() as model:
         settings = {"verifierUrl": model.url, "verifierModel": "m", "onDrift": "none"}
         assert api.patch("/settings", json=settings).status_code == 200
         for i, (text, _) in enumerate(KINDS.values()):

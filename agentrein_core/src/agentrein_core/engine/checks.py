@@ -112,7 +112,8 @@ class IntentChecking(UseCases):
     ) -> Verification:
         now = self.clock()
         rationale, verifier = (
-            verification.printable(rationale, validation.MAX_TEXT),
+            # A model's words are stored text too: one may repeat what it was asked about.
+            self.redactors.common.redact_text(verification.printable(rationale, validation.MAX_TEXT)),
             verification.printable(verifier, 200),
         )
         attempts = claimed.attempts + 1
