@@ -226,3 +226,18 @@ def test_entries_are_replayed_only_to_the_backend_that_journaled_them(journal_in
     assert not other.has_entries()
     assert other.replay(cast(Recorder, object())) == 0  # not even looked at: the backend would fail if asked
     assert Journal("server one, key a", journal_in_tmp).has_entries()
+
+
+def test_the_journal_on_disk_holds_no_secret_of_a_session_opened_meanwhile_nor_of_its_calls_undos(
+    agent: AgentRein, relay: Relay, service: FakeService, journal_in_tmp: Path
+) -> None:
+    planted = "db_pw: letmein-db-pw"
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="unavailable"):
+        session = agent.new_session(agent_id=f"agent {planted}", intent=f"orders, {planted}")
+    cancel = {"type": "http-request", "method": "POST", "path": "/v1/orders/{id}/cancel", "json": {"note": planted}}
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http", undo={"POST /v1/*": cancel})
+    client.post("/v1/orders", json={})
+    on_disk = [p.read_bytes() for p in journal_in_tmp.parent.iterdir() if p.name.startswith(journal_in_tmp.stem)]
+    assert on_disk and all(b"letmein-db-pw" not in content for content in on_disk)
+    assert any(b"db_pw: [REDACTED]" in content for content in on_disk)

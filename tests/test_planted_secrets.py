@@ -6,18 +6,22 @@ around them are kept."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from dashboard import account, visitor
-from peers import WebhookReceiver, eventually, operator
+from peers import FakeModel, WebhookReceiver, eventually, operator
 from serving import RunningServer, Tenant
 from typer.testing import CliRunner
 
 from agentrein import AgentRein
 from agentrein_cli.main import app
+from agentrein_core.schema import metadata
 from agentrein_testing import FakeService
 
 CARD = "4242 4242 4242 4242"
@@ -112,8 +116,8 @@ def held_action(api: httpx.Client, session_id: str) -> str:
     return approval_id
 
 
-def new_session(api: httpx.Client, intent: str = "Refund order 7") -> str:
-    made = api.post("/sessions", json={"agentId": "billing-agent", "intent": intent})
+def new_session(api: httpx.Client, intent: str = "Refund order 7", agent_id: str = "billing-agent") -> str:
+    made = api.post("/sessions", json={"agentId": agent_id, "intent": intent})
     assert made.status_code == 201, made.text
     session_id: str = made.json()["id"]
     return session_id
@@ -178,3 +182,138 @@ def test_a_planted_rollback_reason_is_read_back_through_no_path_even_cut_short(
     trigger = api.get(f"/sessions/{session_id}/rollback").json()["trigger"]
     assert trigger == f"requested: {padding} [REDACTED] and card"
     read_back_without_secrets(server, tenant, session_id, events)
+
+
+# every kind of secret in every field ----------------------------------------------------------------------
+PEM_BODY = (
+    "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu",
+    "KUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEAAQ==",
+)
+#: Each kind of secret: planted as this text, it must be found nowhere as any of these strings.
+KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "card": (f"pay with {CARD} today", (CARD, CARD.replace(" ", ""))),
+    "github": (f"use {GITHUB_TOKEN}", (GITHUB_TOKEN,)),
+    "github-pat": ("github_pat_11ABCDEFG0aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT", ("github_pat_11ABCDEFG0aB1cD2eF3gH4",)),
+    "stripe-secret": (f"key {STRIPE_KEY}", (STRIPE_KEY,)),
+    "stripe-restricted": ("key rk_live_51HqLyjWDarjtT1zdp7dc", ("rk_live_51HqLyjWDarjtT1zdp7dc",)),
+    "stripe-webhook": ("whsec_aB1cD2eF3gH4iJ5kL6mN7oP8qR", ("whsec_aB1cD2eF3gH4iJ5kL6mN7oP8qR",)),
+    "stripe-client-secret": ("pi_3MtwBwLkdIwHu7ix28a3tqPa_secret_YrKJUKribcBjcG8HVhfZ", ("YrKJUKribcBjcG8HVhfZ",)),
+    "slack": ("xoxb-1234567890-0987654321-aB1cD2eF3gH4", ("aB1cD2eF3gH4",)),
+    "aws-key-id": ("AKIAIOSFODNN7EXAMPLE", ("AKIAIOSFODNN7EXAMPLE",)),
+    "google": ("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", ("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",)),
+    "gitlab": ("glpat-aB1cD2eF3gH4iJ5kL6mN", ("glpat-aB1cD2eF3gH4iJ5kL6mN",)),
+    "openai": ("sk-proj-aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV", ("aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV",)),
+    "npm": ("npm_aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2", ("npm_aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2",)),
+    "pypi": ("pypi-AgEIcHlwaS5vcmcCJGFiY2RlZjEyLTM0NTYtNzg5MC1hYmNkLWVm", ("AgEIcHlwaS5vcmcCJGFiY2RlZjEy",)),
+    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlc2ln", ("eyJzdWIiOiIxMjM0In0",)),
+    "bearer": ("Authorization: Bearer k3j9x2m4n8p1", ("k3j9x2m4n8p1",)),
+    "password-pair": ("password=hunter2-pw", ("hunter2-pw",)),
+    "slack-webhook": (
+        "https://hooks.test/services/T0001/B0002/aB1cD2eF3gH4iJ5kL6mN7oP8",
+        ("aB1cD2eF3gH4iJ5kL6mN7oP8",),
+    ),
+    "telegram": ("https://tg.test/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/send", ("ABC-DEF1234ghIkl",)),
+    "discord": ("https://discord.test/api/webhooks/123456789/k3j9x2m4n8q7", ("k3j9x2m4n8q7",)),
+    "random-path": ("https://api.test/v1/feeds/k3j9x2m4n8p1q7r5s6t0/items", ("k3j9x2m4n8p1q7r5s6t0",)),
+    "query-token": ("https://api.test/v1/x?access_token=tok-in-query-7", ("tok-in-query-7",)),
+    # the shapes issue 23 found missed
+    "sendgrid": ("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", ("pQ8rS9tU0vW1xY2zA3bC4d",)),
+    "pem": (f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY[0]}\n{PEM_BODY[1]}\n-----END RSA PRIVATE KEY-----", PEM_BODY),
+    "url-password": ("https://bob:hunter2-url@api.test/v1/x", ("hunter2-url",)),
+    "dsn": ("postgresql://app:s3cr3t-dsn@db.internal:5432/app", ("s3cr3t-dsn",)),
+    "secretish-key": ("db_pw: letmein-db-pw", ("letmein-db-pw",)),
+    "aws-secret": ("aws wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",)),
+}
+
+
+def undo_url(text: str) -> str:
+    """The planted text as an undo's URL would hold it: the URL itself, a pair in its query, or a token as a
+    query's value (no URL holds a PEM block)."""
+    if text.startswith(("http://", "https://")):
+        return text
+    if "BEGIN" in text:
+        return "https://api.test/v1/undo"
+    if "=" in text or ": " in text:
+        return "https://api.test/v1/undo?" + text.replace(": ", "=").replace(" ", "%20")
+    return "https://api.test/v1/undo?memo=" + (CARD.replace(" ", "") if CARD in text else max(text.split(), key=len))
+
+
+def plant(api: httpx.Client, i: int, text: str) -> None:
+    """``text`` in every field one session, its calls, a policy and a review take: the agent's id, the intent,
+    a policy's name and api name (which the call matches: its review is approved with the text as reason),
+    a call's api name, payload, response and undo (URL, JSON body, text), a failed call's error, a journaled
+    call's payload and error, and a journaled call's idempotency key (refused)."""
+    api_name = f"POST /v1/k{i}/{text}"
+    policy = {"name": f"review {i} {text}", "effect": "REQUIRE_APPROVAL", "apiName": api_name}
+    assert api.post("/policies", json=policy).status_code == 201
+    session_id = new_session(api, f"refund {text}", agent_id=f"agent {text}")
+    body = {"connector": "http", "apiName": api_name, "operationType": "CREATE", "payload": {"note": text}}
+    action = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]
+    undo = {"type": "http-request", "method": "POST", "url": undo_url(text), "json": {"note": text, "lines": [text]}}
+    done = {"status": "SUCCESS", "response": {"note": text, "config": {"dsn": text}}, "undo": undo}
+    confirmed = api.patch(f"/sessions/{session_id}/actions/{action['actionId']}", json=done)
+    assert confirmed.status_code == 200, confirmed.text
+    assert confirmed.json()["policyName"] is not None  # the redacted glob matches the redacted api name
+    (review,) = [a for a in api.get("/approvals", params={"status": "PENDING"}).json() if a["sessionId"] == session_id]
+    decision = {"reviewer": "lead@example.com", "reason": f"fine, {text}"}
+    assert api.post(f"/approvals/{review['approvalId']}/approve", json=decision).status_code == 200
+    body = {"connector": "http", "apiName": "POST /v1/charges", "operationType": "CREATE", "payload": {"n": text}}
+    failing = api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"]
+    failed = {"status": "FAILED", "error": f"failed: {text}"}
+    assert api.patch(f"/sessions/{session_id}/actions/{failing}", json=failed).status_code == 200
+    journaled = {
+        "idempotencyKey": f"agentrein-journal-{i:032x}",
+        "connector": "http",
+        "apiName": "POST /v1/journaled",
+        "operationType": "CREATE",
+        "status": "FAILED",
+        "payload": {"note": text},
+        "error": f"offline: {text}",
+    }
+    assert api.post(f"/sessions/{session_id}/journal", json=journaled).status_code == 201
+    keyed = api.post(f"/sessions/{session_id}/journal", json=journaled | {"idempotencyKey": text[:100]})
+    assert keyed.status_code == 400 and "secret" in keyed.json()["detail"], keyed.text
+
+
+def stored_text(server: RunningServer) -> str:
+    """What the server's database holds: the SQLite file and its write-ahead log as they are on disk, or every
+    row of every table of the PostgreSQL database."""
+    store = server.engine.store
+    if store.dialect == "sqlite":
+        path = Path(str(store.engine.url.database))
+        return "".join(p.read_bytes().decode("latin-1") for p in (path, Path(f"{path}-wal")) if p.exists())
+    with store.engine.connect() as conn:
+        return "\n".join(
+            str(row) for table in metadata.sorted_tables for row in conn.execute(sa.select(table)).fetchall()
+        )
+
+
+def test_every_kind_of_secret_planted_in_every_field_is_found_in_no_database_log_webhook_or_verifier_request(
+    server: RunningServer, tenant: Tenant, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    api = operator(tenant)
+    echoed = {"outcome": "VERIFIED", "rationale": f"Serves it; the agent used {GITHUB_TOKEN}."}  # a model's words
+    with FakeModel(answer=lambda _: echoed).running() as model:
+        settings = {"verifierUrl": model.url, "verifierModel": "m", "onDrift": "none"}
+        assert api.patch("/settings", json=settings).status_code == 200
+        for i, (text, _) in enumerate(KINDS.values()):
+            plant(api, i, text)
+        eventually(lambda: model.requests, lambda asked: len(asked) >= len(KINDS))
+        bodies = delivered(receiver, "approval.decided")
+        eventually(lambda: receiver.accepted(), lambda got: len(got) >= 2 * len(KINDS))
+    places = {
+        "database": stored_text(server),
+        "logs": caplog.text,
+        "webhooks": "\n".join(r.body.decode() for r in receiver.accepted()),
+        "verifier": json.dumps([body for _, body in model.requests], ensure_ascii=False),
+    }
+    leaks = [
+        (place, kind, found[max(0, found.index(s) - 60) : found.index(s) + 60])
+        for kind, (_, secrets) in KINDS.items()
+        for place, found in places.items()
+        for s in secrets
+        if s in found
+    ]
+    assert leaks == [], "\n".join(map(str, leaks))
+    assert bodies and "[REDACTED]" in places["webhooks"] and "[REDACTED]" in places["verifier"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from fnmatch import fnmatchcase
 
 import httpx
 import pytest
 
+from agentrein_core.model import UndoConfig
 from agentrein_core.redaction import REDACTED, Redactor, redact_logs
 from agentrein_http import HttpConnector
 
@@ -161,3 +163,75 @@ def test_a_log_record_and_its_traceback_are_redacted_by_the_stores_rules(caplog:
     assert "aB1cD2eF3gH4iJ5kL6mN7oP8" not in shown
     assert 'HTTP Request: POST https://hooks.test/services/T1/B1/[REDACTED] "HTTP/1.1 200 OK"' in shown
     assert "ValueError: could not reach https://hooks.test/services/T1/B1/[REDACTED]" in shown
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n"
+    "KUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEAAQ==\n-----END RSA PRIVATE KEY-----"
+)
+
+
+def test_sendgrid_keys_private_keys_url_passwords_secretish_keys_and_aws_secrets_are_redacted_in_free_text() -> None:
+    redactor = Redactor()
+    texts = {
+        "mail 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 now": "mail [REDACTED] now",
+        f"key:\n{PEM}\nend": "key:\n[REDACTED]\nend",
+        f"cut short: {PEM[:80]}": "cut short: [REDACTED]",
+        "see https://bob:hunter2@api.test/v1/x": "see https://bob:[REDACTED]@api.test/v1/x",
+        "db postgresql://app:p@ss/w0rd@db.internal:5432/app": "db postgresql://app:[REDACTED]@db.internal:5432/app",
+        "redis://:s3cr3t@cache:6379/0": "redis://:[REDACTED]@cache:6379/0",
+        "db_pw: letmein, DB_PW=abc, dbPw=xyz": "db_pw: [REDACTED], DB_PW=[REDACTED], dbPw=[REDACTED]",
+        "creds: c1, credential=c2": "creds: [REDACTED], credential=[REDACTED]",
+        f"aws {AWS_SECRET} done": "aws [REDACTED] done",
+    }
+    assert {text: redactor.redact_text(text) for text in texts} == texts
+
+
+def test_a_dsns_password_is_redacted_under_a_dsn_key() -> None:
+    assert Redactor().redact({"dsn": "postgresql://app:s3cr3t@db/app"}) == {"dsn": "postgresql://app:[REDACTED]@db/app"}
+
+
+def test_git_shas_stripe_ids_public_pems_and_paths_of_forty_characters_are_kept() -> None:
+    kept = [
+        "revert da39a3ee5e6b4b0d3255bfef95601890afd80709",  # a git SHA-1: 40 hex digits
+        "revert DA39A3EE5E6B4B0D3255BFEF95601890AFD80709",
+        "refund cus_NffrFeUfNV2Hib and pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        "see repos/Acme/Web2/issues/12/comments/Abc1x",  # 40 characters of a path
+        "-----BEGIN CERTIFICATE-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n"
+        "KUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEA\n-----END CERTIFICATE-----",  # its last line: 40 characters
+        "mailto:ada@example.com and https://api.test/v1/x?at=10:20",
+    ]
+    redactor = Redactor()
+    assert [redactor.redact_text(text) for text in kept] == kept
+
+
+def test_an_undos_url_json_body_and_text_are_redacted_but_its_ids_are_kept() -> None:
+    token = "ghp_aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2"
+    undo = UndoConfig(
+        "http-request",
+        {
+            "method": "POST",
+            "url": f"https://api.test/v1/revert/da39a3ee5e6b4b0d3255bfef95601890afd80709?key={token}",
+            "json": {"customer": "cus_NffrFeUfNV2Hib", "note": f"use {token}", "dsn": "postgresql://a:pw@db/x"},
+        },
+    )
+    redacted = Redactor().redact_undo(undo)
+    assert redacted is not None and redacted.params == {
+        "method": "POST",
+        "url": "https://api.test/v1/revert/da39a3ee5e6b4b0d3255bfef95601890afd80709?key=[REDACTED]",
+        "json": {"customer": "cus_NffrFeUfNV2Hib", "note": "use [REDACTED]", "dsn": "postgresql://a:[REDACTED]@db/x"},
+    }
+
+
+def test_a_globs_secrets_are_redacted_but_its_wildcards_kept_so_it_matches_the_redacted_text() -> None:
+    redactor = Redactor()
+    api_name = "POST /services/T1/B1/aB1cD2eF3gH4iJ5kL6mN7oP8"
+    globs = {
+        api_name: "POST /services/T1/B1/[[]REDACTED]",
+        "POST /services/T1/B1/aB1cD2eF3gH4iJ5kL6mN7oP8?": "POST /services/T1/B1/[[]REDACTED]",
+        "DELETE /v1/tokens/*": "DELETE /v1/tokens/*",
+        "DELETE /v1/api_keys/[a-z]*": "DELETE /v1/api_keys/[a-z]*",
+    }
+    assert {glob: redactor.redact_glob(glob) for glob in globs} == globs
+    assert fnmatchcase(redactor.redact_text(api_name), globs[api_name])

@@ -138,6 +138,25 @@ def test_an_undo_whose_url_lost_a_token_to_redaction_fails_rather_than_passing_f
     assert service.calls("DELETE") == [] and created["id"] in service.collection("aB1cD2eF3gH4iJ5kL6mN7oP8")
 
 
+def test_an_undo_whose_json_body_lost_a_secret_to_redaction_is_refused_rather_than_sent(
+    ar: AgentRein, service: FakeService
+) -> None:
+    cancel = {"type": "http-request", "method": "POST", "path": "/v1/orders/{id}/cancel"}
+    undo = {"POST /v1/orders": cancel | {"json": {"note": "sign with db_pw: letmein-db-pw", "sku": "A1"}}}
+    client, session_id = wrapped(ar, service, undo=undo)
+    client.post("/v1/orders", json={"sku": "A1"})
+    (action,) = ar.get_session(session_id).actions
+    assert action.undo is not None and action.undo.params["json"] == {
+        "note": "sign with db_pw: [REDACTED]",
+        "sku": "A1",
+    }
+    with pytest.raises(RollbackFailedError) as failed:
+        ar.rollback_session(session_id)
+    (undone,) = failed.value.session.actions
+    assert undone.error is not None and "its json.note held a secret, which AgentRein does not store" in undone.error
+    assert service.calls("POST", "*/cancel") == []
+
+
 def test_caller_can_override_an_undo_with_a_template_and_an_approval_flag(ar: AgentRein, service: FakeService) -> None:
     client, session_id = wrapped(
         ar,

@@ -133,8 +133,11 @@ export class AgentRein {
       this.journal.warnUnavailable(error);
       const id = `ses_${randomBytes(16).toString('hex')}`;
       const openedAt = new Date().toISOString();
-      this.journal.append({ sessionId: id, opened: { agentId, intent, sandbox, openedAt } });
-      return offlineSession(id, agentId, intent, sandbox, openedAt);
+      // Redacted as AgentRein would store them: the journal is on disk.
+      const redactor = new Redactor();
+      const [agent, declared] = [redactor.redactText(agentId), redactor.redactText(intent)];
+      this.journal.append({ sessionId: id, opened: { agentId: agent, intent: declared, sandbox, openedAt } });
+      return offlineSession(id, agent, declared, sandbox, openedAt);
     }
   }
 

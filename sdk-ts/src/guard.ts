@@ -226,7 +226,9 @@ function outcome(guard: Guard, call: PreparedCall, result: unknown): { response:
     guard.log(`AgentRein cannot undo ${call.apiName} (${error.message}); it is recorded as an action with no undo`);
     undo = NO_UNDO;
   }
-  return { response: guard.redactor.redact(bounded(connector.recordResult(call, result))), undo: undoToWire(undo) };
+  // The undo is redacted too: it may wait on disk (the journal, the confirmations' file).
+  const response = guard.redactor.redact(bounded(connector.recordResult(call, result)));
+  return { response, undo: undoToWire(guard.redactor.redactUndo(undo)) };
 }
 
 function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { result?: unknown; error?: unknown }): void {

@@ -9,7 +9,7 @@
  * card numbers.
  */
 
-import type { Json } from './connector.js';
+import type { Json, UndoConfig } from './connector.js';
 
 export const REDACTED = '[REDACTED]';
 
@@ -31,7 +31,17 @@ export const DEFAULT_SENSITIVE_FIELDS: readonly string[] = [
   'passphrase',
 ];
 /** Words too short to match inside other words: a secret only as a whole word of a key. */
-export const SENSITIVE_WORDS: ReadonlySet<string> = new Set(['key', 'pass', 'pin', 'sig', 'auth']);
+export const SENSITIVE_WORDS: ReadonlySet<string> = new Set([
+  'key',
+  'pass',
+  'pw',
+  'pin',
+  'sig',
+  'auth',
+  'creds',
+  'credential',
+  'credentials',
+]);
 /** Keys ending in a sensitive word that name no secret. */
 export const NOT_SECRET_KEYS: ReadonlySet<string> = new Set(['idempotencykey']);
 
@@ -53,6 +63,7 @@ const KNOWN_TOKEN = new RegExp(
       '(?:AKIA|ASIA)[A-Z0-9]{16}',
       'AIza[A-Za-z0-9_-]{35}',
       'glpat-[A-Za-z0-9_-]{20,}',
+      'SG\\.[\\w-]{16,}\\.[\\w-]{16,}',
       'sk-(?=[\\w-]*[0-9])(?=[\\w-]*[A-Z])[\\w-]{32,}',
       'npm_[A-Za-z0-9]{36}',
       'pypi-[A-Za-z0-9_-]{50,}',
@@ -62,6 +73,14 @@ const KNOWN_TOKEN = new RegExp(
     ')',
   'g',
 );
+
+/** A private key's PEM block, to its END line or the end of its base64 when cut short (certificates kept). */
+const PEM = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*(?:-----END [A-Z0-9 ]*-----)?/g;
+/** The password of a URL's or DSN's `user:password@`, up to the last `@` before a space. */
+const USERINFO = /(?<=:\/\/)([^\s:/?#@'"<>]*):[^\s'"<>]+@/g;
+/** A bare run of exactly 40 base64 characters (an AWS secret access key's shape), not a line of a longer
+ *  base64 text or of a PEM block. */
+const BASE64_40 = /(?<![\w/+-])(?<![A-Za-z0-9/+=]\n)(?<![A-Za-z0-9/+=]\r\n)(?<!-----\n)[A-Za-z0-9/+]{40}(?![\w/+=-])/g;
 
 /** Collections whose members are secrets: the segment after one is a secret unless ordinary (a UUID there
  *  is a member's id, `/api_keys/<uuid>`)... */
@@ -129,6 +148,18 @@ function looksRandom(stretch: string): boolean {
   return entropy(stretch) >= RANDOM_ENTROPY * Math.log2(Math.min(stretch.length, 64));
 }
 
+/** Whether a 40-character base64 run is an AWS secret access key: both cases and digits, random-looking,
+ *  not words and numbers between `/` (a path); a git SHA-1 (hex, one case) is kept. */
+function awsSecret(run: string): boolean {
+  return (
+    /[A-Z]/.test(run) &&
+    /[a-z]/.test(run) &&
+    /[0-9]/.test(run) &&
+    !run.split(/[/+]/).every((part) => WORD_PART.test(part)) &&
+    entropy(run) >= RANDOM_ENTROPY * Math.log2(run.length)
+  );
+}
+
 /** Shannon entropy in bits a character. */
 function entropy(text: string): number {
   const counts = new Map<string, number>();
@@ -190,12 +221,22 @@ export class Redactor {
     return String(value);
   }
 
-  /** `text` with secret `key=value` values, known tokens and card numbers replaced. */
+  /** An undo config redacted as a payload is, its text too: one that lost a secret is refused at rollback. */
+  redactUndo(undo: UndoConfig): UndoConfig {
+    return { ...undo, params: this.redact(undo.params) as { readonly [key: string]: Json } };
+  }
+
+  /** `text` with secret `key=value` values, known tokens, private keys, URL passwords and card numbers replaced. */
   redactText(text: string): string {
     if (looksLikeCardNumber(text)) return REDACTED;
-    if (text.includes('=') || text.includes(':')) text = this.redactPairs(text);
+    if (text.includes('-----BEGIN ')) text = text.replace(PEM, REDACTED);
+    if (text.includes('=') || text.includes(':')) {
+      text = this.redactPairs(text);
+      if (text.includes('://') && text.includes('@')) text = text.replace(USERINFO, `$1:${REDACTED}@`);
+    }
     text = text.replace(KNOWN_TOKEN, REDACTED);
     if (text.includes('/')) text = text.replace(PATH, redactPath);
+    if (text.length >= 40) text = text.replace(BASE64_40, (run) => (awsSecret(run) ? REDACTED : run));
     return text.replace(DIGIT_RUN, (run) => (looksLikeCardNumber(run) ? REDACTED : run));
   }
 

@@ -5,14 +5,20 @@ By key. A value is replaced by ``REDACTED`` when its key names a secret (compare
 ``key`` only as a whole word of the key, so ``X-Auth-Key`` is caught and ``spinner`` is not), or when it is a
 string that looks like a payment card number (13-19 digits passing the Luhn check), wherever it stands.
 
-In free text (an error message, a plain-text body, an api name, a URL, a session's intent, a reviewer's
-reason, a log line) these are replaced:
+In free text (an error message, a plain-text body, an api name, a URL, an undo's parameters, a session's
+agent id and intent, a policy's name and globs, a reviewer's reason, a log line, an event or a verifier's
+question on its way out) these are replaced:
 
+- a private key's PEM block (``-----BEGIN … PRIVATE KEY-----``), whole;
 - the value of every ``key=value`` or ``key: value`` whose key names a secret;
+- the password of a URL's or DSN's ``user:password@``;
 - every card number;
 - every known token shape (:data:`KNOWN_TOKENS`: GitHub ``ghp_…``/``github_pat_…``, Stripe ``sk_live_…``,
   ``rk_…``, ``whsec_…`` and client secrets, Slack ``xoxb-…``, AWS ``AKIA…``, Google ``AIza…``, GitLab
-  ``glpat-…``, OpenAI-style ``sk-…``, npm, PyPI, and JWTs ``eyJ….eyJ….…``), and the token after ``Bearer``;
+  ``glpat-…``, SendGrid ``SG.….…``, OpenAI-style ``sk-…``, npm, PyPI, and JWTs ``eyJ….eyJ….…``), and the
+  token after ``Bearer``;
+- a bare run of exactly 40 base64 characters with both cases and digits that looks random (an AWS secret
+  access key; a git SHA-1, hex of one case, is kept);
 - in a URL path, a segment that is a credential. A segment is one when
   1. it follows a segment whose last word names a secret (:data:`SECRET_SEGMENTS`: ``/token/``, ``/keys/``,
      ``/secrets/``, ``/password/``, ``/reset/``, ``/invite/``…), or it comes anywhere after a ``/hooks/`` or
@@ -34,7 +40,8 @@ reason, a log line) these are replaced:
   token of letters only, where no word before it names a secret; a long CamelCase name with digits
   (``ProductionCluster2024EuWest``) is taken for a token.
 
-An undo whose stored parameters were redacted cannot be run as it was described:
+An undo is redacted as a payload is, its text too; one whose stored parameters were redacted cannot be run
+as it was described:
 :func:`~agentrein_core.runner.run_inverse` refuses it rather than send it. :class:`RedactingFilter` redacts
 log records with the same rules.
 """
@@ -46,7 +53,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 from agentrein_core.model import UndoConfig
 
@@ -72,8 +79,8 @@ DEFAULT_SENSITIVE_FIELDS = frozenset(
     }
 )
 #: Words too short to match inside other words (``pass`` in ``compass``): a secret only as a whole word of a
-#: key, e.g. ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key``, ``card[pin]`` or a query's ``sig``.
-SENSITIVE_WORDS = frozenset({"key", "pass", "pin", "sig", "auth"})
+#: key, e.g. ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key``, ``card[pin]``, ``db_pw`` or a query's ``sig``.
+SENSITIVE_WORDS = frozenset({"key", "pass", "pw", "pin", "sig", "auth", "creds", "credential", "credentials"})
 #: Keys ending in a sensitive word that name no secret.
 NOT_SECRET_KEYS = frozenset({"idempotencykey"})
 
@@ -84,6 +91,20 @@ _KEY = re.compile(r"""(?<![A-Za-z])(?P<key>[A-Za-z][\w.\[\]-]*+)["']?\s*[:=]\s*(
 #: A value: with its auth scheme (``Bearer x``) if any, up to the next separator (or closing quote).
 _VALUE = re.compile(r"(?:(?:Bearer|Basic|Token|Digest)\s+)?[^\s&,;\"'<>(){}#]+", re.IGNORECASE)
 _QUOTED = {"'": re.compile(r"[^']*"), '"': re.compile(r'[^"]*')}
+#: A PEM block of a private key (``-----BEGIN RSA PRIVATE KEY-----``, OpenSSH's, PGP's), with its headers, up
+#: to its END line, or to the end of its base64 when it was cut short. Certificates and public keys are kept.
+_PEM = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*(?:-----END [A-Z0-9 ]*-----)?"
+)
+#: The password of a URL's ``user:password@`` (a DSN's too: ``postgresql://app:pw@db/app``), up to the last
+#: ``@`` before a space (a password may hold an unescaped ``@`` or ``/``: better hide a path's too).
+_USERINFO = re.compile(r"(?<=://)(?P<user>[^\s:/?#@'\"<>]*):[^\s'\"<>]+@")
+#: A bare run of exactly 40 base64 characters: an AWS secret access key's shape (judged by :func:`_aws_secret`),
+#: unless it is a line of a longer base64 text (a certificate's last line) or of a PEM block.
+_BASE64_40 = re.compile(
+    r"(?<![\w/+-])(?<![A-Za-z0-9/+=]\n)(?<![A-Za-z0-9/+=]\r\n)(?<!-----\n)[A-Za-z0-9/+]{40}(?![\w/+=-])"
+)
+_BASE64_PARTS = re.compile(r"[/+]")
 _DIGIT_RUN = re.compile(r"(?<![\w-])[0-9](?:[ -]?[0-9]){12,18}(?![\w-])")
 _CARD_LIKE = re.compile(r"^[0-9][0-9 -]{11,22}[0-9]$")
 
@@ -99,6 +120,7 @@ KNOWN_TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("AKIA", "ASIA"), r"(?:AKIA|ASIA)[A-Z0-9]{16}"),  # AWS access key ids
     (("AIza",), r"AIza[A-Za-z0-9_-]{35}"),  # Google API keys
     (("glpat-",), r"glpat-[A-Za-z0-9_-]{20,}"),  # GitLab
+    (("SG.",), r"SG\.[\w-]{16,}\.[\w-]{16,}"),  # SendGrid
     (("sk-",), r"sk-(?=[\w-]*[0-9])(?=[\w-]*[A-Z])[\w-]{32,}"),  # OpenAI, Anthropic and the like
     (("npm_",), r"npm_[A-Za-z0-9]{36}"),
     (("pypi-",), r"pypi-[A-Za-z0-9_-]{50,}"),
@@ -217,10 +239,37 @@ def _looks_random(stretch: str) -> bool:
     return _entropy(stretch) >= RANDOM_ENTROPY * math.log2(min(len(stretch), 64))
 
 
+def _aws_secret(match: re.Match[str]) -> str:
+    """The run redacted if it looks like an AWS secret access key: upper and lower case letters and digits,
+    spread as randomly as :func:`_looks_random` asks, and not words and numbers between ``/`` (a path). A git
+    SHA-1 (40 hex digits, one case) is kept."""
+    run = match.group(0)
+    if (
+        any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+        and any(c.isdigit() for c in run)
+        and not all(_WORD_PART.fullmatch(part) for part in _BASE64_PARTS.split(run))
+        and _entropy(run) >= RANDOM_ENTROPY * math.log2(len(run))
+    ):
+        return REDACTED
+    return run
+
+
 def _entropy(text: str) -> float:
     """Shannon entropy in bits a character."""
     n = len(text)
     return -sum(k / n * math.log2(k / n) for k in Counter(text).values())
+
+
+#: A glob's wildcards: ``*``, ``?`` and ``[…]`` sets.
+_GLOB_WILDCARD = re.compile(r"\*+|\?|\[!?\]?[^\]]*\]")
+#: The marker as a glob matches it (``[`` alone opens a set).
+_ESCAPED_MARKER = "[[]" + REDACTED[1:]
+
+
+def _stand_in(i: int) -> str:
+    """A word no rule redacts, unique for ``i``, that stands in for a glob's ``i``-th wildcard."""
+    return "Zwildcard" + "".join(chr(ord("a") + int(d)) for d in str(i)) + "Z"
 
 
 #: The longest text whose redaction is remembered (at most 10,000 texts are, a few MB).
@@ -251,15 +300,30 @@ class Redactor:
         """A copy of ``value`` (JSON-like: dicts, lists, scalars) with every secret replaced, free text too."""
         return self._redact(value, self.redact_text)
 
+    @overload
+    def redact_undo(self, undo: UndoConfig) -> UndoConfig: ...
+    @overload
+    def redact_undo(self, undo: None) -> None: ...
     def redact_undo(self, undo: UndoConfig | None) -> UndoConfig | None:
-        """An undo config redacted by key and card shape, but its text left as is (a file an undo restores
-        must be restored as it was), except the URL it calls, whose query may carry a token."""
+        """An undo config redacted as a payload is, its text too (a URL, a body, a file it restores): an undo
+        that lost a secret this way is refused when it is due (:func:`~agentrein_core.runner.run_inverse`)
+        rather than sent other than it was described."""
         if undo is None:
             return None
-        params = self._redact(undo.params, lambda text: text)
-        if isinstance(params.get("url"), str):
-            params["url"] = self.redact_text(params["url"])
-        return UndoConfig(undo.type, params, undo.require_approval)
+        return UndoConfig(undo.type, self.redact(undo.params), undo.require_approval)
+
+    def redact_glob(self, glob: str | None) -> str | None:
+        """A policy's match glob redacted as the text it is matched against (an api name, an agent id) is, so
+        that it still matches that text: its wildcards are kept (put aside as words while its text is redacted,
+        else ``/tokens/*`` would lose its ``*``), and each marker is escaped to match the marker itself."""
+        if glob is None:
+            return None
+        wildcards = _GLOB_WILDCARD.findall(glob)
+        stand_ins = iter(_stand_in(i) for i in range(len(wildcards)))
+        redacted = self.redact_text(_GLOB_WILDCARD.sub(lambda _: next(stand_ins), glob))
+        for i, wildcard in enumerate(wildcards):
+            redacted = redacted.replace(_stand_in(i), wildcard, 1)
+        return redacted.replace(REDACTED, _ESCAPED_MARKER)
 
     def redact_text(self, text: str) -> str:
         """``text`` with the value of every secret ``key=value`` (or ``key: value``), every known token, every
@@ -275,12 +339,18 @@ class Redactor:
     def _redact_text(self, text: str) -> str:
         if looks_like_card_number(text):
             return REDACTED
+        if "-----BEGIN " in text:  # first, whole: its headers would be read as pairs
+            text = _PEM.sub(REDACTED, text)
         if "=" in text or ":" in text:  # the common case, a short text of neither, costs no regex
             text = self._redact_pairs(text)
+            if "://" in text and "@" in text:
+                text = _USERINFO.sub(rf"\g<user>:{REDACTED}@", text)
         if _TOKEN_MARK.search(text):
             text = _KNOWN_TOKEN.sub(REDACTED, text)
         if "/" in text:
             text = _PATH.sub(_redact_path, text)
+        if len(text) >= 40:
+            text = _BASE64_40.sub(_aws_secret, text)
         return _DIGIT_RUN.sub(_card_in_text, text)
 
     def _redact_pairs(self, text: str) -> str:

@@ -104,7 +104,7 @@ class CheckedAction:
         return cls(
             action.seq,
             action.connector,
-            action.api_name,
+            redact(action, action.api_name),
             action.operation_type,
             _bounded(redact(action, action.payload)),
             _bounded(redact(action, action.response)),

@@ -56,7 +56,8 @@ class AgentRein:
         self.organisation = organisation
         self._connectors = connectors or installed_connectors()
         # AgentRein's own log lines name api names and errors, which may hold what the store never keeps.
-        redact_logs(Redactor(self._connectors.every_sensitive_field()), AGENTREIN_LOGGERS)
+        self._redactor = Redactor(self._connectors.every_sensitive_field())
+        redact_logs(self._redactor, AGENTREIN_LOGGERS)
         base_url = base_url or (os.environ.get(URL_ENV) if database_url is None else None)
         if base_url and database_url is not None:
             raise ValidationError("database_url", "give a database_url (embedded) or a base_url (server), not both")
@@ -104,7 +105,9 @@ class AgentRein:
             if mode == "closed":
                 raise
             self._journal.warn_unavailable(exc, stacklevel=3)
-            return self._journal.open_session(agent_id, intent, sandbox)
+            # Redacted as AgentRein would store them: the journal is on disk.
+            redact = self._redactor.redact_text
+            return self._journal.open_session(redact(agent_id), redact(intent), sandbox)
 
     def get_session(self, session: SessionRef) -> SessionInfo:
         """The session as AgentRein holds it. While AgentRein cannot be reached this raises

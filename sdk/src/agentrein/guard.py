@@ -272,9 +272,10 @@ class Guard:
         self._settle(raising)
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
-        """What is recorded of a successful call: its redacted result and how to undo it. An undo its own
-        connector would refuse (AgentRein checks it again before storing it) is recorded as none, so that the
-        call, which did run, is never left unconfirmed; the session then shows it as not undone."""
+        """What is recorded of a successful call: its redacted result and how to undo it, redacted too (it may
+        wait on disk, in the journal or the confirmations' file). An undo its own connector would refuse
+        (AgentRein checks it again before storing it) is recorded as none, so that the call, which did run, is
+        never left unconfirmed; the session then shows it as not undone."""
         connector = self.options.connector
         undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
         try:
@@ -284,7 +285,8 @@ class Guard:
             log.warning("AgentRein cannot undo %s (%s); it is recorded as an action with no undo", call.api_name, exc)
             undo = UndoConfig(UNDO_NONE)
         # Bounded before it is redacted: the redactor recurses too, and an upstream answer may nest any depth.
-        return self.redactor.redact(nesting.bounded(connector.record_result(call, result))), undo
+        response = self.redactor.redact(nesting.bounded(connector.record_result(call, result)))
+        return response, self.redactor.redact_undo(undo)
 
     def _journal_call(
         self, call: PreparedCall, key: str, *, result: Any = None, error: BaseException | None = None

@@ -87,8 +87,9 @@ class IntentChecking(UseCases):
             check = verification.IntentCheck(
                 org_id=claimed.org_id,
                 session_id=session.session_id,
-                agent_id=session.agent_id,
-                intent=session.intent,
+                # Redacted when stored, and again on the way out: a record stored before a rule was added.
+                agent_id=self.redactors.common.redact_text(session.agent_id),
+                intent=self.redactors.common.redact_text(session.intent),
                 subject="action" if claimed.action_id else "session",
                 actions=[verification.CheckedAction.of(a, verifiers.redact) for a in shown],
                 settings=verifier_settings,
@@ -111,7 +112,8 @@ class IntentChecking(UseCases):
     ) -> Verification:
         now = self.clock()
         rationale, verifier = (
-            verification.printable(rationale, validation.MAX_TEXT),
+            # A model's words are stored text too: one may repeat what it was asked about.
+            self.redactors.common.redact_text(verification.printable(rationale, validation.MAX_TEXT)),
             verification.printable(verifier, 200),
         )
         attempts = claimed.attempts + 1

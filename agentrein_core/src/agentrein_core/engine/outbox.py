@@ -37,7 +37,7 @@ class Outbox(UseCases):
             events = tx.undispatched_events(limit)
         for event in events:
             try:
-                notify(event)
+                notify(self._outgoing(event))
             except Exception:
                 log.exception("a notify plugin failed on event %s (%s)", event.event_id, event.type)
         if events:
@@ -101,7 +101,13 @@ class Outbox(UseCases):
             settings = tx.settings(delivery.org_id) or OrganisationSettings(delivery.org_id)
         if hook is None or event is None:
             return None
-        return delivery, hook, event, settings
+        return delivery, hook, self._outgoing(event), settings
+
+    def _outgoing(self, event: Event) -> Event:
+        """``event`` as it leaves AgentRein: redacted when its records were stored, and again here, by the
+        default rules (a connector's own fields, such as Stripe's ``payload``, would hide what the records
+        show), so that what a rule added since would catch does not leave either."""
+        return evolve(event, data=self.redactors.of("").redact(event.data))
 
     def record_delivery(self, delivery: Delivery, *, status: int | None, error: str | None) -> Delivery:
         """The outcome of one attempt: a 2xx answer delivers; anything else is tried again after the next

@@ -14,6 +14,7 @@ from agentrein_core.errors import NotFoundError, ValidationError
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action, Policy
 from agentrein_core.policies import Subject, matches, parse_effect, validate_glob
+from agentrein_core.redaction import Redactor
 from agentrein_core.statuses import Plan, PolicyEffect
 
 
@@ -34,17 +35,19 @@ class PolicyRules(UseCases):
     ) -> Policy:
         """A new rule. ``before_execution`` (``REQUIRE_APPROVAL`` only) holds a matching call until a reviewer
         approves it, whatever the agent's code declares, for ``approval_timeout_ms`` if given (else the
-        agent's own approval timeout); otherwise a ``REQUIRE_APPROVAL`` rule reviews the call after it ran."""
+        agent's own approval timeout); otherwise a ``REQUIRE_APPROVAL`` rule reviews the call after it ran.
+        Its name and globs are stored redacted, the globs as the api names and agent ids they match are."""
+        redactor = self.redactors.common
         policy = Policy(
             policy_id=new_id("pol"),
             org_id=org_id,
-            name=validation.text("name", name, 200),
+            name=validation.redacted_text("name", name, 200, redactor),
             effect=parse_effect(effect),
             enabled=validation.boolean("enabled", enabled),
             created_at=self.clock(),
             connector=validate_glob("connector", connector),
-            api_name=validate_glob("api_name", api_name),
-            agent_id=validate_glob("agent_id", agent_id),
+            api_name=_redacted_glob("api_name", api_name, redactor),
+            agent_id=_redacted_glob("agent_id", agent_id, redactor),
             operation_type=validate_glob("operation_type", operation_type),
             before_execution=validation.boolean("before_execution", before_execution),
             approval_timeout_ms=approval_timeout_ms,
@@ -100,8 +103,8 @@ class PolicyRules(UseCases):
             enabled=True,
             created_at=self.clock(),
             connector=validate_glob("connector", connector),
-            api_name=validate_glob("api_name", api_name),
-            agent_id=validate_glob("agent_id", agent_id),
+            api_name=_redacted_glob("api_name", api_name, self.redactors.common),
+            agent_id=_redacted_glob("agent_id", agent_id, self.redactors.common),
             operation_type=validate_glob("operation_type", operation_type),
         )
         with self.store.transaction(write=False) as tx:
@@ -111,6 +114,12 @@ class PolicyRules(UseCases):
             for action, agent in found
             if matches(rule, Subject(action.connector, action.api_name, agent, action.operation_type))
         ]
+
+
+def _redacted_glob(field: str, glob: str | None, redactor: Redactor) -> str | None:
+    """A valid glob, redacted as the text it matches is (:meth:`Redactor.redact_glob`), and still valid (the
+    marker may make it longer than it may be)."""
+    return validate_glob(field, redactor.redact_glob(validate_glob(field, glob)))
 
 
 def _check_holding(policy: Policy) -> None:

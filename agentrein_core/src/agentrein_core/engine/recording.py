@@ -73,7 +73,7 @@ class Recording(UseCases):
         session = Session(
             session_id=chosen or new_id("ses"),
             org_id=org_id,
-            agent_id=validation.text("agent_id", agent_id, 200),
+            agent_id=validation.redacted_text("agent_id", agent_id, 200, self.redactors.common),
             intent=validation.redacted_text(
                 "intent", intent, validation.MAX_TEXT, self.redactors.common, allow_empty=True
             ),
@@ -127,7 +127,7 @@ class Recording(UseCases):
                 limit,
                 status=stored,
                 display_status=shown,
-                agent_id=agent_id,
+                agent_id=self.redactors.common.redact_text(agent_id) if agent_id else agent_id,  # as stored
                 created_after=created_after,
                 created_before=created_before,
                 after=position,
@@ -399,13 +399,15 @@ class Recording(UseCases):
         noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
         A failed call rolls the session back, as it would have online."""
         operation_type = OperationType(operation_type)
-        validation.text("idempotency_key", idempotency_key, 100)
         self._check_connector(connector)
         self._check_undo(connector, undo)
         validation.json_value("payload", payload)
         validation.json_value("response", response)
         validation.undo_params(undo)
         redactor = self.redactors.of(connector)
+        # Refused rather than redacted: the key is sent again with the undo, and two keys redacted alike
+        # would be taken for one call.
+        validation.secret_free("idempotency_key", idempotency_key, 100, redactor)
         api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
         response, undo = redactor.redact(response), redactor.redact_undo(undo)
         if not succeeded:

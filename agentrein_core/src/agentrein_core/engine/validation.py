@@ -55,6 +55,15 @@ def redacted_text(field: str, value: object, max_len: int, redactor: Redactor, a
     return redacted
 
 
+def secret_free(field: str, value: object, max_len: int, redactor: Redactor) -> str:
+    """:func:`text` that must hold nothing ``redactor`` would redact: for a value that cannot be redacted
+    and still do its work (an idempotency key, which is stored and sent again to the service)."""
+    checked = text(field, value, max_len)
+    if redactor.redact_text(checked) != checked:
+        raise ValidationError(field, "looks like it holds a secret, which AgentRein does not store; use a random id")
+    return checked
+
+
 def boolean(field: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(field, f"must be true or false, not {value!r}")
