@@ -87,14 +87,14 @@ def test_another_organisations_records_answer_404_and_show_nothing(
 def test_an_agent_key_records_work_but_may_not_review_or_manage(
     server: RunningServer, api: httpx.Client, tenant: Tenant
 ) -> None:
-    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
-    logged = api.post(
-        f"/sessions/{session_id}/actions",
-        json={"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True},
-    ).json()
-    approval_id = logged["approval"]["approvalId"]
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
-        assert agent.post("/sessions", json={"agentId": "a"}).status_code == 201
+        opened = agent.post("/sessions", json={"agentId": "a"})
+        assert opened.status_code == 201
+        logged = agent.post(
+            f"/sessions/{opened.json()['id']}/actions",
+            json={"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True},
+        ).json()
+        approval_id = logged["approval"]["approvalId"]
         assert agent.get(f"/approvals/{approval_id}").json()["status"] == "PENDING"
         for response in (
             agent.post(f"/approvals/{approval_id}/approve", json={}),
@@ -111,9 +111,9 @@ def test_an_agent_key_records_work_but_may_not_review_or_manage(
 def test_agents_roll_back_only_active_sessions_and_operators_completed_ones_too(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    session_id, order_id = session_with_a_created_order(api, service)
-    api.post(f"/sessions/{session_id}/complete")
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
+        agent.post(f"/sessions/{session_id}/complete")
         refused = agent.post(f"/sessions/{session_id}/rollback", json={})
     assert refused.status_code == 409
     assert slug(refused) == "rollback-refused"
@@ -793,10 +793,10 @@ def test_requests_keep_being_served_while_many_long_polls_wait(api: httpx.Client
 def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    session_id, order_id = session_with_a_created_order(api, service)
-    late = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
-    api.post(f"/sessions/{session_id}/complete")
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
+        late = agent.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+        agent.post(f"/sessions/{session_id}/complete")
         journaled = {**NEW_ACTION, "idempotencyKey": "agentrein-journal-1", "status": "FAILED", "error": "boom"}
         assert agent.post(f"/sessions/{session_id}/journal", json=journaled).status_code == 201
         assert agent.patch(f"/sessions/{session_id}/actions/{late}", json={"status": "FAILED"}).status_code == 200
@@ -812,9 +812,9 @@ def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
 def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_back(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    session_id, order_id = session_with_a_created_order(api, service)
     reason = {"reason": "action logging failed: a token=abc123 in the api name", "connector": "http"}
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
         reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
     assert reported.status_code == 200, reported.text
     job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()

@@ -73,6 +73,9 @@ sessions = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("last_activity_at", UTCDateTime, nullable=False),
     Column("completed_at", UTCDateTime),
+    # The API key that opened it: an agent key acts on its own sessions only (none: an embedded engine's, or
+    # opened before keys were remembered; operators act on those).
+    Column("opened_by_key", ID),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
     # A list filtered by stored status or by agent walks its sessions newest first (listings.py).
