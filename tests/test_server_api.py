@@ -689,6 +689,21 @@ def test_a_long_poll_answers_as_soon_as_the_approval_is_decided(api: httpx.Clien
     assert answered_at - decided_at < 10  # woken by the decision, long before the 30 s wait ran out
 
 
+def test_a_held_call_reported_failed_closes_its_approval_and_approving_it_says_why(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    held = api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True}).json()
+    approval_id, action_id = held["approval"]["approvalId"], held["action"]["actionId"]
+    failed = api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "FAILED", "error": "gave up"})
+    assert failed.status_code == 200 and failed.json()["status"] == "FAILED"
+    assert api.get("/approvals", params={"status": "PENDING"}).json() == []
+    closed = api.get(f"/approvals/{approval_id}").json()
+    assert (closed["status"], closed["reason"]) == ("REJECTED", "the action failed before a decision")
+    approved = api.post(f"/approvals/{approval_id}/approve", json={})
+    assert approved.status_code == 409 and slug(approved) == "invalid-transition"
+    assert "the action failed before a decision" in approved.json()["detail"]
+    assert api.get(f"/sessions/{session_id}").json()["displayStatus"] == "FAILED"
+
+
 def test_a_long_poll_returns_the_pending_approval_when_the_wait_runs_out(api: httpx.Client) -> None:
     approval_id = pending_approval(api)
     assert api.get(f"/approvals/{approval_id}", params={"wait": 0.2}).json()["status"] == "PENDING"

@@ -19,6 +19,7 @@ from agentrein_core.engine.consequences import (
     SYSTEM,
     after_agent_failure,
     after_failure,
+    close_reviews,
     new_approval,
     open_approval,
     queue_check,
@@ -368,7 +369,8 @@ class Recording(UseCases):
         """The call failed: record why and roll the session back (a job the caller then runs).
 
         An action a reviewer approved stays ``CLEARED`` (status reference §1): its failure is recorded as a
-        separate ``FAILED`` action, so the approval's history is never rewritten."""
+        separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
+        its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
         error = validation.text("error", error or "failed", validation.MAX_TEXT)
         with self.store.transaction() as tx:
@@ -402,6 +404,8 @@ class Recording(UseCases):
                 failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
                 replace(tx, failed, status=action.status)
                 tx.touch_session(action.session_id, now)
+                if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
+                    close_reviews(tx, now, failed, "the action failed before a decision")
             # Read after the writes above, so the session's new activity time is not written back stale.
             session = session_of(tx, org_id, action.session_id)
             after_agent_failure(tx, now, session, f"action {action.api_name} failed")
