@@ -81,6 +81,8 @@ sessions = Table(
     # A list filtered by stored status or by agent walks its sessions newest first (listings.py).
     Index("ix_sessions_org_status_created", "org_id", "status", "created_at", "session_id"),
     Index("ix_sessions_org_agent_created", "org_id", "agent_id", "created_at", "session_id"),
+    # An agent key's list: the sessions it opened, newest first (and the approvals of those).
+    Index("ix_sessions_org_opener_created", "org_id", "opened_by_key", "created_at", "session_id"),
 )
 
 actions = Table(

@@ -20,8 +20,12 @@ def upgrade() -> None:
     # Sessions opened before have no opener: operator keys act on them, no agent key does.
     with op.batch_alter_table("sessions") as batch:
         batch.add_column(sa.Column("opened_by_key", sa.String(40), nullable=True))
+    op.create_index(
+        "ix_sessions_org_opener_created", "sessions", ["org_id", "opened_by_key", "created_at", "session_id"]
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_sessions_org_opener_created", table_name="sessions")
     with op.batch_alter_table("sessions") as batch:
         batch.drop_column("opened_by_key")
