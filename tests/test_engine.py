@@ -112,6 +112,22 @@ def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(
     assert engine.list_approvals(org.org_id)[0].unconfirmed is False
 
 
+def test_failing_a_held_action_closes_its_approval_saying_why(engine: Engine) -> None:
+    org = engine.create_organisation(f"held-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.new_session(org.org_id, "agent", "intent")
+    logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert logged.approval is not None
+    assert engine.fail_action(org.org_id, logged.action.action_id, error="the agent gave up").status == "FAILED"
+    view = engine.get_session(org.org_id, session.session_id)
+    (closed,) = view.approvals
+    assert (closed.status, closed.resolved_by) == (ApprovalStatus.REJECTED, "agentrein")
+    assert closed.reason == "the action failed before a decision"
+    assert view.display_status == "FAILED"  # no longer AWAITING_APPROVAL
+    assert engine.list_approvals(org.org_id, ApprovalStatus.PENDING) == []
+    with pytest.raises(InvalidTransitionError, match="REJECTED by agentrein: the action failed before a decision"):
+        engine.approve(org.org_id, closed.approval_id, "reviewer")
+
+
 def test_sessions_idle_for_24_hours_are_abandoned(engine: Engine, clock: Clock) -> None:
     org = engine.ensure_organisation("o")
     idle = engine.new_session(org.org_id, "agent", "intent")

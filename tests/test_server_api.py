@@ -87,14 +87,14 @@ def test_another_organisations_records_answer_404_and_show_nothing(
 def test_an_agent_key_records_work_but_may_not_review_or_manage(
     server: RunningServer, api: httpx.Client, tenant: Tenant
 ) -> None:
-    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
-    logged = api.post(
-        f"/sessions/{session_id}/actions",
-        json={"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True},
-    ).json()
-    approval_id = logged["approval"]["approvalId"]
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
-        assert agent.post("/sessions", json={"agentId": "a"}).status_code == 201
+        opened = agent.post("/sessions", json={"agentId": "a"})
+        assert opened.status_code == 201
+        logged = agent.post(
+            f"/sessions/{opened.json()['id']}/actions",
+            json={"connector": "http", "apiName": "DELETE /x", "operationType": "DELETE", "requiresApproval": True},
+        ).json()
+        approval_id = logged["approval"]["approvalId"]
         assert agent.get(f"/approvals/{approval_id}").json()["status"] == "PENDING"
         for response in (
             agent.post(f"/approvals/{approval_id}/approve", json={}),
@@ -111,9 +111,9 @@ def test_an_agent_key_records_work_but_may_not_review_or_manage(
 def test_agents_roll_back_only_active_sessions_and_operators_completed_ones_too(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    session_id, order_id = session_with_a_created_order(api, service)
-    api.post(f"/sessions/{session_id}/complete")
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
+        agent.post(f"/sessions/{session_id}/complete")
         refused = agent.post(f"/sessions/{session_id}/rollback", json={})
     assert refused.status_code == 409
     assert slug(refused) == "rollback-refused"
@@ -689,6 +689,21 @@ def test_a_long_poll_answers_as_soon_as_the_approval_is_decided(api: httpx.Clien
     assert answered_at - decided_at < 10  # woken by the decision, long before the 30 s wait ran out
 
 
+def test_a_held_call_reported_failed_closes_its_approval_and_approving_it_says_why(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    held = api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True}).json()
+    approval_id, action_id = held["approval"]["approvalId"], held["action"]["actionId"]
+    failed = api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "FAILED", "error": "gave up"})
+    assert failed.status_code == 200 and failed.json()["status"] == "FAILED"
+    assert api.get("/approvals", params={"status": "PENDING"}).json() == []
+    closed = api.get(f"/approvals/{approval_id}").json()
+    assert (closed["status"], closed["reason"]) == ("REJECTED", "the action failed before a decision")
+    approved = api.post(f"/approvals/{approval_id}/approve", json={})
+    assert approved.status_code == 409 and slug(approved) == "invalid-transition"
+    assert "the action failed before a decision" in approved.json()["detail"]
+    assert api.get(f"/sessions/{session_id}").json()["displayStatus"] == "FAILED"
+
+
 def test_a_long_poll_returns_the_pending_approval_when_the_wait_runs_out(api: httpx.Client) -> None:
     approval_id = pending_approval(api)
     assert api.get(f"/approvals/{approval_id}", params={"wait": 0.2}).json()["status"] == "PENDING"
@@ -793,10 +808,10 @@ def test_requests_keep_being_served_while_many_long_polls_wait(api: httpx.Client
 def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    session_id, order_id = session_with_a_created_order(api, service)
-    late = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
-    api.post(f"/sessions/{session_id}/complete")
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
+        late = agent.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+        agent.post(f"/sessions/{session_id}/complete")
         journaled = {**NEW_ACTION, "idempotencyKey": "agentrein-journal-1", "status": "FAILED", "error": "boom"}
         assert agent.post(f"/sessions/{session_id}/journal", json=journaled).status_code == 201
         assert agent.patch(f"/sessions/{session_id}/actions/{late}", json={"status": "FAILED"}).status_code == 200
@@ -812,9 +827,9 @@ def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
 def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_back(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    session_id, order_id = session_with_a_created_order(api, service)
     reason = {"reason": "action logging failed: a token=abc123 in the api name", "connector": "http"}
     with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
         reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
     assert reported.status_code == 200, reported.text
     job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()

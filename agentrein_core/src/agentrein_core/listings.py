@@ -88,10 +88,11 @@ class Listings:
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         after: tuple[datetime, str] | None = None,
+        opened_by: str | None = None,
     ) -> list[SessionSummary]:
         """The organisation's sessions, newest first, filtered, each with its display status and action count
         read in the same query; ``after`` is the keyset position (``created_at``, ``session_id``) of the last
-        session of the previous page."""
+        session of the previous page; ``opened_by``: only those this API key opened."""
         t = _S
         stmt = sa.select(t).where(t.c.org_id == org_id)
         if status is not None:
@@ -100,6 +101,8 @@ class Listings:
             stmt = stmt.where(shown_as(display_status))
         if agent_id is not None:
             stmt = stmt.where(t.c.agent_id == agent_id)
+        if opened_by is not None:
+            stmt = stmt.where(t.c.opened_by_key == opened_by)
         if created_after is not None:
             stmt = stmt.where(t.c.created_at >= created_after)
         if created_before is not None:
@@ -150,13 +153,18 @@ class Listings:
         status: ApprovalStatus | None,
         limit: int | None = None,
         after: tuple[int, datetime, str] | None = None,
+        opened_by: str | None = None,
     ) -> Joined:
         """The organisation's approvals, pending first and oldest first (the order a reviewer works in), each
         with its action and session, in one query; at most ``limit``, from after the keyset position ``after``
-        (:func:`approval_position` of the last approval of the previous page)."""
+        (:func:`approval_position` of the last approval of the previous page); ``opened_by``: only those of
+        sessions this API key opened."""
         chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id)
         if status is not None:
             chosen = chosen.where(_P.c.status == status)
+        if opened_by is not None:
+            own = sa.select(_S.c.session_id).where(_S.c.org_id == org_id, _S.c.opened_by_key == opened_by)
+            chosen = chosen.where(_P.c.session_id.in_(own))
         key = (_PENDING_FIRST, _P.c.requested_at, _P.c.approval_id)
         if after is not None:
             chosen = chosen.where(sa.tuple_(*key) > sa.tuple_(*after))

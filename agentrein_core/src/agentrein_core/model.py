@@ -76,6 +76,8 @@ class Session:
     created_at: datetime
     last_activity_at: datetime
     completed_at: datetime | None = None
+    #: The id of the API key that opened it (None: opened by an embedded engine, or before keys were remembered).
+    opened_by_key: str | None = None
 
 
 @frozen

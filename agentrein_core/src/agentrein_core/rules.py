@@ -148,6 +148,14 @@ def display_status(session: Session, actions: Iterable[Action], approvals: Itera
     raise AssertionError(f"no display rule matches a session stored {session.status}")  # the last rules cover all
 
 
+def acts_on(session: Session, agent_key: str | None) -> bool:
+    """Whether a caller may act on ``session`` (record in it, settle its calls, read it): an agent key (its id,
+    ``agent_key``) on the sessions it opened only, whichever process holds it; operators and embedded callers
+    (``agent_key`` None) on all their organisation's. A session no key opened (an embedded engine's, or one
+    opened before sessions remembered their key) is nobody's agent's: operators act on it."""
+    return agent_key is None or session.opened_by_key == agent_key
+
+
 def check_rollback_allowed(
     session: Session, actions: Iterable[Action], display: DisplayStatus, caller_role: str
 ) -> None:

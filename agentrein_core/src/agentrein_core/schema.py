@@ -73,11 +73,16 @@ sessions = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("last_activity_at", UTCDateTime, nullable=False),
     Column("completed_at", UTCDateTime),
+    # The API key that opened it: an agent key acts on its own sessions only (none: an embedded engine's, or
+    # opened before keys were remembered; operators act on those).
+    Column("opened_by_key", ID),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
     # A list filtered by stored status or by agent walks its sessions newest first (listings.py).
     Index("ix_sessions_org_status_created", "org_id", "status", "created_at", "session_id"),
     Index("ix_sessions_org_agent_created", "org_id", "agent_id", "created_at", "session_id"),
+    # An agent key's list: the sessions it opened, newest first (and the approvals of those).
+    Index("ix_sessions_org_opener_created", "org_id", "opened_by_key", "created_at", "session_id"),
 )
 
 actions = Table(

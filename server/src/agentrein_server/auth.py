@@ -24,6 +24,12 @@ class Caller:
     role: Role
     label: str  # how the caller is named in records it decides (resolvedBy, requestedBy)
 
+    @property
+    def agent_key(self) -> str | None:
+        """An agent key's id: it acts only on the sessions it opened. None for an operator key, which acts on
+        all the organisation's."""
+        return self.key_id if self.role is Role.AGENT else None
+
     def require_operator(self, doing: str) -> None:
         if self.role is not Role.OPERATOR:
             raise ForbiddenError(f"an {self.role} key may not {doing}; use an operator key")

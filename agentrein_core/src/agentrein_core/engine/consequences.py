@@ -77,13 +77,15 @@ def open_approval(tx: Tx, now: datetime, approval: Approval) -> None:
 
 
 def close_reviews(tx: Tx, now: datetime, action: Action, reason: str) -> None:
-    """An action that is rolled back needs no review any more: close what still asks about it."""
+    """An action that is rolled back (or failed before its approval was decided) needs no review any more:
+    close what still asks about it, saying why (``reason``)."""
     for approval in tx.approvals_of_action(action.action_id):
         if approval.status is ApprovalStatus.PENDING:
             closed = evolve(
                 approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason
             )
             replace(tx, closed, status=ApprovalStatus.PENDING)
+            tx.announce(Change.DECISION)  # a long-poll waiting on it answers now
             emit(tx, now, closed.org_id, EventType.APPROVAL_DECIDED, to_wire(read_approval(tx, closed, now)))
 
 
@@ -228,7 +230,8 @@ def apply_decision(
     """Decide ``approval`` and carry out what the decision means for its action (status reference §4)."""
     if approval.status is not ApprovalStatus.PENDING:
         by = f" by {approval.resolved_by}" if approval.resolved_by else ""
-        raise InvalidTransitionError(f"approval {approval.approval_id} was already {approval.status}{by}")
+        why = f": {approval.reason}" if approval.reason else ""
+        raise InvalidTransitionError(f"approval {approval.approval_id} was already {approval.status}{by}{why}")
     decided = evolve(approval, status=status, resolved_at=now, resolved_by=reviewer, reason=reason)
     replace(tx, decided, status=ApprovalStatus.PENDING)
     tx.announce(Change.DECISION)

@@ -19,6 +19,7 @@ from agentrein_core.engine.consequences import (
     SYSTEM,
     after_agent_failure,
     after_failure,
+    close_reviews,
     new_approval,
     open_approval,
     queue_check,
@@ -26,6 +27,7 @@ from agentrein_core.engine.consequences import (
 )
 from agentrein_core.engine.records import (
     action_of,
+    check_acts_on,
     read_session,
     replace,
     session_of,
@@ -60,14 +62,23 @@ from agentrein_core.views import Confirmation, LoggedAction, RefusedConfirmation
 class Recording(UseCases):
     # sessions -----------------------------------------------------------------------------------------
     def new_session(
-        self, org_id: str, agent_id: str, intent: str = "", sandbox: bool = False, *, session_id: str | None = None
+        self,
+        org_id: str,
+        agent_id: str,
+        intent: str = "",
+        sandbox: bool = False,
+        *,
+        session_id: str | None = None,
+        opened_by_key: str | None = None,
     ) -> Session:
         """Open a session. ``session_id`` is an id the client chose (the SDK chooses one when it opens a session
         while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
         AgentRein's own ids, and accepted once. The same creation sent again (same agent, intent and sandbox)
         returns the session made first, so a replay repeated after a crash makes nothing twice; any other
         creation with a taken id is refused, with one answer whichever organisation holds the id, so no answer
-        says whether another organisation has a session of that id, nor hands that session over."""
+        says whether another organisation has a session of that id, nor hands that session over.
+        ``opened_by_key``: the API key opening it, the only agent key that may then act on it (the key that
+        replays an offline creation opened it: the journal's calls are that agent's)."""
         now = self.clock()
         chosen = validation.chosen_id("id", session_id, "ses") if session_id is not None else None
         session = Session(
@@ -81,6 +92,7 @@ class Recording(UseCases):
             status=SessionStatus.ACTIVE,
             created_at=now,
             last_activity_at=now,
+            opened_by_key=opened_by_key,
         )
         with self.store.transaction() as tx:
             if tx.org(org_id) is None:
@@ -95,10 +107,12 @@ class Recording(UseCases):
                 return earlier
             raise InvalidTransitionError(f"session id {chosen} is taken; open the session with another random id")
 
-    def get_session(self, org_id: str, session_id: str) -> SessionInfo:
-        """The session with its actions, approvals and intent verifications."""
+    def get_session(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> SessionInfo:
+        """The session with its actions, approvals and intent verifications. ``agent_key``, here and in every
+        use case of a session: the caller is that agent key, which acts only on the sessions it opened (any
+        other is not found, as another organisation's are not)."""
         with self.store.transaction(write=False) as tx:
-            return read_session(tx, session_of(tx, org_id, session_id), verified=True)
+            return read_session(tx, session_of(tx, org_id, session_id, agent_key=agent_key), verified=True)
 
     def list_sessions(
         self,
@@ -111,11 +125,12 @@ class Recording(UseCases):
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         cursor: str | None = None,
+        agent_key: str | None = None,
     ) -> SessionPage:
         """One page of the organisation's sessions, newest first (at most ``limit``, 1 to 1000), filtered: each
         as a list shows it, with its action count (:meth:`get_session` reads its actions). Pass the page's
         ``next_cursor`` back as ``cursor`` for the next page (keyset pagination: pages do not shift when
-        sessions are added meanwhile)."""
+        sessions are added meanwhile). ``agent_key``: only the sessions that agent key opened."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
@@ -131,17 +146,18 @@ class Recording(UseCases):
                 created_after=created_after,
                 created_before=created_before,
                 after=position,
+                opened_by=agent_key,
             )
         if len(batch) < limit:
             return SessionPage(batch, None)
         return SessionPage(batch, cursors.encode((batch[-1].created_at, batch[-1].id)))
 
-    def complete_session(self, org_id: str, session_id: str) -> SessionInfo:
+    def complete_session(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> SessionInfo:
         """The agent is done: ``COMPLETED``, and the session's intent check is queued. Refused while a
         rollback is under way: the agent must not be told "completed" while its work is being undone."""
         now = self.clock()
         with self.store.transaction() as tx:
-            session = session_of(tx, org_id, session_id)
+            session = session_of(tx, org_id, session_id, agent_key=agent_key)
             if tx.active_rollback(session_id) is not None:
                 raise InvalidTransitionError(
                     f"session {session_id} is being rolled back; it can be completed once the rollback has ended"
@@ -151,7 +167,9 @@ class Recording(UseCases):
                 queue_check(tx, now, org_id, session_id, None)
             return read_session(tx, session_of(tx, org_id, session_id))
 
-    def fail_session(self, org_id: str, session_id: str, *, reason: str, connector: str | None = None) -> SessionInfo:
+    def fail_session(
+        self, org_id: str, session_id: str, *, reason: str, connector: str | None = None, agent_key: str | None = None
+    ) -> SessionInfo:
         """The agent reports that its run failed outside a recorded call: AgentRein could not record one
         (action logging failed: its write-ahead record was refused or failed, or AgentRein was out of reach
         in ``failure_mode="closed"``). The session is rolled back as a failed call rolls it back: while it is
@@ -162,7 +180,8 @@ class Recording(UseCases):
         reason = self.redactors.of(connector if installed and connector else "").redact_text(reason)
         now = self.clock()
         with self.store.transaction() as tx:
-            after_agent_failure(tx, now, session_of(tx, org_id, session_id), shortened(reason, MAX_TRIGGER))
+            session = session_of(tx, org_id, session_id, agent_key=agent_key)
+            after_agent_failure(tx, now, session, shortened(reason, MAX_TRIGGER))
             return read_session(tx, session_of(tx, org_id, session_id))
 
     # actions ------------------------------------------------------------------------------------------
@@ -178,6 +197,7 @@ class Recording(UseCases):
         requires_approval: bool = False,
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
         confirm: Sequence[Confirmation] = (),
+        agent_key: str | None = None,
     ) -> LoggedAction:
         """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
         human (``PENDING_APPROVAL``: the agent declared it, or a before-execution policy holds it, for the
@@ -199,6 +219,7 @@ class Recording(UseCases):
         refused: AgentReinError | None = None
         approval = None
         with self.store.transaction() as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)  # before the confirmations it carries
             for confirmation in checked:
                 try:
                     self._confirm(tx, now, org_id, confirmation, session_id)
@@ -298,6 +319,7 @@ class Recording(UseCases):
         response: JSON | None = None,
         undo: UndoConfig | None = None,
         session_id: str | None = None,
+        agent_key: str | None = None,
     ) -> Action:
         """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
         If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens; if
@@ -306,6 +328,8 @@ class Recording(UseCases):
         the action's session."""
         confirmation = _checked(Confirmation(action_id, response, undo))
         with self.store.transaction() as tx:
+            if agent_key is not None:
+                action_of(tx, org_id, action_id, agent_key=agent_key)
             return self._confirm(tx, self.clock(), org_id, confirmation, session_id)
 
     def _confirm(
@@ -333,15 +357,24 @@ class Recording(UseCases):
         undo_late_success(tx, now, done)
         return done
 
-    def fail_action(self, org_id: str, action_id: str, *, error: str, session_id: str | None = None) -> Action:
+    def fail_action(
+        self,
+        org_id: str,
+        action_id: str,
+        *,
+        error: str,
+        session_id: str | None = None,
+        agent_key: str | None = None,
+    ) -> Action:
         """The call failed: record why and roll the session back (a job the caller then runs).
 
         An action a reviewer approved stays ``CLEARED`` (status reference §1): its failure is recorded as a
-        separate ``FAILED`` action, so the approval's history is never rewritten."""
+        separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
+        its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
         error = validation.text("error", error or "failed", validation.MAX_TEXT)
         with self.store.transaction() as tx:
-            action = action_of(tx, org_id, action_id)
+            action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:
                 raise NotFoundError("action", action_id)
             rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
@@ -371,6 +404,8 @@ class Recording(UseCases):
                 failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
                 replace(tx, failed, status=action.status)
                 tx.touch_session(action.session_id, now)
+                if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
+                    close_reviews(tx, now, failed, "the action failed before a decision")
             # Read after the writes above, so the session's new activity time is not written back stale.
             session = session_of(tx, org_id, action.session_id)
             after_agent_failure(tx, now, session, f"action {action.api_name} failed")
@@ -390,6 +425,7 @@ class Recording(UseCases):
         response: JSON | None = None,
         undo: UndoConfig | None = None,
         error: str | None = None,
+        agent_key: str | None = None,
     ) -> Action:
         """Record a call that already ran without a write-ahead record, because AgentRein was unreachable
         (``failure_mode="open"``): the SDK replays it from its local journal once AgentRein answers again.
@@ -414,6 +450,7 @@ class Recording(UseCases):
             error = redactor.redact_text(validation.text("error", error or "failed", validation.MAX_TEXT))
         now = self.clock()
         with self.store.transaction() as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
             existing = tx.action_by_key(org_id, session_id, idempotency_key)
             if existing is not None:
                 return existing
@@ -497,4 +534,6 @@ def _confirmable(tx: Tx, org_id: str, action_id: str, session_id: str | None) ->
 
 def _same_creation(earlier: Session, again: Session) -> bool:
     """Whether ``again`` asks for the session ``earlier`` already is (a repeated replay of its creation)."""
-    return (earlier.agent_id, earlier.intent, earlier.sandbox) == (again.agent_id, again.intent, again.sandbox)
+    # Opened by the same key too: another key's replay of it would be handed a session it did not open.
+    first = (earlier.agent_id, earlier.intent, earlier.sandbox, earlier.opened_by_key)
+    return first == (again.agent_id, again.intent, again.sandbox, again.opened_by_key)

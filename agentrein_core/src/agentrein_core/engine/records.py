@@ -17,23 +17,38 @@ from agentrein_core.store import Tx
 from agentrein_core.views import ApprovalInfo, SessionInfo, approval_info, session_info
 
 
-def session_of(tx: Tx, org_id: str, session_id: str, lock: bool = False) -> Session:
+# ``agent_key``: the caller is that agent key, which acts only on the sessions it opened (rules.acts_on).
+# Another agent's records are not found, as another organisation's are: no answer says they exist.
+def session_of(tx: Tx, org_id: str, session_id: str, lock: bool = False, *, agent_key: str | None = None) -> Session:
     session = tx.session(org_id, session_id, lock=lock)
-    if session is None:
+    if session is None or not rules.acts_on(session, agent_key):
         raise NotFoundError("session", session_id)
     return session
 
 
-def action_of(tx: Tx, org_id: str, action_id: str) -> Action:
+def acts_on(tx: Tx, org_id: str, session_id: str, agent_key: str | None) -> bool:
+    """Whether the caller acts on the session (read only for an agent key: others act on all sessions)."""
+    if agent_key is None:
+        return True
+    session = tx.session(org_id, session_id)
+    return session is not None and rules.acts_on(session, agent_key)
+
+
+def check_acts_on(tx: Tx, org_id: str, session_id: str, agent_key: str | None) -> None:
+    if not acts_on(tx, org_id, session_id, agent_key):
+        raise NotFoundError("session", session_id)
+
+
+def action_of(tx: Tx, org_id: str, action_id: str, *, agent_key: str | None = None) -> Action:
     action = tx.action(org_id, action_id)
-    if action is None:
+    if action is None or not acts_on(tx, org_id, action.session_id, agent_key):
         raise NotFoundError("action", action_id)
     return action
 
 
-def approval_of(tx: Tx, org_id: str, approval_id: str) -> Approval:
+def approval_of(tx: Tx, org_id: str, approval_id: str, *, agent_key: str | None = None) -> Approval:
     approval = tx.approval(org_id, approval_id)
-    if approval is None:
+    if approval is None or not acts_on(tx, org_id, approval.session_id, agent_key):
         raise NotFoundError("approval", approval_id)
     return approval
 

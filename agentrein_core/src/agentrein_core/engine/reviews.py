@@ -28,9 +28,11 @@ from agentrein_core.views import ApprovalInfo, ApprovalPage, approval_info, queu
 
 
 class Reviews(UseCases):
-    def get_approval(self, org_id: str, approval_id: str) -> ApprovalInfo:
+    def get_approval(self, org_id: str, approval_id: str, *, agent_key: str | None = None) -> ApprovalInfo:
+        """The approval, explained; ``agent_key``: the caller is that agent key, which sees (and withdraws) only
+        the approvals of sessions it opened."""
         with self.store.transaction(write=False) as tx:
-            (shown,) = self._explained(tx, [approval_of(tx, org_id, approval_id)])
+            (shown,) = self._explained(tx, [approval_of(tx, org_id, approval_id, agent_key=agent_key)])
             return shown
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
@@ -45,18 +47,19 @@ class Reviews(UseCases):
         limit: int | None = None,
         cursor: str | None = None,
         explained: bool = True,
+        agent_key: str | None = None,
     ) -> ApprovalPage:
         """One page of the organisation's approvals, pending first and oldest first (at most ``limit``, 1 to
         1000; all without it); pass its ``next_cursor`` back as ``cursor`` for the next. Without
         ``explained`` the fields of :data:`~agentrein_core.views.EXPLAINED_FIELDS` are left out, and the
-        approvals' sessions are not read."""
+        approvals' sessions are not read. ``agent_key``: only those of sessions that agent key opened."""
         status = ApprovalStatus(status) if status is not None else None
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         after = cursors.decode(cursor, (int, datetime, str)) if cursor else None
         now = self.clock()
         with self.store.transaction(write=False) as tx:
-            found = tx.list_approvals(org_id, status, limit, after)
+            found = tx.list_approvals(org_id, status, limit, after, opened_by=agent_key)
             if explained:
                 shown = self._explain(tx, found, now)
             else:
@@ -114,20 +117,22 @@ class Reviews(UseCases):
     def reject(self, org_id: str, approval_id: str, reviewer: str, reason: str | None = None) -> Approval:
         return self._decide(org_id, approval_id, ApprovalStatus.REJECTED, reviewer, reason)
 
-    def wait_for_decision(self, org_id: str, approval_id: str, timeout: float) -> ApprovalInfo:
+    def wait_for_decision(
+        self, org_id: str, approval_id: str, timeout: float, *, agent_key: str | None = None
+    ) -> ApprovalInfo:
         """The approval once it is decided, or as it stands after ``timeout`` seconds. A decision committed
         through this process's store, or announced to it by another process, wakes the wait at once; others
         are seen at the next look."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             with self.store.transaction(write=False) as tx:  # only its status, while it waits
-                status = approval_of(tx, org_id, approval_id).status
+                status = approval_of(tx, org_id, approval_id, agent_key=agent_key).status
             remaining = deadline - time.monotonic()
             if status is not ApprovalStatus.PENDING or remaining <= 0:
-                return self.get_approval(org_id, approval_id)
+                return self.get_approval(org_id, approval_id, agent_key=agent_key)
             self.waiters.wait(remaining)
 
-    def withdraw(self, org_id: str, approval_id: str, reason: str) -> Approval:
+    def withdraw(self, org_id: str, approval_id: str, reason: str, *, agent_key: str | None = None) -> Approval:
         """The agent waiting for a before-execution approval has gone (interrupted, its task cancelled): its
         call will not run, so nobody is left to act on a decision. The request closes ``REJECTED``, its reason
         saying it was withdrawn and why; the action becomes ``FAILED``. Nothing is rolled back by it: nobody
@@ -136,7 +141,7 @@ class Reviews(UseCases):
         why = "withdrawn: " + validation.redacted_text("reason", reason, validation.MAX_TEXT, self.redactors.common)
         now = self.clock()
         with self.store.transaction() as tx:
-            approval = approval_of(tx, org_id, approval_id)
+            approval = approval_of(tx, org_id, approval_id, agent_key=agent_key)
             if approval.purpose is not ApprovalPurpose.BEFORE_EXECUTION:
                 raise InvalidTransitionError(f"approval {approval_id} is not a request a call waits for")
             if approval.status is not ApprovalStatus.PENDING:

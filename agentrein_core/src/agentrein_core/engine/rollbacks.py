@@ -58,6 +58,7 @@ class Rollbacks(UseCases):
         requested_by: str,
         trigger: str = "requested",
         approval_timeout: timedelta | None = None,
+        agent_key: str | None = None,
     ) -> Rollback:
         """Start rolling a session back, within the rules of the status reference §3; a rollback approval it
         opens waits ``approval_timeout`` (default: the runner's).
@@ -67,7 +68,7 @@ class Rollbacks(UseCases):
         if approval_timeout is not None:
             validation.approval_timeout(approval_timeout, "approval_timeout")
         with self.store.transaction() as tx:
-            session = session_of(tx, org_id, session_id, lock=True)
+            session = session_of(tx, org_id, session_id, lock=True, agent_key=agent_key)
             running = rollback_under_way(tx, session_id)
             if running is not None:
                 return running
@@ -95,17 +96,19 @@ class Rollbacks(UseCases):
             session_of(tx, org_id, session_id)
             return tx.active_rollback(session_id)
 
-    def latest_rollback(self, org_id: str, session_id: str) -> Rollback | None:
+    def latest_rollback(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> Rollback | None:
         with self.store.transaction(write=False) as tx:
-            session_of(tx, org_id, session_id)
+            session_of(tx, org_id, session_id, agent_key=agent_key)
             return tx.active_rollback(session_id) or tx.latest_rollback(session_id)
 
-    def wait_for_rollback(self, org_id: str, session_id: str, timeout: float) -> Rollback | None:
+    def wait_for_rollback(
+        self, org_id: str, session_id: str, timeout: float, *, agent_key: str | None = None
+    ) -> Rollback | None:
         """The session's latest rollback once it has ended or waits for a reviewer, or as it stands after
         ``timeout`` seconds; ``None`` if the session was never rolled back."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
-            job = self.latest_rollback(org_id, session_id)
+            job = self.latest_rollback(org_id, session_id, agent_key=agent_key)
             remaining = deadline - time.monotonic()
             if job is None or job.status is not RollbackStatus.RUNNING or remaining <= 0:
                 return job

@@ -52,10 +52,15 @@ class ApprovalController(Controller):
         (repeat it: ``include=purpose&include=consequences``) adds a field of ``GET /approvals/{id}``.
         ``timeRemaining`` is in seconds; ``unconfirmed`` flags an approved action whose execution was never
         confirmed within an hour. At most ``limit`` approvals (100 by default); the ``Link`` header's
-        ``rel="next"`` URL fetches the next page."""
+        ``rel="next"`` URL fetches the next page. An agent key lists those of the sessions it opened."""
         fields = (*LISTED_FIELDS, *(include or ()))
         page = services.engine.approval_page(
-            caller.org_id, status, limit=limit, cursor=cursor, explained=not EXPLAINED_FIELDS.isdisjoint(fields)
+            caller.org_id,
+            status,
+            limit=limit,
+            cursor=cursor,
+            explained=not EXPLAINED_FIELDS.isdisjoint(fields),
+            agent_key=caller.agent_key,
         )
         listed = [{k: v for k, v in to_wire(info).items() if k in fields} for info in page.approvals]
         if page.next_cursor is None:
@@ -83,10 +88,10 @@ class ApprovalController(Controller):
         last done first, and ``irreversible``); once decided, its ``outcome`` as things stand. ``wait=N``
         long-polls: the answer comes the moment the request is decided (on any replica), or after N seconds
         with it still ``PENDING``."""
-        engine = services.engine
+        engine, agent_key = services.engine, caller.agent_key
         if wait > 0:
-            return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait))
-        return _wire(engine.get_approval(caller.org_id, approval_id))
+            return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait, agent_key=agent_key))
+        return _wire(engine.get_approval(caller.org_id, approval_id, agent_key=agent_key))
 
     @post(
         "/{approval_id:str}/approve",
@@ -143,11 +148,12 @@ class ApprovalController(Controller):
         data: JSONBody[bodies.Withdrawal | None] = None,
     ) -> answers.ApprovalInfo:
         """The agent stopped waiting for a before-execution request (interrupted, cancelled): it closes
-        ``REJECTED`` as withdrawn, and its action is ``FAILED``; nothing is rolled back. Agent keys may.
-        ``409`` if it was decided already."""
+        ``REJECTED`` as withdrawn, and its action is ``FAILED``; nothing is rolled back. Agent keys may, for
+        the sessions they opened. ``409`` if it was decided already."""
         reason = (data or bodies.Withdrawal()).reason
-        services.engine.withdraw(caller.org_id, approval_id, f"{reason} ({caller.label})")
-        return _wire(services.engine.get_approval(caller.org_id, approval_id))
+        agent_key = caller.agent_key
+        services.engine.withdraw(caller.org_id, approval_id, f"{reason} ({caller.label})", agent_key=agent_key)
+        return _wire(services.engine.get_approval(caller.org_id, approval_id, agent_key=agent_key))
 
     @staticmethod
     def _decide(

@@ -43,9 +43,12 @@ class SessionController(Controller):
         self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep
     ) -> answers.SessionInfo:
         """Open a session. With ``id``: the session a client opened while this server was unreachable (the
-        SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken."""
+        SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken. An agent
+        key acts only on the sessions it opened (others answer ``404``, as another organisation's do)."""
         engine = services.engine
-        session = engine.new_session(caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id)
+        session = engine.new_session(
+            caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id, opened_by_key=caller.key_id
+        )
         return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
 
     @get(
@@ -64,7 +67,8 @@ class SessionController(Controller):
         cursor: FromQuery[str | None] = None,
     ) -> answers.SessionPage:
         """Sessions newest first, each with its ``displayStatus`` and ``actionCount`` (``GET /sessions/{id}``
-        has its actions); filters combine; ``nextCursor`` (when not null) fetches the next page."""
+        has its actions); filters combine; ``nextCursor`` (when not null) fetches the next page. An agent key
+        lists the sessions it opened."""
         page = services.engine.list_sessions(
             caller.org_id,
             limit,
@@ -74,6 +78,7 @@ class SessionController(Controller):
             created_after=_aware("createdAfter", created_after),
             created_before=_aware("createdBefore", created_before),
             cursor=cursor,
+            agent_key=caller.agent_key,
         )
         return {"sessions": to_wire(page.sessions), "nextCursor": page.next_cursor}
 
@@ -85,7 +90,8 @@ class SessionController(Controller):
         responses=documented(ValidationError, NotFoundError),
     )
     def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        return to_wire(services.engine.get_session(caller.org_id, session_id))  # type: ignore[no-any-return]
+        shown = services.engine.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        return to_wire(shown)  # type: ignore[no-any-return]
 
     @post(
         "/{session_id:str}/complete",
@@ -96,7 +102,8 @@ class SessionController(Controller):
         responses=documented(ValidationError, NotFoundError, InvalidTransitionError),
     )
     def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        return to_wire(services.engine.complete_session(caller.org_id, session_id))  # type: ignore[no-any-return]
+        completed = services.engine.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        return to_wire(completed)  # type: ignore[no-any-return]
 
     @post(
         "/{session_id:str}/fail",
@@ -112,7 +119,9 @@ class SessionController(Controller):
         """The agent's run failed outside a recorded call: AgentRein could not record one (action logging
         failed). The session is rolled back as after a failed call, while it is ``ACTIVE`` (the server's
         workers run the rollback); with nothing to undo it becomes ``FAILED``."""
-        session = services.engine.fail_session(caller.org_id, session_id, reason=data.reason, connector=data.connector)
+        session = services.engine.fail_session(
+            caller.org_id, session_id, reason=data.reason, connector=data.connector, agent_key=caller.agent_key
+        )
         return to_wire(session)  # type: ignore[no-any-return]
 
     @post(
@@ -145,6 +154,7 @@ class SessionController(Controller):
                 requires_approval=data.requires_approval,
                 approval_timeout=timeout,
                 confirm=[Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm],
+                agent_key=caller.agent_key,
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status=ActionStatus.FAILED).inc()
@@ -176,12 +186,23 @@ class SessionController(Controller):
                 raise ValidationError("error", "only a FAILED outcome has an error")
             undo = _undo(data.undo)
             action = engine.confirm_action(
-                caller.org_id, action_id, response=data.response, undo=undo, session_id=session_id
+                caller.org_id,
+                action_id,
+                response=data.response,
+                undo=undo,
+                session_id=session_id,
+                agent_key=caller.agent_key,
             )
         else:
             if data.response is not None or data.undo is not None:
                 raise ValidationError("status", "a FAILED outcome has an error, not a response or undo")
-            action = engine.fail_action(caller.org_id, action_id, error=data.error or "failed", session_id=session_id)
+            action = engine.fail_action(
+                caller.org_id,
+                action_id,
+                error=data.error or "failed",
+                session_id=session_id,
+                agent_key=caller.agent_key,
+            )
         return to_wire(action)  # type: ignore[no-any-return]
 
     @post(
@@ -208,6 +229,7 @@ class SessionController(Controller):
             response=data.response,
             undo=_undo(data.undo),
             error=data.error,
+            agent_key=caller.agent_key,
         )
         return to_wire(action)  # type: ignore[no-any-return]
 
@@ -239,6 +261,7 @@ class SessionController(Controller):
             # Redacted before it is cut short: a secret cut in two would no longer be recognised.
             trigger=services.engine.redactors.common.redact_text(trigger)[:200],
             approval_timeout=bodies.timeout(request.approval_timeout_ms),
+            agent_key=caller.agent_key,
         )
         return _job(job)
 
@@ -258,7 +281,7 @@ class SessionController(Controller):
     ) -> answers.Rollback:
         """The session's latest rollback; with ``wait=N`` answers once it has ended or waits for a reviewer
         (or after N seconds)."""
-        job = services.engine.wait_for_rollback(caller.org_id, session_id, wait)
+        job = services.engine.wait_for_rollback(caller.org_id, session_id, wait, agent_key=caller.agent_key)
         if job is None:
             raise NotFoundError("rollback of session", session_id)
         return _job(job)
