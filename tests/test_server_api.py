@@ -3,11 +3,14 @@ long-polls, concurrent reviewers, connector settings and server-side undo."""
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -553,6 +556,48 @@ def test_the_approval_list_answers_a_page_at_a_time_and_links_the_next(api: http
     last = api.get(first.links["next"]["url"])
     assert [p["approvalId"] for p in last.json()] == everything[2:]
     assert "link" not in last.headers and len(everything) == 3
+
+
+def position_of(cursor: str) -> list[Any]:
+    parts: list[Any] = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    return parts
+
+
+def cursor_of(parts: list[Any], **dumps: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(parts, **dumps).encode()).decode().rstrip("=")
+
+
+#: Ways to change a cursor a listing gave out (a position: maybe a rank, then a moment and an id), none of
+#: which a listing makes.
+TAMPERED: dict[str, Callable[[list[Any]], str]] = {
+    "an integer beyond 64 bits": lambda p: cursor_of([2**64, *p[1:]]),
+    "a lone surrogate": lambda p: cursor_of([*p[:-1], "\ud800"]),
+    "a moment without a zone": lambda p: cursor_of([*p[:-2], p[-2].removesuffix("+00:00"), p[-1]]),
+    "a moment in another zone": lambda p: cursor_of([*p[:-2], "0001-01-01T00:00:00+05:00", p[-1]]),
+    "an id of another kind": lambda p: cursor_of([*p[:-1], "act_" + p[-1][4:]]),
+    "the same position spaced otherwise": lambda p: cursor_of(p, separators=(",", ":")),
+    "characters outside base64": lambda p: cursor_of(p)[:8] + "!!!!" + cursor_of(p)[8:],
+}
+
+
+@pytest.mark.parametrize("change", TAMPERED.values(), ids=TAMPERED.keys())
+@pytest.mark.parametrize("listing", ["/sessions", "/approvals"])
+def test_a_cursor_the_server_did_not_make_is_refused_with_400(
+    api: httpx.Client, listing: str, change: Callable[[list[Any]], str]
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(2):
+        api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+    api.post("/sessions", json={"agentId": "a"})
+    first = api.get(listing, params={"limit": 1})
+    if listing == "/sessions":
+        made: str = first.json()["nextCursor"]
+    else:
+        (made,) = parse_qs(urlsplit(first.links["next"]["url"]).query)["cursor"]
+    assert api.get(listing, params={"cursor": made}).status_code == 200
+    refused = api.get(listing, params={"cursor": change(position_of(made))})
+    assert refused.status_code == 400, refused.text
+    assert slug(refused) == "validation-error" and refused.json()["field"] == "cursor"
 
 
 def test_the_approval_list_has_exactly_the_status_reference_fields(api: httpx.Client) -> None:

@@ -120,7 +120,7 @@ class Recording(UseCases):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
         shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
-        position = cursors.decode(cursor, (datetime, str)) if cursor else None
+        position = cursors.decode(cursor, (cursors.moment, cursors.identifier("ses"))) if cursor else None
         with self.store.transaction(write=False) as tx:
             batch = tx.list_sessions(
                 org_id,
