@@ -316,6 +316,8 @@ def recorded(session: dict[str, Any]) -> dict[str, Any]:
             "approvalTimeoutMs",
         ),
         ("GET", "/sessions?createdAfter=9999-12-31T23:59:59-14:00", None, 400, "validation-error", "createdAfter"),
+        ("GET", "/sessions?createdBefore=0.5", None, 400, "validation-error", "createdBefore"),
+        ("GET", "/sessions?createdAfter=1700000000", None, 400, "validation-error", "createdAfter"),
         ("POST", "/sessions", b"[" * 100_000, 400, "validation-error", "nested"),
         ("POST", "/sessions", {"agentId": "a\u0000b"}, 400, "validation-error", "NUL"),
         ("GET", "/sessions/ses_%00", None, 404, "not-found", ""),
