@@ -398,9 +398,17 @@ def test_bad_input_gets_a_precise_4xx_problem_and_writes_nothing(
 
 
 @pytest.mark.parametrize(
-    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/json; charset=latin-1",
+        "application/json; charset=no-such-charset",
+    ],
 )
-def test_a_body_not_declared_as_json_is_refused_with_415_and_not_acted_on(
+def test_a_body_not_declared_as_json_in_utf8_is_refused_with_415_and_not_acted_on(
     api: httpx.Client, content_type: str | None
 ) -> None:
     headers = {"content-type": content_type} if content_type else {}
@@ -414,7 +422,12 @@ def test_a_body_not_declared_as_json_is_refused_with_415_and_not_acted_on(
 def test_json_with_parameters_or_a_json_suffix_is_accepted_and_a_request_without_a_body_needs_no_type(
     api: httpx.Client,
 ) -> None:
-    for content_type in ("application/json; charset=utf-8", "Application/JSON", "application/merge-patch+json"):
+    for content_type in (
+        "application/json; charset=utf-8",
+        'application/json; charset="UTF8"',
+        "Application/JSON",
+        "application/merge-patch+json",
+    ):
         created = api.post("/sessions", content=b'{"agentId": "a"}', headers={"content-type": content_type})
         assert created.status_code == 201, created.text
     approval_id = pending_approval(api)

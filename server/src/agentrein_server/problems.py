@@ -59,7 +59,7 @@ HTTP_TYPES = {
 #: What Litestar refuses before a handler runs, beside the named errors, for the OpenAPI document.
 HTTP_REFUSALS = {
     413: "the body is larger than the server takes",
-    415: "the body is not declared as 'Content-Type: application/json'",
+    415: "the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken)",
 }
 #: Why the server answers 503 (the error's own docstring speaks for the SDK, which raises it too).
 UNAVAILABLE = "the database does not answer now; try again later"

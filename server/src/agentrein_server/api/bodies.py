@@ -5,6 +5,7 @@ JSON, and that no object repeats a key."""
 
 from __future__ import annotations
 
+import codecs
 import json
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,13 +37,24 @@ def is_json(media_type: str) -> bool:
 
 async def require_json(request: Request[Any, Any, Any]) -> None:
     """Before an API handler runs: a body not declared as JSON is refused (415) rather than parsed as JSON
-    anyway; a request without a body needs no ``Content-Type``."""
-    if await request.body() and not is_json(request.content_type[0]):
-        declared = request.headers.get("content-type") or "no Content-Type"
+    anyway, and so is one declared in a charset other than UTF-8, the one JSON is read in (RFC 8259), rather
+    than misread; a request without a body needs no ``Content-Type``."""
+    if not await request.body():
+        return
+    media_type, parameters = request.content_type
+    declared = request.headers.get("content-type") or "no Content-Type"
+    if not is_json(media_type) or not _is_utf8(parameters.get("charset", "utf-8")):
         raise HTTPException(
             status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            detail=f"the body must be sent as 'Content-Type: application/json', not {declared}",
+            detail=f"the body must be sent as 'Content-Type: application/json' (in UTF-8), not {declared}",
         )
+
+
+def _is_utf8(charset: str) -> bool:
+    try:
+        return codecs.lookup(charset).name == "utf-8"
+    except LookupError:
+        return False
 
 
 def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> None:
