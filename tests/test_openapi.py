@@ -207,6 +207,22 @@ def test_request_bodies_are_documented_as_refusing_unknown_fields(document: dict
     assert {name: schemas[name].get("additionalProperties") for name in bodies} == dict.fromkeys(bodies, False)
 
 
+def test_the_document_says_which_text_may_not_be_empty_how_short_a_timeout_may_be_and_what_a_cursor_is(
+    document: dict[str, Any],
+) -> None:
+    schemas = document["components"]["schemas"]
+    required_text = {
+        (body, field): schemas[body]["properties"][field].get("minLength")
+        for body, field in [("NewSession", "agentId"), ("NewAction", "apiName"), ("NewPolicy", "name")]
+    }
+    assert required_text == dict.fromkeys(required_text, 1)
+    timeouts = [schemas[body]["properties"]["approvalTimeoutMs"] for body in ("NewAction", "NewPolicy")]
+    assert [(t.get("minimum"), t.get("maximum")) for t in timeouts] == [(1, 365 * 24 * 3600 * 1000)] * 2
+    for path in ("/sessions", "/approvals"):
+        (cursor,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "cursor"]
+        assert "nextCursor" in cursor["description"] and cursor["schema"]["pattern"] == "^[A-Za-z0-9_-]+$"
+
+
 def test_health_and_metrics_are_documented_as_answering_without_an_api_key(document: dict[str, Any]) -> None:
     security = {name: operation.get("security") for name, operation in operations(document)}
     assert security.pop("GET /healthz") is None

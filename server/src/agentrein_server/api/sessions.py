@@ -67,7 +67,7 @@ class SessionController(Controller):
             str | None, QueryParameter(name="createdBefore", format=OpenAPIFormat.DATE_TIME)
         ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
-        cursor: FromQuery[str | None] = None,
+        cursor: bodies.Cursor = None,
     ) -> answers.SessionPage:
         """Sessions newest first, each with its ``displayStatus`` and ``actionCount`` (``GET /sessions/{id}``
         has its actions); filters combine; ``nextCursor`` (when not null) fetches the next page."""
