@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 import threading
 import time
@@ -682,6 +683,16 @@ def test_openapi_schema_health_and_metrics_are_served(api: httpx.Client) -> None
     assert 'agentrein_actions_logged_total{status="CLEARED"}' in text
     assert "agentrein_approvals_pending" in text and "agentrein_actions_unconfirmed" in text
     assert 'agentrein_requests_total{app_name="agentrein",method="POST",path="/sessions"' in text
+
+
+def test_options_on_a_path_allows_every_method_the_openapi_document_lists_for_it(api: httpx.Client) -> None:
+    paths = api.get("/schema/openapi.json").json()["paths"]
+    allowed = {
+        path: api.options(re.sub(r"\{(\w+)\}", r"\1", path)).headers.get("allow", "").split(", ") for path in paths
+    }
+    assert {path: sorted(allowed[path]) for path in paths} == {
+        path: sorted([method.upper() for method in item] + ["OPTIONS"]) for path, item in paths.items()
+    }
 
 
 def test_the_openapi_document_answers_415_exactly_where_an_operation_takes_a_json_body(api: httpx.Client) -> None:
