@@ -466,12 +466,12 @@ def test_a_taken_session_id_is_refused_for_another_creation_in_the_organisation(
     api.post("/sessions", json={"id": session_id, "agentId": "billing", "intent": "orders"})
     other = api.post("/sessions", json={"id": session_id, "agentId": "someone else", "intent": "orders"})
     assert other.status_code == 409, other.text
-    assert slug(other) == "invalid-transition" and "taken" in other.json()["detail"]
+    assert slug(other) == "invalid-transition" and "another random id" in other.json()["detail"]
     (kept,) = api.get("/sessions").json()["sessions"]
     assert kept["agentId"] == "billing"
 
 
-def test_another_organisations_session_id_is_refused_with_the_same_answer_and_hands_nothing_over(
+def test_another_organisations_session_id_is_refused_with_the_same_answer_naming_no_id_and_handing_nothing_over(
     server: RunningServer, api: httpx.Client
 ) -> None:
     theirs = server.tenant()
@@ -484,9 +484,8 @@ def test_another_organisations_session_id_is_refused_with_the_same_answer_and_ha
         api.post("/sessions", json={**body, "id": taken_here})
         ours_again = api.post("/sessions", json={**body, "agentId": "x", "id": taken_here})
         assert ours.status_code == ours_again.status_code == 409, ours.text
-        assert ours.json()["detail"].replace(their_session["id"], "ID") == ours_again.json()["detail"].replace(
-            taken_here, "ID"
-        )
+        assert ours.json() == ours_again.json()
+        assert their_session["id"] not in ours.text and "taken" not in ours.text and "exist" not in ours.text
         assert "billing" not in ours.text and "act_" not in ours.text
         assert api.get(f"/sessions/{their_session['id']}").status_code == 404
         assert len(their_api.get(f"/sessions/{their_session['id']}").json()["actions"]) == 1

@@ -56,6 +56,10 @@ from agentrein_core.statuses import (
 from agentrein_core.store import SeqTaken, Tx
 from agentrein_core.views import Confirmation, LoggedAction, RefusedConfirmation, SessionInfo, SessionPage, shortened
 
+#: The refusal of a creation whose chosen id is not free for it, the same whichever organisation holds the id:
+#: it names neither the id nor a session. (That the id is not free, the refusal itself says: ids are global.)
+CHOSEN_ID_REFUSED = "this session cannot be opened with the id it chose; open it with another random id"
+
 
 class Recording(UseCases):
     # sessions -----------------------------------------------------------------------------------------
@@ -66,8 +70,8 @@ class Recording(UseCases):
         while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
         AgentRein's own ids, and accepted once. The same creation sent again (same agent, intent and sandbox)
         returns the session made first, so a replay repeated after a crash makes nothing twice; any other
-        creation with a taken id is refused, with one answer whichever organisation holds the id, so no answer
-        says whether another organisation has a session of that id, nor hands that session over."""
+        creation with a taken id is refused with one answer, :data:`CHOSEN_ID_REFUSED`, whichever organisation
+        holds the id: it names neither the id nor its holder, and hands no session over."""
         now = self.clock()
         chosen = validation.chosen_id("id", session_id, "ses") if session_id is not None else None
         session = Session(
@@ -93,7 +97,7 @@ class Recording(UseCases):
             earlier = tx.session(org_id, chosen)  # this organisation's only: another's is never read
             if earlier is not None and _same_creation(earlier, session):
                 return earlier
-            raise InvalidTransitionError(f"session id {chosen} is taken; open the session with another random id")
+            raise InvalidTransitionError(CHOSEN_ID_REFUSED)
 
     def get_session(self, org_id: str, session_id: str) -> SessionInfo:
         """The session with its actions, approvals and intent verifications."""
