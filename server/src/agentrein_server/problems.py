@@ -110,15 +110,19 @@ def agentrein_error(_: Request[Any, Any, Any], exc: errors.AgentReinError) -> Re
 def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     detail = exc.detail
+    fields: dict[str, Any] = {}
     if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
         reasons = "; ".join(_describe(item) for item in exc.extra)
         detail = f"{detail}: {reasons}"
+        keys = {item.get("key") for item in exc.extra if isinstance(item, dict)}
+        if len(exc.extra) == 1 and keys != {None}:  # one field at fault, named as a ValidationError names it
+            fields["field"] = keys.pop()
     if status >= 500:
         log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
         detail = "internal error"
     slug = HTTP_TYPES.get(status, "http-error" if status < 500 else "internal-error")
     # Litestar's own headers, such as the ``Allow`` of a 405 (RFC 9110 requires it)
-    return answer(errors.problem(status, slug, detail), exc.headers if status < 500 else None)
+    return answer(errors.problem(status, slug, detail) | fields, exc.headers if status < 500 else None)
 
 
 def too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:
