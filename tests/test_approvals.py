@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import re
 import signal
 import threading
 from collections.abc import Callable
@@ -291,8 +292,8 @@ def test_holding_before_execution_is_stricter_than_reviewing_afterwards(ar: Agen
         ({"effect": "REQUIRE_APPROVAL", "approval_timeout_ms": 1000}, "approval_timeout_ms", "before_execution"),
         (
             {"effect": "REQUIRE_APPROVAL", "before_execution": True, "approval_timeout_ms": 0},
-            "approval_timeout_ms",
-            "positive",
+            "approval_timeout_ms|approvalTimeoutMs",  # the engine's words, or the server's for its body
+            "positive|>= 1",
         ),
     ],
 )
@@ -301,7 +302,7 @@ def test_a_policy_that_cannot_hold_calls_is_refused(
 ) -> None:
     with pytest.raises(ValidationError, match=message) as raised:
         ar.add_policy(name="p", **kwargs)  # type: ignore[arg-type]
-    assert raised.value.field == field
+    assert re.fullmatch(field, str(raised.value.field))
     assert ar.list_policies() == []
 
 

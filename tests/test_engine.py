@@ -244,7 +244,7 @@ def test_an_embedded_engine_refuses_another_organisations_session_id_as_it_refus
         engine.new_session(mine.org_id, "agent", "intent", session_id=their_id)
     with pytest.raises(InvalidTransitionError) as taken_here:
         engine.new_session(mine.org_id, "another agent", "intent", session_id=my_id)
-    assert str(taken_there.value).replace(their_id, "ID") == str(taken_here.value).replace(my_id, "ID")
+    assert str(taken_there.value) == str(taken_here.value) and their_id not in str(taken_there.value)
     assert [s.id for s in engine.list_sessions(mine.org_id).sessions] == [my_id]
 
 

@@ -1101,7 +1101,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1189,6 +1189,7 @@ export interface operations {
     listApprovals: {
         parameters: {
             query?: {
+                /** @description Where the page starts: the `nextCursor` (or the `cursor` of the `Link` header's `next` URL) of the page before, passed back as is. Opaque; any value a listing did not give out is refused (400). */
                 cursor?: string | null;
                 include?: ("purpose" | "sessionIntent" | "connector" | "description" | "targetHost" | "payload" | "consequences" | "outcome")[] | null;
                 limit?: number;
@@ -1378,7 +1379,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1476,7 +1477,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1565,7 +1566,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1750,7 +1751,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1942,7 +1943,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2096,7 +2097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2122,6 +2123,7 @@ export interface operations {
                 agentId?: string | null;
                 createdAfter?: string | null;
                 createdBefore?: string | null;
+                /** @description Where the page starts: the `nextCursor` (or the `cursor` of the `Link` header's `next` URL) of the page before, passed back as is. Opaque; any value a listing did not give out is refused (400). */
                 cursor?: string | null;
                 displayStatus?: components["schemas"]["DisplayStatus"] | null;
                 limit?: number;
@@ -2229,7 +2231,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2385,7 +2387,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2475,7 +2477,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2631,7 +2633,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2720,7 +2722,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2878,7 +2880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3003,7 +3005,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3128,7 +3130,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' */
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
             415: {
                 headers: {
                     [name: string]: unknown;

@@ -19,7 +19,10 @@ from litestar import Litestar, Request, Response, Router
 from litestar.concurrency import get_asyncio_executor, set_asyncio_executor
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar.enums import HttpMethod
 from litestar.exceptions import HTTPException
+from litestar.routes import HTTPRoute
+from litestar.status_codes import HTTP_204_NO_CONTENT
 
 from agentrein_core import redaction
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
@@ -120,10 +123,26 @@ def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # 
     return error_page(request, exc) if is_dashboard(request) else problems.http_error(request, exc)
 
 
-async def _json_api_only(request: Request) -> None:  # type: ignore[type-arg]
-    """The REST API takes JSON bodies only; the dashboard's forms are form-encoded."""
+async def _before_request(request: Request) -> Response[None] | None:  # type: ignore[type-arg]
+    """OPTIONS is answered here; the REST API takes JSON bodies only (the dashboard's forms are form-encoded)."""
+    if request.method == HttpMethod.OPTIONS:
+        return _options(request)
     if not is_dashboard(request):
         await bodies.require_json(request)
+    return None
+
+
+def _options(request: Request) -> Response[None]:  # type: ignore[type-arg]
+    """What a path allows: every method of its route. Litestar 2's own answer lists the methods of the path's
+    first controller method only (litestar-org/litestar#4169, fixed in Litestar 3)."""
+    template = request.scope["path_template"]
+    methods = {
+        method
+        for route in request.app.routes
+        if isinstance(route, HTTPRoute) and route.path_format == template
+        for method in route.methods
+    }
+    return Response(None, status_code=HTTP_204_NO_CONTENT, headers={"Allow": ", ".join(sorted(methods))})
 
 
 def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
@@ -175,7 +194,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
         exception_handlers={**problems.HANDLERS, HTTPException: _problem_or_page},
         middleware=[metrics.RequestMetrics],
         request_class=bodies.JsonRequest,
-        before_request=_json_api_only,
+        before_request=_before_request,
         on_startup=[start],
         on_shutdown=[stop],
         request_max_body_size=MAX_BODY_BYTES,

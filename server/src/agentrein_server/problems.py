@@ -59,7 +59,7 @@ HTTP_TYPES = {
 #: What Litestar refuses before a handler runs, beside the named errors, for the OpenAPI document.
 HTTP_REFUSALS = {
     413: "the body is larger than the server takes",
-    415: "the body is not declared as 'Content-Type: application/json'",
+    415: "the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken)",
 }
 #: Why the server answers 503 (the error's own docstring speaks for the SDK, which raises it too).
 UNAVAILABLE = "the database does not answer now; try again later"
@@ -110,15 +110,19 @@ def agentrein_error(_: Request[Any, Any, Any], exc: errors.AgentReinError) -> Re
 def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     detail = exc.detail
+    fields: dict[str, Any] = {}
     if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
         reasons = "; ".join(_describe(item) for item in exc.extra)
         detail = f"{detail}: {reasons}"
+        keys = {item.get("key") for item in exc.extra if isinstance(item, dict)}
+        if len(exc.extra) == 1 and keys != {None}:  # one field at fault, named as a ValidationError names it
+            fields["field"] = keys.pop()
     if status >= 500:
         log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
         detail = "internal error"
     slug = HTTP_TYPES.get(status, "http-error" if status < 500 else "internal-error")
     # Litestar's own headers, such as the ``Allow`` of a 405 (RFC 9110 requires it)
-    return answer(errors.problem(status, slug, detail), exc.headers if status < 500 else None)
+    return answer(errors.problem(status, slug, detail) | fields, exc.headers if status < 500 else None)
 
 
 def too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:

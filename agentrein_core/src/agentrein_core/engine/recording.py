@@ -58,6 +58,10 @@ from agentrein_core.statuses import (
 from agentrein_core.store import SeqTaken, Tx
 from agentrein_core.views import Confirmation, LoggedAction, RefusedConfirmation, SessionInfo, SessionPage, shortened
 
+#: The refusal of a creation whose chosen id is not free for it, the same whichever organisation holds the id:
+#: it names neither the id nor a session. (That the id is not free, the refusal itself says: ids are global.)
+CHOSEN_ID_REFUSED = "this session cannot be opened with the id it chose; open it with another random id"
+
 
 class Recording(UseCases):
     # sessions -----------------------------------------------------------------------------------------
@@ -75,8 +79,8 @@ class Recording(UseCases):
         while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
         AgentRein's own ids, and accepted once. The same creation sent again (same agent, intent and sandbox)
         returns the session made first, so a replay repeated after a crash makes nothing twice; any other
-        creation with a taken id is refused, with one answer whichever organisation holds the id, so no answer
-        says whether another organisation has a session of that id, nor hands that session over.
+        creation with a taken id is refused with one answer, :data:`CHOSEN_ID_REFUSED`, whichever organisation
+        holds the id: it names neither the id nor its holder, and hands no session over.
         ``opened_by_key``: the API key opening it, the only agent key that may then act on it (the key that
         replays an offline creation opened it: the journal's calls are that agent's)."""
         now = self.clock()
@@ -105,7 +109,7 @@ class Recording(UseCases):
             earlier = tx.session(org_id, chosen)  # this organisation's only: another's is never read
             if earlier is not None and _same_creation(earlier, session):
                 return earlier
-            raise InvalidTransitionError(f"session id {chosen} is taken; open the session with another random id")
+            raise InvalidTransitionError(CHOSEN_ID_REFUSED)
 
     def get_session(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> SessionInfo:
         """The session with its actions, approvals and intent verifications. ``agent_key``, here and in every
@@ -135,7 +139,7 @@ class Recording(UseCases):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
         shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
-        position = cursors.decode(cursor, (datetime, str)) if cursor else None
+        position = cursors.decode(cursor, (cursors.moment, cursors.identifier("ses"))) if cursor else None
         with self.store.transaction(write=False) as tx:
             batch = tx.list_sessions(
                 org_id,

@@ -56,7 +56,11 @@ class Reviews(UseCases):
         status = ApprovalStatus(status) if status is not None else None
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
-        after = cursors.decode(cursor, (int, datetime, str)) if cursor else None
+        after = (
+            cursors.decode(cursor, (cursors.one_of(0, 1), cursors.moment, cursors.identifier("apr")))
+            if cursor
+            else None
+        )
         now = self.clock()
         with self.store.transaction(write=False) as tx:
             found = tx.list_approvals(org_id, status, limit, after, opened_by=agent_key)

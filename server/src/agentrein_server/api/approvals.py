@@ -46,7 +46,7 @@ class ApprovalController(Controller):
         status: FromQuery[ApprovalStatus | None] = None,
         include: FromQuery[builtins.list[IncludedField] | None] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
-        cursor: FromQuery[str | None] = None,
+        cursor: bodies.Cursor = None,
     ) -> Response[answers.ListedApprovals]:
         """Pending first, oldest first, with exactly the fields of the status reference §4; each ``include``
         (repeat it: ``include=purpose&include=consequences``) adds a field of ``GET /approvals/{id}``.

@@ -5,6 +5,7 @@ JSON, and that no object repeats a key."""
 
 from __future__ import annotations
 
+import codecs
 import json
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,17 +16,31 @@ from litestar import Request
 from litestar._openapi.schema_generation.plugins.struct import StructSchemaPlugin
 from litestar.exceptions import HTTPException
 from litestar.openapi.spec import Operation, RequestBody, Schema
+from litestar.params import QueryParameter
 from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 from litestar.typing import FieldDefinition
 
+from agentrein_core.engine import cursors
 from agentrein_core.errors import ValidationError
 from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
 from agentrein_core.views import MAX_CONFIRMATIONS
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0
-#: An approval timeout in milliseconds: positive, at most 365 days.
-TimeoutMs = Annotated[int, msgspec.Meta(gt=0, le=365 * 24 * 3600 * 1000)]
+#: An approval timeout in milliseconds: at least 1, at most 365 days.
+TimeoutMs = Annotated[int, msgspec.Meta(ge=1, le=365 * 24 * 3600 * 1000)]
+#: A listing's ``cursor`` query parameter, as the OpenAPI document describes it.
+Cursor = Annotated[
+    str | None,
+    QueryParameter(
+        description="Where the page starts: the `nextCursor` (or the `cursor` of the `Link` header's `next` URL) "
+        "of the page before, passed back as is. Opaque; any value a listing did not give out is refused (400).",
+        pattern="^[A-Za-z0-9_-]+$",
+        max_length=cursors.MAX_LENGTH,
+    ),
+]
+#: Text the server refuses empty (blank too, which a schema cannot say).
+Text = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 def is_json(media_type: str) -> bool:
@@ -36,13 +51,24 @@ def is_json(media_type: str) -> bool:
 
 async def require_json(request: Request[Any, Any, Any]) -> None:
     """Before an API handler runs: a body not declared as JSON is refused (415) rather than parsed as JSON
-    anyway; a request without a body needs no ``Content-Type``."""
-    if await request.body() and not is_json(request.content_type[0]):
-        declared = request.headers.get("content-type") or "no Content-Type"
+    anyway, and so is one declared in a charset other than UTF-8, the one JSON is read in (RFC 8259), rather
+    than misread; a request without a body needs no ``Content-Type``."""
+    if not await request.body():
+        return
+    media_type, parameters = request.content_type
+    declared = request.headers.get("content-type") or "no Content-Type"
+    if not is_json(media_type) or not _is_utf8(parameters.get("charset", "utf-8")):
         raise HTTPException(
             status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            detail=f"the body must be sent as 'Content-Type: application/json', not {declared}",
+            detail=f"the body must be sent as 'Content-Type: application/json' (in UTF-8), not {declared}",
         )
+
+
+def _is_utf8(charset: str) -> bool:
+    try:
+        return codecs.lookup(charset).name == "utf-8"
+    except LookupError:
+        return False
 
 
 def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> None:
@@ -101,7 +127,7 @@ def timeout(ms: int | None) -> timedelta | None:
 
 
 class NewSession(Body):
-    agent_id: str
+    agent_id: Text
     intent: str = ""
     sandbox: bool = False
     #: An id the client chose (the SDK does for a session it opened while the server was unreachable): of
@@ -124,23 +150,23 @@ class NewSession(Body):
 class SessionFailure(Body):
     """The agent's run failed outside a recorded call (AgentRein could not record one)."""
 
-    reason: str
+    reason: Text
     #: The connector of the call that could not be recorded: the reason is redacted by its rules.
-    connector: str | None = None
+    connector: Text | None = None
 
 
 class Confirmation(Body):
     """An earlier call of the session that succeeded: its (redacted) response and undo config, as a
     ``SUCCESS`` outcome (``PATCH``) has them."""
 
-    action_id: str
+    action_id: Text
     response: dict[str, Any] | None = None
     undo: dict[str, Any] | None = None
 
 
 class NewAction(Body):
-    connector: str
-    api_name: str
+    connector: Text
+    api_name: Text
     operation_type: OperationType
     payload: dict[str, Any] = {}
     requires_approval: bool = False
@@ -161,9 +187,9 @@ class ActionOutcome(Body):
 class ExecutedAction(Body):
     """A call that ran while AgentRein was unreachable, replayed from the SDK's journal."""
 
-    idempotency_key: str
-    connector: str
-    api_name: str
+    idempotency_key: Text
+    connector: Text
+    api_name: Text
     operation_type: OperationType
     status: Literal["SUCCESS", "FAILED"]
     payload: dict[str, Any] = {}
@@ -179,17 +205,17 @@ class RollbackRequest(Body):
 
 
 class Decision(Body):
-    reviewer: str | None = None
+    reviewer: Text | None = None
     reason: str | None = None
 
 
 class Withdrawal(Body):
-    reason: str = "the agent stopped waiting"
+    reason: Text = "the agent stopped waiting"
 
 
 class NewPolicy(Body):
-    name: str
-    effect: str  # checked by the engine, whose error lists the effects
+    name: Text
+    effect: Text  # checked by the engine, whose error lists the effects
     connector: str | None = None
     api_name: str | None = None
     agent_id: str | None = None
@@ -199,7 +225,7 @@ class NewPolicy(Body):
     before_execution: bool = False
     #: How long a held call waits for a reviewer (default: the agent's own approval timeout); the engine checks
     #: it, with the other rules of a policy that holds calls.
-    approval_timeout_ms: int | None = None
+    approval_timeout_ms: TimeoutMs | None = None
 
 
 class PolicyChange(Body):
@@ -220,14 +246,14 @@ class SettingsChange(Body):
     """Only the fields given change; ``null`` clears a verifier field (the environment's then applies)."""
 
     on_drift: DriftResponse | msgspec.UnsetType = msgspec.UNSET
-    verifier_url: str | msgspec.UnsetType | None = msgspec.UNSET
-    verifier_model: str | msgspec.UnsetType | None = msgspec.UNSET
-    verifier_api_key: str | msgspec.UnsetType | None = msgspec.UNSET
+    verifier_url: Text | msgspec.UnsetType | None = msgspec.UNSET
+    verifier_model: Text | msgspec.UnsetType | None = msgspec.UNSET
+    verifier_api_key: Text | msgspec.UnsetType | None = msgspec.UNSET
     webhook_hosts: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class NewWebhook(Body):
-    url: str
+    url: Text
     events: list[str]
     #: The signing secret; left out, one is made and returned in this answer only.
     secret: Annotated[str, msgspec.Meta(min_length=16, max_length=200)] | None = None

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Controller, get, patch, post
+from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_202_ACCEPTED
 
@@ -61,10 +63,14 @@ class SessionController(Controller):
         status: FromQuery[SessionStatus | None] = None,
         display_status: Annotated[DisplayStatus | None, QueryParameter(name="displayStatus")] = None,
         agent_id: Annotated[str | None, QueryParameter(name="agentId")] = None,
-        created_after: Annotated[datetime | None, QueryParameter(name="createdAfter")] = None,
-        created_before: Annotated[datetime | None, QueryParameter(name="createdBefore")] = None,
+        created_after: Annotated[
+            str | None, QueryParameter(name="createdAfter", format=OpenAPIFormat.DATE_TIME)
+        ] = None,
+        created_before: Annotated[
+            str | None, QueryParameter(name="createdBefore", format=OpenAPIFormat.DATE_TIME)
+        ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
-        cursor: FromQuery[str | None] = None,
+        cursor: bodies.Cursor = None,
     ) -> answers.SessionPage:
         """Sessions newest first, each with its ``displayStatus`` and ``actionCount`` (``GET /sessions/{id}``
         has its actions); filters combine; ``nextCursor`` (when not null) fetches the next page. An agent key
@@ -75,8 +81,8 @@ class SessionController(Controller):
             status=status,
             display_status=display_status,
             agent_id=agent_id,
-            created_after=_aware("createdAfter", created_after),
-            created_before=_aware("createdBefore", created_before),
+            created_after=_moment("createdAfter", created_after),
+            created_before=_moment("createdBefore", created_before),
             cursor=cursor,
             agent_key=caller.agent_key,
         )
@@ -294,14 +300,18 @@ def _job(job: Rollback) -> dict[str, Any]:
     return shown
 
 
-def _aware(field: str, moment: datetime | None) -> datetime | None:
-    """A time in UTC; one without a zone is taken as UTC."""
-    if moment is None:
+def _moment(field: str, text: str | None) -> datetime | None:
+    """An RFC 3339 date and time, in UTC; one without a zone is taken as UTC. Read here rather than by
+    Litestar, which takes a number for a Unix time (``createdBefore=0.5``: half a second after 1970)."""
+    if text is None:
         return None
     try:
+        moment = msgspec.convert(text, datetime)
         return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except msgspec.ValidationError:
+        raise ValidationError(field, f"{text!r} is not a date and time such as 2026-11-29T14:30:00Z") from None
     except OverflowError:
-        raise ValidationError(field, f"{moment.isoformat()} is out of range") from None
+        raise ValidationError(field, f"{text} is out of range") from None
 
 
 def _undo(data: dict[str, Any] | None) -> UndoConfig | None:
