@@ -12,6 +12,7 @@ import pytest
 from serving import RunningServer, Tenant, session_with_a_created_order
 
 from agentrein import AgentRein
+from agentrein_core.engine.recording import CHOSEN_ID_REFUSED
 from agentrein_core.ids import new_id
 from agentrein_core.statuses import Role
 from agentrein_testing import FakeService
@@ -216,7 +217,7 @@ def test_a_session_opened_offline_belongs_to_the_key_that_replays_its_creation(
     creation = {"id": new_id("ses"), "agentId": "billing", "intent": INTENT}
     assert agent_a.post("/sessions", json=creation).status_code == 201
     taken = agent_b.post("/sessions", json=creation)
-    assert taken.status_code == 409 and "taken" in taken.json()["detail"]
+    assert taken.status_code == 409 and taken.json()["detail"] == CHOSEN_ID_REFUSED
     assert INTENT not in taken.text
     again = agent_a.post("/sessions", json=creation)  # a replay repeated after a crash
     assert again.status_code == 201 and again.json()["id"] == creation["id"]
