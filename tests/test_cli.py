@@ -27,6 +27,7 @@ from serving import LOOPBACK_HTTP, RunningServer
 from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
+from agentrein_cli.approvals import INCLUDED
 from agentrein_cli.main import app
 from agentrein_core.engine import Engine
 from agentrein_core.errors import UnauthorizedError
@@ -516,7 +517,7 @@ def test_every_list_and_show_answers_json_with_the_field_names_of_the_rest_api(
         answers = {
             "sessions list": rest.get("/sessions").json()["sessions"],
             "sessions show": rest.get(f"/sessions/{shown.id}").json(),
-            "approvals list": rest.get("/approvals", params={"include": "purpose"}).json(),
+            "approvals list": rest.get("/approvals", params={"include": list(INCLUDED)}).json(),
             "policies list": rest.get("/policies").json(),
             "connectors list": rest.get("/connectors").json(),
             "keys list": rest.get("/api-keys").json(),
@@ -533,6 +534,7 @@ def test_every_list_and_show_answers_json_with_the_field_names_of_the_rest_api(
             assert parsed == answer, command  # the very records (a session's intent checks may move meanwhile)
     approvals = json.loads(cli("approvals", "list", "--json", *target.options).stdout)
     assert [a["approvalId"] for a in approvals] == [a.approval_id for a in session.approvals]
+    assert {"description", "consequences", "outcome"} <= approvals[0].keys()  # what the README says each has
 
 
 def test_each_command_says_on_stderr_which_server_or_database_it_used_and_no_password(target: Target) -> None:

@@ -68,11 +68,17 @@ def _consequences(info: ApprovalInfo) -> None:
             console.print(f"    #{step.seq} {step.action}: {how}", markup=False, highlight=False)
 
 
+#: What ``approvals list --json`` adds to the fields ``GET /approvals`` lists: what the table shows and prints
+#: under it (the server adds them when asked: ``?include=purpose&include=description&…``).
+INCLUDED = ("purpose", "description", "consequences", "outcome")
+
+
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
-    """The request as ``GET /approvals?include=purpose`` answers it."""
+    """The request as ``GET /approvals?include=purpose&include=description&include=consequences&include=outcome``
+    answers it."""
     from agentrein_server.api.answers import LISTED_FIELDS
 
-    return wire_fields(info, (*LISTED_FIELDS, "purpose"))
+    return wire_fields(info, (*LISTED_FIELDS, *INCLUDED))
 
 
 @approvals.command("approve")
