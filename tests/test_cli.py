@@ -666,6 +666,50 @@ def test_serve_on_a_database_that_has_organisations_says_how_to_make_a_key(
     assert f"a dashboard admin: `agentrein users create EMAIL --role admin --database-url {url}`" in said
 
 
+def test_serve_on_a_database_embedded_agents_wrote_says_so_and_how_to_start_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    AgentRein(url).close()
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    said = " ".join(cli("serve", "--database-url", url).output.split())
+    assert "This database was written by embedded agents (AgentRein() with no server)" in said
+    assert "this server's workers will roll back their sessions in it" in said
+    assert (
+        f"To start clean, give the server a database of its own: `agentrein serve --database-url sqlite:///{tmp_path / 'agentrein-server.db'}` (a new file)"
+        in said
+    )
+
+
+def test_serve_on_its_own_database_again_says_nothing_of_embedded_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    assert "Created organisation 'default'" in cli("serve", "--database-url", url).output
+    again = " ".join(cli("serve", "--database-url", url).output.split())
+    assert "no key or password is printed" in again and "embedded agents" not in again
+
+
+def test_serve_without_a_database_url_keeps_a_file_of_its_own_not_the_embedded_agents_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTREIN_DATABASE_URL", raising=False)
+    AgentRein().close()  # an embedded agent's ./agentrein.db
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    started = cli("serve")
+    assert started.exit_code == 0, started.output
+    said = " ".join(started.output.split())
+    assert "Created organisation 'default' (plan team)" in said
+    assert f"database: sqlite:///{tmp_path / 'agentrein-server.db'}" in said
+    with closing(Store("sqlite:///agentrein.db")) as store:
+        engine = Engine(store)
+        (org,) = engine.list_organisations()
+        assert engine.list_api_keys(org.org_id) == []  # the agents' database was left alone
+
+
 def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Target, service: FakeService) -> None:
     review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
     assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
