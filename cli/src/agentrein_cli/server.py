@@ -10,7 +10,6 @@ import typer
 from agentrein_cli.common import (
     DATABASE_URL_ENV,
     AsJson,
-    DatabaseUrl,
     Listing,
     Target,
     console,
