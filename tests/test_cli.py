@@ -676,10 +676,8 @@ def test_serve_on_a_database_embedded_agents_wrote_says_so_and_how_to_start_clea
     said = " ".join(cli("serve", "--database-url", url).output.split())
     assert "This database was written by embedded agents (AgentRein() with no server)" in said
     assert "this server's workers will roll back their sessions in it" in said
-    assert (
-        f"To start clean, give the server a database of its own: `agentrein serve --database-url sqlite:///{tmp_path / 'agentrein-server.db'}` (a new file)"
-        in said
-    )
+    clean = f"sqlite:///{tmp_path / 'agentrein-server.db'}"
+    assert f"To start clean, give the server a database of its own: `agentrein serve --database-url {clean}`" in said
 
 
 def test_serve_on_its_own_database_again_says_nothing_of_embedded_agents(
