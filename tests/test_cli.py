@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import getpass
+import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -23,12 +25,14 @@ import uvicorn
 from attrs import frozen
 from click.testing import Result
 from cryptography.fernet import Fernet
+from rich.console import Console
 from serving import LOOPBACK_HTTP, RunningServer
 from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
 from agentrein_cli.approvals import INCLUDED
 from agentrein_cli.main import app
+from agentrein_demo.run import run_demo
 from agentrein_core.engine import Engine
 from agentrein_core.errors import UnauthorizedError
 from agentrein_core.plugins import installed_connectors
@@ -75,7 +79,7 @@ def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Pa
     out = result.output
     ar = AgentRein(url)
     (approval,) = ar.get_session(*ar.list_sessions()).approvals
-    command = f"uv run agentrein approvals approve {approval.approval_id} --database-url {url}"
+    command = f"/agentrein approvals approve {approval.approval_id} --database-url {url}"
     assert command in out
     assert "Nobody decided within 0.5 s: the demo approves it as agentrein-demo (auto)." in out
     assert "approved by agentrein-demo (auto)" in out
@@ -83,9 +87,37 @@ def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Pa
     assert "display status: REVERTED" in out
     assert "Left on the services: Stripe: 0 customers, 0 active subscriptions; GitHub: 0 open issues" in out
     # the command shown names this very approval, in this very database
-    again = runner.invoke(app, command.split()[3:], env={"COLUMNS": "160"})
+    again = runner.invoke(app, command.split()[1:], env={"COLUMNS": "160"})
     assert again.exit_code == 1
     assert "already APPROVED by agentrein-demo (auto)" in again.output
+
+
+def test_the_demo_gives_a_human_a_minute_and_a_command_that_works_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "demo")
+    printed = io.StringIO()
+    demo = threading.Thread(
+        target=run_demo, args=("sqlite:///demo.db", Console(file=printed, width=200)), kwargs={"approval": True}
+    )
+    demo.start()
+    while demo.is_alive() and "approvals approve" not in printed.getvalue():
+        threading.Event().wait(0.05)
+    line = next(line for line in printed.getvalue().splitlines() if "approvals approve" in line)
+    command = shlex.split(line)
+    env = {k: v for k, v in os.environ.items() if k != "AGENTREIN_DATABASE_URL"}
+    # a separate process, in another directory, starting as slowly as it does
+    done = subprocess.run(
+        [*command, "--reviewer", "human"], cwd=tmp_path / "elsewhere", env=env, capture_output=True, text=True
+    )
+    demo.join()
+    assert done.returncode == 0, done.stderr
+    out = printed.getvalue()
+    assert "If nobody decides within 60 s, the demo approves it itself." in out
+    assert "approved by human" in out and "Nobody decided" not in out
+    assert Path(command[0]).is_absolute() and command[-1] == f"sqlite:///{tmp_path / 'demo' / 'demo.db'}"
 
 
 #: What ``agentrein --help`` must not wait for: the database, the server, HTTP, the connectors, the demo.

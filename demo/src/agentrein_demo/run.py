@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, TypeVar
 
 import github
@@ -35,7 +38,7 @@ from agentrein import (
     InvalidTransitionError,
     SessionInfo,
 )
-from agentrein_core.database import resolve_database_url
+from agentrein_core.database import resolve_database_url, shown_database_url
 from agentrein_core.model import UndoConfig
 from agentrein_testing.fakes.github import FakeGitHub, Recorded
 from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
@@ -49,10 +52,12 @@ GITHUB_TOKEN = "ghp_test"
 HELD = "subscriptions.create"
 #: Who approves when nobody else does within ``approve_after`` seconds.
 AUTO_REVIEWER = "agentrein-demo (auto)"
+#: How long a human has to approve from another terminal (the command line alone takes seconds to start).
+APPROVE_AFTER = 60.0
 
 
 def run_demo(
-    database_url: str | None, console: Console, *, approval: bool = False, approve_after: float = 5.0
+    database_url: str | None, console: Console, *, approval: bool = False, approve_after: float = APPROVE_AFTER
 ) -> SessionInfo:
     """Run the onboarding agent against the fakes and show its rollback; the session as it ends.
 
@@ -236,8 +241,7 @@ class Reviewer(threading.Thread):
         approval_id = self._pending()
         if approval_id is None:
             return
-        command = ["uv", "run", "agentrein", "approvals", "approve", approval_id]
-        command += ["--database-url", str(self.ar.database_url)]
+        command = agentrein_command("approvals", "approve", approval_id, database_url=str(self.ar.database_url))
         self.console.print(
             f"  [yellow]⏸[/] {HELD} waits for approval [bold]{approval_id}[/]. Approve it from another terminal:"
         )
@@ -303,8 +307,15 @@ def _show_outcome(
             f"[dim]Kept on record, as the real services keep them: {_count(canceled, 'canceled subscription')}, "
             f"{_count(closed, 'closed issue')}.[/]"
         )
-    show = ["uv", "run", "agentrein", "sessions", "show", session.id, "--database-url", str(database_url)]
+    show = agentrein_command("sessions", "show", session.id, database_url=str(database_url))
     console.print(f"[dim]See the session again: {escape(shlex.join(show))}[/]", soft_wrap=True)
+
+
+def agentrein_command(*args: str, database_url: str) -> list[str]:
+    """A command line that works from any directory: the ``agentrein`` beside this interpreter (``uv run``
+    finds it only in the project), and the database by its absolute path."""
+    here = shutil.which("agentrein", path=str(Path(sys.executable).parent)) or "agentrein"
+    return [here, *args, "--database-url", shown_database_url(database_url)]
 
 
 def _count(n: int, noun: str) -> str:
