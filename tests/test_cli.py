@@ -32,13 +32,13 @@ from typer.testing import CliRunner
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
 from agentrein_cli.approvals import INCLUDED
 from agentrein_cli.main import app
-from agentrein_demo.run import run_demo
 from agentrein_core.engine import Engine
 from agentrein_core.errors import UnauthorizedError
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role
 from agentrein_core.store import Store
 from agentrein_core.vault import SECRET_KEY_ENV
+from agentrein_demo.run import run_demo
 from agentrein_testing import FakeService
 
 runner = CliRunner()
