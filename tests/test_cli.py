@@ -71,6 +71,17 @@ def test_demo_fails_on_the_github_comment_and_undoes_both_services_last_first(tm
     assert not session.approvals
 
 
+def test_at_80_columns_the_demo_s_rollback_table_cuts_no_heading_and_no_value(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    out = runner.invoke(app, ["demo", "--database-url", url], env={"COLUMNS": "80"}).output
+    table = out[out.index("Rollback of ") : out.index("Session status:")]
+    assert all(len(line) <= 80 for line in table.splitlines())
+    said = " ".join(table.split())
+    assert "undo done: Close issue acme/onboarding#1 as not planned [DONE]" in said  # the connector's words
+    assert "undo done: Cancel Stripe subscription sub_" in said and "undo done: Delete Stripe customer cus_" in said
+    assert "undo nothing to undo [NONE] why GithubException: Internal Server Error: 500" in said
+
+
 def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     args = ["demo", "--approval", "--approve-after", "0.5", "--database-url", url]
@@ -301,6 +312,31 @@ def test_a_failed_undo_stops_the_chain_and_the_command_fails(target: Target, ser
     out = result.output
     assert "1/3" in out and "ROLLBACK_FAILED" in out and "undo failed" in out
     assert "display status ROLLBACK_FAILED" in out and "error: the rollback failed" in out
+
+
+def test_sessions_show_says_why_an_undo_failed_and_lists_the_approvals_in_words_at_80_columns(
+    target: Target, service: FakeService
+) -> None:
+    review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
+    assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
+    session, ids = place_orders(target, service, 2)
+    enable_http(target)
+    service.fail_next("DELETE", "/v1/orders/*", status=500)
+    assert cli("rollback", session.id, *target.options).exit_code == 1
+    (failed,) = [a for a in target.agent.get_session(session).actions if a.status is ActionStatus.ROLLBACK_FAILED]
+    assert failed.error
+    shown = cli("sessions", "show", session.id, *target.options, env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert "status Rollback failed (an undo failed: the rollback stopped there) [FAILED]" in said
+    assert " ".join(failed.error.split()) in said  # the reason the REST API's JSON has
+    host = service.base_url.removeprefix("http://")
+    assert f"failed: Delete /v1/orders/{ids[1]} on {host} [FAILED]" in said
+    assert "not undone yet: Delete /v1/orders/" in said and "[NONE]" in said  # not "no undo"
+    for approval in target.agent.get_session(session).approvals:
+        assert f"approval {approval.approval_id}" in said
+    assert said.count("review after it ran") == 2 and said.count("Waiting for a decision") == 2
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines())
 
 
 def test_an_undo_that_needs_approval_waits_for_the_reviewer(target: Target, service: FakeService) -> None:
@@ -666,6 +702,31 @@ def test_help_texts_stand_on_their_own() -> None:
     assert [text for text in texts if "§" in text or "status reference" in text.lower()] == []
 
 
+def test_at_80_columns_no_help_breaks_a_stored_value_in_two() -> None:
+    root = typer.main.get_command(app)
+    paths: list[list[str]] = []
+
+    def gather(command: Any, context: typer.Context, path: list[str]) -> None:
+        paths.append(path)
+        for name in command.list_commands(context) if hasattr(command, "list_commands") else ():
+            found = command.get_command(context, name)
+            gather(found, typer.Context(found, parent=context, info_name=name), [*path, name])
+
+    gather(root, typer.Context(root, info_name="agentrein"), [])
+    broken = {}
+    for path in paths:
+        wide = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).output
+        narrow = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}).output
+        values = set(re.findall(r"\b[A-Z]{4,}(?:_[A-Z]+)*\b", wide))  # PENDING, REQUIRE_APPROVAL
+        count = {
+            value: (len(re.findall(rf"\b{value}\b", wide)), len(re.findall(rf"\b{value}\b", narrow)))
+            for value in values
+        }
+        if cut := {value for value, (whole, kept) in count.items() if kept < whole}:
+            broken[" ".join(path)] = cut
+    assert len(paths) > 20 and broken == {}
+
+
 def test_a_database_typed_on_the_command_line_wins_over_the_server_in_the_environment(
     server: RunningServer, database_url: str
 ) -> None:
@@ -749,6 +810,7 @@ def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Ta
     listed = cli("approvals", "list", *target.options, env={"COLUMNS": "80"})
     assert listed.exit_code == 0, listed.output
     assert f"{approval.approval_id}: Create order {order} on {host}" in listed.output
+    assert re.search(r"time left +\d+h \d\dm\n", listed.output)  # as people write it, not 86381s
     assert f"  Reject: This one action is undone: Delete /v1/orders/{order} on {host}." in listed.output
     approved = cli("approvals", "approve", approval.approval_id, *target.options)
     assert "Approved: the action stays done." in approved.output

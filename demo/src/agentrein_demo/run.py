@@ -23,10 +23,8 @@ from typing import Any, TypeVar
 
 import github
 import stripe
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from agentrein import (
     AgentRein,
@@ -38,8 +36,9 @@ from agentrein import (
     InvalidTransitionError,
     SessionInfo,
 )
+from agentrein_cli.common import Listing
+from agentrein_cli.sessions import actions_table
 from agentrein_core.database import resolve_database_url, shown_database_url
-from agentrein_core.model import UndoConfig
 from agentrein_testing.fakes.github import FakeGitHub, Recorded
 from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
 
@@ -328,39 +327,10 @@ def _describe_call(call: StripeCall | Recorded) -> str:
     return f"{call.method} {call.path}{escape(shown)} → {call.status if call.status is not None else 'dropped'}"
 
 
-def rollback_table(session: SessionInfo) -> Table:
-    """The session's actions, last first: the order a rollback undoes them in."""
-    table = Table(title=f"Rollback of {session.id}, last step first", box=box.SIMPLE_HEAD)
-    for column in ("seq", "connector", "api name", "status", "undone by", "undo status"):
-        table.add_column(column, no_wrap=column != "undone by", overflow="fold", min_width=len(column))
-    for action in sorted(session.actions, key=lambda a: a.seq, reverse=True):
-        table.add_row(
-            str(action.seq),
-            action.connector,
-            action.api_name,
-            _status(action.status),
-            _describe_undo(action.undo),
-            action.undo_status,
-        )
-    return table
-
-
-def _status(status: str) -> str:
-    colour = {"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, "white")
-    return f"[{colour}]{status}[/]"
-
-
-def _describe_undo(undo: UndoConfig | None) -> str:
-    """The inverse in a few words (the ids are in the lines above): ``close #1, not planned``."""
-    if undo is None or undo.is_none:
-        return "—"
-    words = {
-        "github-close-issue": f"close #{undo.params.get('number')}, not planned",
-        "github-delete-comment": "delete comment",
-        "stripe-cancel": f"cancel {str(undo.params.get('resource', '')).removesuffix('s')}",
-        "stripe-delete": f"delete {str(undo.params.get('resource', '')).removesuffix('s')}",
-    }
-    return words.get(undo.type, undo.type)
+def rollback_table(session: SessionInfo) -> Listing:
+    """The session's actions, last first: the order a rollback undoes them in, as ``agentrein sessions show``
+    words them (a table that fits the terminal, else one block per action: never a value cut)."""
+    return actions_table(session, last_first=True, title=f"Rollback of {session.id}, last step first")
 
 
 class Wire:
