@@ -100,9 +100,8 @@ PURPOSE = {
 
 def actions_table(session: SessionInfo, *, last_first: bool = False, title: str | None = None) -> Listing:
     """The session's actions in the order they were made (``last_first``: the order a rollback undoes them
-    in): each in its connector's words, how its call and its
-    undo stand in the dashboard's (the stored values in brackets), and why: the error a call or an undo
-    failed with, or what the status alone leaves unsaid."""
+    in): each in its connector's words, how its call and its undo stand in the dashboard's (the stored values
+    in brackets), and why: the error a call or an undo failed with, or what the status alone leaves unsaid."""
     from agentrein_core.decisions import words_of
     from agentrein_core.plugins import installed_connectors
     from agentrein_server.dashboard import words
