@@ -23,8 +23,10 @@ from typing import Any, TypeVar
 
 import github
 import stripe
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from agentrein import (
     AgentRein,
@@ -36,9 +38,9 @@ from agentrein import (
     InvalidTransitionError,
     SessionInfo,
 )
-from agentrein_cli.common import Listing
-from agentrein_cli.sessions import actions_table
 from agentrein_core.database import resolve_database_url, shown_database_url
+from agentrein_core.decisions import words_of
+from agentrein_core.plugins import installed_connectors
 from agentrein_testing.fakes.github import FakeGitHub, Recorded
 from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
 
@@ -327,10 +329,29 @@ def _describe_call(call: StripeCall | Recorded) -> str:
     return f"{call.method} {call.path}{escape(shown)} → {call.status if call.status is not None else 'dropped'}"
 
 
-def rollback_table(session: SessionInfo) -> Listing:
-    """The session's actions, last first: the order a rollback undoes them in, as ``agentrein sessions show``
-    words them (a table that fits the terminal, else one block per action: never a value cut)."""
-    return actions_table(session, last_first=True, title=f"Rollback of {session.id}, last step first")
+def rollback_table(session: SessionInfo) -> Table:
+    """The session's actions, last first: the order a rollback undoes them in, each undo in its connector's
+    words. Only the undo's words wrap (a word too long for the column folds), so a narrow terminal cuts
+    nothing."""
+    connectors = installed_connectors()
+    table = Table(title=f"Rollback of {session.id}, last step first", box=box.SIMPLE_HEAD)
+    # the names and statuses keep their width; the undo's words wrap in what is left
+    longest = max((len(a.api_name) for a in session.actions), default=0)
+    table.add_column("seq", no_wrap=True)
+    table.add_column("api name", min_width=longest, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("undone by", overflow="fold")
+    table.add_column("undo status", no_wrap=True)
+    for action in sorted(session.actions, key=lambda a: a.seq, reverse=True):
+        has_undo = action.undo is not None and not action.undo.is_none
+        undone_by = words_of(connectors.find(action.connector), action).undo.how if has_undo else "—"
+        table.add_row(str(action.seq), action.api_name, _status(action.status), escape(undone_by), action.undo_status)
+    return table
+
+
+def _status(status: str) -> str:
+    colour = {"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, "white")
+    return f"[{colour}]{status}[/]"
 
 
 class Wire:
