@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import getpass
+import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -23,10 +25,12 @@ import uvicorn
 from attrs import frozen
 from click.testing import Result
 from cryptography.fernet import Fernet
+from rich.console import Console
 from serving import LOOPBACK_HTTP, RunningServer
 from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
+from agentrein_cli.approvals import INCLUDED
 from agentrein_cli.main import app
 from agentrein_core.engine import Engine
 from agentrein_core.errors import UnauthorizedError
@@ -35,6 +39,7 @@ from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role
 from agentrein_core.store import Store
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
 from agentrein_core.vault import SECRET_KEY_ENV
+from agentrein_demo.run import run_demo
 from agentrein_testing import FakeService
 
 runner = CliRunner()
@@ -67,6 +72,18 @@ def test_demo_fails_on_the_github_comment_and_undoes_both_services_last_first(tm
     assert not session.approvals
 
 
+def test_at_80_columns_the_demo_s_rollback_table_cuts_no_heading_and_no_value(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    out = runner.invoke(app, ["demo", "--database-url", url], env={"COLUMNS": "80"}).output
+    table = out[out.index("Rollback of ") : out.index("Session status:")]
+    assert all(len(line) <= 80 for line in table.splitlines())
+    assert all(heading in table for heading in ("seq", "api name", "status", "undone by", "undo status"))
+    said = " ".join(table.split())
+    assert "4 issues.comments.create FAILED — NONE" in said
+    assert "3 issues.create ROLLED_BACK Close issue DONE acme/onboarding#1 as not planned" in said  # wrapped
+    assert "2 subscriptions.create ROLLED_BACK Cancel Stripe DONE subscription sub_" in said  # as its connector says
+
+
 def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     args = ["demo", "--approval", "--approve-after", "0.5", "--database-url", url]
@@ -75,7 +92,7 @@ def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Pa
     out = result.output
     ar = AgentRein(url)
     (approval,) = ar.get_session(*ar.list_sessions()).approvals
-    command = f"uv run agentrein approvals approve {approval.approval_id} --database-url {url}"
+    command = f"/agentrein approvals approve {approval.approval_id} --database-url {url}"
     assert command in out
     assert "Nobody decided within 0.5 s: the demo approves it as agentrein-demo (auto)." in out
     assert "approved by agentrein-demo (auto)" in out
@@ -83,9 +100,37 @@ def test_demo_with_approval_says_how_to_approve_and_approves_itself(tmp_path: Pa
     assert "display status: REVERTED" in out
     assert "Left on the services: Stripe: 0 customers, 0 active subscriptions; GitHub: 0 open issues" in out
     # the command shown names this very approval, in this very database
-    again = runner.invoke(app, command.split()[3:], env={"COLUMNS": "160"})
+    again = runner.invoke(app, command.split()[1:], env={"COLUMNS": "160"})
     assert again.exit_code == 1
     assert "already APPROVED by agentrein-demo (auto)" in again.output
+
+
+def test_the_demo_gives_a_human_a_minute_and_a_command_that_works_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "demo")
+    printed = io.StringIO()
+    demo = threading.Thread(
+        target=run_demo, args=("sqlite:///demo.db", Console(file=printed, width=200)), kwargs={"approval": True}
+    )
+    demo.start()
+    while demo.is_alive() and "approvals approve" not in printed.getvalue():
+        threading.Event().wait(0.05)
+    line = next(line for line in printed.getvalue().splitlines() if "approvals approve" in line)
+    command = shlex.split(line)
+    env = {k: v for k, v in os.environ.items() if k != "AGENTREIN_DATABASE_URL"}
+    # a separate process, in another directory, starting as slowly as it does
+    done = subprocess.run(
+        [*command, "--reviewer", "human"], cwd=tmp_path / "elsewhere", env=env, capture_output=True, text=True
+    )
+    demo.join()
+    assert done.returncode == 0, done.stderr
+    out = printed.getvalue()
+    assert "If nobody decides within 60 s, the demo approves it itself." in out
+    assert "approved by human" in out and "Nobody decided" not in out
+    assert Path(command[0]).is_absolute() and command[-1] == f"sqlite:///{tmp_path / 'demo' / 'demo.db'}"
 
 
 #: What ``agentrein --help`` must not wait for: the database, the server, HTTP, the connectors, the demo.
@@ -269,6 +314,31 @@ def test_a_failed_undo_stops_the_chain_and_the_command_fails(target: Target, ser
     out = result.output
     assert "1/3" in out and "ROLLBACK_FAILED" in out and "undo failed" in out
     assert "display status ROLLBACK_FAILED" in out and "error: the rollback failed" in out
+
+
+def test_sessions_show_says_why_an_undo_failed_and_lists_the_approvals_in_words_at_80_columns(
+    target: Target, service: FakeService
+) -> None:
+    review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
+    assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
+    session, ids = place_orders(target, service, 2)
+    enable_http(target)
+    service.fail_next("DELETE", "/v1/orders/*", status=500)
+    assert cli("rollback", session.id, *target.options).exit_code == 1
+    (failed,) = [a for a in target.agent.get_session(session).actions if a.status is ActionStatus.ROLLBACK_FAILED]
+    assert failed.error
+    shown = cli("sessions", "show", session.id, *target.options, env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert "status Rollback failed (an undo failed: the rollback stopped there) [FAILED]" in said
+    assert " ".join(failed.error.split()) in said  # the reason the REST API's JSON has
+    host = service.base_url.removeprefix("http://")
+    assert f"failed: Delete /v1/orders/{ids[1]} on {host} [FAILED]" in said
+    assert "not undone yet: Delete /v1/orders/" in said and "[NONE]" in said  # not "no undo"
+    for approval in target.agent.get_session(session).approvals:
+        assert f"approval {approval.approval_id}" in said
+    assert said.count("review after it ran") == 2 and said.count("Waiting for a decision") == 2
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines())
 
 
 def test_an_undo_that_needs_approval_waits_for_the_reviewer(target: Target, service: FakeService) -> None:
@@ -529,7 +599,7 @@ def test_every_list_and_show_answers_json_with_the_field_names_of_the_rest_api(
         answers = {
             "sessions list": rest.get("/sessions").json()["sessions"],
             "sessions show": rest.get(f"/sessions/{shown.id}").json(),
-            "approvals list": rest.get("/approvals", params={"include": "purpose"}).json(),
+            "approvals list": rest.get("/approvals", params={"include": list(INCLUDED)}).json(),
             "policies list": rest.get("/policies").json(),
             "connectors list": rest.get("/connectors").json(),
             "keys list": rest.get("/api-keys").json(),
@@ -546,6 +616,7 @@ def test_every_list_and_show_answers_json_with_the_field_names_of_the_rest_api(
             assert parsed == answer, command  # the very records (a session's intent checks may move meanwhile)
     approvals = json.loads(cli("approvals", "list", "--json", *target.options).stdout)
     assert [a["approvalId"] for a in approvals] == [a.approval_id for a in session.approvals]
+    assert {"description", "consequences", "outcome"} <= approvals[0].keys()  # what the README says each has
 
 
 def test_each_command_says_on_stderr_which_server_or_database_it_used_and_no_password(target: Target) -> None:
@@ -645,6 +716,31 @@ def test_help_texts_stand_on_their_own() -> None:
     assert [text for text in texts if "§" in text or "status reference" in text.lower()] == []
 
 
+def test_at_80_columns_no_help_breaks_a_stored_value_in_two() -> None:
+    root = typer.main.get_command(app)
+    paths: list[list[str]] = []
+
+    def gather(command: Any, context: typer.Context, path: list[str]) -> None:
+        paths.append(path)
+        for name in command.list_commands(context) if hasattr(command, "list_commands") else ():
+            found = command.get_command(context, name)
+            gather(found, typer.Context(found, parent=context, info_name=name), [*path, name])
+
+    gather(root, typer.Context(root, info_name="agentrein"), [])
+    broken = {}
+    for path in paths:
+        wide = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).output
+        narrow = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}).output
+        values = set(re.findall(r"\b[A-Z]{4,}(?:_[A-Z]+)*\b", wide))  # PENDING, REQUIRE_APPROVAL
+        count = {
+            value: (len(re.findall(rf"\b{value}\b", wide)), len(re.findall(rf"\b{value}\b", narrow)))
+            for value in values
+        }
+        if cut := {value for value, (whole, kept) in count.items() if kept < whole}:
+            broken[" ".join(path)] = cut
+    assert len(paths) > 20 and broken == {}
+
+
 def test_a_database_typed_on_the_command_line_wins_over_the_server_in_the_environment(
     server: RunningServer, database_url: str
 ) -> None:
@@ -677,6 +773,48 @@ def test_serve_on_a_database_that_has_organisations_says_how_to_make_a_key(
     assert f"a dashboard admin: `agentrein users create EMAIL --role admin --database-url {url}`" in said
 
 
+def test_serve_on_a_database_embedded_agents_wrote_says_so_and_how_to_start_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    AgentRein(url).close()
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    said = " ".join(cli("serve", "--database-url", url).output.split())
+    assert "This database was written by embedded agents (AgentRein() with no server)" in said
+    assert "this server's workers will roll back their sessions in it" in said
+    clean = f"sqlite:///{tmp_path / 'agentrein-server.db'}"
+    assert f"To start clean, give the server a database of its own: `agentrein serve --database-url {clean}`" in said
+
+
+def test_serve_on_its_own_database_again_says_nothing_of_embedded_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    assert "Created organisation 'default'" in cli("serve", "--database-url", url).output
+    again = " ".join(cli("serve", "--database-url", url).output.split())
+    assert "no key or password is printed" in again and "embedded agents" not in again
+
+
+def test_serve_without_a_database_url_keeps_a_file_of_its_own_not_the_embedded_agents_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTREIN_DATABASE_URL", raising=False)
+    AgentRein().close()  # an embedded agent's ./agentrein.db
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    started = cli("serve")
+    assert started.exit_code == 0, started.output
+    said = " ".join(started.output.split())
+    assert "Created organisation 'default' (plan team)" in said
+    assert f"database: sqlite:///{tmp_path / 'agentrein-server.db'}" in said
+    with closing(Store("sqlite:///agentrein.db")) as store:
+        engine = Engine(store)
+        (org,) = engine.list_organisations()
+        assert engine.list_api_keys(org.org_id) == []  # the agents' database was left alone
+
+
 def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Target, service: FakeService) -> None:
     review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
     assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0
@@ -686,6 +824,7 @@ def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Ta
     listed = cli("approvals", "list", *target.options, env={"COLUMNS": "80"})
     assert listed.exit_code == 0, listed.output
     assert f"{approval.approval_id}: Create order {order} on {host}" in listed.output
+    assert re.search(r"time left +\d+h \d\dm\n", listed.output)  # as people write it, not 86381s
     assert f"  Reject: This one action is undone: Delete /v1/orders/{order} on {host}." in listed.output
     approved = cli("approvals", "approve", approval.approval_id, *target.options)
     assert "Approved: the action stays done." in approved.output

@@ -392,7 +392,7 @@ def test_the_rollback_confirmation_warns_that_undos_of_a_connector_not_enabled_c
         assert "The rollback would stop at #1" in page
         assert "connector &#39;http&#39; is not enabled for this organisation" in page
         assert 'href="/dashboard/connectors#connector-http"' in page
-        stays = r'ord_14</code></span>\s*→ <span class="stays">stays deleted: a delete has no inverse'
+        stays = r'#2 [^<]*</span>\s*→ <span class="stays">stays deleted: a delete has no inverse'
         assert re.search(stays, page)
         as_admin.get("/dashboard/connectors")
         as_admin.post("/dashboard/connectors/http", {"config.allowedHosts": "127.0.0.1"})
@@ -710,3 +710,32 @@ def test_an_admin_adds_a_webhook_sees_its_secret_once_and_follows_its_deliveries
     assert as_admin.get("/dashboard/webhooks/whk_nope").status_code == 404
     as_admin.post(f"/dashboard/webhooks/{hook.webhook_id}/delete")
     assert server.engine.list_webhooks(tenant.org_id) == []
+
+
+# one wording for an action and its undo -----------------------------------------------------------------------
+
+
+def test_the_session_page_and_the_rollback_confirmation_word_an_action_and_its_undo_as_its_connector_does(
+    server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
+) -> None:
+    session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
+    (action,) = server.engine.get_session(tenant.org_id, session_id).actions
+    said = server.engine.words(action)
+    page = as_admin.get(f"/dashboard/sessions/{session_id}").text
+    confirm = as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+    for shown in (page, confirm):
+        assert f"#1 {said.description}</" in shown and said.undo.how in shown
+        assert "#1 CREATE" not in shown and "→ <code>http-delete</code>" not in shown
+    assert "<pre>http-delete\n{" in page  # the undo's type on a line of its own, then its parameters
+
+
+def test_a_session_whose_only_pending_approvals_are_reviews_is_under_review_and_its_card_says_what_expiry_does(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    policy = {"name": "review things", "effect": "REQUIRE_APPROVAL", "apiName": "POST /v1/things"}
+    assert api.post("/policies", json=policy).status_code == 201
+    session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
+    page = as_reviewer.get(f"/dashboard/sessions/{session_id}").text
+    assert "Under review" in page and "Waiting for approval" not in page
+    queue = as_reviewer.get("/dashboard/approvals").text
+    assert "when it runs out, the call stays as it ran" in queue

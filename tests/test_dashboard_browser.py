@@ -301,14 +301,16 @@ def test_after_a_rollback_every_status_is_labelled_in_words_and_what_stays_says_
     expect(cards.nth(2).locator("header")).to_contain_text("a delete has no inverse")
     page.screenshot(path=screenshots / "session-before-rollback-in-words.png", full_page=True)
     page.get_by_role("link", name="Roll back…").click()
+    host = service.base_url.removeprefix("http://")
     expect(page.locator("ol.chain > li").first).to_contain_text(
-        f"DELETE /v1/things/{first} → stays deleted: a delete has no inverse"
+        re.compile(rf"#3 Delete thing {first} on {re.escape(host)}\s*→ stays deleted: a delete has no inverse")
     )
     page.get_by_role("button", name="Confirm rollback").click()
     progress = page.locator("#rollback")
     expect(progress.locator(".status").first).to_have_text("Rollback: succeeded", timeout=30_000)
     expect(progress.locator(".status").first).to_have_class(re.compile(r"\btone-good\b"))
     skipped = progress.locator("li").filter(has_text="Undo: skipped")
+    expect(skipped).to_contain_text(f"#3 Delete thing {first} on {host}")
     expect(skipped).to_contain_text(f"DELETE /v1/things/{first} stays deleted: a delete has no inverse")
     status = page.locator(".facts dd").first
     expect(status).to_contain_text("Partially reverted")

@@ -22,7 +22,7 @@ from agentrein import (
     SessionInfo,
     SessionStatus,
 )
-from agentrein.journal import Entry, Journal
+from agentrein.journal import Entry, Journal, journal_file
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.statuses import OperationType
 from agentrein_testing import FakeService
@@ -241,3 +241,37 @@ def test_the_journal_on_disk_holds_no_secret_of_a_session_opened_meanwhile_nor_o
     on_disk = [p.read_bytes() for p in journal_in_tmp.parent.iterdir() if p.name.startswith(journal_in_tmp.stem)]
     assert on_disk and all(b"letmein-db-pw" not in content for content in on_disk)
     assert any(b"db_pw: [REDACTED]" in content for content in on_disk)
+
+
+def test_the_journal_is_kept_in_the_users_state_directory_where_a_process_started_elsewhere_finds_it(
+    tenant: Tenant, relay: Relay, service: FakeService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTREIN_JOURNAL")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(here)
+    with AgentRein(base_url=relay.url(), api_key=tenant.key) as first:
+        relay.pause()
+        with pytest.warns(RuntimeWarning) as warned:
+            session = first.new_session(agent_id="billing", intent="orders")
+        client = first.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+        client.post("/v1/orders", json={"n": 1})
+    (journal,) = (tmp_path / "state" / "agentrein").glob("journal-*.db")
+    assert f"journaled in {journal} until" in str(warned[0].message)
+    assert tenant.key not in journal.name
+    assert not list(here.iterdir())  # nothing in the working directory
+    relay.resume()
+    monkeypatch.chdir(elsewhere)
+    AgentRein(base_url=relay.url(), api_key=tenant.key).close()  # a later process replays what it finds
+    with tenant.client() as reader:
+        assert [a.payload["body"]["n"] for a in reader.get_session(session.id).actions] == [1]
+
+
+def test_each_server_and_key_has_a_journal_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AGENTREIN_JOURNAL")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    paths = {journal_file(f"http://127.0.0.1:{port} key {key}") for port in (8000, 8001) for key in ("ab", "cd")}
+    assert len(paths) == 4 and all(p.parent == tmp_path / "agentrein" for p in paths)
+    assert journal_file("any", "mine.db") == Path("mine.db").absolute()

@@ -3,6 +3,7 @@ api.example.com), its links lead somewhere, its commands exist, and its way of m
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import threading
@@ -107,3 +108,20 @@ def test_the_readme_makes_an_agent_key_in_the_server_not_in_the_database_at_hand
     agent_key = made.stdout.splitlines()[-1]
     answer = httpx.get(f"{operator.url}/sessions", headers={"Authorization": f"Bearer {agent_key}"})
     assert answer.status_code == 200, answer.text
+
+
+def test_every_package_the_typescript_tests_install_supports_the_node_version_the_readme_names() -> None:
+    (named,) = re.findall(r"Node (\d+) or newer", README.read_text())
+    lock = json.loads((README.parent / "sdk-ts" / "package-lock.json").read_text())
+    wanting_more = {}
+    for where, package in lock["packages"].items():
+        wanted = package.get("engines", {}).get("node") if isinstance(package.get("engines"), dict) else None
+        if wanted is None:
+            continue
+        # the lowest major version any alternative accepts (">=20", ">= 14", "^18.17.0 || >=20", "*")
+        lowest = min(
+            int(m[1]) if (m := re.match(r"\s*(?:>=|\^|~)?\s*v?(\d+)", alt)) else 0 for alt in wanted.split("||")
+        )
+        if lowest > int(named):
+            wanting_more[where] = wanted
+    assert wanting_more == {}, f"`npm ci` warns EBADENGINE on Node {named}"

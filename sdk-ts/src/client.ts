@@ -38,7 +38,8 @@ export interface AgentReinOptions {
   readonly baseUrl?: string;
   /** An API key of the organisation (default `$AGENTREIN_API_KEY`). */
   readonly apiKey?: string;
-  /** The journal of `failureMode: 'open'` (default `$AGENTREIN_JOURNAL`, else `./agentrein-journal.jsonl`). */
+  /** The journal of `failureMode: 'open'` (default `$AGENTREIN_JOURNAL`, else a file per server and key in the
+   *  user's state directory: `~/.local/state/agentrein/journal-<digest>.jsonl` on Linux). */
   readonly journalPath?: string;
   /** How long one request to the server may take, long-polls aside (default 10000 ms). */
   readonly requestTimeoutMs?: number;

@@ -2,14 +2,16 @@
  * The local journal of `failureMode: 'open'` (`agentrein.journal`): what happened while AgentRein could not
  * be reached. A warning says once that calls now run unprotected; every call made meanwhile, every outcome
  * that could not be reported, a session opened meanwhile (with an id chosen here), its completion and the
- * rollbacks that could not be asked for are appended to a file beside the agent (`$AGENTREIN_JOURNAL`, else
- * `./agentrein-journal.jsonl`). Once AgentRein answers again the entries are replayed in the order they were
+ * rollbacks that could not be asked for are appended to a file in the user's state directory, one per server
+ * and key (`journal-<digest>.jsonl` in `$XDG_STATE_HOME/agentrein` or `~/.local/state/agentrein`, in
+ * `~/Library/Application Support/agentrein` on macOS, in `%LOCALAPPDATA%\agentrein` on Windows), where the
+ * next process on that server and key finds it wherever it is started; `$AGENTREIN_JOURNAL` overrides. Once AgentRein answers again the entries are replayed in the order they were
  * written (before anything newer is recorded), each deleted once AgentRein has it: a call becomes an action
  * recorded as it happened (deduplicated by its idempotency key), an outcome confirms or fails its action.
  *
  * The Python journal is a SQLite file; Node 20 has no SQLite of its own, so this one is JSON lines, one
  * entry a line, tagged with the server and key it belongs to (one file may hold several servers' entries).
- * Several processes may share one file (agents started in one directory do): every change of it (an
+ * Several processes may share one file (agents on one server and key do): every change of it (an
  * append, a replay's rewrite) is made holding a lock file beside it (`<journal>.lock`, created exclusively),
  * so that no process's rewrite drops a line another appended. A replay sends its entries without the lock
  * and then removes, under it, exactly the lines it sent (each line has an id of its own).
@@ -20,11 +22,12 @@
  * sends them. A held line is left alone while its holder lives.
  */
 
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   closeSync,
   existsSync,
+  mkdirSync,
   openSync,
   readFileSync,
   renameSync,
@@ -33,14 +36,14 @@ import {
   writeFileSync,
   writeSync,
 } from 'node:fs';
-import { resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 
 import type { Json, OperationType } from './connector.js';
 import { AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError } from './errors.js';
 import type { WireUndo } from './served.js';
 
 export const JOURNAL_ENV = 'AGENTREIN_JOURNAL';
-export const DEFAULT_JOURNAL = 'agentrein-journal.jsonl';
 
 /** A call that ran while AgentRein could not be reached (`POST /sessions/{id}/journal`). */
 export interface ExecutedCall {
@@ -104,8 +107,20 @@ const STALE_LOCK_MS = 10_000;
 const LOCK_WAIT_MS = 30_000;
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
-export function journalFile(path?: string): string {
-  return resolve(path || process.env[JOURNAL_ENV] || DEFAULT_JOURNAL);
+/** Where the journal of the recorder `identity` names is: `path`, else `$AGENTREIN_JOURNAL`, else a file of
+ *  its own in the user's state directory, named by a digest of `identity` (which names a key only by a
+ *  digest of it), as the Python SDK keeps its own (`platformdirs.user_state_dir`). */
+export function journalFile(identity: string, path?: string): string {
+  const given = path || process.env[JOURNAL_ENV];
+  if (given) return resolve(given);
+  const digest = createHash('sha256').update(identity).digest('hex').slice(0, 16);
+  return join(stateDirectory(), `journal-${digest}.jsonl`);
+}
+
+function stateDirectory(): string {
+  if (process.platform === 'win32') return join(process.env.LOCALAPPDATA || join(homedir(), 'AppData', 'Local'), 'agentrein');
+  if (process.platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'agentrein');
+  return join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'agentrein');
 }
 
 export class Journal {
@@ -120,7 +135,7 @@ export class Journal {
     readonly identity: string,
     path?: string,
   ) {
-    this.path = journalFile(path);
+    this.path = journalFile(identity, path);
   }
 
   /** `failureMode: 'open'`: say once that calls now run without AgentRein's protection. */
@@ -264,6 +279,7 @@ export class Journal {
  *  over once it is older than any holder keeps it. */
 function locked<T>(path: string, body: () => T): T {
   const lock = `${path}.lock`;
+  mkdirSync(dirname(path), { recursive: true }); // the state directory, on a machine's first journal
   const deadline = Date.now() + LOCK_WAIT_MS;
   for (;;) {
     try {

@@ -2,12 +2,12 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 
-import { Journal, type ExecutedCall, type Replayer } from '../src/journal.js';
+import { JOURNAL_ENV, Journal, journalFile, type ExecutedCall, type Replayer } from '../src/journal.js';
 
 const IDENTITY = 'http://127.0.0.1:9 ar_test';
 
@@ -61,5 +61,31 @@ describe('a journal shared by two processes', () => {
     const expected = Array.from({ length: count }, (_, i) => `key-${i}`);
     assert.deepEqual(received, expected); // every entry, once, in the order it was written
     assert.equal(readFileSync(path, 'utf8'), '');
+  });
+});
+
+describe('where the journal is kept', () => {
+  it("is a file per server and key in the user's state directory, found from any working directory", (t) => {
+    const state = mkdtempSync(join(tmpdir(), 'agentrein-state-'));
+    const saved = { journal: process.env[JOURNAL_ENV], state: process.env.XDG_STATE_HOME, cwd: process.cwd() };
+    t.after(() => {
+      process.chdir(saved.cwd);
+      for (const [name, value] of [[JOURNAL_ENV, saved.journal], ['XDG_STATE_HOME', saved.state]] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+      rmSync(state, { recursive: true, force: true });
+    });
+    delete process.env[JOURNAL_ENV];
+    process.env.XDG_STATE_HOME = state;
+    process.chdir(mkdtempSync(join(state, 'here-')));
+    const journal = new Journal(IDENTITY);
+    journal.append({ sessionId: 'ses_1', completedAt: '2026-01-01T00:00:00Z' });
+    assert.equal(dirname(journal.path), join(state, 'agentrein'));
+    assert.ok(existsSync(journal.path) && !journal.path.includes('ar_test'));
+    assert.deepEqual(readdirSync(process.cwd()), []); // nothing in the working directory
+    process.chdir(state);
+    assert.equal(new Journal(IDENTITY).path, journal.path); // a later process, started elsewhere
+    assert.notEqual(journalFile('http://127.0.0.1:9 key other'), journal.path);
   });
 });

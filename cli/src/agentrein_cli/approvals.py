@@ -27,7 +27,10 @@ Reviewer = Annotated[
 @targeted
 def approvals_list(
     target: Target,
-    status: Annotated[ApprovalStatus | None, typer.Option(help="Only these.")] = None,
+    status: Annotated[
+        ApprovalStatus | None,
+        typer.Option(metavar="STATUS", help="Only these: PENDING, APPROVED, REJECTED or EXPIRED."),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Approval requests, pending first and oldest first; under the table, what approving and what rejecting
@@ -37,6 +40,8 @@ def approvals_list(
     if as_json:
         print_json([listed_fields(p) for p in listed])
         return
+    from agentrein_server.dashboard.rendering import duration
+
     shown = Listing("approval", "purpose", "status", "agent", "api name", "time left", "summary")
     for p in listed:
         flag = (" (unconfirmed)", "red") if p.unconfirmed else ""
@@ -46,7 +51,7 @@ def approvals_list(
             Text.assemble(p.status, flag),
             p.agent_id,
             p.api_name,
-            f"{p.time_remaining:.0f}s" if p.time_remaining else "—",
+            duration(p.time_remaining).removesuffix(" left") if p.time_remaining else "—",
             p.payload_summary,
         )
     console.print(shown)
@@ -68,11 +73,17 @@ def _consequences(info: ApprovalInfo) -> None:
             console.print(f"    #{step.seq} {step.action}: {how}", markup=False, highlight=False)
 
 
+#: What ``approvals list --json`` adds to the fields ``GET /approvals`` lists: what the table shows and prints
+#: under it (the server adds them when asked: ``?include=purpose&include=description&…``).
+INCLUDED = ("purpose", "description", "consequences", "outcome")
+
+
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
-    """The request as ``GET /approvals?include=purpose`` answers it."""
+    """The request as ``GET /approvals?include=purpose&include=description&include=consequences&include=outcome``
+    answers it."""
     from agentrein_server.api.answers import LISTED_FIELDS
 
-    return wire_fields(info, (*LISTED_FIELDS, "purpose"))
+    return wire_fields(info, (*LISTED_FIELDS, *INCLUDED))
 
 
 @approvals.command("approve")

@@ -48,7 +48,11 @@ def policies_list(target: Target, as_json: AsJson = False) -> None:
 def policies_add(
     target: Target,
     name: str,
-    effect: Annotated[PolicyEffect, typer.Option(help="What a match does to an action.")],
+    effect: Annotated[
+        PolicyEffect,
+        # the choices in the help, not the metavar: a narrow metavar column broke REQUIRE_APPROVAL in two
+        typer.Option(metavar="EFFECT", help="What a match does to an action: ALLOW, REQUIRE_APPROVAL or BLOCK."),
+    ],
     connector: Glob = None,
     api_name: Glob = None,
     agent_id: Glob = None,

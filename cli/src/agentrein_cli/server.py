@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentrein_cli.common import (
+    DATABASE_URL_ENV,
     AsJson,
-    DatabaseUrl,
     Listing,
     Target,
     console,
@@ -31,12 +31,25 @@ users = typer.Typer(help="Dashboard users (run on the server's database).", no_a
 
 #: The dashboard admin a fresh server creates (its password is printed once).
 BOOTSTRAP_ADMIN = "admin@localhost"
+#: The server's database when none is named: a file of its own, never the embedded agents' ``agentrein.db``
+#: (whose sessions its workers would then roll back).
+SERVER_DATABASE_URL = "sqlite:///agentrein-server.db"
+
+ServerDatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        envvar=DATABASE_URL_ENV,
+        help=f"sqlite:///path.db or postgresql+psycopg://…; default {SERVER_DATABASE_URL} (not the embedded "
+        "agents' agentrein.db)",
+    ),
+]
 
 
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
-    database_url: DatabaseUrl = None,
+    database_url: ServerDatabaseUrl = None,
     rollback_workers: Annotated[
         int, typer.Option(min=0, max=64, help="Rollback worker threads (0: no background work at all).")
     ] = 2,
@@ -55,6 +68,7 @@ def serve(
     from agentrein_core.database import shown_database_url
     from agentrein_server.app import create_app, open_services
 
+    database_url = database_url or SERVER_DATABASE_URL
     with errors_exit():
         services = open_services(database_url, rollback_threads=rollback_workers)
         created = _bootstrap(services.engine)
@@ -70,6 +84,21 @@ def serve(
         print(key, flush=True)
     else:
         shown = shown_database_url(services.engine.store.url)
+        if _embedded_agents_wrote(services.engine):
+            clean = shown_database_url(SERVER_DATABASE_URL)
+            start_clean = (
+                f"`agentrein serve --database-url {clean}` (a new file)"
+                if clean != shown
+                else "move this file away and start `agentrein serve` again"
+            )
+            console.print(
+                "This database was written by embedded agents (AgentRein() with no server): it has their "
+                "organisations but no API key and no dashboard user, and this server's workers will roll back "
+                f"their sessions in it. To start clean, give the server a database of its own: {start_clean}. To "
+                "serve these records instead, make a key and a user as follows.",
+                soft_wrap=True,
+                highlight=False,
+            )
         console.print(
             "This database has its organisations already, so no key or password is printed. An operator key: "
             f"`agentrein keys create --role operator --database-url {shown}` (--org NAME for another "
@@ -92,6 +121,13 @@ def serve(
     import uvicorn
 
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
+
+
+def _embedded_agents_wrote(found: Engine) -> bool:
+    """Whether only embedded agents have used this database: organisations, and no API key or dashboard user
+    in any (a server makes both the first time it starts, and hands them out)."""
+    listed = found.list_organisations()
+    return bool(listed) and not any(found.list_api_keys(org.org_id) or found.list_users(org.org_id) for org in listed)
 
 
 def _bootstrap(found: Engine) -> tuple[str, str] | None:

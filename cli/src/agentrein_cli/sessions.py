@@ -58,11 +58,28 @@ def sessions_show(target: Target, session_id: str, as_json: AsJson = False) -> N
 
         print_json(to_wire(s))  # as GET /sessions/{id} answers it
         return
+    from agentrein_server.dashboard import words
+
+    status = words.session(s)
+    why = f" ({status.why})" if status.why else ""
     console.print(
-        Text.assemble((s.id, "bold"), f"  agent {s.agent_id}  status {s.status}  display ", (s.display_status, "bold"))
+        Text.assemble((s.id, "bold"), f"  agent {s.agent_id}  status ", (status.text, "bold"), f"{why} [{s.status}]")
     )
     console.print(Text(f"intent: {s.intent}"))
     console.print(actions_table(s))
+    if s.approvals:
+        asked = Listing("approval", "action", "purpose", "status", "decided by", "reason", title="Approvals")
+        seqs = {a.action_id: f"#{a.seq}" for a in s.actions}
+        for p in s.approvals:
+            asked.add_row(
+                p.approval_id,
+                seqs.get(p.action_id, p.action_id),
+                PURPOSE[p.purpose],
+                words.approval(p).text,
+                p.resolved_by or "—",
+                p.reason or "—",
+            )
+        console.print(asked)
     checks = [(f"#{a.seq} {a.api_name}", a.verification) for a in s.actions if a.verification is not None]
     if s.verification is not None:
         checks.append(("the session", s.verification))
@@ -73,21 +90,41 @@ def sessions_show(target: Target, session_id: str, as_json: AsJson = False) -> N
         console.print(shown)
 
 
-def actions_table(session: SessionInfo) -> Listing:
-    """The session's actions in the order they were made, with their undo."""
-    shown = Listing(
-        "seq", "api name", "operation", "status", "undo", "undo status", title=f"Actions of {session.id}", text=False
-    )
-    for action in session.actions:
-        undo = action.undo.type if action.undo else "—"
+#: What each kind of approval asks, in the dashboard's words.
+PURPOSE = {
+    ApprovalPurpose.BEFORE_EXECUTION: "before the call runs",
+    ApprovalPurpose.AFTER_EXECUTION: "review after it ran",
+    ApprovalPurpose.ROLLBACK: "an undo in a rollback",
+}
+
+
+def actions_table(session: SessionInfo, *, last_first: bool = False, title: str | None = None) -> Listing:
+    """The session's actions in the order they were made (``last_first``: the order a rollback undoes them
+    in): each in its connector's words, how its call and its undo stand in the dashboard's (the stored values
+    in brackets), and why: the error a call or an undo failed with, or what the status alone leaves unsaid."""
+    from agentrein_core.decisions import words_of
+    from agentrein_core.plugins import installed_connectors
+    from agentrein_server.dashboard import words
+
+    connectors = installed_connectors()
+    shown = Listing("seq", "api name", "action", "call", "undo", "why", title=title or f"Actions of {session.id}")
+    for action in sorted(session.actions, key=lambda a: a.seq, reverse=last_first):
+        said = words_of(connectors.find(action.connector), action)
+        undo = words.undo(action, sandbox=session.sandbox)
+        how = f": {said.undo.how}" if action.undo is not None and not action.undo.is_none else ""
         shown.add_row(
-            str(action.seq), action.api_name, action.operation_type, _status(action.status), undo, action.undo_status
+            str(action.seq),
+            action.api_name,
+            said.description,
+            _status(f"{words.call(action).text.removeprefix('Call: ')} [{action.status}]", action.status),
+            f"{undo.text.removeprefix('Undo: ')}{how} [{action.undo_status}]",
+            action.error or undo.why or "—",
         )
     return shown
 
 
-def _status(status: str) -> Text:
-    return Text(status, style={"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, ""))
+def _status(text: str, status: str) -> Text:
+    return Text(text, style={"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, ""))
 
 
 @targeted

@@ -23,7 +23,7 @@ def demo(
     approve_after: Annotated[
         float,
         typer.Option(min=0, help="With --approval: seconds to wait for a reviewer before the demo approves itself."),
-    ] = 5.0,
+    ] = 60.0,  # run.APPROVE_AFTER, not imported here: --help stays quick
 ) -> None:
     """Onboard a customer on loopback fakes of Stripe and GitHub (customer, subscription, issue, comment); the
     comment fails and AgentRein undoes the rest, last first, across both services."""

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, TypeVar
 
 import github
@@ -35,8 +38,9 @@ from agentrein import (
     InvalidTransitionError,
     SessionInfo,
 )
-from agentrein_core.database import resolve_database_url
-from agentrein_core.model import UndoConfig
+from agentrein_core.database import resolve_database_url, shown_database_url
+from agentrein_core.decisions import words_of
+from agentrein_core.plugins import installed_connectors
 from agentrein_testing.fakes.github import FakeGitHub, Recorded
 from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
 
@@ -49,10 +53,12 @@ GITHUB_TOKEN = "ghp_test"
 HELD = "subscriptions.create"
 #: Who approves when nobody else does within ``approve_after`` seconds.
 AUTO_REVIEWER = "agentrein-demo (auto)"
+#: How long a human has to approve from another terminal (the command line alone takes seconds to start).
+APPROVE_AFTER = 60.0
 
 
 def run_demo(
-    database_url: str | None, console: Console, *, approval: bool = False, approve_after: float = 5.0
+    database_url: str | None, console: Console, *, approval: bool = False, approve_after: float = APPROVE_AFTER
 ) -> SessionInfo:
     """Run the onboarding agent against the fakes and show its rollback; the session as it ends.
 
@@ -236,8 +242,7 @@ class Reviewer(threading.Thread):
         approval_id = self._pending()
         if approval_id is None:
             return
-        command = ["uv", "run", "agentrein", "approvals", "approve", approval_id]
-        command += ["--database-url", str(self.ar.database_url)]
+        command = agentrein_command("approvals", "approve", approval_id, database_url=str(self.ar.database_url))
         self.console.print(
             f"  [yellow]⏸[/] {HELD} waits for approval [bold]{approval_id}[/]. Approve it from another terminal:"
         )
@@ -303,8 +308,15 @@ def _show_outcome(
             f"[dim]Kept on record, as the real services keep them: {_count(canceled, 'canceled subscription')}, "
             f"{_count(closed, 'closed issue')}.[/]"
         )
-    show = ["uv", "run", "agentrein", "sessions", "show", session.id, "--database-url", str(database_url)]
+    show = agentrein_command("sessions", "show", session.id, database_url=str(database_url))
     console.print(f"[dim]See the session again: {escape(shlex.join(show))}[/]", soft_wrap=True)
+
+
+def agentrein_command(*args: str, database_url: str) -> list[str]:
+    """A command line that works from any directory: the ``agentrein`` beside this interpreter (``uv run``
+    finds it only in the project), and the database by its absolute path."""
+    here = shutil.which("agentrein", path=str(Path(sys.executable).parent)) or "agentrein"
+    return [here, *args, "--database-url", shown_database_url(database_url)]
 
 
 def _count(n: int, noun: str) -> str:
@@ -318,38 +330,28 @@ def _describe_call(call: StripeCall | Recorded) -> str:
 
 
 def rollback_table(session: SessionInfo) -> Table:
-    """The session's actions, last first: the order a rollback undoes them in."""
+    """The session's actions, last first: the order a rollback undoes them in, each undo in its connector's
+    words. Only the undo's words wrap (a word too long for the column folds), so a narrow terminal cuts
+    nothing."""
+    connectors = installed_connectors()
     table = Table(title=f"Rollback of {session.id}, last step first", box=box.SIMPLE_HEAD)
-    for column in ("seq", "connector", "api name", "status", "undone by", "undo status"):
-        table.add_column(column, no_wrap=column != "undone by", overflow="fold", min_width=len(column))
+    # the names and statuses keep their width; the undo's words wrap in what is left
+    longest = max((len(a.api_name) for a in session.actions), default=0)
+    table.add_column("seq", no_wrap=True)
+    table.add_column("api name", min_width=longest, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("undone by", overflow="fold")
+    table.add_column("undo status", no_wrap=True)
     for action in sorted(session.actions, key=lambda a: a.seq, reverse=True):
-        table.add_row(
-            str(action.seq),
-            action.connector,
-            action.api_name,
-            _status(action.status),
-            _describe_undo(action.undo),
-            action.undo_status,
-        )
+        has_undo = action.undo is not None and not action.undo.is_none
+        undone_by = words_of(connectors.find(action.connector), action).undo.how if has_undo else "—"
+        table.add_row(str(action.seq), action.api_name, _status(action.status), escape(undone_by), action.undo_status)
     return table
 
 
 def _status(status: str) -> str:
     colour = {"ROLLED_BACK": "yellow", "FAILED": "red", "SUCCESS": "green"}.get(status, "white")
     return f"[{colour}]{status}[/]"
-
-
-def _describe_undo(undo: UndoConfig | None) -> str:
-    """The inverse in a few words (the ids are in the lines above): ``close #1, not planned``."""
-    if undo is None or undo.is_none:
-        return "—"
-    words = {
-        "github-close-issue": f"close #{undo.params.get('number')}, not planned",
-        "github-delete-comment": "delete comment",
-        "stripe-cancel": f"cancel {str(undo.params.get('resource', '')).removesuffix('s')}",
-        "stripe-delete": f"delete {str(undo.params.get('resource', '')).removesuffix('s')}",
-    }
-    return words.get(undo.type, undo.type)
 
 
 class Wire:

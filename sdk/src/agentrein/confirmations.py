@@ -63,7 +63,7 @@ _TABLE = (
 
 
 def outcomes_file(journal: Path) -> Path:
-    """The outcomes file of the journal at ``journal`` (``agentrein-journal-outcomes.db`` by default)."""
+    """The outcomes file of the journal at ``journal`` (``journal-<digest>-outcomes.db`` by default)."""
     return journal.with_name(f"{journal.stem}-outcomes{journal.suffix}")
 
 
@@ -260,6 +260,7 @@ class Confirmations:
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # no fsync per outcome: see the module's docstring

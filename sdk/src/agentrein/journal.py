@@ -1,8 +1,10 @@
 """The local journal of ``failure_mode="open"``: what happened while AgentRein could not be reached.
 
 An agent whose AgentRein is down keeps working (a warning says so once). Every call it makes meanwhile, and
-every outcome it could not report, is written to a SQLite file beside the agent (``./agentrein-journal.db``,
-``$AGENTREIN_JOURNAL`` or ``AgentRein(journal_path=...)``), and so are the session it opened meanwhile (with
+every outcome it could not report, is written to a SQLite file in the user's state directory, one per server
+and key (``~/.local/state/agentrein/journal-<digest>.db`` on Linux; ``$AGENTREIN_JOURNAL`` or
+``AgentRein(journal_path=...)`` instead), so that the next process on the same server and key finds it wherever
+it is started; and so are the session it opened meanwhile (with
 an id of AgentRein's shape, chosen here), its completion, and the rollbacks AgentRein could not be asked for
 (one the agent requested, one that action logging failing calls for). Once AgentRein answers again the
 entries are replayed in the order they were written: a session is created with its id, a call becomes an
@@ -13,6 +15,7 @@ audit trail has no hole, and a replay repeated after a crash records nothing twi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -22,6 +25,7 @@ import warnings
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import platformdirs
 from attrs import frozen
 
 from agentrein.port import ExecutedCall, Recorder
@@ -36,13 +40,18 @@ from agentrein_core.views import SessionInfo
 log = logging.getLogger("agentrein")
 
 JOURNAL_ENV = "AGENTREIN_JOURNAL"
-DEFAULT_JOURNAL = "agentrein-journal.db"
 _WAITING = "SELECT id, body FROM entries WHERE backend = ? AND problem IS NULL ORDER BY id"
 
 
-def journal_file(path: str | os.PathLike[str] | None = None) -> Path:
-    """Where the journal is: ``path``, else ``$AGENTREIN_JOURNAL``, else ``./agentrein-journal.db``."""
-    return Path(path or os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL)
+def journal_file(identity: str, path: str | os.PathLike[str] | None = None) -> Path:
+    """Where the journal of the recorder ``identity`` names is: ``path``, else ``$AGENTREIN_JOURNAL``, else a
+    file of its own in the user's state directory, named by a digest of ``identity`` (which names a key only
+    by a digest of it): not the working directory, where a process started elsewhere would never find it."""
+    given = path or os.environ.get(JOURNAL_ENV)
+    if given:
+        return Path(given).absolute()
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return Path(platformdirs.user_state_dir("agentrein", appauthor=False)) / f"journal-{digest}.db"
 
 
 @frozen
@@ -103,7 +112,7 @@ class Journal:
 
     def __init__(self, identity: str, path: str | os.PathLike[str] | None = None) -> None:
         self.identity = identity
-        self.path = journal_file(path)
+        self.path = journal_file(identity, path)
         self._lock = threading.RLock()
         self._pending: int | None = None  # unknown until first asked
         self._warned = False
@@ -123,6 +132,7 @@ class Journal:
         log.warning("AgentRein unavailable: %s", error)
 
     def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, "

@@ -54,7 +54,9 @@ class ServedMode:
         self.base_url = self._connection.base_url
         #: Whose records these are, for the journal: the server and (a digest of) the key.
         self.identity = f"{self.base_url} key {hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
-        self._confirmations = Confirmations(self.identity, journal_file(journal_path), self._send_confirmation)
+        self._confirmations = Confirmations(
+            self.identity, journal_file(self.identity, journal_path), self._send_confirmation
+        )
 
     def close(self) -> None:
         self._confirmations.close()

@@ -16,6 +16,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
 
 from agentrein_core import rollback
+from agentrein_core.decisions import ActionWords
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import Action, Rollback
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
@@ -99,7 +100,8 @@ class SessionPages(Controller):
         session = services.engine.get_session(viewer.org_id, session_id)
         plan = _plan(services, viewer.org_id, session)
         blocked = [step for step in plan if step.obstacle is not None]
-        return page(request, "rollback_confirm.html", viewer, session=session, undos=plan, blocked=blocked)
+        said = _said(services, session)
+        return page(request, "rollback_confirm.html", viewer, session=session, undos=plan, blocked=blocked, said=said)
 
     @post("/{session_id:str}/rollback", sync_to_thread=True, status_code=303)
     def start_rollback(
@@ -145,6 +147,12 @@ def _plan(services: Services, org_id: str, session: SessionInfo) -> list[Planned
     return plan
 
 
+def _said(services: Services, session: SessionInfo) -> dict[str, ActionWords]:
+    """Each action of ``session`` in its connector's words (what it does, how it is undone), by action id: the
+    wording the approvals page and the command line use too."""
+    return {action.action_id: services.engine.words(action) for action in session.actions}
+
+
 def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[str, Any]:
     session = services.engine.get_session(org_id, session_id)
     job = services.engine.latest_rollback(org_id, session_id)
@@ -152,6 +160,7 @@ def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[s
     under_way = progress is not None and progress["running"]
     return {
         "session": session,
+        "said": _said(services, session),
         "progress": progress,
         "can_roll_back": bool(rollback.planned(session.actions)) and not under_way,
         "version": fingerprint(

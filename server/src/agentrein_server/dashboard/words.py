@@ -13,6 +13,7 @@ from agentrein_core.model import Action, Approval, Rollback, Verification
 from agentrein_core.rules import ROLLBACK_UNDER_WAY, UNDOABLE
 from agentrein_core.statuses import (
     ActionStatus,
+    ApprovalPurpose,
     ApprovalStatus,
     DisplayStatus,
     OperationType,
@@ -133,10 +134,17 @@ def step(action: Action, job: Rollback, *, sandbox: bool = False) -> Label:
 
 
 def session(info: SessionSummary) -> Label:
-    """The session's display status; a partial revert read with its actions is red only when something went
-    wrong, and says what stays (a list's summary, read without them, says it plainly)."""
+    """The session's display status; read with its approvals, one whose only pending approvals are reviews of
+    calls that already ran is under review (nothing waits); a partial revert read with its actions is red only
+    when something went wrong, and says what stays (a list's summary, read without them, says it plainly)."""
     stored = info.display_status
     text, tone, why = SESSION[stored]
+    if stored is DisplayStatus.AWAITING_APPROVAL and isinstance(info, SessionInfo):
+        pending = [p for p in info.approvals if p.status is ApprovalStatus.PENDING]
+        if pending and all(
+            p.purpose is ApprovalPurpose.AFTER_EXECUTION for p in pending
+        ):  # nothing waits for a decision
+            return Label("Under review", tone, stored, "a reviewer looks at calls that already ran")
     if stored is not DisplayStatus.PARTIALLY_REVERTED or not isinstance(info, SessionInfo):
         return Label(text, tone, stored, why)
     left = [a for a in info.actions if a.status is ActionStatus.SUCCESS]
