@@ -3,8 +3,10 @@ are journaled locally, and are replayed in order once the server answers, each r
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,8 +24,10 @@ from agentrein import (
     SessionInfo,
     SessionStatus,
 )
-from agentrein.journal import Entry, Journal, journal_file
+from agentrein.confirmations import OUTCOMES_TABLE, outcomes_file
+from agentrein.journal import Entry, Journal, journal_file, take_over_former_journal
 from agentrein.port import ExecutedCall, Recorder
+from agentrein_core.clock import utcnow
 from agentrein_core.statuses import OperationType
 from agentrein_testing import FakeService
 
@@ -275,3 +279,45 @@ def test_each_server_and_key_has_a_journal_of_its_own(monkeypatch: pytest.Monkey
     paths = {journal_file(f"http://127.0.0.1:{port} key {key}") for port in (8000, 8001) for key in ("ab", "cd")}
     assert len(paths) == 4 and all(p.parent == tmp_path / "agentrein" for p in paths)
     assert journal_file("any", "mine.db") == Path("mine.db").absolute()
+
+
+def test_a_journal_an_older_version_left_in_the_working_directory_is_taken_over_and_replayed(
+    tenant: Tenant, relay: Relay, service: FakeService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTREIN_JOURNAL")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    former = tmp_path / "agentrein-journal.db"  # where every journal was kept before the state directory
+    with AgentRein(base_url=relay.url(), api_key=tenant.key, journal_path=former) as older:
+        relay.pause()
+        with pytest.warns(RuntimeWarning, match="journaled"):
+            session = older.new_session(agent_id="billing", intent="orders")
+        client = older.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+        client.post("/v1/orders", json={"n": 1})
+        client.post("/v1/orders", json={"n": 2})
+    Journal("another server, another key", former).append(Entry(session.id, completed_at=utcnow()))
+    relay.resume()
+    AgentRein(base_url=relay.url(), api_key=tenant.key).close()  # upgraded: finds it, replays it
+    with tenant.client() as reader:
+        assert [a.payload["body"]["n"] for a in reader.get_session(session.id).actions] == [1, 2]
+    with closing(sqlite3.connect(former)) as left:  # only another server's and key's entry is left there
+        assert left.execute("SELECT DISTINCT backend FROM entries").fetchall() == [("another server, another key",)]
+
+
+def test_outcomes_an_older_version_left_in_the_working_directory_move_with_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    former = outcomes_file(tmp_path / "agentrein-journal.db")
+    with closing(sqlite3.connect(former)) as db, db:
+        db.execute(OUTCOMES_TABLE)
+        rows = [("server a", "o", "ses_1", "act_1", "{}"), ("server b", "o", "ses_2", "act_2", "{}")]
+        db.executemany(
+            "INSERT INTO outcomes (backend, owner, session_id, action_id, body) VALUES (?, ?, ?, ?, ?)", rows
+        )
+    journal = tmp_path / "state" / "journal-a.db"
+    assert take_over_former_journal("server a", journal) == 1
+    with closing(sqlite3.connect(outcomes_file(journal))) as moved, closing(sqlite3.connect(former)) as left:
+        assert moved.execute("SELECT backend, action_id FROM outcomes").fetchall() == [("server a", "act_1")]
+        assert left.execute("SELECT backend, action_id FROM outcomes").fetchall() == [("server b", "act_2")]
+    assert take_over_former_journal("server a", journal) == 0

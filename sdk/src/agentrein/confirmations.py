@@ -56,7 +56,7 @@ FLUSH_DELAY = 0.1
 RETRY_DELAY = 2.0
 MAX_RETRY_DELAY = 60.0
 
-_TABLE = (
+OUTCOMES_TABLE = (
     "CREATE TABLE IF NOT EXISTS outcomes (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, "
     "owner TEXT NOT NULL, session_id TEXT NOT NULL, action_id TEXT NOT NULL, body TEXT NOT NULL)"
 )
@@ -264,7 +264,7 @@ class Confirmations:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # no fsync per outcome: see the module's docstring
-            db.execute(_TABLE)
+            db.execute(OUTCOMES_TABLE)
             self._db = db
         return self._db
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import platformdirs
 from attrs import frozen
 
+from agentrein.confirmations import OUTCOMES_TABLE, outcomes_file
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.converter import from_wire, to_wire
@@ -40,6 +41,12 @@ from agentrein_core.views import SessionInfo
 log = logging.getLogger("agentrein")
 
 JOURNAL_ENV = "AGENTREIN_JOURNAL"
+#: Where versions before the state directory kept every server's and key's journal: the working directory.
+FORMER_JOURNAL = "agentrein-journal.db"
+_ENTRIES_TABLE = (
+    "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, "
+    "body TEXT NOT NULL, problem TEXT)"
+)
 _WAITING = "SELECT id, body FROM entries WHERE backend = ? AND problem IS NULL ORDER BY id"
 
 
@@ -116,6 +123,8 @@ class Journal:
         self._lock = threading.RLock()
         self._pending: int | None = None  # unknown until first asked
         self._warned = False
+        if not (path or os.environ.get(JOURNAL_ENV)):
+            take_over_former_journal(identity, self.path)
 
     def warn_unavailable(self, error: AgentReinUnavailableError, *, stacklevel: int = 6) -> None:
         """``failure_mode="open"``: say once that calls now run without AgentRein's protection (the warning
@@ -134,10 +143,7 @@ class Journal:
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, "
-            "body TEXT NOT NULL, problem TEXT)"
-        )
+        conn.execute(_ENTRIES_TABLE)
         return conn
 
     def has_entries(self) -> bool:
@@ -266,6 +272,58 @@ class Journal:
         if replayed:
             log.warning("AgentRein is back: replayed %d journaled record(s)", replayed)
         return replayed
+
+
+def take_over_former_journal(identity: str, journal: Path) -> int:
+    """Move what an older version journaled for the recorder ``identity`` in the working directory
+    (``./agentrein-journal.db`` and its outcomes file, shared by every server and key) into ``journal`` and its
+    outcomes file, in order, so an upgraded agent replays it rather than never finding it. Returns how many
+    records moved. A crash between a file's copy and its removal leaves a record in both: replayed twice, it is
+    recorded once (replays are idempotent)."""
+    former = Path(FORMER_JOURNAL).absolute()
+    moved = _move_rows(former, journal, _ENTRIES_TABLE, "entries", "backend, body, problem", identity)
+    moved += _move_rows(
+        outcomes_file(former),
+        outcomes_file(journal),
+        OUTCOMES_TABLE,
+        "outcomes",
+        "backend, owner, session_id, action_id, body",
+        identity,
+    )
+    if moved:
+        log.warning(
+            "AgentRein took over %d journaled record(s) an older version left in %s: now in %s",
+            moved,
+            former.parent,
+            journal,
+        )
+    return moved
+
+
+def _move_rows(former: Path, to: Path, create: str, table: str, columns: str, identity: str) -> int:
+    if not former.exists() or former == to.absolute():
+        return 0
+    to.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(to, timeout=30, isolation_level=None)
+    try:
+        conn.execute(create)
+        conn.execute("ATTACH DATABASE ? AS former", (str(former),))
+        found = "SELECT 1 FROM former.sqlite_master WHERE type = 'table' AND name = ?"
+        if conn.execute(found, (table,)).fetchone() is None:
+            return 0
+        conn.execute("BEGIN IMMEDIATE")  # a process still writing the former file waits, and loses nothing
+        copy = (
+            f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM former.{table} WHERE backend = ? ORDER BY id"
+        )
+        moved = conn.execute(copy, (identity,)).rowcount
+        conn.execute(f"DELETE FROM former.{table} WHERE backend = ?", (identity,))
+        conn.execute("COMMIT")
+        return moved
+    except sqlite3.Error:
+        log.exception("AgentRein could not take over the journal an older version left in %s", former)
+        return 0
+    finally:
+        conn.close()
 
 
 def _apply(recorder: Recorder, entry: Entry) -> None:
