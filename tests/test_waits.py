@@ -4,17 +4,21 @@ or stopped, then started again on the same database and port)."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from dashboard import account, visitor
 from peers import eventually
-from serving import RunningServer, ServerProcess
+from serving import RunningServer, ServerProcess, Tenant
 
 from agentrein import ActionStatus, AgentRein, ApprovalRejectedError, ApprovalTimeoutError
+from agentrein_core.statuses import UserRole
 from agentrein_testing import FakeService
 
 HELD = "POST /v1/orders"
@@ -162,3 +166,68 @@ def _said(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
         for r in caplog.records
         if r.name == "agentrein" and r.levelno == logging.WARNING and text in r.getMessage()
     ]
+
+
+# the agent's presence, as the reviewer sees it --------------------------------------------------------------
+WAITING = "The agent is waiting: nothing goes on until you decide"
+
+
+def test_a_card_says_the_agent_is_waiting_while_its_long_poll_is_open_and_that_its_call_ran_once_approved(
+    server: RunningServer, service: FakeService
+) -> None:
+    tenant = server.tenant()
+    ar = tenant.client()
+    held = HeldCall(ar, service)
+    (approval,) = eventually(lambda: ar.list_approvals(status="PENDING"), bool)
+    now = datetime.now(UTC)
+    noted = eventually(lambda: _waited_until(server, tenant, approval.approval_id), lambda t: t is not None and t > now)
+    assert noted is not None and noted > now  # a long-poll of the agent's is open
+    assert ar.get_approval(approval.approval_id).agent_stopped_waiting_at is None
+    with visitor(server, account(server, tenant, UserRole.REVIEWER)) as v:
+        assert WAITING in _card(v, approval.approval_id)
+        ar.approve(approval.approval_id)
+        held.ended()
+        ran = eventually(lambda: _card(v, approval.approval_id), lambda shown: "the agent&#39;s call ran" in shown)
+    ar.close()
+    assert "Approved: the agent&#39;s call ran." in ran
+    ended = _waited_until(server, tenant, approval.approval_id)
+    assert ended is not None and ended <= datetime.now(UTC)  # its long-poll ended as the decision came
+
+
+def test_a_card_says_the_agent_stopped_waiting_and_once_approved_that_its_call_has_not_run(
+    server: RunningServer,
+) -> None:
+    tenant = server.tenant()
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=30)
+    session_id = api.post("/sessions", json={"agentId": "billing-agent", "intent": "refund"}).json()["id"]
+    body = {"connector": "http", "apiName": "POST /v1/refunds", "operationType": "CREATE", "payload": {}}
+    logged = api.post(f"/sessions/{session_id}/actions", json={**body, "requiresApproval": True}).json()
+    approval_id = logged["approval"]["approvalId"]
+    left = datetime.now(UTC) - timedelta(minutes=3, seconds=10)
+    with server.engine.store.transaction() as tx:
+        tx.note_waiter(approval_id, left)  # its agent's last long-poll ended then (the agent went away)
+    shown = api.get(f"/approvals/{approval_id}").json()
+    assert datetime.fromisoformat(shown["agentStoppedWaitingAt"]) == left
+    with visitor(server, account(server, tenant, UserRole.REVIEWER)) as v:
+        pending = _card(v, approval_id)
+        assert WAITING not in pending
+        assert '<p class="gone">The agent stopped waiting 3 minutes ago: approving lets nothing run now</p>' in pending
+        assert api.post(f"/approvals/{approval_id}/approve", json={}).status_code == 200
+        decided = _card(v, approval_id)
+    api.close()
+    assert f"Approved: the agent had stopped waiting ({left:%Y-%m-%d %H:%M} UTC), so its call has not run." in decided
+    assert "resumed" not in decided
+
+
+def _card(v: Any, approval_id: str) -> str:
+    page = v.get("/dashboard/approvals").text
+    found = re.search(rf'<article[^>]*id="approval-{approval_id}".*?</article>', page, re.S)
+    assert found is not None, page
+    return found.group(0)
+
+
+def _waited_until(server: RunningServer, tenant: Tenant, approval_id: str) -> datetime | None:
+    with server.engine.store.transaction(write=False) as tx:
+        found = tx.approval(tenant.org_id, approval_id)
+    assert found is not None
+    return found.waited_until

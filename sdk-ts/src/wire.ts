@@ -513,12 +513,14 @@ export interface components {
             status: components["schemas"]["ApprovalStatus"];
             /** Format: date-time */
             timeoutAt: string;
+            waitedUntil: string | null;
         };
         /** ApprovalInfo */
         ApprovalInfo: {
             actionId: string;
             actionStatus: components["schemas"]["ActionStatus"];
             agentId: string;
+            agentStoppedWaitingAt: string | null;
             apiName: string;
             approvalId: string;
             connector: string;
@@ -694,6 +696,7 @@ export interface components {
             actionId: string;
             actionStatus: components["schemas"]["ActionStatus"];
             agentId: string;
+            agentStoppedWaitingAt?: string | null;
             apiName: string;
             approvalId: string;
             connector?: string;
@@ -1190,7 +1193,7 @@ export interface operations {
         parameters: {
             query?: {
                 cursor?: string | null;
-                include?: ("purpose" | "sessionIntent" | "connector" | "description" | "targetHost" | "payload" | "consequences" | "outcome")[] | null;
+                include?: ("purpose" | "sessionIntent" | "connector" | "description" | "targetHost" | "payload" | "consequences" | "outcome" | "agentStoppedWaitingAt")[] | null;
                 limit?: number;
                 status?: components["schemas"]["ApprovalStatus"] | null;
             };
