@@ -156,7 +156,8 @@ async function awaitApproval(guard: Guard, logged: LoggedAction): Promise<void> 
           approvalId,
           logged.action.actionId,
         );
-  await settle(guard, refusal);
+  // Out of reach until its time was up: AgentRein expires the request, and rolls the session back, once back.
+  if (decision !== null) await settle(guard, refusal);
   throw refusal;
 }
 

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { ApprovalTimeoutError } from '../src/index.js';
 import { pendingApprovals, unique, useHarness, type Harness } from './harness.js';
 
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
@@ -50,6 +51,28 @@ for (const database of ['sqlite', 'postgresql'] as const) {
         await agentrein.close();
       });
     }
+
+    it('times out with ApprovalTimeoutError when its server stays away past the request\'s time', async () => {
+      const h = harness();
+      const agentrein = h.client();
+      const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'an order' });
+      const path = `/v1/${unique('orders')}`;
+      const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: [`POST ${path}`], timeoutMs: 3000 });
+      const call = post(api, `${h.peers.serviceUrl}${path}`, {});
+      await pendingApprovals(agentrein, session, call);
+      await h.killServer();
+      try {
+        await assert.rejects(call, (error: unknown) => {
+          assert.ok(error instanceof ApprovalTimeoutError);
+          assert.match(error.message, /AgentRein could not be reached until the request's time was up/);
+          return true;
+        });
+      } finally {
+        await h.startServer();
+      }
+      assert.deepEqual(await h.serviceCalls('POST', path), []);
+      await agentrein.close();
+    });
 
     it('warns what it waits for and how to decide it, and again when it resumes', async () => {
       const h = harness();

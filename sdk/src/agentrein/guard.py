@@ -210,7 +210,9 @@ class Guard:
             else ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
         )
         if decision is None:
+            # Nothing to wait for: AgentRein expires the request, and rolls the session back, once it is back.
             refusal.add_note("AgentRein could not be reached until the request's time was up")
+            raise refusal
         self._settle(refusal)
         raise refusal
 
