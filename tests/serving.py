@@ -163,7 +163,7 @@ class ServerProcess:
         )
         self.output: list[str] = []
         threading.Thread(target=self._drain, daemon=True).start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded machine (two cores, many test processes) starts it slowly
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError("agentrein serve exited:\n" + "".join(self.output))

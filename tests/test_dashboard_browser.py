@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -631,7 +632,9 @@ def test_requests_someone_waits_for_come_first_by_time_left_and_look_different(
     for minutes in (30, 4):  # the one with less time left asked last
         order = {"method": "DELETE", "url": f"https://api.example.com/v1/orders/ord_{minutes}"}
         api_name, timeout = f"DELETE /v1/orders/ord_{minutes}", minutes * 60_000
-        held_over_rest(tenant, "http", api_name, order, operationType="DELETE", approvalTimeoutMs=timeout)
+        held = held_over_rest(tenant, "http", api_name, order, operationType="DELETE", approvalTimeoutMs=timeout)
+        with server.engine.store.transaction() as tx:  # as its agent's long-poll, open while it waits
+            tx.note_waiter(held, datetime.now(UTC) + timedelta(minutes=minutes))
     guarded = ar.new_session(agent_id="provisioner", intent="Make two things")
     undo = {"POST /v1/things": {"requireApproval": True}}
     things = ar.wrap(httpx.Client(base_url=service.base_url), guarded, connector="http", undo=undo)

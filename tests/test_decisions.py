@@ -11,6 +11,7 @@ from attrs import evolve
 from agentrein_core.connector import Undoable, UndoOutlook
 from agentrein_core.decisions import ActionWords, Describe, UndoStep, foresee, outcome
 from agentrein_core.model import Action, Approval, Rollback, Session, UndoConfig
+from agentrein_core.rules import stopped_waiting
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -204,14 +205,36 @@ def test_rejecting_an_undo_stops_the_rollback_and_the_action_stays_done() -> Non
 
 
 # once decided -----------------------------------------------------------------------------------------
-def test_an_approved_call_says_the_agent_resumed_then_that_the_call_ran() -> None:
+def test_an_approved_call_its_agent_waited_for_says_the_agent_was_told_then_that_the_call_ran() -> None:
     cleared = action(1, ActionStatus.CLEARED, undo=None)
-    decided = approval(ApprovalPurpose.BEFORE_EXECUTION, cleared, status=ApprovalStatus.APPROVED, resolved_at=NOW)
+    asked = approval(ApprovalPurpose.BEFORE_EXECUTION, cleared, waited_until=NOW + timedelta(minutes=3, seconds=20))
+    decided = evolve(asked, status=ApprovalStatus.APPROVED, resolved_at=NOW + timedelta(minutes=3))  # long-poll open
     assert outcome(decided, cleared, [cleared], [], words()) == (
-        "Approved: the agent resumed; its call is not confirmed as run yet."
+        "Approved: the agent was told; its call is not confirmed as run yet."
     )
     ran = evolve(cleared, status=ActionStatus.SUCCESS)
     assert outcome(decided, ran, [ran], [], words()) == "Approved: the agent's call ran."
+
+
+def test_an_approved_call_whose_agent_had_stopped_waiting_never_says_the_agent_resumed() -> None:
+    cleared = action(1, ActionStatus.CLEARED, undo=None)
+    asked = approval(ApprovalPurpose.BEFORE_EXECUTION, cleared, waited_until=NOW + timedelta(seconds=30))
+    decided = evolve(asked, status=ApprovalStatus.APPROVED, resolved_at=NOW + timedelta(minutes=3))
+    assert outcome(decided, cleared, [cleared], [], words()) == (
+        "Approved: the agent had stopped waiting (2026-01-01 12:00 UTC), so its call has not run."
+    )
+
+
+def test_an_agent_waits_while_its_long_poll_is_open_and_moments_after_and_has_stopped_waiting_then() -> None:
+    asked = approval(ApprovalPurpose.BEFORE_EXECUTION, action(1, ActionStatus.PENDING_APPROVAL))
+    assert stopped_waiting(asked, NOW + timedelta(seconds=5)) is None  # its first long-poll is about to start
+    assert stopped_waiting(asked, NOW + timedelta(seconds=6)) == NOW  # it never started one
+    polling = evolve(asked, waited_until=NOW + timedelta(seconds=30))
+    assert stopped_waiting(polling, NOW + timedelta(seconds=20)) is None  # open
+    assert stopped_waiting(polling, NOW + timedelta(seconds=35)) is None  # ended moments ago: the next one starts
+    assert stopped_waiting(polling, NOW + timedelta(seconds=36)) == NOW + timedelta(seconds=30)
+    undo = approval(ApprovalPurpose.ROLLBACK, action(1), rollback_id="rbk_1")
+    assert stopped_waiting(undo, NOW + timedelta(hours=1)) is None  # no agent waits for an undo's approval
 
 
 def test_a_rejected_call_counts_what_the_rollback_it_started_undid() -> None:

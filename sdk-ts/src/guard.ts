@@ -30,7 +30,7 @@ import type { Journal } from './journal.js';
 import { bounded, checkNesting } from './nesting.js';
 import type { Options } from './options.js';
 import type { Redactor } from './redaction.js';
-import { undoToWire, type LoggedAction, type Served, type WireAction, type WireUndo } from './served.js';
+import { undoToWire, type LoggedAction, type Served, type WireAction, type WireApproval, type WireUndo } from './served.js';
 import { NO_UNDO, UNDO_NONE } from './undo.js';
 
 /** The property a failed call's error gets when the rollback it caused failed too. */
@@ -40,6 +40,8 @@ export const ROLLBACK_FAILURE = 'agentreinRollbackFailure';
 export const RETRY_ATTEMPTS = 4;
 const INITIAL_WAIT_MS = 50;
 const MAX_WAIT_MS = 2000;
+/** How long an approval past its time is waited for: the server's maintenance expires it within this. */
+const EXPIRY_GRACE_MS = 1000;
 /** The longest reason sent when action logging failed. */
 const MAX_REASON = 1000;
 
@@ -125,15 +127,28 @@ async function writeAhead(guard: Guard, call: PreparedCall, path: readonly strin
 }
 
 async function awaitApproval(guard: Guard, logged: LoggedAction): Promise<void> {
-  const approvalId = logged.approval!.approvalId;
-  let decision;
-  do {
-    decision = await guard.served.waitForDecision(approvalId, guard.options.pollIntervalMs);
-  } while (decision.status === 'PENDING');
-  if (decision.status === 'APPROVED') return;
+  const approval = logged.approval!;
+  const approvalId = approval.approvalId;
+  const leftMs = Date.parse(approval.timeoutAt) - Date.parse(approval.requestedAt);
+  // A held call is otherwise silent for as long as the request lasts: say what it waits for, once.
+  guard.log(
+    `AgentRein holds ${logged.action.apiName} for approval ${approvalId} (${Math.round(leftMs / 1000)} s left to ` +
+      `decide it): ${guard.served.howToDecide(approvalId)}`,
+  );
+  const decision = await decisionOf(guard, approvalId, leftMs);
+  const status = decision?.status ?? 'EXPIRED';
+  const runs = status === 'APPROVED' ? 'runs now' : 'does not run';
+  guard.log(`AgentRein approval ${approvalId} is ${status}: the held ${logged.action.apiName} ${runs}`);
+  if (status === 'APPROVED') return;
   const refusal =
-    decision.status === 'EXPIRED'
-      ? new ApprovalTimeoutError(`approval ${approvalId} expired before anyone decided it`, approvalId, logged.action.actionId)
+    decision === null || status === 'EXPIRED'
+      ? new ApprovalTimeoutError(
+          decision === null
+            ? `approval ${approvalId} was not decided in time: AgentRein could not be reached until the request's time was up`
+            : `approval ${approvalId} expired before anyone decided it`,
+          approvalId,
+          logged.action.actionId,
+        )
       : new ApprovalRejectedError(
           decision.reason ? `approval rejected: ${decision.reason}` : 'approval rejected',
           decision.reason,
@@ -141,8 +156,26 @@ async function awaitApproval(guard: Guard, logged: LoggedAction): Promise<void> 
           approvalId,
           logged.action.actionId,
         );
-  await settle(guard, refusal);
+  // Out of reach until its time was up: AgentRein expires the request, and rolls the session back, once back.
+  if (decision !== null) await settle(guard, refusal);
   throw refusal;
+}
+
+/** The request once decided; `null` when AgentRein stayed out of reach until its time (`leftMs`) was up: a
+ *  wait rides out outages (a server restarted) until then, whatever `failureMode` says, for the decision may
+ *  be made meanwhile. */
+async function decisionOf(guard: Guard, approvalId: string, leftMs: number): Promise<WireApproval | null> {
+  const ends = Date.now() + leftMs + EXPIRY_GRACE_MS;
+  for (;;) {
+    let decision: WireApproval;
+    try {
+      decision = await guard.served.waitForDecision(approvalId, Math.max(guard.options.pollIntervalMs, ends - Date.now()));
+    } catch (error) {
+      if (!(error instanceof AgentReinUnavailableError)) throw error;
+      return null; // out of reach for all of the wait (waitForDecision reconnects until then)
+    }
+    if (decision.status !== 'PENDING') return decision;
+  }
 }
 
 function recordSuccess(guard: Guard, call: PreparedCall, action: WireAction, result: unknown): void {

@@ -9,7 +9,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Confirmations, type Outcome } from './confirmations.js';
 import type { Json, OperationType, UndoConfig } from './connector.js';
-import { InvalidTransitionError, NotFoundError, PolicyBlockedError, ApprovalRejectedError } from './errors.js';
+import {
+  AgentReinUnavailableError,
+  ApprovalRejectedError,
+  InvalidTransitionError,
+  NotFoundError,
+  PolicyBlockedError,
+} from './errors.js';
 import type { ExecutedCall, LateOutcome, Replayer } from './journal.js';
 import { Connection, segment, type Query, type RequestOptions } from './transport.js';
 import type { components } from './wire.js';
@@ -33,6 +39,9 @@ const ROLLBACK_POLL_MS = 10_000;
 /** How often a rollback that waits for a reviewer is looked at again. */
 const REVIEW_POLL_MS = 500;
 const ENDED = new Set(['SUCCEEDED', 'FAILED']);
+/** Backoff bounds of a wait that reconnects: a random pause up to min(MAX, INITIAL * 2**n) before try n. */
+const RECONNECT_INITIAL_MS = 50;
+const RECONNECT_MAX_MS = 2_000;
 
 export function undoToWire(undo: UndoConfig): WireUndo {
   return { ...undo.params, type: undo.type, requireApproval: undo.requireApproval ?? false };
@@ -142,13 +151,22 @@ export class Served implements Replayer {
     return this.call('GET', `/approvals/${segment(approvalId)}`, { query, waitMs });
   }
 
-  /** Long-polls: the server answers the moment the approval is decided. */
+  /** Long-polls: the server answers the moment the approval is decided. A server that goes away (killed,
+   *  restarted, stopping) is reconnected to with backoff until `timeoutMs` is up (`outlasting`); each
+   *  long-poll is also how the dashboard knows the agent waits. */
   async waitForDecision(approvalId: string, timeoutMs: number): Promise<WireApproval> {
     const deadline = Date.now() + Math.max(0, timeoutMs);
     for (;;) {
-      const info = await this.getApproval(approvalId, Math.min(LONG_POLL_MS, Math.max(0, deadline - Date.now())));
+      const info = await outlasting(deadline, () =>
+        this.getApproval(approvalId, Math.min(LONG_POLL_MS, Math.max(0, deadline - Date.now()))),
+      );
       if (info.status !== 'PENDING' || Date.now() >= deadline) return info;
     }
+  }
+
+  /** Where a person decides the request: the dashboard of this server. */
+  howToDecide(approvalId: string): string {
+    return `decide it at ${this.connection.baseUrl}/dashboard/approvals#approval-${approvalId}`;
   }
 
   withdrawApproval(approvalId: string, reason: string): Promise<unknown> {
@@ -192,15 +210,33 @@ export class Served implements Replayer {
    *  most `waitMs`; the session as it then stands. */
   async settleRollback(sessionId: string, waitMs: number, { stopAtReview = false } = {}): Promise<WireSession> {
     const deadline = Date.now() + waitMs;
-    let job = await this.activeRollback(sessionId);
-    while (job !== null && Date.now() < deadline) {
-      if (job.status === 'WAITING_APPROVAL') {
-        if (stopAtReview) break;
-        await sleep(Math.min(REVIEW_POLL_MS, deadline - Date.now())); // the server answers at once meanwhile
+    // Reads only, so the whole look is repeated when the server went away meanwhile.
+    await outlasting(deadline, async () => {
+      let job = await this.activeRollback(sessionId);
+      while (job !== null && Date.now() < deadline) {
+        if (job.status === 'WAITING_APPROVAL') {
+          if (stopAtReview) break;
+          await sleep(Math.min(REVIEW_POLL_MS, deadline - Date.now())); // the server answers at once meanwhile
+        }
+        job = await this.activeRollback(sessionId, Math.min(ROLLBACK_POLL_MS, Math.max(1, deadline - Date.now())));
       }
-      job = await this.activeRollback(sessionId, Math.min(ROLLBACK_POLL_MS, Math.max(1, deadline - Date.now())));
+    });
+    return outlasting(deadline, () => this.getSession(sessionId));
+  }
+}
+
+/** `look()` once the server answers it: a wait outlives a server that went away (killed, restarted) by
+ *  trying again with backoff until `deadline` (epoch ms), and only then throws `AgentReinUnavailableError`.
+ *  `look` must be a read, or safe to repeat. */
+export async function outlasting<T>(deadline: number, look: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await look();
+    } catch (error) {
+      const pause = Math.random() * Math.min(RECONNECT_MAX_MS, RECONNECT_INITIAL_MS * 2 ** attempt);
+      if (!(error instanceof AgentReinUnavailableError) || Date.now() + pause >= deadline) throw error;
+      await sleep(pause);
     }
-    return this.getSession(sessionId);
   }
 }
 

@@ -513,12 +513,14 @@ export interface components {
             status: components["schemas"]["ApprovalStatus"];
             /** Format: date-time */
             timeoutAt: string;
+            waitedUntil: string | null;
         };
         /** ApprovalInfo */
         ApprovalInfo: {
             actionId: string;
             actionStatus: components["schemas"]["ActionStatus"];
             agentId: string;
+            agentStoppedWaitingAt: string | null;
             apiName: string;
             approvalId: string;
             connector: string;
@@ -694,6 +696,7 @@ export interface components {
             actionId: string;
             actionStatus: components["schemas"]["ActionStatus"];
             agentId: string;
+            agentStoppedWaitingAt?: string | null;
             apiName: string;
             approvalId: string;
             connector?: string;
@@ -1191,7 +1194,7 @@ export interface operations {
             query?: {
                 /** @description Where the page starts: the `nextCursor` (or the `cursor` of the `Link` header's `next` URL) of the page before, passed back as is. Opaque; any value a listing did not give out is refused (400). */
                 cursor?: string | null;
-                include?: ("purpose" | "sessionIntent" | "connector" | "description" | "targetHost" | "payload" | "consequences" | "outcome")[] | null;
+                include?: ("purpose" | "sessionIntent" | "connector" | "description" | "targetHost" | "payload" | "consequences" | "outcome" | "agentStoppedWaitingAt")[] | null;
                 limit?: number;
                 status?: components["schemas"]["ApprovalStatus"] | null;
             };

@@ -8,8 +8,11 @@ line (every URL and key) and serves a control API on 127.0.0.1 for the tests:
 
 - ``POST /fakes/<stripe|github|service>/<method>`` with ``{"args": [...], "kwargs": {...}}`` calls that public
   method of the fake (``calls``, ``fail_next``, ``collection``, ``add_repo``...) and answers its result as JSON;
-- ``POST /server/stop`` and ``POST /server/start`` stop the server and start it again (same port, database
-  and keys), for the failure-mode tests.
+- ``POST /server/stop`` and ``POST /server/start`` stop the server (SIGTERM; ``/server/kill``: SIGKILL) and
+  start it again (same port, database and keys), for the failure-mode tests.
+
+With ``--postgresql`` the server's database is a fresh one on ``$AGENTREIN_TEST_POSTGRES_URL``'s cluster, dropped
+at the end.
 
 Everything stops when stdin closes (the test process ended, however it ended); the server process is also
 killed by Linux if this process dies first.
@@ -47,8 +50,8 @@ GITHUB_TOKEN = "ghp_test"
 class Server:
     """``agentrein serve`` over one database, on one port, which the tests may stop and start again."""
 
-    def __init__(self, database: Path) -> None:
-        self.database_url = f"sqlite:///{database}"
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
         self.secret_key = Fernet.generate_key().decode()
         self.running: ServerProcess | None = ServerProcess(self.database_url, self.secret_key)
         self.url, self.port = self.running.url, self.running.port
@@ -66,6 +69,11 @@ class Server:
     def stop(self) -> None:
         if self.running is not None:
             self.running.stop()
+            self.running = None
+
+    def kill(self) -> None:
+        if self.running is not None:
+            self.running.kill()
             self.running = None
 
 
@@ -98,6 +106,9 @@ def control(fakes: dict[str, Any], server: Server) -> type[BaseHTTPRequestHandle
             try:
                 if parts == ["server", "stop"]:
                     server.stop()
+                    self._answer(200, None)
+                elif parts == ["server", "kill"]:
+                    server.kill()
                     self._answer(200, None)
                 elif parts == ["server", "start"]:
                     server.start()
@@ -148,15 +159,32 @@ def serving(control_handler: type[BaseHTTPRequestHandler]) -> Iterator[Threading
         httpd.server_close()
 
 
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh database on the test cluster (as tests/conftest.py makes them), dropped afterwards."""
+    from urllib.parse import urlsplit
+
+    from pytest_postgresql.janitor import DatabaseJanitor
+
+    parts = urlsplit(os.environ["AGENTREIN_TEST_POSTGRES_URL"])
+    dbname = f"agentrein_ts_{os.getpid()}_{int(time.time())}"
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+    user = parts.username or "postgres"
+    with DatabaseJanitor(user=user, host=host, port=port, dbname=dbname, password=parts.password):
+        yield f"postgresql+psycopg://{parts.netloc}/{dbname}"
+
+
 def main() -> None:
     stripe, github, service = FakeStripe(), FakeGitHub(token=GITHUB_TOKEN), FakeService()
     with (
+        contextlib.ExitStack() as stack,
         tempfile.TemporaryDirectory(prefix="agentrein-ts-") as tmp,
         stripe.running(),
         github.running(),
         service.running(),
     ):
-        server = Server(Path(tmp) / "agentrein.db")
+        database = stack.enter_context(postgres_database()) if "--postgresql" in sys.argv else None
+        server = Server(database or f"sqlite:///{Path(tmp) / 'agentrein.db'}")
         try:
             key = server.operator_key
             agent_key = configure(server, key, stripe, github)

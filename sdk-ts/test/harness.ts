@@ -29,6 +29,9 @@ export interface Peers {
   readonly directory: string;
 }
 
+/** The server's database: a temporary SQLite file, or a fresh PostgreSQL database ($AGENTREIN_TEST_POSTGRES_URL). */
+export type Database = 'sqlite' | 'postgresql';
+
 /** A request as a fake recorded it (FakeService's `Recorded`). */
 export interface Recorded {
   readonly method: string;
@@ -45,8 +48,9 @@ export class Harness {
   ) {}
 
   /** Starts harness.py and waits for its line of URLs (it waits for the server to answer first). */
-  static async start(): Promise<Harness> {
-    const child = spawn('uv', ['run', '--quiet', 'python', 'sdk-ts/test/harness.py'], {
+  static async start(database: Database = 'sqlite'): Promise<Harness> {
+    const args = ['run', '--quiet', 'python', 'sdk-ts/test/harness.py', ...(database === 'postgresql' ? ['--postgresql'] : [])];
+    const child = spawn('uv', args, {
       cwd: ROOT,
       stdio: ['pipe', 'pipe', 'inherit'],
     });
@@ -91,6 +95,10 @@ export class Harness {
     return this.control('/server/stop', {});
   }
 
+  killServer(): Promise<void> {
+    return this.control('/server/kill', {});
+  }
+
   startServer(): Promise<void> {
     return this.control('/server/start', {});
   }
@@ -122,10 +130,10 @@ export class Harness {
 }
 
 /** The harness of the test file that calls it: started before its tests, stopped after them. */
-export function useHarness(): () => Harness {
+export function useHarness(database: Database = 'sqlite'): () => Harness {
   let harness: Harness | undefined;
   before(async () => {
-    harness = await Harness.start();
+    harness = await Harness.start(database);
   });
   after(async () => {
     await harness?.stop();

@@ -240,7 +240,7 @@ def outcome(
     if approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
         if not approved:
             return f"{decided}: the agent's call did not run; {_rollback_after(approval, actions, rollbacks)}."
-        return f"{decided}: {_call_after(action, rollbacks)}."
+        return f"{decided}: {_call_after(approval, action, rollbacks)}."
     if approval.purpose is ApprovalPurpose.AFTER_EXECUTION:
         if action.status is ActionStatus.ROLLED_BACK and not action.undo_requested:
             return f"{decided}, then undone by {_undoing_rollback(action, rollbacks)}."
@@ -252,9 +252,13 @@ def outcome(
     return f"{decided}: the rollback stopped here; the session is FAILED and this action stays done."
 
 
-def _call_after(action: Action, rollbacks: Sequence[Rollback]) -> str:
+def _call_after(approval: Approval, action: Action, rollbacks: Sequence[Rollback]) -> str:
     if action.status is ActionStatus.CLEARED:
-        return "the agent resumed; its call is not confirmed as run yet"
+        # Whether the agent resumed is known only from its call's outcome; before that, whether it waited.
+        gone = rules.stopped_waiting(approval, approval.resolved_at or approval.requested_at)
+        if gone is not None:
+            return f"the agent had stopped waiting ({_minute(gone)}), so its call has not run"
+        return "the agent was told; its call is not confirmed as run yet"
     if action.status is ActionStatus.FAILED:
         return f"the agent's call ran and failed ({action.error or 'no error recorded'})"
     if action.status is ActionStatus.ROLLED_BACK:

@@ -159,6 +159,10 @@ class Approval:
     resolved_by: str | None = None
     reason: str | None = None
     rollback_id: str | None = None
+    #: Before execution: until when the agent was last known to wait for the decision. A long-poll on the
+    #: request sets it to when it will end at the latest as it starts, and to its end as it ends (two writes a
+    #: long-poll, whatever its length), so many replicas on one database share it.
+    waited_until: datetime | None = None
 
 
 @frozen

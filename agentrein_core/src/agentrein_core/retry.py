@@ -6,9 +6,17 @@ and every attempt carries the same idempotency key, so a retried call is applied
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
-from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
 
 #: Attempts in all (the first call and its retries).
 DEFAULT_ATTEMPTS = 4
@@ -27,6 +35,17 @@ def retrying(
         retry=retry_if_exception(is_transient),
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=initial, max=MAX_WAIT),
+        reraise=True,
+    )
+
+
+def retrying_until(is_transient: Callable[[BaseException], bool], deadline: float) -> Retrying:
+    """Retries with the same backoff for as long as the next attempt starts before ``deadline`` (a
+    :func:`time.monotonic` instant): a wait that outlives an outage of what it waits on."""
+    return Retrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
+        wait=wait_random_exponential(multiplier=INITIAL_WAIT, max=MAX_WAIT),
         reraise=True,
     )
 

@@ -85,6 +85,9 @@ UNCONFIRMED_AFTER = timedelta(hours=1)
 #: is in (the chain stays last-first), for at most this long after the call was cleared; a call still
 #: unconfirmed by then is left behind (its process died with it, most likely) and the chain goes on.
 CONFIRMATION_AWAITED = timedelta(seconds=30)
+#: An agent counts as waiting for its before-execution request while a long-poll of its on the request is open,
+#: and this long after one ended (its next one starts at once, or after a reconnection's first backoff).
+WAITER_GRACE = timedelta(seconds=5)
 #: An ``ACTIVE`` session without activity this long becomes ``ABANDONED``.
 ABANDONED_AFTER = timedelta(hours=24)
 
@@ -193,6 +196,16 @@ def is_unconfirmed(action: Action, approval: Approval, now: datetime) -> bool:
         and approval.resolved_at is not None
         and now - approval.resolved_at >= UNCONFIRMED_AFTER
     )
+
+
+def stopped_waiting(approval: Approval, at: datetime) -> datetime | None:
+    """When the agent had stopped waiting for its before-execution request, as of ``at``: its last long-poll
+    on it ended (none ever opened: the request was made) more than :data:`WAITER_GRACE` before. ``None`` while
+    it waits, and for the other purposes (no agent waits for them)."""
+    if approval.purpose is not ApprovalPurpose.BEFORE_EXECUTION:
+        return None
+    seen = approval.waited_until or approval.requested_at
+    return seen if at - seen > WAITER_GRACE else None
 
 
 def is_abandoned(session: Session, now: datetime) -> bool:

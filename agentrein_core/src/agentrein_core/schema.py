@@ -139,6 +139,7 @@ approvals = Table(
     Column("resolved_by", String(200)),
     Column("reason", Text),
     Column("rollback_id", ID),
+    Column("waited_until", UTCDateTime),
     Index("ix_approvals_org_status", "org_id", "status", "requested_at"),
     Index("ix_approvals_session_status", "session_id", "status"),  # "has a pending approval", from the index
     Index("ix_approvals_action", "action_id"),

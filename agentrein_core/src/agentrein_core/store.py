@@ -588,6 +588,12 @@ class Tx(Listings):
     def approvals_of_action(self, action_id: str) -> list[Approval]:
         return self._prepared(Approval, statements.APPROVALS_OF_ACTION, {"aid": action_id})
 
+    def note_waiter(self, approval_id: str, until: datetime) -> None:
+        """The agent waits for the approval until ``until`` (:attr:`Approval.waited_until`); that column alone
+        is written, so nothing a decision wrote meanwhile is written over."""
+        t = schema.approvals
+        self.conn.execute(t.update().where(t.c.approval_id == approval_id).values(waited_until=until))
+
     def lock_org(self, org_id: str) -> None:
         """Hold the organisation's row until the transaction ends (PostgreSQL; SQLite has one writer)."""
         self._one(Organisation, org_id, lock=True)

@@ -89,6 +89,10 @@ class ApprovalInfo:
     consequences: Consequences | None = None
     #: Once decided: what the decision did, as things stand now ("Approved: the agent's call ran.").
     outcome: str | None = None
+    #: Before execution: when the agent had stopped waiting for the decision, as of now (pending) or of the
+    #: decision; ``None`` while it waits (a long-poll of its open, or ended moments ago: ``rules.WAITER_GRACE``),
+    #: and for the other purposes. Approving a request nobody waits for lets nothing run.
+    agent_stopped_waiting_at: datetime | None = None
 
     @property
     def blocking(self) -> bool:
@@ -99,7 +103,15 @@ class ApprovalInfo:
 #: The fields of :class:`ApprovalInfo` beyond the status reference's list, by their wire names: ``GET
 #: /approvals?include=NAME`` adds each (``GET /approvals/{id}`` has them all).
 IncludedField = Literal[
-    "purpose", "sessionIntent", "connector", "description", "targetHost", "payload", "consequences", "outcome"
+    "purpose",
+    "sessionIntent",
+    "connector",
+    "description",
+    "targetHost",
+    "payload",
+    "consequences",
+    "outcome",
+    "agentStoppedWaitingAt",
 ]
 INCLUDED_FIELDS: tuple[str, ...] = get_args(IncludedField)
 
@@ -219,6 +231,7 @@ def approval_info(
         reason=approval.reason,
         action_status=action.status,
         unconfirmed=rules.is_unconfirmed(action, approval, now),
+        agent_stopped_waiting_at=rules.stopped_waiting(approval, approval.resolved_at or now),
         session_intent=session.intent,
         connector=action.connector,
     )

@@ -11,6 +11,7 @@ may, for instance, roll back a session it already completed).
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
 import time
 from datetime import timedelta
@@ -18,8 +19,9 @@ from datetime import timedelta
 from agentrein.checks import BackgroundChecks
 from agentrein.executor import ClientUndoExecutor
 from agentrein.port import ExecutedCall
-from agentrein.settle import see_through
-from agentrein_core.engine import Engine
+from agentrein.settle import outlasting, see_through
+from agentrein_core.database import shown_database_url
+from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.plugins import Connectors
@@ -47,10 +49,18 @@ class EmbeddedMode:
     :meth:`for_agent`; the command line makes one with no checks, on a database it opened."""
 
     def __init__(
-        self, engine: Engine, org_id: str, clients: ClientUndoExecutor, intent_checks: IntentChecks | None = None
+        self,
+        engine: Engine,
+        org_id: str,
+        clients: ClientUndoExecutor,
+        intent_checks: IntentChecks | None = None,
+        *,
+        organisation: str = DEFAULT_ORGANISATION,
     ) -> None:
         self.engine = engine
         self.org_id = org_id
+        #: The organisation's name, as the command line takes it (``--org``).
+        self.organisation = organisation
         self.identity = f"{engine.store.url} organisation {org_id}"
         self.clients = clients
         self._last_maintenance = float("-inf")
@@ -67,7 +77,8 @@ class EmbeddedMode:
         engine = Engine(store, connectors=connectors)
         org_id = engine.ensure_organisation(organisation).org_id
         stored = SettingsUndoExecutor(engine, connectors, reader_of(secret_key_file(store.url)))
-        return cls(engine, org_id, ClientUndoExecutor(connectors, stored), IntentChecks(engine, connectors))
+        clients = ClientUndoExecutor(connectors, stored)
+        return cls(engine, org_id, clients, IntentChecks(engine, connectors), organisation=organisation)
 
     # the guard's port ---------------------------------------------------------------------------------
     def log_action(
@@ -93,6 +104,10 @@ class EmbeddedMode:
         )
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
+        deadline = time.monotonic() + max(0.0, timeout)
+        return outlasting(deadline, lambda: self._decision(approval_id, max(0.0, deadline - time.monotonic())))
+
+    def _decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         decision = self.engine.get_approval(self.org_id, approval_id)
         ends_in = decision.time_remaining
         if decision.status is ApprovalStatus.PENDING and ends_in > 0:
@@ -104,6 +119,19 @@ class EmbeddedMode:
             self.engine.maintain()
             decision = self.engine.get_approval(self.org_id, approval_id)
         return decision
+
+    def how_to_decide(self, approval_id: str) -> str:
+        command = [
+            "agentrein",
+            "approvals",
+            "approve",
+            approval_id,
+            "--database-url",
+            shown_database_url(self.engine.store.url),
+        ]
+        if self.organisation != DEFAULT_ORGANISATION:
+            command += ["--org", self.organisation]
+        return f"approve it with `{shlex.join(command)}` (or `agentrein approvals reject …`)"
 
     def withdraw_approval(self, approval_id: str, reason: str) -> None:
         self.engine.withdraw(self.org_id, approval_id, reason)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.journal import Entry, Journal, LateOutcome, LoggingFailure
 from agentrein.options import WrapOptions
 from agentrein.port import ExecutedCall, Recorder
+from agentrein.settle import EXPIRY_GRACE
 from agentrein_core import nesting
 from agentrein_core.connector import PreparedCall
 from agentrein_core.errors import (
@@ -179,28 +181,53 @@ class Guard:
             raise
 
     def _await_approval(self, logged: LoggedAction) -> None:
-        assert logged.approval is not None
-        approval_id = logged.approval.approval_id
+        approval = logged.approval
+        assert approval is not None
+        approval_id = approval.approval_id
+        left = (approval.timeout_at - approval.requested_at).total_seconds()
+        # A held call is otherwise silent for as long as the request lasts: say what it waits for, once.
+        log.warning(
+            "AgentRein holds %s for approval %s (%.0f s left to decide it): %s",
+            logged.action.api_name,
+            approval_id,
+            left,
+            self.recorder.how_to_decide(approval_id),
+        )
         try:
-            decision = self._decision(approval_id)
+            decision = self._decision(approval_id, left)
         except BaseException as exc:
             if not isinstance(exc, Exception):  # interrupted (Ctrl-C) or exiting: nobody will run the call
                 self._withdraw(approval_id, exc)
             raise
-        if decision.status is ApprovalStatus.APPROVED:
+        status = decision.status if decision is not None else ApprovalStatus.EXPIRED
+        runs = "runs now" if status is ApprovalStatus.APPROVED else "does not run"
+        log.warning("AgentRein approval %s is %s: the held %s %s", approval_id, status, logged.action.api_name, runs)
+        if status is ApprovalStatus.APPROVED:
             return
         refusal: ApprovalRejectedError | ApprovalTimeoutError = (
             ApprovalTimeoutError(approval_id, logged.action.action_id)
-            if decision.status is ApprovalStatus.EXPIRED
+            if decision is None or status is ApprovalStatus.EXPIRED
             else ApprovalRejectedError(decision.reason, approval_id, logged.action.action_id)
         )
+        if decision is None:
+            # Nothing to wait for: AgentRein expires the request, and rolls the session back, once it is back.
+            refusal.add_note("AgentRein could not be reached until the request's time was up")
+            raise refusal
         self._settle(refusal)
         raise refusal
 
-    def _decision(self, approval_id: str) -> ApprovalInfo:
-        """The request once decided (approved, rejected, expired or withdrawn)."""
+    def _decision(self, approval_id: str, left: float) -> ApprovalInfo | None:
+        """The request once decided (approved, rejected, expired or withdrawn); ``None`` when AgentRein stayed
+        out of reach until its time (``left`` seconds) was up: a wait rides out outages (a server restarted)
+        until then, whatever ``failure_mode`` says, for the decision may be made meanwhile."""
+        ends = time.monotonic() + left + EXPIRY_GRACE
         while True:
-            decision = self.recorder.wait_for_decision(approval_id, self.options.poll_interval)
+            try:
+                wait = max(self.options.poll_interval, ends - time.monotonic())
+                decision = self.recorder.wait_for_decision(approval_id, wait)
+            except AgentReinUnavailableError as exc:  # out of reach for all of ``wait`` (Recorder says so)
+                log.warning("AgentRein could not be reached until approval %s was due: %s", approval_id, exc)
+                return None
             if decision.status is not ApprovalStatus.PENDING:
                 return decision
 

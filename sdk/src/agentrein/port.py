@@ -59,7 +59,13 @@ class Recorder(Protocol):
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """The approval once decided, or as it stands after ``timeout`` seconds. One past its time is
         expired by whoever runs the expiries, with what an expiry means: embedded, this call does it at once;
-        a server's maintenance does it within a second."""
+        a server's maintenance does it within a second. AgentRein out of reach (a server restarting, a
+        database locked) is waited out, reconnecting with backoff: :class:`AgentReinUnavailableError` only
+        once ``timeout`` is (nearly) up."""
+        ...
+
+    def how_to_decide(self, approval_id: str) -> str:
+        """Where a person decides the request: the server's dashboard, or the command line on this database."""
         ...
 
     def withdraw_approval(self, approval_id: str, reason: str) -> None:

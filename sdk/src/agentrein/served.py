@@ -22,7 +22,7 @@ from agentrein.http import Connection
 from agentrein.http import segment as _seg
 from agentrein.journal import journal_file
 from agentrein.port import ExecutedCall
-from agentrein.settle import see_through
+from agentrein.settle import outlasting, see_through
 from agentrein_core import errors
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
@@ -168,16 +168,23 @@ class ServedMode:
         return from_wire(self._call("GET", f"/approvals/{_seg(approval_id)}"), ApprovalInfo)
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
-        """Long-polls: the server answers the moment the approval is decided."""
+        """Long-polls: the server answers the moment the approval is decided. A server that goes away (killed,
+        restarted, stopping) is reconnected to with backoff until ``timeout`` is up
+        (:func:`~agentrein.settle.outlasting`); each long-poll is also how the dashboard knows the agent waits."""
         deadline = time.monotonic() + max(0.0, timeout)
-        while True:
+        path = f"/approvals/{_seg(approval_id)}"
+
+        def look() -> ApprovalInfo:
             wait = min(LONG_POLL, max(0.0, deadline - time.monotonic()))
-            info = from_wire(
-                self._call("GET", f"/approvals/{_seg(approval_id)}", params={"wait": round(wait, 3)}, wait=wait),
-                ApprovalInfo,
-            )
+            return from_wire(self._call("GET", path, params={"wait": round(wait, 3)}, wait=wait), ApprovalInfo)
+
+        while True:
+            info = outlasting(deadline, look)
             if info.status is not ApprovalStatus.PENDING or time.monotonic() >= deadline:
                 return info
+
+    def how_to_decide(self, approval_id: str) -> str:
+        return f"decide it at {self.base_url}/dashboard/approvals#approval-{approval_id}"
 
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
         params: dict[str, Any] = {"include": list(INCLUDED_FIELDS)}  # every field the embedded mode has too
@@ -257,8 +264,15 @@ class ServedMode:
 
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """The server's workers run the rollback (and expire its approvals): wait for them."""
-        see_through(self, session_id, self._wait_for_workers, wait=wait, pause=0)
-        return self.get_session(session_id)
+        deadline = time.monotonic() + wait
+        # Reads only, so the whole look is repeated when the server went away meanwhile.
+        outlasting(
+            deadline,
+            lambda: see_through(
+                self, session_id, self._wait_for_workers, wait=max(0.0, deadline - time.monotonic()), pause=0
+            ),
+        )
+        return outlasting(deadline, lambda: self.get_session(session_id))
 
     def _wait_for_workers(self, job: Rollback) -> Rollback:
         """The job once it has ended or waits for a reviewer, or as it stands after ``ROLLBACK_POLL``."""

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+from agentrein_core.errors import AgentReinUnavailableError
 from agentrein_core.model import Approval, Rollback
+from agentrein_core.retry import retrying_until
 from agentrein_core.statuses import ApprovalStatus, RollbackStatus
 from agentrein_core.views import ApprovalInfo
+
+T = TypeVar("T")
 
 ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
 #: How long an approval past its time is waited for: whoever runs the expiries (a server's maintenance runs
@@ -64,3 +68,14 @@ def _pending_approval(looks: Looks, session_id: str, job: Rollback) -> ApprovalI
         if approval.rollback_id == job.rollback_id and approval.status is ApprovalStatus.PENDING:
             return looks.get_approval(approval.approval_id)
     return None
+
+
+def outlasting(deadline: float, look: Callable[[], T]) -> T:
+    """``look()`` once AgentRein answers it: a wait outlives an outage (a server restarted, a database locked
+    a while) by trying again with backoff until ``deadline`` (a :func:`time.monotonic` instant), and only
+    then raises :class:`AgentReinUnavailableError`. ``look`` must be a read, or safe to repeat."""
+    return retrying_until(_is_outage, deadline)(look)
+
+
+def _is_outage(exc: BaseException) -> bool:
+    return isinstance(exc, AgentReinUnavailableError)

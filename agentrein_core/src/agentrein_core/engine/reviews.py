@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from attrs import evolve
 
@@ -126,15 +126,26 @@ class Reviews(UseCases):
     ) -> ApprovalInfo:
         """The approval once it is decided, or as it stands after ``timeout`` seconds. A decision committed
         through this process's store, or announced to it by another process, wakes the wait at once; others
-        are seen at the next look."""
+        are seen at the next look. A wait on a pending before-execution request is the agent's presence: it
+        notes when it will end as it starts, and its end as it ends (:attr:`Approval.waited_until`)."""
         deadline = time.monotonic() + max(0.0, timeout)
+        noted = False
         while True:
             with self.store.transaction(write=False) as tx:  # only its status, while it waits
-                status = approval_of(tx, org_id, approval_id, agent_key=agent_key).status
+                approval = approval_of(tx, org_id, approval_id, agent_key=agent_key)
             remaining = deadline - time.monotonic()
-            if status is not ApprovalStatus.PENDING or remaining <= 0:
+            if approval.status is not ApprovalStatus.PENDING or remaining <= 0:
+                if noted:
+                    self._note_waiter(approval_id, self.clock())
                 return self.get_approval(org_id, approval_id, agent_key=agent_key)
+            if not noted and approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
+                noted = self._note_waiter(approval_id, self.clock() + timedelta(seconds=remaining))
             self.waiters.wait(remaining)
+
+    def _note_waiter(self, approval_id: str, until: datetime) -> bool:
+        with self.store.transaction() as tx:
+            tx.note_waiter(approval_id, until)
+        return True
 
     def withdraw(self, org_id: str, approval_id: str, reason: str, *, agent_key: str | None = None) -> Approval:
         """The agent waiting for a before-execution approval has gone (interrupted, its task cancelled): its

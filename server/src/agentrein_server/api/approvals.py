@@ -87,7 +87,8 @@ class ApprovalController(Controller):
         ``consequences`` (``approve`` and ``reject``, each a ``summary``, the ``steps`` a rollback would take
         last done first, and ``irreversible``); once decided, its ``outcome`` as things stand. ``wait=N``
         long-polls: the answer comes the moment the request is decided (on any replica), or after N seconds
-        with it still ``PENDING``."""
+        with it still ``PENDING``. A long-poll on a before-execution request is its agent's presence: without
+        one open (or ended moments ago), ``agentStoppedWaitingAt`` says since when nobody waits for it."""
         engine, agent_key = services.engine, caller.agent_key
         if wait > 0:
             return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait, agent_key=agent_key))

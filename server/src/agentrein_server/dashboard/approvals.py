@@ -103,11 +103,13 @@ def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list
 
 def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo], waiting: int) -> str:
     """Changes whenever the list would look different: a request arrives, is decided or turns unconfirmed,
-    or what a decision does or did changes (another card of the session was decided, a rollback moved)."""
+    or what a decision does or did changes (another card of the session was decided, a rollback moved), or
+    the agent stops waiting."""
     return fingerprint(
         str(waiting),
         *(
             f"{a.approval_id}:{a.status}:{a.unconfirmed}:{a.action_status}:{a.outcome}:{a.consequences}"
+            f":{a.agent_stopped_waiting_at}"
             for a in [*pending, *decided]
         ),
     )

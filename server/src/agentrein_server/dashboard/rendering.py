@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,14 @@ def duration(seconds: float) -> str:
     return f"{minutes}m {secs:02d}s left"
 
 
+def ago(moment: datetime) -> str:
+    """How long before now ``moment`` was, in whole minutes (``3 minutes ago``)."""
+    minutes = int((datetime.now(UTC) - moment).total_seconds() // 60)
+    if minutes < 1:
+        return "less than a minute ago"
+    return "1 minute ago" if minutes == 1 else f"{minutes} minutes ago"
+
+
 def fingerprint(*parts: object) -> str:
     """A short digest of what a live part of a page shows: its poll answers 204 while this is unchanged, so
     the page (a reason being typed, an open detail) is left alone."""
@@ -100,7 +108,7 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(when=when, pretty=pretty, tone=tone, duration=duration)
+    environment.filters.update(when=when, pretty=pretty, tone=tone, duration=duration, ago=ago)
     environment.globals["words"] = words
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))
 
