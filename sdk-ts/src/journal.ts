@@ -20,6 +20,10 @@
  * as a line *held* by its process, and removed once the server has it: a process killed before it sent its
  * last confirmations (SIGTERM, SIGKILL, a crash) leaves them here, and the next process on this journal
  * sends them. A held line is left alone while its holder lives.
+ *
+ * Older versions kept one journal for all servers and keys in the working directory
+ * (`./agentrein-journal.jsonl`): a journal at the default location takes over its own lines from there when
+ * it is made (`Journal.adopt`), so that an upgraded agent replays what an older one left.
  */
 
 import { createHash, randomBytes } from 'node:crypto';
@@ -44,6 +48,8 @@ import { AgentReinError, AgentReinUnavailableError, InvalidTransitionError, Vali
 import type { WireUndo } from './served.js';
 
 export const JOURNAL_ENV = 'AGENTREIN_JOURNAL';
+/** Where older versions kept the journal, in the working directory. */
+const FORMER_JOURNAL = 'agentrein-journal.jsonl';
 
 /** A call that ran while AgentRein could not be reached (`POST /sessions/{id}/journal`). */
 export interface ExecutedCall {
@@ -136,6 +142,38 @@ export class Journal {
     path?: string,
   ) {
     this.path = journalFile(identity, path);
+    if (!path && !process.env[JOURNAL_ENV]) this.adopt(resolve(FORMER_JOURNAL));
+  }
+
+  /** Move this server's and key's lines from `former` (an older version's journal) to the end of this one,
+   *  in order; other servers' lines, lines held by a live process (their holder still releases them there)
+   *  and lines that are not JSON stay. The former file's lock is held throughout, so that an older process
+   *  appends or replays there only before or after; a crash after the append and before the removal leaves
+   *  lines in both files, which is harmless: replaying is idempotent (a call is deduplicated by its
+   *  idempotency key, a session's creation by its id, an outcome already applied is skipped). */
+  private adopt(former: string): void {
+    if (!existsSync(former)) return;
+    const moved = locked(former, () => {
+      if (!existsSync(former)) return 0; // another process took the last lines meanwhile
+      const mine: string[] = [];
+      const kept: string[] = [];
+      for (const raw of readFileSync(former, 'utf8').split('\n')) {
+        if (!raw.trim()) continue;
+        const line = parsed(raw);
+        const held = line?.holder !== undefined && alive(line.holder.pid);
+        (line?.backend === this.identity && !held ? mine : kept).push(`${raw}\n`);
+      }
+      if (!mine.length) return 0;
+      locked(this.path, () => appendFileSync(this.path, mine.join('')));
+      if (kept.length) replaceFile(former, kept.join(''));
+      else rmSync(former);
+      return mine.length;
+    });
+    if (moved) {
+      process.emitWarning(`moved ${moved} journal entr${moved === 1 ? 'y' : 'ies'} of this server and key from ${former} to ${this.path}`, {
+        type: 'AgentReinWarning',
+      });
+    }
   }
 
   /** `failureMode: 'open'`: say once that calls now run without AgentRein's protection. */
@@ -251,11 +289,9 @@ export class Journal {
     this.torn = [];
     for (const raw of text.split('\n')) {
       if (!raw.trim()) continue;
-      try {
-        lines.push(JSON.parse(raw) as Line);
-      } catch {
-        this.torn.push(raw);
-      }
+      const line = parsed(raw);
+      if (line === undefined) this.torn.push(raw);
+      else lines.push(line);
     }
     if (this.torn.length && !this.warnedTorn) {
       this.warnedTorn = true;
@@ -269,10 +305,23 @@ export class Journal {
   private write(lines: readonly Line[]): void {
     if (this.torn.length) appendFileSync(`${this.path}.bad`, this.torn.map((raw) => `${raw}\n`).join(''));
     this.torn = [];
-    const temporary = `${this.path}.${randomBytes(4).toString('hex')}.tmp`;
-    writeFileSync(temporary, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
-    renameSync(temporary, this.path); // atomic: a crash leaves the old file or the new, never half of one
+    replaceFile(this.path, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
   }
+}
+
+/** `raw` as a journal line, or undefined if it is not JSON (torn). */
+function parsed(raw: string): Line | undefined {
+  try {
+    return JSON.parse(raw) as Line;
+  } catch {
+    return undefined;
+  }
+}
+
+function replaceFile(path: string, text: string): void {
+  const temporary = `${path}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(temporary, text);
+  renameSync(temporary, path); // atomic: a crash leaves the old file or the new, never half of one
 }
 
 /** ``body`` run holding the journal's lock file (see the module's note); a lock whose holder died is taken

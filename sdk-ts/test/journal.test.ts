@@ -2,10 +2,10 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 
 import { JOURNAL_ENV, Journal, journalFile, type ExecutedCall, type Replayer } from '../src/journal.js';
 
@@ -64,21 +64,35 @@ describe('a journal shared by two processes', () => {
   });
 });
 
+/** A temporary state directory (`$XDG_STATE_HOME`, no `$AGENTREIN_JOURNAL`) and working directory in it, for
+ *  the test `t`; everything is put back after it. */
+function defaultLocation(t: TestContext): string {
+  const state = mkdtempSync(join(tmpdir(), 'agentrein-state-'));
+  const saved = { journal: process.env[JOURNAL_ENV], state: process.env.XDG_STATE_HOME, cwd: process.cwd() };
+  t.after(() => {
+    process.chdir(saved.cwd);
+    for (const [name, value] of [[JOURNAL_ENV, saved.journal], ['XDG_STATE_HOME', saved.state]] as const) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    rmSync(state, { recursive: true, force: true });
+  });
+  delete process.env[JOURNAL_ENV];
+  process.env.XDG_STATE_HOME = state;
+  process.chdir(mkdtempSync(join(state, 'here-')));
+  return state;
+}
+
+/** A line of an older version's journal: a call of `backend` with idempotency key `key`. */
+function formerLine(backend: string, key: string): string {
+  const call = { idempotencyKey: key, connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE', status: 'SUCCESS',
+    payload: {}, response: null, undo: null, error: null };
+  return `${JSON.stringify({ id: `id-${key}`, backend, entry: { sessionId: 'ses_1', call } })}\n`;
+}
+
 describe('where the journal is kept', () => {
   it("is a file per server and key in the user's state directory, found from any working directory", (t) => {
-    const state = mkdtempSync(join(tmpdir(), 'agentrein-state-'));
-    const saved = { journal: process.env[JOURNAL_ENV], state: process.env.XDG_STATE_HOME, cwd: process.cwd() };
-    t.after(() => {
-      process.chdir(saved.cwd);
-      for (const [name, value] of [[JOURNAL_ENV, saved.journal], ['XDG_STATE_HOME', saved.state]] as const) {
-        if (value === undefined) delete process.env[name];
-        else process.env[name] = value;
-      }
-      rmSync(state, { recursive: true, force: true });
-    });
-    delete process.env[JOURNAL_ENV];
-    process.env.XDG_STATE_HOME = state;
-    process.chdir(mkdtempSync(join(state, 'here-')));
+    const state = defaultLocation(t);
     const journal = new Journal(IDENTITY);
     journal.append({ sessionId: 'ses_1', completedAt: '2026-01-01T00:00:00Z' });
     assert.equal(dirname(journal.path), join(state, 'agentrein'));
@@ -87,5 +101,38 @@ describe('where the journal is kept', () => {
     process.chdir(state);
     assert.equal(new Journal(IDENTITY).path, journal.path); // a later process, started elsewhere
     assert.notEqual(journalFile('http://127.0.0.1:9 key other'), journal.path);
+  });
+});
+
+describe('the journal an older version left in the working directory', () => {
+  it('has its server and key\'s lines taken over once, in order, and the other lines left there', async (t) => {
+    defaultLocation(t);
+    const other = formerLine('http://127.0.0.1:9 key other', 'key-other');
+    writeFileSync('agentrein-journal.jsonl', formerLine(IDENTITY, 'key-1') + other + formerLine(IDENTITY, 'key-2'));
+    const warnings: string[] = [];
+    const listener = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', listener);
+    t.after(() => process.off('warning', listener));
+
+    const journal = new Journal(IDENTITY);
+    assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
+    const received: string[] = [];
+    assert.equal(await journal.replay(acceptingServer(received)), 2);
+    assert.deepEqual(received, ['key-1', 'key-2']);
+
+    new Journal(IDENTITY); // a later start moves nothing more
+    await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+    assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
+    assert.deepEqual(warnings, [
+      `moved 2 journal entries of this server and key from ${join(process.cwd(), 'agentrein-journal.jsonl')} to ${journal.path}`,
+    ]);
+  });
+
+  it('is deleted once its last line is taken over', (t) => {
+    defaultLocation(t);
+    writeFileSync('agentrein-journal.jsonl', formerLine(IDENTITY, 'key-1'));
+    const journal = new Journal(IDENTITY);
+    assert.deepEqual(readdirSync(process.cwd()), []);
+    assert.equal(journal.entries().length, 1);
   });
 });
