@@ -142,7 +142,16 @@ export class Journal {
     path?: string,
   ) {
     this.path = journalFile(identity, path);
-    if (!path && !process.env[JOURNAL_ENV]) this.adopt(resolve(FORMER_JOURNAL));
+    if (!path && !process.env[JOURNAL_ENV]) {
+      try {
+        this.adopt(resolve(FORMER_JOURNAL));
+      } catch (error) {
+        // The agent starts all the same (as the Python SDK does); the next client started here tries again.
+        process.emitWarning(`could not take over the journal an older version left in ${resolve(FORMER_JOURNAL)}: ${String(error)}`, {
+          type: 'AgentReinWarning',
+        });
+      }
+    }
   }
 
   /** Move this server's and key's lines from `former` (an older version's journal) to the end of this one,
