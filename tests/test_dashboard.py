@@ -739,3 +739,19 @@ def test_a_session_whose_only_pending_approvals_are_reviews_is_under_review_and_
     assert "Under review" in page and "Waiting for approval" not in page
     queue = as_reviewer.get("/dashboard/approvals").text
     assert "when it runs out, the call stays as it ran" in queue
+
+
+def test_the_sessions_list_says_under_review_for_reviews_alone_and_waiting_for_approval_for_a_held_call(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    policy = {"name": "review things", "effect": "REQUIRE_APPROVAL", "apiName": "POST /v1/things"}
+    assert api.post("/policies", json=policy).status_code == 201
+    reviewed = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
+    held = held_action(api)["action"]["sessionId"]
+    rows = {
+        row.split('href="/dashboard/sessions/', 1)[1].split('"', 1)[0]: row
+        for row in as_reviewer.get("/dashboard/sessions").text.split("<tr")
+        if 'href="/dashboard/sessions/' in row
+    }
+    assert "Under review" in rows[reviewed] and "Waiting for approval" not in rows[reviewed]
+    assert "Waiting for approval" in rows[held] and "Under review" not in rows[held]

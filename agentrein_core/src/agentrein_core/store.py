@@ -50,6 +50,7 @@ from agentrein_core.model import (
 from agentrein_core.prepared import Prepared
 from agentrein_core.statuses import (
     ActionStatus,
+    ApprovalPurpose,
     ApprovalStatus,
     DeliveryStatus,
     Plan,
@@ -587,6 +588,18 @@ class Tx(Listings):
 
     def approvals_of_action(self, action_id: str) -> list[Approval]:
         return self._prepared(Approval, statements.APPROVALS_OF_ACTION, {"aid": action_id})
+
+    def sessions_held_for_decision(self, org_id: str, session_ids: list[str]) -> set[str]:
+        """Of the organisation's ``session_ids``, those with a pending approval that holds something up (a call
+        or a rollback): the others' pending approvals, if any, are all reviews of calls that already ran."""
+        t = schema.approvals
+        stmt = sa.select(t.c.session_id).where(
+            t.c.org_id == org_id,
+            t.c.session_id.in_(session_ids),
+            t.c.status == ApprovalStatus.PENDING,
+            t.c.purpose != ApprovalPurpose.AFTER_EXECUTION,
+        )
+        return set(self.conn.execute(stmt.distinct()).scalars())
 
     def note_waiter(self, approval_id: str, until: datetime) -> None:
         """The agent waits for the approval until ``until`` (:attr:`Approval.waited_until`); that column alone

@@ -22,9 +22,9 @@ from agentrein_core.errors import InvalidTransitionError, ValidationError
 from agentrein_core.listings import approval_position
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.plugins import installed_connectors
-from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, EventType
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, DisplayStatus, EventType
 from agentrein_core.store import Change, Tx
-from agentrein_core.views import ApprovalInfo, ApprovalPage, approval_info, queue_order
+from agentrein_core.views import ApprovalInfo, ApprovalPage, SessionSummary, approval_info, queue_order
 
 
 class Reviews(UseCases):
@@ -34,6 +34,15 @@ class Reviews(UseCases):
         with self.store.transaction(write=False) as tx:
             (shown,) = self._explained(tx, [approval_of(tx, org_id, approval_id, agent_key=agent_key)])
             return shown
+
+    def sessions_under_review(self, org_id: str, sessions: Iterable[SessionSummary]) -> set[str]:
+        """Of ``sessions`` (a page of the organisation's), the ids of those awaiting approval whose pending
+        approvals are all reviews of calls that already ran: nothing waits for a decision in them."""
+        awaiting = [s.id for s in sessions if s.display_status is DisplayStatus.AWAITING_APPROVAL]
+        if not awaiting:
+            return set()
+        with self.store.transaction(write=False) as tx:
+            return set(awaiting) - tx.sessions_held_for_decision(org_id, awaiting)
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
         """Approvals of the organisation, pending first and oldest first: all of them, explained."""

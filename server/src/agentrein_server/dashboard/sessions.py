@@ -71,12 +71,14 @@ class SessionPages(Controller):
             sessions, next_cursor = found.sessions, found.next_cursor
         except ValidationError as err:
             sessions, next_cursor, error = [], None, str(err)
+        under_review = services.engine.sessions_under_review(viewer.org_id, sessions)
         query = {k: v for k, v in filters.items() if v}
         return page(
             request,
             "sessions.html",
             viewer,
             sessions=sessions,
+            under_review=under_review,
             filters=filters,
             statuses=list(DisplayStatus),
             error=error,

@@ -133,17 +133,18 @@ def step(action: Action, job: Rollback, *, sandbox: bool = False) -> Label:
     return undo(action, sandbox=sandbox)
 
 
-def session(info: SessionSummary) -> Label:
-    """The session's display status; read with its approvals, one whose only pending approvals are reviews of
-    calls that already ran is under review (nothing waits); a partial revert read with its actions is red only
-    when something went wrong, and says what stays (a list's summary, read without them, says it plainly)."""
+def session(info: SessionSummary, *, under_review: bool | None = None) -> Label:
+    """The session's display status; one whose only pending approvals are reviews of calls that already ran
+    is under review (nothing waits): read with its approvals, or as a list says (``under_review``,
+    ``Engine.sessions_under_review``); a partial revert read with its actions is red only when something went
+    wrong, and says what stays (a list's summary, read without them, says it plainly)."""
     stored = info.display_status
     text, tone, why = SESSION[stored]
-    if stored is DisplayStatus.AWAITING_APPROVAL and isinstance(info, SessionInfo):
-        pending = [p for p in info.approvals if p.status is ApprovalStatus.PENDING]
-        if pending and all(
-            p.purpose is ApprovalPurpose.AFTER_EXECUTION for p in pending
-        ):  # nothing waits for a decision
+    if stored is DisplayStatus.AWAITING_APPROVAL:
+        if under_review is None and isinstance(info, SessionInfo):
+            pending = [p for p in info.approvals if p.status is ApprovalStatus.PENDING]
+            under_review = bool(pending) and all(p.purpose is ApprovalPurpose.AFTER_EXECUTION for p in pending)
+        if under_review:
             return Label("Under review", tone, stored, "a reviewer looks at calls that already ran")
     if stored is not DisplayStatus.PARTIALLY_REVERTED or not isinstance(info, SessionInfo):
         return Label(text, tone, stored, why)
