@@ -296,10 +296,14 @@ def test_rollback_shows_its_progress_and_undoes_last_first(target: Target, servi
     assert [call.path for call in service.calls("DELETE")] == [f"/v1/orders/{i}" for i in reversed(ids)]
     out = result.output
     assert "undoing" in out and "3/3" in out
-    assert table_rows(out) == [  # the outcomes, in the order the chain went
-        [str(seq), "POST /v1/orders", "ROLLED_BACK", "DONE", ""] for seq in (3, 2, 1)
+    rows = table_rows(out)  # the outcomes, in the order the chain went, in words (the stored values in brackets)
+    assert [(row[0], row[1], row[3]) for row in rows] == [
+        (str(seq), "POST /v1/orders", "rolled back [ROLLED_BACK]") for seq in (3, 2, 1)
     ]
-    assert "display status REVERTED" in out
+    assert [row[4] for row in rows] == [
+        f"done: Delete /v1/orders/{i} on {urlsplit(service.base_url).netloc} [DONE]" for i in reversed(ids)
+    ]
+    assert "(display status REVERTED)" in out
     assert target.agent.get_session(session).display_status is DisplayStatus.REVERTED
 
 
@@ -313,7 +317,7 @@ def test_a_failed_undo_stops_the_chain_and_the_command_fails(target: Target, ser
     assert [call.path for call in service.calls("DELETE")] == [f"/v1/orders/{ids[2]}"]
     out = result.output
     assert "1/3" in out and "ROLLBACK_FAILED" in out and "undo failed" in out
-    assert "display status ROLLBACK_FAILED" in out and "error: the rollback failed" in out
+    assert "(display status ROLLBACK_FAILED)" in out and "error: the rollback failed" in out
 
 
 def test_sessions_show_says_why_an_undo_failed_and_lists_the_approvals_in_words_at_80_columns(
@@ -346,7 +350,7 @@ def test_an_undo_that_needs_approval_waits_for_the_reviewer(target: Target, serv
     enable_http(target)
     waiting = cli("rollback", session.id, *target.options)
     assert waiting.exit_code == 0, waiting.output
-    assert "The rollback waits for a reviewer" in waiting.output and "display status ROLLING_BACK" in waiting.output
+    assert "The rollback waits for a reviewer" in waiting.output and "(display status ROLLING_BACK)" in waiting.output
     assert len(service.collection("orders")) == 1
     listed = cli("approvals", "list", "--status", "PENDING", *target.options)
     (approval,) = target.agent.list_approvals(status="PENDING")

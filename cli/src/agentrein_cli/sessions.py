@@ -136,11 +136,10 @@ def rollback(target: Target, session_id: str) -> None:
     started = _server_rollback(target.url, target, session_id) if target.url else _local_rollback(target, session_id)
     with started as (found, before, job, look):
         job, after = _follow(found, before, job, look)
-    shown = Listing("seq", "api name", "status", "undo status", "error")
-    for action in sorted(after.actions, key=lambda a: a.seq, reverse=True):
-        shown.add_row(str(action.seq), action.api_name, action.status, action.undo_status, action.error or "")
-    console.print(shown)
-    console.print(f"Session {after.id}: display status [bold]{after.display_status}[/]")
+    from agentrein_server.dashboard import words
+
+    console.print(actions_table(after, last_first=True, title=f"The rollback of {after.id}, last action first"))
+    console.print(f"Session {after.id}: [bold]{words.session(after).text}[/] (display status {after.display_status})")
     then = "" if target.url else f", then `agentrein rollback {after.id}` again"
     for approval in after.approvals:
         if approval.purpose is ApprovalPurpose.ROLLBACK and approval.status is ApprovalStatus.PENDING:
