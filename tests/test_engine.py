@@ -128,6 +128,16 @@ def test_failing_a_held_action_closes_its_approval_saying_why(engine: Engine) ->
         engine.approve(org.org_id, closed.approval_id, "reviewer")
 
 
+def test_withdrawing_a_request_a_reviewer_decided_meanwhile_says_who_decided_it_and_why(engine: Engine) -> None:
+    org = engine.create_organisation(f"held-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.new_session(org.org_id, "agent", "intent")
+    logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert logged.approval is not None
+    engine.reject(org.org_id, logged.approval.approval_id, "ada", "too large")
+    with pytest.raises(InvalidTransitionError, match="already REJECTED by ada: too large"):
+        engine.withdraw(org.org_id, logged.approval.approval_id, "the agent was interrupted")
+
+
 def test_sessions_idle_for_24_hours_are_abandoned(engine: Engine, clock: Clock) -> None:
     org = engine.ensure_organisation("o")
     idle = engine.new_session(org.org_id, "agent", "intent")

@@ -224,14 +224,19 @@ def after_agent_failure(tx: Tx, now: datetime, session: Session, trigger: str) -
 
 
 # decisions ----------------------------------------------------------------------------------------------
+def already_decided(approval: Approval) -> InvalidTransitionError:
+    """The refusal to decide (or withdraw) ``approval`` again: who decided it, and why."""
+    by = f" by {approval.resolved_by}" if approval.resolved_by else ""
+    why = f": {approval.reason}" if approval.reason else ""
+    return InvalidTransitionError(f"approval {approval.approval_id} was already {approval.status}{by}{why}")
+
+
 def apply_decision(
     tx: Tx, now: datetime, approval: Approval, status: ApprovalStatus, reviewer: str, reason: str | None
 ) -> Approval:
     """Decide ``approval`` and carry out what the decision means for its action (status reference §4)."""
     if approval.status is not ApprovalStatus.PENDING:
-        by = f" by {approval.resolved_by}" if approval.resolved_by else ""
-        why = f": {approval.reason}" if approval.reason else ""
-        raise InvalidTransitionError(f"approval {approval.approval_id} was already {approval.status}{by}{why}")
+        raise already_decided(approval)
     decided = evolve(approval, status=status, resolved_at=now, resolved_by=reviewer, reason=reason)
     replace(tx, decided, status=ApprovalStatus.PENDING)
     tx.announce(Change.DECISION)

@@ -16,7 +16,7 @@ import agentrein_core.engine.validation as validation
 from agentrein_core import decisions, rules
 from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
-from agentrein_core.engine.consequences import SYSTEM, apply_decision, emit
+from agentrein_core.engine.consequences import SYSTEM, already_decided, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
 from agentrein_core.errors import InvalidTransitionError, ValidationError
 from agentrein_core.listings import approval_position
@@ -169,7 +169,7 @@ class Reviews(UseCases):
             if approval.purpose is not ApprovalPurpose.BEFORE_EXECUTION:
                 raise InvalidTransitionError(f"approval {approval_id} is not a request a call waits for")
             if approval.status is not ApprovalStatus.PENDING:
-                raise InvalidTransitionError(f"approval {approval_id} was already {approval.status}")
+                raise already_decided(approval)
             closed = evolve(approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=why)
             replace(tx, closed, status=ApprovalStatus.PENDING)
             tx.announce(Change.DECISION)
