@@ -321,3 +321,18 @@ def test_outcomes_an_older_version_left_in_the_working_directory_move_with_the_j
         assert moved.execute("SELECT backend, action_id FROM outcomes").fetchall() == [("server a", "act_1")]
         assert left.execute("SELECT backend, action_id FROM outcomes").fetchall() == [("server b", "act_2")]
     assert take_over_former_journal("server a", journal) == 0
+
+
+def test_an_agent_starts_when_the_journal_an_older_version_left_cannot_be_taken_over(
+    tenant: Tenant, relay: Relay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("AGENTREIN_JOURNAL")
+    monkeypatch.chdir(tmp_path)
+    former = tmp_path / "agentrein-journal.db"
+    Journal("another server, another key", former).append(Entry("ses_1", completed_at=utcnow()))
+    not_a_directory = tmp_path / "state"
+    not_a_directory.write_text("")  # where the state directory would be: it cannot be made
+    monkeypatch.setenv("XDG_STATE_HOME", str(not_a_directory))
+    AgentRein(base_url=relay.url(), api_key=tenant.key).close()
+    assert "could not take over the journal an older version left" in caplog.text
+    assert Journal("another server, another key", former).has_entries()

@@ -111,7 +111,7 @@ def test_a_call_held_for_approval_times_out_when_the_server_stays_away_past_the_
     server = ServerProcess(own_database_url, secret_key)
     (key,) = server.printed_keys
     ar = AgentRein(base_url=server.url, api_key=key)
-    held = HeldCall(ar, service, timeout_ms=3000)
+    held = HeldCall(ar, service, timeout_ms=10_000)  # long enough that it cannot expire before the kill
     pending_approval(operator(server, key))
     server.kill()
     with pytest.raises(ApprovalTimeoutError) as raised:

@@ -20,6 +20,17 @@ async function approve(h: Harness, approvalId: string): Promise<void> {
   assert.equal(answer.status, 200, await answer.text());
 }
 
+/** What `look` finds once it finds something (looking again every 20 ms for up to 10 s), else its last answer. */
+async function eventually<T>(look: () => T[]): Promise<T[]> {
+  const deadline = Date.now() + 10_000;
+  let found = look();
+  while (found.length === 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    found = look();
+  }
+  return found;
+}
+
 for (const database of ['sqlite', 'postgresql'] as const) {
   const skip = database === 'postgresql' && !process.env['AGENTREIN_TEST_POSTGRES_URL'] ? 'AGENTREIN_TEST_POSTGRES_URL is not set' : false;
 
@@ -57,7 +68,7 @@ for (const database of ['sqlite', 'postgresql'] as const) {
       const agentrein = h.client();
       const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'an order' });
       const path = `/v1/${unique('orders')}`;
-      const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: [`POST ${path}`], timeoutMs: 3000 });
+      const api = agentrein.wrap(fetch, session, { connector: 'http', requiresApproval: [`POST ${path}`], timeoutMs: 10_000 }); // cannot expire before the kill
       const call = post(api, `${h.peers.serviceUrl}${path}`, {});
       await pendingApprovals(agentrein, session, call);
       await h.killServer();
@@ -86,16 +97,14 @@ for (const database of ['sqlite', 'postgresql'] as const) {
       try {
         const call = post(api, `${h.peers.serviceUrl}${held.slice('POST '.length)}`, { item: 'chair' });
         const [approvalId] = await pendingApprovals(agentrein, session, call);
-        await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
-        const waits = warnings.filter((w) => w.includes(approvalId!));
+        const waits = await eventually(() => warnings.filter((w) => w.includes(approvalId!))); // emitted on a later tick
         assert.deepEqual(waits, [
           `AgentRein holds ${held} for approval ${approvalId} (120 s left to decide it): ` +
             `decide it at ${h.peers.serverUrl}/dashboard/approvals#approval-${approvalId}`,
         ]);
         await approve(h, approvalId!);
         assert.equal((await call).status, 201);
-        await new Promise((r) => setImmediate(r));
-        assert.deepEqual(warnings.filter((w) => w.includes(approvalId!)).slice(1), [
+        assert.deepEqual(await eventually(() => warnings.filter((w) => w.includes(approvalId!)).slice(1)), [
           `AgentRein approval ${approvalId} is APPROVED: the held ${held} runs now`,
         ]);
       } finally {

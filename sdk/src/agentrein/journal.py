@@ -303,9 +303,10 @@ def take_over_former_journal(identity: str, journal: Path) -> int:
 def _move_rows(former: Path, to: Path, create: str, table: str, columns: str, identity: str) -> int:
     if not former.exists() or former == to.absolute():
         return 0
-    to.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(to, timeout=30, isolation_level=None)
+    conn: sqlite3.Connection | None = None
     try:
+        to.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(to, timeout=30, isolation_level=None)
         conn.execute(create)
         conn.execute("ATTACH DATABASE ? AS former", (str(former),))
         found = "SELECT 1 FROM former.sqlite_master WHERE type = 'table' AND name = ?"
@@ -319,11 +320,13 @@ def _move_rows(former: Path, to: Path, create: str, table: str, columns: str, id
         conn.execute(f"DELETE FROM former.{table} WHERE backend = ?", (identity,))
         conn.execute("COMMIT")
         return moved
-    except sqlite3.Error:
+    except (OSError, sqlite3.Error):  # a read-only home, say: the agent starts all the same (left there, it is
+        # taken over by the next client started here)
         log.exception("AgentRein could not take over the journal an older version left in %s", former)
         return 0
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def _apply(recorder: Recorder, entry: Entry) -> None:
