@@ -138,6 +138,35 @@ def test_withdrawing_a_request_a_reviewer_decided_meanwhile_says_who_decided_it_
         engine.withdraw(org.org_id, logged.approval.approval_id, "the agent was interrupted")
 
 
+def test_a_wait_that_ends_leaves_alone_what_a_newer_wait_of_the_agent_noted(engine: Engine, clock: Clock) -> None:
+    org = engine.create_organisation(f"waits-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.new_session(org.org_id, "agent", "intent")
+    logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert logged.approval is not None
+    approval_id = logged.approval.approval_id
+
+    def noted() -> datetime | None:
+        with engine.store.transaction(write=False) as tx:
+            found = tx.approval(org.org_id, approval_id)
+            assert found is not None
+            return found.waited_until
+
+    first = threading.Thread(target=engine.wait_for_decision, args=(org.org_id, approval_id, 1.0))
+    first.start()
+    while (first_noted := noted()) is None:
+        time.sleep(0.01)
+    second = threading.Thread(target=engine.wait_for_decision, args=(org.org_id, approval_id, 60.0))
+    second.start()  # the agent asks again (its connection broke, say) while the first wait still runs
+    while (second_noted := noted()) == first_noted:
+        time.sleep(0.01)
+    first.join()
+    assert second_noted is not None and second_noted > clock() + timedelta(seconds=50)
+    assert noted() == second_noted  # the newer wait is still open: the agent still waits
+    engine.approve(org.org_id, approval_id, "ada")
+    second.join()
+    assert noted() == clock()
+
+
 def test_sessions_idle_for_24_hours_are_abandoned(engine: Engine, clock: Clock) -> None:
     org = engine.ensure_organisation("o")
     idle = engine.new_session(org.org_id, "agent", "intent")

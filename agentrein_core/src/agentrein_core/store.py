@@ -601,11 +601,15 @@ class Tx(Listings):
         )
         return set(self.conn.execute(stmt.distinct()).scalars())
 
-    def note_waiter(self, approval_id: str, until: datetime) -> None:
+    def note_waiter(self, approval_id: str, until: datetime, *, noted: datetime | None = None) -> None:
         """The agent waits for the approval until ``until`` (:attr:`Approval.waited_until`); that column alone
-        is written, so nothing a decision wrote meanwhile is written over."""
+        is written, so nothing a decision wrote meanwhile is written over. ``noted``: only if the column still
+        holds it (a wait's end leaves alone what a newer wait of the same agent noted meanwhile)."""
         t = schema.approvals
-        self.conn.execute(t.update().where(t.c.approval_id == approval_id).values(waited_until=until))
+        stmt = t.update().where(t.c.approval_id == approval_id)
+        if noted is not None:
+            stmt = stmt.where(t.c.waited_until == noted)
+        self.conn.execute(stmt.values(waited_until=until))
 
     def lock_org(self, org_id: str) -> None:
         """Hold the organisation's row until the transaction ends (PostgreSQL; SQLite has one writer)."""

@@ -138,23 +138,23 @@ class Reviews(UseCases):
         are seen at the next look. A wait on a pending before-execution request is the agent's presence: it
         notes when it will end as it starts, and its end as it ends (:attr:`Approval.waited_until`)."""
         deadline = time.monotonic() + max(0.0, timeout)
-        noted = False
+        noted: datetime | None = None  # what this wait noted of its end, if it did
         while True:
             with self.store.transaction(write=False) as tx:  # only its status, while it waits
                 approval = approval_of(tx, org_id, approval_id, agent_key=agent_key)
             remaining = deadline - time.monotonic()
             if approval.status is not ApprovalStatus.PENDING or remaining <= 0:
-                if noted:
-                    self._note_waiter(approval_id, self.clock())
+                if noted is not None:
+                    self._note_waiter(approval_id, self.clock(), noted=noted)
                 return self.get_approval(org_id, approval_id, agent_key=agent_key)
-            if not noted and approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
-                noted = self._note_waiter(approval_id, self.clock() + timedelta(seconds=remaining))
+            if noted is None and approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
+                noted = self.clock() + timedelta(seconds=remaining)
+                self._note_waiter(approval_id, noted)
             self.waiters.wait(remaining)
 
-    def _note_waiter(self, approval_id: str, until: datetime) -> bool:
+    def _note_waiter(self, approval_id: str, until: datetime, *, noted: datetime | None = None) -> None:
         with self.store.transaction() as tx:
-            tx.note_waiter(approval_id, until)
-        return True
+            tx.note_waiter(approval_id, until, noted=noted)
 
     def withdraw(self, org_id: str, approval_id: str, reason: str, *, agent_key: str | None = None) -> Approval:
         """The agent waiting for a before-execution approval has gone (interrupted, its task cancelled): its
