@@ -819,6 +819,21 @@ def test_serve_without_a_database_url_keeps_a_file_of_its_own_not_the_embedded_a
         assert engine.list_api_keys(org.org_id) == []  # the agents' database was left alone
 
 
+def test_serve_without_a_database_url_beside_a_servers_records_of_an_older_version_says_how_to_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTREIN_DATABASE_URL", raising=False)
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    assert cli("serve", "--database-url", "sqlite:///agentrein.db").exit_code == 0  # as an older version did
+    again = cli("serve")
+    assert again.exit_code == 1
+    said = " ".join(again.output.split())
+    assert f"{tmp_path / 'agentrein.db'} holds a server's records" in said
+    assert f"`agentrein serve --database-url sqlite:///{tmp_path / 'agentrein.db'}`" in said
+    assert not (tmp_path / "agentrein-server.db").exists()  # no second, empty organisation was made
+
+
 def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Target, service: FakeService) -> None:
     review = ["--effect", "REQUIRE_APPROVAL", "--api-name", "POST /v1/orders"]
     assert cli("policies", "add", "review orders", *review, *target.options).exit_code == 0

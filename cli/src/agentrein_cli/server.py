@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+from contextlib import closing
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -68,6 +70,8 @@ def serve(
     from agentrein_core.database import shown_database_url
     from agentrein_server.app import create_app, open_services
 
+    if database_url is None:
+        _refuse_a_former_default()
     database_url = database_url or SERVER_DATABASE_URL
     with errors_exit():
         services = open_services(database_url, rollback_threads=rollback_workers)
@@ -121,6 +125,33 @@ def serve(
     import uvicorn
 
     uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
+
+
+def _refuse_a_former_default() -> None:
+    """Versions before this one kept a server's records in ``./agentrein.db`` too. Started there with no database
+    named, ``serve`` would open an empty ``./agentrein-server.db`` beside them: a new organisation and key, the
+    old keys refused, pending approvals and rollbacks left behind. Say how to go on instead."""
+    import sqlite3
+
+    from agentrein_core.database import DEFAULT_DATABASE_URL
+
+    former = Path(DEFAULT_DATABASE_URL.removeprefix("sqlite:///")).absolute()
+    if Path(SERVER_DATABASE_URL.removeprefix("sqlite:///")).exists() or not former.exists():
+        return
+    try:
+        with closing(sqlite3.connect(f"{former.as_uri()}?mode=ro", uri=True)) as db:
+            served = db.execute("SELECT EXISTS (SELECT 1 FROM api_keys) OR EXISTS (SELECT 1 FROM users)").fetchone()
+    except sqlite3.Error:
+        return  # not a server's records (no such tables), or not a database at all: nothing to say
+    if served[0]:
+        console.print(
+            f"[red]error:[/] {former} holds a server's records (API keys, dashboard users), and a server now keeps "
+            f"its own in ./agentrein-server.db, apart from embedded agents. To go on serving them: `agentrein serve "
+            f"--database-url sqlite:///{former}`; or move the file there: `mv {former} agentrein-server.db`.",
+            soft_wrap=True,
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 def _embedded_agents_wrote(found: Engine) -> bool:
