@@ -39,6 +39,7 @@ from agentrein_core.model import JSON, UndoConfig
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
+from agentrein_github import GitHubConnector
 from agentrein_stripe import StripeConnector
 from agentrein_testing import FakeService
 
@@ -232,6 +233,20 @@ def test_stripes_server_client_checks_the_address_of_its_api_as_it_connects(
     with pytest.raises(ValidationError, match=rf"config\.apiBase: .*private or local.*{ALLOW_PRIVATE_ENV}"):
         connector.run_undo(undo, client, "undo-key")
     assert outside == [] and resolver.asked["api.rebound.test"] == 1
+
+
+def test_githubs_server_client_checks_the_address_of_its_api_as_it_connects(
+    resolver: Resolver, outside: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked when stored and before the undo, the API's name may still resolve elsewhere as it connects."""
+    connector = GitHubConnector()
+    client = connector.server_client({"baseUrl": "https://github.rebound.test/api/v3"}, {"token": "ghp_agentrein"})
+    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
+    resolver.answer("github.rebound.test", "10.0.0.5")
+    undo = UndoConfig("github-close-issue", {"repo": "acme/web", "number": 1})
+    with pytest.raises(ValidationError, match=rf"config\.baseUrl: .*private or local.*{ALLOW_PRIVATE_ENV}"):
+        connector.run_undo(undo, client, "undo-key")
+    assert outside == [] and resolver.asked["github.rebound.test"] == 1
 
 
 class Reaching(Connector):

@@ -395,8 +395,14 @@ class GitHubConnector(Connector):
             raise ValidationError("credentials.token", "needs a GitHub token alone")
 
     def server_client(self, config: JSON, credentials: JSON) -> github.Github:
-        options: dict[str, Any] = {"base_url": config["baseUrl"]} if config.get("baseUrl") else {}
-        return github.Github(auth=github.Auth.Token(credentials["token"]), retry=None, **options)
+        base = config.get("baseUrl")
+        options: dict[str, Any] = {"base_url": base} if base else {}
+        client = github.Github(auth=github.Auth.Token(credentials["token"]), retry=None, **options)
+        if base:  # an address the organisation chose: reached only as checked while connecting
+            from agentrein_github.pinned import pin
+
+            pin(client.requester)
+        return client
 
 
 def _read_before(target: Any, api_name: str, named: Mapping[str, Any], context: dict[str, Any]) -> None:
