@@ -221,32 +221,41 @@ def test_a_rollback_sends_no_credentials_to_an_api_address_that_is_no_longer_all
     assert service.calls() == []  # the fake stands at the stored address: it received nothing
 
 
-def test_stripes_server_client_checks_the_address_of_its_api_as_it_connects(
-    resolver: Resolver, outside: list[Any], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("connector", "config", "credentials", "undo"),
+    [
+        (
+            StripeConnector(),
+            {"apiBase": "https://api.rebound.test"},
+            {"apiKey": "sk_test_agentrein"},
+            UndoConfig("stripe-delete", {"resource": "customers", "id": "cus_1"}),
+        ),
+        (
+            GitHubConnector(),
+            {"baseUrl": "https://api.rebound.test/api/v3"},
+            {"token": "ghp_agentrein"},
+            UndoConfig("github-close-issue", {"repo": "acme/web", "number": 1}),
+        ),
+    ],
+    ids=["stripe", "github"],
+)
+def test_a_server_client_checks_the_address_of_its_api_as_it_connects(
+    resolver: Resolver,
+    outside: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    connector: Connector,
+    config: JSON,
+    credentials: JSON,
+    undo: UndoConfig,
 ) -> None:
     """Checked when stored and before the undo, the API's name may still resolve elsewhere as it connects."""
-    connector = StripeConnector()
-    client = connector.server_client({"apiBase": "https://api.rebound.test"}, {"apiKey": "sk_test_agentrein"})
+    client = connector.server_client(config, credentials)
     monkeypatch.delenv(ALLOW_PRIVATE_ENV)
     resolver.answer("api.rebound.test", "10.0.0.5")
-    undo = UndoConfig("stripe-delete", {"resource": "customers", "id": "cus_1"})
-    with pytest.raises(ValidationError, match=rf"config\.apiBase: .*private or local.*{ALLOW_PRIVATE_ENV}"):
+    (field,) = config
+    with pytest.raises(ValidationError, match=rf"config\.{field}: .*private or local.*{ALLOW_PRIVATE_ENV}"):
         connector.run_undo(undo, client, "undo-key")
     assert outside == [] and resolver.asked["api.rebound.test"] == 1
-
-
-def test_githubs_server_client_checks_the_address_of_its_api_as_it_connects(
-    resolver: Resolver, outside: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Checked when stored and before the undo, the API's name may still resolve elsewhere as it connects."""
-    connector = GitHubConnector()
-    client = connector.server_client({"baseUrl": "https://github.rebound.test/api/v3"}, {"token": "ghp_agentrein"})
-    monkeypatch.delenv(ALLOW_PRIVATE_ENV)
-    resolver.answer("github.rebound.test", "10.0.0.5")
-    undo = UndoConfig("github-close-issue", {"repo": "acme/web", "number": 1})
-    with pytest.raises(ValidationError, match=rf"config\.baseUrl: .*private or local.*{ALLOW_PRIVATE_ENV}"):
-        connector.run_undo(undo, client, "undo-key")
-    assert outside == [] and resolver.asked["github.rebound.test"] == 1
 
 
 class Reaching(Connector):
