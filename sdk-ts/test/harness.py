@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ class Server:
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
         self.secret_key = Fernet.generate_key().decode()
+        self._parent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="server-parent")
         self.running: ServerProcess | None = ServerProcess(self.database_url, self.secret_key)
         self.url, self.port = self.running.url, self.running.port
         deadline = time.monotonic() + 10  # printed before it listens; read by a thread of its own
@@ -64,7 +66,11 @@ class Server:
 
     def start(self) -> None:
         if self.running is None:
-            self.running = ServerProcess(self.database_url, self.secret_key, port=self.port)
+            # Started from a thread that lives as long as this harness: Linux kills the server when the thread
+            # that made it ends (PR_SET_PDEATHSIG is per thread), and a control request's thread ends when its
+            # connection closes, which killed a restarted server a few seconds later.
+            made = self._parent.submit(ServerProcess, self.database_url, self.secret_key, port=self.port)
+            self.running = made.result()
 
     def stop(self) -> None:
         if self.running is not None:
