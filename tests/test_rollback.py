@@ -76,7 +76,11 @@ def test_a_failed_undo_stops_the_chain_and_fails_the_session(ar: AgentRein, serv
         ar.rollback_session(session_id)
     session = failed.value.session
     assert failed.value.action == session.actions[2] and "500" in str(failed.value)
-    assert session == ar.get_session(session_id)
+    read = ar.get_session(session_id)
+    # A server's workers may attach intent verdicts to the actions meanwhile; the records are otherwise the same.
+    assert attrs.evolve(session, actions=[attrs.evolve(a, verification=None) for a in session.actions]) == attrs.evolve(
+        read, actions=[attrs.evolve(a, verification=None) for a in read.actions]
+    )
     assert [a.status for a in session.actions] == [
         ActionStatus.SUCCESS,
         ActionStatus.SUCCESS,
