@@ -11,9 +11,12 @@ import { randomBytes } from 'node:crypto';
 
 import { AgentReinError, AgentReinUnavailableError, RollbackFailedError, ValidationError } from './errors.js';
 import type { Outcome } from './confirmations.js';
+import type { Connector } from './connector.js';
+import { defaultConnectors } from './connectors/index.js';
 import { Journal, type LateOutcome } from './journal.js';
 import { Options, DEFAULT_TIMEOUT_MS, type FailureMode, type WrapOptions } from './options.js';
 import { Redactor } from './redaction.js';
+import { ConnectorRegistry } from './registry.js';
 import { Served, type WireListedApproval, type WireApproval, type WirePolicy, type WireSession } from './served.js';
 import type { ApprovalStatus, PolicyEffect, PolicyOperationType } from './statuses.js';
 import { wrapClient } from './wrap.js';
@@ -43,6 +46,8 @@ export interface AgentReinOptions {
   readonly journalPath?: string;
   /** How long one request to the server may take, long-polls aside (default 10000 ms). */
   readonly requestTimeoutMs?: number;
+  /** Connectors this client finds by name besides the built-in ones (as `registerConnector` each). */
+  readonly connectors?: readonly Connector[];
 }
 
 export interface NewSession {
@@ -75,6 +80,8 @@ export interface Decision {
 export class AgentRein {
   private readonly served: Served;
   private readonly journal: Journal;
+  /** This client's own: its registrations are not seen by another client. */
+  private readonly connectors = new ConnectorRegistry(defaultConnectors);
   private readonly live = new WeakRef(this);
   /** This client's name on the outcomes it writes to the journal until the server has them. */
   private readonly holder = randomBytes(8).toString('hex');
@@ -90,6 +97,10 @@ export class AgentRein {
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
       throw new ValidationError('requestTimeoutMs', `must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, not ${String(timeoutMs)}`);
     }
+    if (options.connectors !== undefined && !Array.isArray(options.connectors)) {
+      throw new ValidationError('connectors', 'must be a list of connectors');
+    }
+    for (const connector of options.connectors ?? []) this.registerConnector(connector);
     this.served = new Served(baseUrl, apiKey, timeoutMs, warn);
     this.journal = new Journal(this.served.identity, options.journalPath);
     const journal = this.journal;
@@ -103,10 +114,16 @@ export class AgentRein {
     FORGET.register(this, this.live);
   }
 
+  /** Make `connector` available to this client's `wrap()` by its name; a connector of the same name (a
+   *  built-in one too) is replaced for this client alone. */
+  registerConnector(connector: Connector): void {
+    this.connectors.register(connector);
+  }
+
   /** Wrap `client` (a `Stripe`, an `Octokit`, `fetch`...): the same object and type, every side-effecting
    *  call recorded, checked, held for approval where asked, and undoable. */
   wrap<T>(client: T, session: SessionRef, options: WrapOptions): T {
-    const checked = Options.build(options);
+    const checked = Options.build(options, this.connectors);
     if (!checked.connector.accepts(client)) {
       throw new ValidationError('connector', `the '${checked.connector.name}' connector cannot wrap this client`);
     }

@@ -13,7 +13,7 @@
  */
 
 import { AgentReinError, AgentReinUnavailableError, InvalidTransitionError } from './errors.js';
-import type { WireUndo } from './served.js';
+import type { WireUndo } from './undo.js';
 import type { Json } from './connector.js';
 
 /** How long an outcome waits for the session's next request before it is sent on its own. */

@@ -15,7 +15,8 @@
  *    after the call, an undo it could not run (the call is then recorded with no undo).
  * 4. What must never be stored? `sensitiveFields` extends the default redaction list.
  *
- * A plugin's connector is registered with `registerConnector(connector)` and named in `wrap()` by its `name`.
+ * A plugin's connector is registered on the client that uses it (`agentrein.registerConnector(connector)`, or
+ * `new AgentRein({ connectors: [connector] })`) and named in `wrap()` by its `name`.
  */
 
 /** A JSON value, as the server stores it. */

@@ -30,8 +30,8 @@ import type { Journal } from './journal.js';
 import { bounded, checkNesting } from './nesting.js';
 import type { Options } from './options.js';
 import type { Redactor } from './redaction.js';
-import { undoToWire, type LoggedAction, type Served, type WireAction, type WireApproval, type WireUndo } from './served.js';
-import { NO_UNDO, UNDO_NONE } from './undo.js';
+import type { LoggedAction, Served, WireAction, WireApproval } from './served.js';
+import { NO_UNDO, UNDO_NONE, undoToWire, type WireUndo } from './undo.js';
 
 /** The property a failed call's error gets when the rollback it caused failed too. */
 export const ROLLBACK_FAILURE = 'agentreinRollbackFailure';

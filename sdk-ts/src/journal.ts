@@ -45,7 +45,7 @@ import { dirname, join, resolve } from 'node:path';
 
 import type { Json, OperationType } from './connector.js';
 import { AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError } from './errors.js';
-import type { WireUndo } from './served.js';
+import type { WireUndo } from './undo.js';
 
 export const JOURNAL_ENV = 'AGENTREIN_JOURNAL';
 /** Where older versions kept the journal, in the working directory. */

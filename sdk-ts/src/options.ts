@@ -1,9 +1,9 @@
 /** The options of one `wrap()` call, checked once when the client is wrapped (as `agentrein.options`). */
 
 import type { Connector, Json } from './connector.js';
-import { connectorNamed } from './connectors/index.js';
 import { ValidationError } from './errors.js';
 import { checkedGlob, globMatches } from './glob.js';
+import type { ConnectorRegistry } from './registry.js';
 import { UNDO_NONE } from './undo.js';
 
 export type FailureMode = 'open' | 'closed';
@@ -15,7 +15,7 @@ export type UndoOverride = { readonly type?: string; readonly requireApproval?: 
 
 /** What an agent passes as `agentrein.wrap(client, session, options)`. */
 export interface WrapOptions {
-  /** `'stripe' | 'github' | 'http'`, a plugin's name (`registerConnector`), or the connector itself. */
+  /** `'stripe' | 'github' | 'http'`, a plugin's name (`agentrein.registerConnector`), or the connector itself. */
   readonly connector: 'stripe' | 'github' | 'http' | (string & {}) | Connector;
   /** Globs over the canonical api name or the path as called (`'customers.del'`, `'POST /v1/*'`). */
   readonly requiresApproval?: readonly string[];
@@ -47,11 +47,12 @@ export class Options {
     readonly undo: { readonly [glob: string]: UndoOverride },
   ) {}
 
-  static build(options: WrapOptions): Options {
+  /** `options` checked, a connector's name looked up in `connectors` (the wrapping client's). */
+  static build(options: WrapOptions, connectors: ConnectorRegistry): Options {
     if (typeof options !== 'object' || options === null) {
       throw new ValidationError('options', "must be an object such as { connector: 'http' }");
     }
-    const connector = typeof options.connector === 'string' ? connectorNamed(options.connector) : options.connector;
+    const connector = typeof options.connector === 'string' ? connectors.named(options.connector) : options.connector;
     if (typeof connector !== 'object' || connector === null || typeof connector.prepare !== 'function') {
       throw new ValidationError('connector', 'must be a connector name or a Connector');
     }

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Confirmations, type Outcome } from './confirmations.js';
-import type { Json, OperationType, UndoConfig } from './connector.js';
+import type { Json, OperationType } from './connector.js';
 import {
   AgentReinUnavailableError,
   ApprovalRejectedError,
@@ -29,8 +29,6 @@ export type WirePolicy = Schemas['Policy'];
 export type WireNewPolicy = Schemas['NewPolicy'];
 export type WireRollback = Schemas['Rollback'];
 export type LoggedAction = Schemas['LoggedAction'];
-/** An undo as the server stores it: `{ type, requireApproval, ...params }`. */
-export type WireUndo = { readonly type: string; readonly requireApproval: boolean; readonly [param: string]: Json };
 
 /** The longest single long-poll asked of the server; longer waits are several in a row. */
 export const LONG_POLL_MS = 30_000;
@@ -42,10 +40,6 @@ const ENDED = new Set(['SUCCEEDED', 'FAILED']);
 /** Backoff bounds of a wait that reconnects: a random pause up to min(MAX, INITIAL * 2**n) before try n. */
 const RECONNECT_INITIAL_MS = 50;
 const RECONNECT_MAX_MS = 2_000;
-
-export function undoToWire(undo: UndoConfig): WireUndo {
-  return { ...undo.params, type: undo.type, requireApproval: undo.requireApproval ?? false };
-}
 
 export class Served implements Replayer {
   readonly connection: Connection;

@@ -17,3 +17,10 @@ export function mergeUndo(derived: UndoConfig, override?: { readonly [key: strin
   }
   return { type: derived.type, params: { ...derived.params, ...params }, requireApproval };
 }
+
+/** An undo as the server stores it: `{ type, requireApproval, ...params }`. */
+export type WireUndo = { readonly type: string; readonly requireApproval: boolean; readonly [param: string]: Json };
+
+export function undoToWire(undo: UndoConfig): WireUndo {
+  return { ...undo.params, type: undo.type, requireApproval: undo.requireApproval ?? false };
+}

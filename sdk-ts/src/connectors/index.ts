@@ -1,32 +1,27 @@
-/** The connectors `wrap()` finds by name: `http` built in, the others registered here or by a plugin
- *  (`registerConnector(connector)`, then `wrap(client, session, { connector: connector.name })`). */
+/** The built-in connectors, and the process-wide defaults every `AgentRein`'s own registry falls back to. */
 
 import type { Connector } from '../connector.js';
-import { ValidationError } from '../errors.js';
+import { ConnectorRegistry } from '../registry.js';
 import { githubConnector } from './github.js';
 import { httpConnector } from './http.js';
 import { stripeConnector } from './stripe.js';
 
-const registry = new Map<string, Connector>();
+/** What every client finds by name unless it registered its own of that name: the built-in connectors,
+ *  registered here as a plugin's would be, and those of the deprecated `registerConnector` (a later one of
+ *  a name replaces the earlier, built-in or not, for every client, as it always did). */
+export const defaultConnectors = new ConnectorRegistry();
+for (const connector of [httpConnector, stripeConnector, githubConnector]) defaultConnectors.register(connector);
 
-/** Make `connector` available by its name (a second connector of the same name replaces the first). */
+/** Make `connector` available by its name to every `AgentRein` of the process (a second connector of the
+ *  same name replaces the first).
+ *  @deprecated Register it on the client that uses it: `agentrein.registerConnector(connector)` or
+ *  `new AgentRein({ connectors: [connector] })`, which no other client sees. */
 export function registerConnector(connector: Connector): void {
-  if (typeof connector?.name !== 'string' || !connector.name) {
-    throw new ValidationError('connector', 'a connector needs a name');
-  }
-  registry.set(connector.name, connector);
+  defaultConnectors.register(connector);
 }
 
-/** The connector registered as `name`; `ValidationError` naming the registered ones otherwise. */
+/** The connector of the defaults registered as `name`; `ValidationError` naming the registered ones otherwise.
+ *  @deprecated A client finds its connectors itself, by the name given to `wrap()`. */
 export function connectorNamed(name: string): Connector {
-  const found = registry.get(name);
-  if (found === undefined) {
-    const known = [...registry.keys()].sort().join(', ') || 'none';
-    throw new ValidationError('connector', `no connector named '${name}' is registered (registered: ${known})`);
-  }
-  return found;
+  return defaultConnectors.named(name);
 }
-
-registerConnector(httpConnector);
-registerConnector(stripeConnector);
-registerConnector(githubConnector);

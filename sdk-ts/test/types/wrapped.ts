@@ -6,7 +6,7 @@
 import { Octokit } from '@octokit/rest';
 import Stripe from 'stripe';
 
-import { AgentRein, type ActionStatus, type Session } from '../../src/index.js';
+import { AgentRein, httpConnector, type ActionStatus, type Session } from '../../src/index.js';
 
 declare const agentrein: AgentRein;
 declare const session: Session;
@@ -45,6 +45,15 @@ export async function fetchKeepsItsTypes(): Promise<void> {
   });
   const answer: Response = await api('http://127.0.0.1:1/v1/things', { method: 'POST' });
   void answer;
+}
+
+export function connectorsAreRegisteredOnTheClient(): AgentRein {
+  agentrein.registerConnector({ ...httpConnector, name: 'shop' });
+  // @ts-expect-error: a connector is an object, not its name
+  agentrein.registerConnector('shop');
+  // @ts-expect-error: connectors is a list of connectors
+  void new AgentRein({ connectors: ['shop'] });
+  return new AgentRein({ connectors: [{ ...httpConnector, name: 'shop' }] });
 }
 
 export async function misuseDoesNotCompile(): Promise<void> {
