@@ -685,14 +685,18 @@ def take_over_former_outbox(identity: str, journal: Path, outbox: Path) -> int:
             elif path.exists():
                 db.execute(f"ATTACH DATABASE ? AS {schema}", (str(path),))
                 schemas[schema] = schema
-        db.execute("BEGIN IMMEDIATE")  # a process still writing there waits, and loses nothing
-        moved = 0
+        moves: list[tuple[str, str, Translate | None]] = []
         if "outcomes" in schemas:
-            moved += _move(db, schemas["outcomes"], "outcomes", identity, _from_former_confirmation)
+            moves.append((schemas["outcomes"], "outcomes", _from_former_confirmation))
         if "journal" in schemas:
-            moved += _move(db, schemas["journal"], "entries", identity, _from_former_entry)
+            moves.append((schemas["journal"], "entries", _from_former_entry))
         if schemas.get("journal") == "journal":
-            moved += _move(db, "journal", "outbox", identity, None)
+            moves.append(("journal", "outbox", None))
+        moves = [move for move in moves if _holds(db, move[0], move[1], identity)]
+        if not moves:
+            return 0  # read only: the common case takes no write lock (a replay elsewhere may hold it)
+        db.execute("BEGIN IMMEDIATE")  # a process still writing there waits, and loses nothing
+        moved = sum(_move(db, schema, table, identity, translate) for schema, table, translate in moves)
         db.execute("COMMIT")
     except Exception:  # a read-only home, a record it cannot read: the agent starts all the same
         # (left there, it is taken over by the next client started here)
@@ -711,18 +715,21 @@ def take_over_former_outbox(identity: str, journal: Path, outbox: Path) -> int:
     return moved
 
 
-def _move(
-    db: sqlite3.Connection,
-    schema: str,
-    table: str,
-    identity: str,
-    translate: Callable[[str], tuple[str, str]] | None,
-) -> int:
-    """Move ``identity``'s rows of ``schema.table`` into ``main.outbox`` (``translate`` turns a former body
-    into a kind and a body; ``None``: an outbox's rows, copied as they are)."""
+#: Turns a former record's body into this outbox's kind and body.
+Translate = Callable[[str], tuple[str, str]]
+
+
+def _holds(db: sqlite3.Connection, schema: str, table: str, identity: str) -> bool:
+    """Whether ``schema.table`` exists and holds records of ``identity``."""
     found = f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?"
     if db.execute(found, (table,)).fetchone() is None:
-        return 0
+        return False
+    return db.execute(f"SELECT 1 FROM {schema}.{table} WHERE backend = ? LIMIT 1", (identity,)).fetchone() is not None
+
+
+def _move(db: sqlite3.Connection, schema: str, table: str, identity: str, translate: Translate | None) -> int:
+    """Move ``identity``'s rows of ``schema.table`` into ``main.outbox`` (``translate`` turns a former body
+    into a kind and a body; ``None``: an outbox's rows, copied as they are)."""
     if translate is None:
         copy = (
             f"INSERT INTO main.outbox ({_COLUMNS}) SELECT {_COLUMNS} FROM {schema}.outbox WHERE backend = ? ORDER BY id"
