@@ -25,6 +25,9 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 export type OperationType = 'CREATE' | 'UPDATE' | 'DELETE' | 'OTHER';
 
 /** An undo, as the server stores and runs it: `{ type: 'stripe-delete', params: {...} }`. */
+/** An undo as the server stores it: `{ type, requireApproval, ...params }`. */
+export type WireUndo = { readonly type: string; readonly requireApproval: boolean; readonly [param: string]: Json };
+
 export interface UndoConfig {
   readonly type: string;
   readonly params: { readonly [key: string]: Json };
