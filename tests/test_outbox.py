@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -222,3 +223,33 @@ def test_an_entry_the_server_refuses_is_kept_aside_and_the_next_ones_are_sent(tm
     assert [name for name, *_ in recorder.sent] == ["complete_session"]
     assert not outbox.has_entries()
     outbox.close()
+
+
+def test_a_confirmation_is_written_while_another_clients_replay_of_the_same_file_waits_on_the_server(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "outbox.db"
+    arrived, release = threading.Event(), threading.Event()
+
+    class Slow(Recording):
+        def complete_session(self, session_id: str) -> None:
+            arrived.set()
+            release.wait()
+
+    replaying = Outbox(ME, path)
+    replaying.append(SessionCompleted("ses_1", utcnow()))
+    replay = threading.Thread(target=replaying.replay, args=(cast(Recorder, Slow()),))
+    replay.start()
+    assert arrived.wait(timeout=30)  # the replay is under way, waiting on the server
+    other = Outbox(ME, path, send=lambda confirmed: None)
+    other.keep("ses_2", "act_1", {"statusCode": 201}, None)  # does not wait for the replay
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT kind, session_id FROM outbox ORDER BY id").fetchall() == [
+            ("SessionCompleted", "ses_1"),
+            ("CallConfirmed", "ses_2"),
+        ]
+    release.set()
+    replay.join(timeout=30)
+    assert not replaying.has_entries()
+    other.close()
+    replaying.close()

@@ -213,6 +213,7 @@ class Outbox:
         self._send = send
         self._owner = uuid4().hex  # this object's confirmations: another's left in the file are a killed process's
         self._db_lock = threading.RLock()  # taken before ``_cond`` when both are, never after
+        self._replay_lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._waiting: int | None = None  # entries to replay: unknown until first asked
         self._warned = False
@@ -272,14 +273,11 @@ class Outbox:
     def append(self, entry: Entry) -> None:
         """Write ``entry`` durably (synced to disk before the agent's call goes on)."""
         with self._file() as db:
-            durable = not db.in_transaction  # inside a replay, the replay's commit writes it
-            if durable:
-                db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA synchronous=FULL")
             try:
                 self._insert(db, entry)
             finally:
-                if durable:
-                    db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA synchronous=NORMAL")
             self._waiting = (self._waiting or 0) + 1
         log.warning(
             "AgentRein unavailable: journaled %s for session %s in %s", _what(entry), entry.session_id, self.path
@@ -354,11 +352,11 @@ class Outbox:
         if not self.has_entries():
             return 0
         replayed = 0
-        with self._file() as db:
-            # Held to the end: another process replaying the same file waits, then finds these gone.
-            db.execute("BEGIN IMMEDIATE")
+        with self._replaying():
+            with self._file() as db:
+                rows = db.execute(f"{_REPLAYED} ORDER BY id", (self.identity,)).fetchall()
             try:
-                for row_id, kind, body in db.execute(f"{_REPLAYED} ORDER BY id", (self.identity,)).fetchall():
+                for row_id, kind, body in rows:
                     entry = _entry(kind, body)
                     try:
                         _replay(recorder, entry)
@@ -366,23 +364,38 @@ class Outbox:
                         break
                     except AgentReinError as exc:
                         log.error("AgentRein refused journal entry %s (%s): %s", row_id, _what(entry), exc)
-                        db.execute("UPDATE outbox SET problem = ? WHERE id = ?", (str(exc), row_id))
+                        self._settle_row("UPDATE outbox SET problem = ? WHERE id = ?", (str(exc), row_id))
                     except Exception:
                         # Not AgentRein's named error (a bug, an answer that is not JSON): the agent's call must
                         # not fail for it; the entries are tried again later, in order.
                         log.exception("AgentRein could not replay journal entry %s (%s)", row_id, _what(entry))
                         break
                     else:
-                        db.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+                        # A crash before this line replays the entry again, harmlessly.
+                        self._settle_row("DELETE FROM outbox WHERE id = ?", (row_id,))
                         replayed += 1
-                db.execute("COMMIT")
             finally:
-                if db.in_transaction:  # interrupted: every entry is replayed again later, harmlessly
-                    db.execute("ROLLBACK")
                 self._waiting = None
         if replayed:
             log.warning("AgentRein is back: replayed %d journaled record(s)", replayed)
         return replayed
+
+    def _settle_row(self, statement: str, parameters: tuple[object, ...]) -> None:
+        with self._file() as db:
+            db.execute(statement, parameters)
+
+    @contextmanager
+    def _replaying(self) -> Iterator[None]:
+        """Held while a replay runs: another thread's replay waits, and so does another process's (it then
+        finds these entries gone). The lock between processes is SQLite's, on an empty file of its own beside
+        the outbox, so that a replay, which waits on the network, never holds up a write to the outbox."""
+        with self._replay_lock:
+            lock = sqlite3.connect(self.path.with_name(f"{self.path.name}.lock"), timeout=30, isolation_level=None)
+            try:
+                lock.execute("BEGIN EXCLUSIVE")
+                yield
+            finally:
+                lock.close()  # and the lock with it (a killed process's too)
 
     # confirmations in transit (server mode) ------------------------------------------------------------
     def keep(self, session_id: str, action_id: str, response: JSON | None, undo: UndoConfig | None) -> None:
@@ -507,8 +520,6 @@ class Outbox:
         """Append ``confirmed`` to the file, deleting the rows of those sent since the last write."""
         try:
             with self._file() as db:
-                if db.in_transaction:  # inside a replay (one of its outcomes kept): its commit writes it
-                    return self._insert(db, confirmed)
                 db.execute("BEGIN")
                 try:
                     self._delete_sent(db)
