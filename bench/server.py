@@ -72,7 +72,7 @@ import httpx
 from cryptography.fernet import Fernet
 
 from agentrein import AgentRein
-from agentrein.journal import JOURNAL_ENV
+from agentrein.outbox import JOURNAL_ENV
 from agentrein.served import ServedMode
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_testing import FakeService

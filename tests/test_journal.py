@@ -24,8 +24,7 @@ from agentrein import (
     SessionInfo,
     SessionStatus,
 )
-from agentrein.confirmations import OUTCOMES_TABLE, outcomes_file
-from agentrein.journal import Entry, Journal, journal_file, take_over_former_journal
+from agentrein.outbox import CallRecorded, Outbox, SessionCompleted, journal_file
 from agentrein.port import ExecutedCall, Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.statuses import OperationType
@@ -225,11 +224,11 @@ def test_a_journaled_call_that_a_policy_would_have_blocked_is_held_for_review(te
 
 def test_entries_are_replayed_only_to_the_backend_that_journaled_them(journal_in_tmp: Path) -> None:
     call = ExecutedCall("agentrein-journal-x", "http", "POST /v1/orders", OperationType.CREATE, {}, succeeded=True)
-    Journal("server one, key a", journal_in_tmp).append(Entry("ses_1", call=call))
-    other = Journal("server two, key b", journal_in_tmp)
+    Outbox("server one, key a", journal_in_tmp).append(CallRecorded("ses_1", call))
+    other = Outbox("server two, key b", journal_in_tmp)
     assert not other.has_entries()
     assert other.replay(cast(Recorder, object())) == 0  # not even looked at: the backend would fail if asked
-    assert Journal("server one, key a", journal_in_tmp).has_entries()
+    assert Outbox("server one, key a", journal_in_tmp).has_entries()
 
 
 def test_the_journal_on_disk_holds_no_secret_of_a_session_opened_meanwhile_nor_of_its_calls_undos(
@@ -295,32 +294,13 @@ def test_a_journal_an_older_version_left_in_the_working_directory_is_taken_over_
         client = older.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
         client.post("/v1/orders", json={"n": 1})
         client.post("/v1/orders", json={"n": 2})
-    Journal("another server, another key", former).append(Entry(session.id, completed_at=utcnow()))
+    Outbox("another server, another key", former).append(SessionCompleted(session.id, utcnow()))
     relay.resume()
     AgentRein(base_url=relay.url(), api_key=tenant.key).close()  # upgraded: finds it, replays it
     with tenant.client() as reader:
         assert [a.payload["body"]["n"] for a in reader.get_session(session.id).actions] == [1, 2]
     with closing(sqlite3.connect(former)) as left:  # only another server's and key's entry is left there
-        assert left.execute("SELECT DISTINCT backend FROM entries").fetchall() == [("another server, another key",)]
-
-
-def test_outcomes_an_older_version_left_in_the_working_directory_move_with_the_journal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    former = outcomes_file(tmp_path / "agentrein-journal.db")
-    with closing(sqlite3.connect(former)) as db, db:
-        db.execute(OUTCOMES_TABLE)
-        rows = [("server a", "o", "ses_1", "act_1", "{}"), ("server b", "o", "ses_2", "act_2", "{}")]
-        db.executemany(
-            "INSERT INTO outcomes (backend, owner, session_id, action_id, body) VALUES (?, ?, ?, ?, ?)", rows
-        )
-    journal = tmp_path / "state" / "journal-a.db"
-    assert take_over_former_journal("server a", journal) == 1
-    with closing(sqlite3.connect(outcomes_file(journal))) as moved, closing(sqlite3.connect(former)) as left:
-        assert moved.execute("SELECT backend, action_id FROM outcomes").fetchall() == [("server a", "act_1")]
-        assert left.execute("SELECT backend, action_id FROM outcomes").fetchall() == [("server b", "act_2")]
-    assert take_over_former_journal("server a", journal) == 0
+        assert left.execute("SELECT DISTINCT backend FROM outbox").fetchall() == [("another server, another key",)]
 
 
 def test_an_agent_starts_when_the_journal_an_older_version_left_cannot_be_taken_over(
@@ -329,10 +309,10 @@ def test_an_agent_starts_when_the_journal_an_older_version_left_cannot_be_taken_
     monkeypatch.delenv("AGENTREIN_JOURNAL")
     monkeypatch.chdir(tmp_path)
     former = tmp_path / "agentrein-journal.db"
-    Journal("another server, another key", former).append(Entry("ses_1", completed_at=utcnow()))
+    Outbox("another server, another key", former).append(SessionCompleted("ses_1", utcnow()))
     not_a_directory = tmp_path / "state"
     not_a_directory.write_text("")  # where the state directory would be: it cannot be made
     monkeypatch.setenv("XDG_STATE_HOME", str(not_a_directory))
     AgentRein(base_url=relay.url(), api_key=tenant.key).close()
     assert "could not take over the journal an older version left" in caplog.text
-    assert Journal("another server, another key", former).has_entries()
+    assert Outbox("another server, another key", former).has_entries()

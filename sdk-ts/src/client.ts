@@ -10,11 +10,10 @@
 import { randomBytes } from 'node:crypto';
 
 import { AgentReinError, AgentReinUnavailableError, RollbackFailedError, ValidationError } from './errors.js';
-import type { Outcome } from './confirmations.js';
 import type { Connector } from './connector.js';
 import { defaultConnectors } from './connectors/index.js';
-import { Journal, type LateOutcome } from './journal.js';
 import { Options, DEFAULT_TIMEOUT_MS, type FailureMode, type WrapOptions } from './options.js';
+import { Outbox } from './outbox.js';
 import { Redactor } from './redaction.js';
 import { ConnectorRegistry } from './registry.js';
 import { Served, type WireListedApproval, type WireApproval, type WirePolicy, type WireSession } from './served.js';
@@ -79,7 +78,7 @@ export interface Decision {
 
 export class AgentRein {
   private readonly served: Served;
-  private readonly journal: Journal;
+  private readonly journal: Outbox;
   /** This client's own: its registrations are not seen by another client. */
   private readonly connectors = new ConnectorRegistry(defaultConnectors);
   private readonly live = new WeakRef(this);
@@ -102,12 +101,12 @@ export class AgentRein {
     }
     for (const connector of options.connectors ?? []) this.registerConnector(connector);
     this.served = new Served(baseUrl, apiKey, timeoutMs, warn);
-    this.journal = new Journal(this.served.identity, options.journalPath);
+    this.journal = new Outbox(this.served.identity, options.journalPath);
     const journal = this.journal;
     const holder = this.holder;
     journal.holding(holder);
     this.served.confirmations.writeTo({
-      hold: (o) => journal.hold({ sessionId: o.sessionId, outcome: lateOutcome(o) }, holder),
+      hold: (confirmed) => journal.hold(confirmed, holder),
       release: (ids) => journal.release(ids),
     });
     LIVE.add(this.live);
@@ -154,7 +153,7 @@ export class AgentRein {
       // Redacted as AgentRein would store them: the journal is on disk.
       const redactor = new Redactor();
       const [agent, declared] = [redactor.redactText(agentId), redactor.redactText(intent)];
-      this.journal.append({ sessionId: id, opened: { agentId: agent, intent: declared, sandbox, openedAt } });
+      this.journal.append({ kind: 'SessionStarted', sessionId: id, agentId: agent, intent: declared, sandbox, openedAt });
       return offlineSession(id, agent, declared, sandbox, openedAt);
     }
   }
@@ -172,12 +171,12 @@ export class AgentRein {
       await this.journal.replay(this.served);
       return await this.served.completeSession(id);
     } catch (error) {
-      const opened = this.journal.entries().find((e) => e.sessionId === id && 'opened' in e);
-      if (!(error instanceof AgentReinUnavailableError) || opened === undefined || !('opened' in opened)) throw error;
+      const opened = this.journal.entries().find((e) => e.sessionId === id && e.kind === 'SessionStarted');
+      if (!(error instanceof AgentReinUnavailableError) || opened?.kind !== 'SessionStarted') throw error;
       this.journal.warnUnavailable(error);
       const completedAt = new Date().toISOString();
-      this.journal.append({ sessionId: id, completedAt });
-      const { agentId, intent, sandbox, openedAt } = opened.opened;
+      this.journal.append({ kind: 'SessionCompleted', sessionId: id, completedAt });
+      const { agentId, intent, sandbox, openedAt } = opened;
       return { ...offlineSession(id, agentId, intent, sandbox, openedAt), status: 'COMPLETED', displayStatus: 'COMPLETED', completedAt };
     }
   }
@@ -193,7 +192,7 @@ export class AgentRein {
       await this.served.requestRollback(id, 'rollbackSession()', timeoutMs);
     } catch (error) {
       if (!(error instanceof AgentReinUnavailableError)) throw error;
-      this.journal.append({ sessionId: id, rollback: { trigger: 'rollbackSession()', approvalTimeoutMs: timeoutMs } });
+      this.journal.append({ kind: 'RollbackRequested', sessionId: id, trigger: 'rollbackSession()', approvalTimeoutMs: timeoutMs });
       throw new AgentReinUnavailableError(
         `${error.message}; the rollback of session ${id} is journaled in ${this.journal.path} and requested as soon as AgentRein answers`,
       );
@@ -310,10 +309,6 @@ process.on('beforeExit', () => {
 process.once('exit', () => {
   for (const ref of LIVE) ref.deref()?.journalUnsent();
 });
-
-function lateOutcome(o: Outcome): LateOutcome {
-  return { actionId: o.actionId, succeeded: true, response: o.response, undo: o.undo };
-}
 
 function sessionId(session: SessionRef): string {
   const id = typeof session === 'string' ? session : session?.id;

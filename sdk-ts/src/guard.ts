@@ -10,7 +10,7 @@
  *    session is rolled back, and `ApprovalRejectedError` / `ApprovalTimeoutError` is thrown).
  * 4. The call runs with the action's idempotency key, retried on transient failures when it is `retryable`.
  * 5. Success is confirmed with the redacted response and the undo the connector derives (with the
- *    session's next request: `confirmations.ts`); failure is recorded, the session rolled back, and the
+ *    session's next request: `outbox.ts`); failure is recorded, the session rolled back, and the
  *    ORIGINAL error rethrown.
  */
 
@@ -26,9 +26,9 @@ import {
   RollbackFailedError,
   ValidationError,
 } from './errors.js';
-import type { Journal } from './journal.js';
 import { bounded, checkNesting } from './nesting.js';
 import type { Options } from './options.js';
+import type { Outbox } from './outbox.js';
 import type { Redactor } from './redaction.js';
 import type { LoggedAction, Served, WireAction, WireApproval } from './served.js';
 import { NO_UNDO, UNDO_NONE, undoToWire, type WireUndo } from './undo.js';
@@ -47,7 +47,7 @@ const MAX_REASON = 1000;
 
 export interface Guard {
   readonly served: Served;
-  readonly journal: Journal;
+  readonly journal: Outbox;
   readonly sessionId: string;
   readonly options: Options;
   readonly redactor: Redactor;
@@ -181,7 +181,7 @@ async function decisionOf(guard: Guard, approvalId: string, leftMs: number): Pro
 function recordSuccess(guard: Guard, call: PreparedCall, action: WireAction, result: unknown): void {
   try {
     const { response, undo } = outcome(guard, call, result);
-    guard.served.confirmAction({ sessionId: guard.sessionId, actionId: action.actionId, response, undo });
+    guard.served.confirmAction({ kind: 'CallConfirmed', sessionId: guard.sessionId, actionId: action.actionId, response, undo });
   } catch (error) {
     // The agent's call succeeded; our bookkeeping failing must not say otherwise (it stays CLEARED).
     guard.log(`AgentRein could not confirm action ${action.actionId}; it stays CLEARED: ${describe(error, guard.redactor)}`);
@@ -195,7 +195,7 @@ async function recordFailure(guard: Guard, action: WireAction, error: unknown): 
   } catch (failure) {
     if (failure instanceof AgentReinUnavailableError) {
       guard.journal.warnUnavailable(failure);
-      guard.journal.append({ sessionId: guard.sessionId, outcome: { actionId: action.actionId, succeeded: false, error: message } });
+      guard.journal.append({ kind: 'OutcomeReported', sessionId: guard.sessionId, actionId: action.actionId, succeeded: false, error: message });
       return;
     }
     guard.log(`AgentRein could not record the failure of action ${action.actionId}: ${describe(failure, guard.redactor)}`);
@@ -215,7 +215,7 @@ async function loggingFailed(guard: Guard, raising: unknown, cause: unknown, api
     await guard.served.failSession(guard.sessionId, shortened, connector);
   } catch (error) {
     if (error instanceof AgentReinUnavailableError) {
-      guard.journal.append({ sessionId: guard.sessionId, loggingFailure: { reason: shortened, connector } });
+      guard.journal.append({ kind: 'LoggingFailed', sessionId: guard.sessionId, reason: shortened, connector });
     } else {
       guard.log(`AgentRein could not roll back session ${guard.sessionId} after action logging failed: ${describe(error, guard.redactor)}`);
     }
@@ -259,7 +259,7 @@ function outcome(guard: Guard, call: PreparedCall, result: unknown): { response:
     guard.log(`AgentRein cannot undo ${call.apiName} (${error.message}); it is recorded as an action with no undo`);
     undo = NO_UNDO;
   }
-  // The undo is redacted too: it may wait on disk (the journal, the confirmations' file).
+  // The undo is redacted too: it may wait on disk (the outbox).
   const response = guard.redactor.redact(bounded(connector.recordResult(call, result)));
   return { response, undo: undoToWire(guard.redactor.redactUndo(undo)) };
 }
@@ -269,6 +269,7 @@ function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { res
     const failed = 'error' in ended;
     const recorded = failed ? null : outcome(guard, call, ended.result);
     guard.journal.append({
+      kind: 'CallRecorded',
       sessionId: guard.sessionId,
       call: {
         idempotencyKey: key,

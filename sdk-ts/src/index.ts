@@ -29,7 +29,7 @@ export {
   ValidationError,
 } from './errors.js';
 export { ROLLBACK_FAILURE } from './guard.js';
-export { JOURNAL_ENV } from './journal.js';
+export { JOURNAL_ENV } from './outbox.js';
 export type { FailureMode, UndoOverride, WrapOptions } from './options.js';
 export { DEFAULT_SENSITIVE_FIELDS, REDACTED, Redactor } from './redaction.js';
 export type {

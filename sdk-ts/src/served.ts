@@ -1,13 +1,12 @@
 /**
  * The server's operations, as the SDK uses them (`agentrein.served.ServedMode`): every request sends the
- * pending confirmations first (`confirmations.ts`), except the write-ahead record, which carries its
+ * pending confirmations first (`outbox.ts`), except the write-ahead record, which carries its
  * session's. Rollbacks run in the server's workers; this side waits for them.
  */
 
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { Confirmations, type Outcome } from './confirmations.js';
 import type { Json, OperationType } from './connector.js';
 import {
   AgentReinUnavailableError,
@@ -16,7 +15,7 @@ import {
   NotFoundError,
   PolicyBlockedError,
 } from './errors.js';
-import type { ExecutedCall, LateOutcome, Replayer } from './journal.js';
+import { Confirmations, type CallConfirmed, type ExecutedCall, type OutcomeReported, type Replayer } from './outbox.js';
 import { Connection, segment, type Query, type RequestOptions } from './transport.js';
 import type { components } from './wire.js';
 
@@ -43,7 +42,7 @@ const RECONNECT_MAX_MS = 2_000;
 
 export class Served implements Replayer {
   readonly connection: Connection;
-  /** Whose records these are, for the journal: the server and (a digest of) the key. */
+  /** Whose records these are, for the outbox: the server and (a digest of) the key. */
   readonly identity: string;
   readonly confirmations: Confirmations;
 
@@ -116,11 +115,11 @@ export class Served implements Replayer {
   }
 
   /** Kept, and sent with the session's next request or within moments. */
-  confirmAction(outcome: Outcome): void {
+  confirmAction(outcome: CallConfirmed): void {
     this.confirmations.keep(outcome);
   }
 
-  private async sendConfirmation(outcome: Outcome): Promise<void> {
+  private async sendConfirmation(outcome: CallConfirmed): Promise<void> {
     const body = { status: 'SUCCESS', response: outcome.response, undo: outcome.undo };
     await this.connection.call('PATCH', actionPath(outcome.sessionId, outcome.actionId), { body });
   }
@@ -129,10 +128,11 @@ export class Served implements Replayer {
     return this.call('PATCH', actionPath(sessionId, actionId), { body: { status: 'FAILED', error } });
   }
 
-  async sendOutcome(sessionId: string, outcome: LateOutcome): Promise<unknown> {
-    if (!outcome.succeeded) return this.failAction(sessionId, outcome.actionId, outcome.error ?? 'failed');
+  async sendOutcome(outcome: OutcomeReported | CallConfirmed): Promise<unknown> {
+    const { sessionId, actionId } = outcome;
+    if (outcome.kind === 'OutcomeReported' && !outcome.succeeded) return this.failAction(sessionId, actionId, outcome.error ?? 'failed');
     const body = { status: 'SUCCESS', response: outcome.response ?? null, undo: outcome.undo ?? null };
-    return this.call('PATCH', actionPath(sessionId, outcome.actionId), { body });
+    return this.call('PATCH', actionPath(sessionId, actionId), { body });
   }
 
   recordExecutedAction(sessionId: string, call: ExecutedCall): Promise<WireAction> {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 
-import { JOURNAL_ENV, Journal, journalFile, type ExecutedCall, type Replayer } from '../src/journal.js';
+import { JOURNAL_ENV, Outbox, journalFile, type ExecutedCall, type Replayer } from '../src/outbox.js';
 
 const IDENTITY = 'http://127.0.0.1:9 ar_test';
 
@@ -32,18 +32,18 @@ describe('a journal shared by two processes', () => {
     t.after(() => rmSync(directory, { recursive: true, force: true }));
     const path = join(directory, 'agentrein-journal.jsonl');
     const count = 1000;
-    const journal = new URL('../src/journal.js', import.meta.url).href;
+    const journal = new URL('../src/outbox.js', import.meta.url).href;
     const writer = `
-      import { Journal } from ${JSON.stringify(journal)};
-      const journal = new Journal(${JSON.stringify(IDENTITY)}, process.env.JOURNAL);
+      import { Outbox } from ${JSON.stringify(journal)};
+      const journal = new Outbox(${JSON.stringify(IDENTITY)}, process.env.JOURNAL);
       for (let i = 0; i < ${count}; i++) {
-        journal.append({ sessionId: 'ses_1', call: { idempotencyKey: 'key-' + i, connector: 'http', apiName: 'POST /v1/things',
+        journal.append({ kind: 'CallRecorded', sessionId: 'ses_1', call: { idempotencyKey: 'key-' + i, connector: 'http', apiName: 'POST /v1/things',
           operationType: 'CREATE', status: 'SUCCESS', payload: {}, response: null, undo: null, error: null } });
       }
     `;
     const received: string[] = [];
     const server = acceptingServer(received);
-    const reader = new Journal(IDENTITY, path);
+    const reader = new Outbox(IDENTITY, path);
     let writing = true;
     const child = new Promise<void>((resolve, reject) => {
       execFile(process.execPath, ['--input-type=module', '-e', writer], { env: { ...process.env, JOURNAL: path } }, (error) => {
@@ -93,13 +93,13 @@ function formerLine(backend: string, key: string): string {
 describe('where the journal is kept', () => {
   it("is a file per server and key in the user's state directory, found from any working directory", (t) => {
     const state = defaultLocation(t);
-    const journal = new Journal(IDENTITY);
-    journal.append({ sessionId: 'ses_1', completedAt: '2026-01-01T00:00:00Z' });
+    const journal = new Outbox(IDENTITY);
+    journal.append({ kind: 'SessionCompleted', sessionId: 'ses_1', completedAt: '2026-01-01T00:00:00Z' });
     assert.equal(dirname(journal.path), join(state, 'agentrein'));
     assert.ok(existsSync(journal.path) && !journal.path.includes('ar_test'));
     assert.deepEqual(readdirSync(process.cwd()), []); // nothing in the working directory
     process.chdir(state);
-    assert.equal(new Journal(IDENTITY).path, journal.path); // a later process, started elsewhere
+    assert.equal(new Outbox(IDENTITY).path, journal.path); // a later process, started elsewhere
     assert.notEqual(journalFile('http://127.0.0.1:9 key other'), journal.path);
   });
 });
@@ -114,13 +114,13 @@ describe('the journal an older version left in the working directory', () => {
     process.on('warning', listener);
     t.after(() => process.off('warning', listener));
 
-    const journal = new Journal(IDENTITY);
+    const journal = new Outbox(IDENTITY);
     assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
     const received: string[] = [];
     assert.equal(await journal.replay(acceptingServer(received)), 2);
     assert.deepEqual(received, ['key-1', 'key-2']);
 
-    new Journal(IDENTITY); // a later start moves nothing more
+    new Outbox(IDENTITY); // a later start moves nothing more
     await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
     assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
     assert.deepEqual(warnings, [
@@ -131,8 +131,56 @@ describe('the journal an older version left in the working directory', () => {
   it('is deleted once its last line is taken over', (t) => {
     defaultLocation(t);
     writeFileSync('agentrein-journal.jsonl', formerLine(IDENTITY, 'key-1'));
-    const journal = new Journal(IDENTITY);
+    const journal = new Outbox(IDENTITY);
     assert.deepEqual(readdirSync(process.cwd()), []);
     assert.equal(journal.entries().length, 1);
+  });
+});
+
+/** A server that notes every entry it is sent, as `what session`, in order. */
+function notingServer(received: string[]): Replayer {
+  return {
+    newSession: async (_agent: string, _intent: string, _sandbox: boolean, sessionId?: string) => received.push(`opened ${sessionId}`),
+    recordExecutedAction: async (sessionId: string, call: ExecutedCall) => received.push(`call ${call.idempotencyKey} ${sessionId}`),
+    sendOutcome: async (outcome) => received.push(`outcome ${outcome.actionId} ${outcome.sessionId}`),
+    completeSession: async (sessionId: string) => received.push(`completed ${sessionId}`),
+    requestRollback: async (sessionId: string, trigger: string) => received.push(`rollback ${trigger} ${sessionId}`),
+    failSession: async (sessionId: string, reason: string) => received.push(`failed ${reason} ${sessionId}`),
+  };
+}
+
+describe('the journal the version before the outbox left at its place', () => {
+  it('has its lines of every kind read once, sent in order and emptied, and other servers\' lines left', async (t) => {
+    const directory = mkdtempSync(join(tmpdir(), 'agentrein-outbox-'));
+    t.after(() => rmSync(directory, { recursive: true, force: true }));
+    const path = join(directory, 'journal.jsonl');
+    const call = { idempotencyKey: 'key-1', connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE', status: 'SUCCESS',
+      payload: {}, response: null, undo: null, error: null };
+    const undo = { type: 'http-delete', requireApproval: false, url: 'http://127.0.0.1:9/v1/things/1' };
+    const entries = [
+      { sessionId: 'ses_new', opened: { agentId: 'billing', intent: 'things', sandbox: false, openedAt: '2026-01-01T00:00:00Z' } },
+      { sessionId: 'ses_new', call },
+      { sessionId: 'ses_old', outcome: { actionId: 'act_1', succeeded: true, response: { statusCode: 201 }, undo } },
+      { sessionId: 'ses_new', completedAt: '2026-01-01T00:01:00Z' },
+      { sessionId: 'ses_old', rollback: { trigger: 'rollbackSession()', approvalTimeoutMs: 5000 } },
+      { sessionId: 'ses_old', loggingFailure: { reason: 'action logging failed', connector: 'http' } },
+    ];
+    const other = `${JSON.stringify({ id: 'id-other', backend: 'http://127.0.0.1:9 key other', entry: entries[0] })}\n`;
+    const lines = entries.map((entry, n) => `${JSON.stringify({ id: `id-${n}`, backend: IDENTITY, entry })}\n`);
+    writeFileSync(path, lines.join('') + other);
+
+    const received: string[] = [];
+    assert.equal(await new Outbox(IDENTITY, path).replay(notingServer(received)), 6);
+    assert.deepEqual(received, [
+      'opened ses_new',
+      'call key-1 ses_new',
+      'outcome act_1 ses_old',
+      'completed ses_new',
+      'rollback rollbackSession() ses_old',
+      'failed action logging failed ses_old',
+    ]);
+    assert.equal(readFileSync(path, 'utf8'), other);
+    assert.equal(await new Outbox(IDENTITY, path).replay(notingServer(received)), 0); // read once
+    assert.equal(received.length, 6);
   });
 });

@@ -12,8 +12,8 @@ from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.guard import Guard
 from agentrein.http import API_KEY_ENV, URL_ENV
-from agentrein.journal import Entry, Journal, RollbackRequest
 from agentrein.options import WrapOptions, checked_failure_mode
+from agentrein.outbox import Outbox, RollbackRequested
 from agentrein.port import Mode
 from agentrein.proxy import WrappedClient
 from agentrein.served import ServedMode
@@ -65,12 +65,13 @@ class AgentRein:
         # self._clients: the clients wrapped in this process, by session and connector; embedded rollbacks run
         # through them.
         if base_url:
-            self._mode = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""), journal_path=journal_path)
+            served = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""), journal_path=journal_path)
+            self._mode, self._outbox = served, served.outbox  # one outbox: its confirmations travel there too
             self._clients = ClientUndoExecutor(self._connectors)  # remembered only: the server runs the undos
         else:
             embedded = _embedded(database_url, organisation, self._connectors)
             self._mode, self._clients = embedded, embedded.clients
-        self._journal = Journal(self._mode.identity, journal_path)
+            self._outbox = Outbox(embedded.identity, journal_path)
 
     @property
     def database_url(self) -> str | None:
@@ -99,28 +100,28 @@ class AgentRein:
         ``"closed"`` raises :class:`AgentReinUnavailableError`."""
         mode = checked_failure_mode(failure_mode)
         try:
-            self._journal.replay(self._mode)  # what is journaled reaches AgentRein before anything newer
+            self._outbox.replay(self._mode)  # what is journaled reaches AgentRein before anything newer
             return self._mode.new_session(agent_id, intent, sandbox)
         except AgentReinUnavailableError as exc:
             if mode == "closed":
                 raise
-            self._journal.warn_unavailable(exc, stacklevel=3)
+            self._outbox.warn_unavailable(exc, stacklevel=3)
             # Redacted as AgentRein would store them: the journal is on disk.
             redact = self._redactor.redact_text
-            return self._journal.open_session(redact(agent_id), redact(intent), sandbox)
+            return self._outbox.open_session(redact(agent_id), redact(intent), sandbox)
 
     def get_session(self, session: SessionRef) -> SessionInfo:
         """The session as AgentRein holds it. While AgentRein cannot be reached this raises
         :class:`AgentReinUnavailableError`, for a session opened meanwhile too: only AgentRein can say what
         its policies and reviewers made of the calls."""
         session_id = _session_id(session)
-        self._journal.replay(self._mode)
+        self._outbox.replay(self._mode)
         return self._mode.get_session(session_id)
 
     def list_sessions(self, limit: int = 100) -> list[SessionSummary]:
         """The organisation's sessions, newest first, each with its display status and action count; pass one
         to :meth:`get_session` for its actions."""
-        self._journal.replay(self._mode)
+        self._outbox.replay(self._mode)
         return self._mode.list_sessions(limit)
 
     def complete_session(self, session: SessionRef) -> SessionInfo:
@@ -130,13 +131,13 @@ class AgentRein:
         AgentRein (:class:`AgentReinUnavailableError` otherwise)."""
         session_id = _session_id(session)
         try:
-            self._journal.replay(self._mode)
+            self._outbox.replay(self._mode)
             completed = self._mode.complete_session(session_id)
         except AgentReinUnavailableError as exc:
-            offline = self._journal.complete_offline(session_id)
+            offline = self._outbox.complete_offline(session_id)
             if offline is None:
                 raise
-            self._journal.warn_unavailable(exc, stacklevel=3)
+            self._outbox.warn_unavailable(exc, stacklevel=3)
             return offline
         self._clients.settled(completed)
         return completed
@@ -158,13 +159,12 @@ class AgentRein:
         approval_timeout = timedelta(seconds=timeout)
         trigger = "rollback_session()"
         try:
-            self._journal.replay(self._mode)
+            self._outbox.replay(self._mode)
             self._mode.request_rollback(session_id, trigger=trigger, approval_timeout=approval_timeout)
         except AgentReinUnavailableError as exc:
-            request = RollbackRequest(trigger, max(1, round(timeout * 1000)))
-            self._journal.append(Entry(session_id, rollback=request))
+            self._outbox.append(RollbackRequested(session_id, trigger, max(1, round(timeout * 1000))))
             raise AgentReinUnavailableError(
-                f"{exc}; the rollback of session {session_id} is journaled in {self._journal.path} and requested "
+                f"{exc}; the rollback of session {session_id} is journaled in {self._outbox.path} and requested "
                 "as soon as AgentRein answers"
             ) from exc
         session_now = self._mode.settle_rollback(session_id, wait=timeout)
@@ -207,16 +207,16 @@ class AgentRein:
         )
         session_id = _session_id(session)
         try:
-            self._journal.replay(self._mode)  # a session opened while AgentRein was unreachable is made first
+            self._outbox.replay(self._mode)  # a session opened while AgentRein was unreachable is made first
             self._mode.get_session(session_id)  # an unknown session is an error now, not at the first call
         except AgentReinUnavailableError as exc:
             if options.failure_mode == "closed":
                 raise
-            self._journal.warn_unavailable(exc)  # checked when AgentRein is back, as the journal is replayed
+            self._outbox.warn_unavailable(exc)  # checked when AgentRein is back, as the journal is replayed
         # This client can undo the session's actions of this connector, even ones made by another process.
         self._clients.remember_session(session_id, connector, ClientRef(client))
         redactor = Redactor(found.sensitive_fields)
-        guard = Guard(self._mode, self._journal, self._clients, session_id, client, options, redactor)
+        guard = Guard(self._mode, self._outbox, self._clients, session_id, client, options, redactor)
         return WrappedClient(client, guard)  # type: ignore[return-value]
 
     # approvals ----------------------------------------------------------------------------------------
@@ -281,10 +281,11 @@ class AgentRein:
     def close(self) -> None:
         """Replay what is still journaled (if AgentRein answers), then let go of connections."""
         try:
-            self._journal.replay(self._mode)
+            self._outbox.replay(self._mode)
         except AgentReinError as exc:
             log.warning("AgentRein journal not replayed at close: %s", exc)
         self._mode.close()
+        self._outbox.close()  # closed with a served mode already: closing again does nothing
 
     def __enter__(self) -> AgentRein:
         return self

@@ -8,7 +8,7 @@
    :class:`ApprovalRejectedError` / :class:`ApprovalTimeoutError` is raised).
 4. The call runs with its idempotency key, retried on transient failures when the caller said it may be.
 5. Success is confirmed with the redacted response and the undo the connector derives (through a server, with
-   the session's next request: :mod:`agentrein.confirmations`); failure is recorded, the session rolled back,
+   the session's next request: :mod:`agentrein.outbox`); failure is recorded, the session rolled back,
    and the original exception re-raised, at once in either mode.
 
 Async clients follow the same steps; the bookkeeping runs in a worker thread so the event loop never waits.
@@ -28,8 +28,8 @@ from attrs import define, evolve
 
 from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
-from agentrein.journal import Entry, Journal, LateOutcome, LoggingFailure
 from agentrein.options import WrapOptions
+from agentrein.outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
 from agentrein.port import ExecutedCall, Recorder
 from agentrein.settle import EXPIRY_GRACE
 from agentrein_core import nesting
@@ -63,7 +63,7 @@ class Guard:
     holds (an embedded rollback undoes the session's actions through them)."""
 
     recorder: Recorder
-    journal: Journal
+    journal: Outbox
     clients: ClientUndoExecutor
     session_id: str
     client: Any
@@ -246,8 +246,7 @@ class Guard:
         except AgentReinUnavailableError as exc:
             # The call did happen: the journal confirms it once AgentRein is back.
             self.journal.warn_unavailable(exc)
-            late = LateOutcome(action.action_id, True, response, undo)
-            self.journal.append(Entry(self.session_id, outcome=late))
+            self.journal.append(OutcomeReported(self.session_id, action.action_id, True, response, undo))
             return
         except Exception:
             # The agent's call succeeded; our bookkeeping failing must not say otherwise, and it rolls nothing
@@ -263,8 +262,7 @@ class Guard:
             self.recorder.fail_action(self.session_id, action.action_id, error=message)
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
-            late = LateOutcome(action.action_id, False, error=message)
-            self.journal.append(Entry(self.session_id, outcome=late))
+            self.journal.append(OutcomeReported(self.session_id, action.action_id, False, error=message))
             return
         except Exception as exc:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
@@ -283,8 +281,7 @@ class Guard:
             self.recorder.fail_session(self.session_id, reason=reason, connector=self.connector_name)
         except AgentReinUnavailableError:
             try:
-                failure = LoggingFailure(reason, self.connector_name)
-                self.journal.append(Entry(self.session_id, logging_failure=failure))
+                self.journal.append(LoggingFailed(self.session_id, reason, self.connector_name))
             except Exception:
                 log.exception("AgentRein could not journal the rollback of session %s", self.session_id)
                 return
@@ -300,7 +297,7 @@ class Guard:
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
         """What is recorded of a successful call: its redacted result and how to undo it, redacted too (it may
-        wait on disk, in the journal or the confirmations' file). An undo its own connector would refuse
+        wait on disk, in the outbox). An undo its own connector would refuse
         (AgentRein checks it again before storing it) is recorded as none, so that the call, which did run, is
         never left unconfirmed; the session then shows it as not undone."""
         connector = self.options.connector
@@ -332,7 +329,7 @@ class Guard:
                 undo=undo,
                 error=_describe(error, self.redactor) if error is not None else None,
             )
-            self.journal.append(Entry(self.session_id, call=executed))
+            self.journal.append(CallRecorded(self.session_id, executed))
         except Exception:
             log.exception("AgentRein could not journal the call %s", call.api_name)
 

@@ -77,7 +77,7 @@ class Recorder(Protocol):
     ) -> Action | None:
         """The call succeeded: ``CLEARED -> SUCCESS``. Embedded, at once (the action as stored); through a
         server, with the session's next request or within moments (``None``: see
-        :mod:`agentrein.confirmations`)."""
+        :mod:`agentrein.outbox`)."""
         ...
 
     def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...

@@ -4,8 +4,8 @@ Every answer is turned back into the same records embedded mode returns (``agent
 and every problem+json error into the same named exception, so agent code cannot tell the modes apart. A
 server that cannot be reached, or answers 5xx, is :class:`AgentReinUnavailableError` (``failure_mode``
 decides what the agent's call does then). Rollbacks run in the server's workers; this side waits for them.
-A successful call's confirmation travels with the session's next request (:mod:`agentrein.confirmations`),
-and every other request sends the pending ones first.
+A successful call's confirmation travels with the session's next request (the local outbox,
+:mod:`agentrein.outbox`), and every other request sends the pending ones first.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import time
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from agentrein.confirmations import Confirmations, Outcome
 from agentrein.http import Connection
 from agentrein.http import segment as _seg
-from agentrein.journal import journal_file
+from agentrein.outbox import CallConfirmed, Outbox
 from agentrein.port import ExecutedCall
 from agentrein.settle import outlasting, see_through
 from agentrein_core import errors
@@ -52,20 +51,19 @@ class ServedMode:
     ) -> None:
         self._connection = Connection(base_url, api_key, timeout=timeout)
         self.base_url = self._connection.base_url
-        #: Whose records these are, for the journal: the server and (a digest of) the key.
+        #: Whose records these are, for the outbox: the server and (a digest of) the key.
         self.identity = f"{self.base_url} key {hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
-        self._confirmations = Confirmations(
-            self.identity, journal_file(self.identity, journal_path), self._send_confirmation
-        )
+        #: What the server is still to learn: confirmations in transit, and what happened while it was away.
+        self.outbox = Outbox(self.identity, journal_path, self._send_confirmation)
 
     def close(self) -> None:
-        self._confirmations.close()
+        self.outbox.close()
         self._connection.close()
 
     def _call(self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0) -> Any:
-        """One request, once the confirmations still pending have been sent (:mod:`agentrein.confirmations`):
+        """One request, once the confirmations still pending have been sent (:mod:`agentrein.outbox`):
         what it reads or changes comes after the outcomes of the calls made before it."""
-        self._confirmations.flush()
+        self.outbox.flush()
         return self._connection.call(method, path, json=json, params=params, wait=wait)
 
     # sessions -----------------------------------------------------------------------------------------
@@ -112,19 +110,19 @@ class ServedMode:
             "requiresApproval": requires_approval,
             "approvalTimeoutMs": max(1, round(approval_timeout.total_seconds() * 1000)),
         }
-        # The session's earlier successes travel with it, applied first (:mod:`agentrein.confirmations`).
-        carried = self._confirmations.take(session_id)
+        # The session's earlier successes travel with it, applied first (:mod:`agentrein.outbox`).
+        carried = self.outbox.take(session_id)
         if carried:
             body["confirm"] = [outcome.wire() for outcome in carried]
         try:
             logged = self._connection.call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
         except (errors.PolicyBlockedError, errors.ApprovalRejectedError, errors.InvalidTransitionError):
-            self._confirmations.settled(carried)  # refused after the confirmations were applied
+            self.outbox.settled(carried)  # refused after the confirmations were applied
             raise
         except BaseException:
-            self._confirmations.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
+            self.outbox.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
             raise
-        self._confirmations.settled(carried)
+        self.outbox.settled(carried)
         for refused in logged.get("refusedConfirmations", ()):  # settled already (sent twice), or refused
             log.warning(
                 "AgentRein did not apply the confirmation of action %s: %s", refused["actionId"], refused["detail"]
@@ -138,10 +136,10 @@ class ServedMode:
     def confirm_action(
         self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
     ) -> None:
-        """Kept, and sent with the session's next request or within moments (:mod:`agentrein.confirmations`)."""
-        self._confirmations.keep(session_id, action_id, response, undo)
+        """Kept, and sent with the session's next request or within moments (:mod:`agentrein.outbox`)."""
+        self.outbox.keep(session_id, action_id, response, undo)
 
-    def _send_confirmation(self, outcome: Outcome) -> None:
+    def _send_confirmation(self, outcome: CallConfirmed) -> None:
         body = {"status": "SUCCESS", "response": outcome.response, "undo": to_wire(outcome.undo)}
         self._connection.call("PATCH", _action_path(outcome.session_id, outcome.action_id), json=body)
 
@@ -190,7 +188,7 @@ class ServedMode:
         params: dict[str, Any] = {"include": list(INCLUDED_FIELDS)}  # every field the embedded mode has too
         if status is not None:
             params["status"] = status
-        self._confirmations.flush()  # as _call does: the list comes after the outcomes of the calls before it
+        self.outbox.flush()  # as _call does: the list comes after the outcomes of the calls before it
         return from_wire(self._connection.listed("/approvals", params=params), list[ApprovalInfo])
 
     def decide(

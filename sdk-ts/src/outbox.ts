@@ -1,29 +1,42 @@
 /**
- * The local journal of `failureMode: 'open'` (`agentrein.journal`): what happened while AgentRein could not
- * be reached. A warning says once that calls now run unprotected; every call made meanwhile, every outcome
- * that could not be reported, a session opened meanwhile (with an id chosen here), its completion and the
- * rollbacks that could not be asked for are appended to a file in the user's state directory, one per server
- * and key (`journal-<digest>.jsonl` in `$XDG_STATE_HOME/agentrein` or `~/.local/state/agentrein`, in
- * `~/Library/Application Support/agentrein` on macOS, in `%LOCALAPPDATA%\agentrein` on Windows), where the
- * next process on that server and key finds it wherever it is started; `$AGENTREIN_JOURNAL` overrides. Once AgentRein answers again the entries are replayed in the order they were
- * written (before anything newer is recorded), each deleted once AgentRein has it: a call becomes an action
- * recorded as it happened (deduplicated by its idempotency key), an outcome confirms or fails its action.
+ * The SDK's local outbox (`agentrein.outbox`): what AgentRein is still to learn, kept in one file until it
+ * is sent, as one append-only log of typed entries (`Entry`, tagged by `kind`).
  *
- * The Python journal is a SQLite file; Node 20 has no SQLite of its own, so this one is JSON lines, one
+ * What happened while AgentRein could not be reached (`failureMode: 'open'`): a warning says once that calls
+ * now run unprotected; every call made meanwhile (`CallRecorded`), every outcome that could not be reported
+ * (`OutcomeReported`), a session opened meanwhile (`SessionStarted`, with an id chosen here), its completion
+ * (`SessionCompleted`) and the rollbacks that could not be asked for (`RollbackRequested`, `LoggingFailed`)
+ * are appended to a file in the user's state directory, one per server and key (`journal-<digest>.jsonl` in
+ * `$XDG_STATE_HOME/agentrein` or `~/.local/state/agentrein`, in `~/Library/Application Support/agentrein` on
+ * macOS, in `%LOCALAPPDATA%\agentrein` on Windows), where the next process on that server and key finds it
+ * wherever it is started; `$AGENTREIN_JOURNAL` overrides. Once AgentRein answers again the entries are
+ * replayed in the order they were written (before anything newer is recorded), each deleted once AgentRein
+ * has it: a call becomes an action recorded as it happened (deduplicated by its idempotency key), an outcome
+ * confirms or fails its action.
+ *
+ * Confirmations in transit (`CallConfirmed`): a call that succeeded is confirmed with the session's next
+ * request, so a wrapped call costs the agent one request to the server (its write-ahead record), not two. The
+ * confirmation is kept in memory (`Confirmations`) and the agent's call returns; the session's next
+ * write-ahead record carries it (`confirm`), applied first by the server in the same transaction; what no next
+ * call carried within `FLUSH_DELAY_MS` is sent on its own (`PATCH`), and so is everything pending before any
+ * other request of the client, so what the agent reads next shows its last call's outcome, and a rollback
+ * never runs before the earlier successes are confirmed. Each is also written to the file the moment it is
+ * kept, as a line *held* by its client, and removed once the server has it: a process killed before it sent
+ * its last confirmations (SIGTERM, SIGKILL, a crash) leaves them here, and the next process on this file
+ * sends them. A held line is left alone while its holder lives.
+ *
+ * The Python outbox is a SQLite file; Node 20 has no SQLite of its own, so this one is JSON lines, one
  * entry a line, tagged with the server and key it belongs to (one file may hold several servers' entries).
  * Several processes may share one file (agents on one server and key do): every change of it (an
  * append, a replay's rewrite) is made holding a lock file beside it (`<journal>.lock`, created exclusively),
  * so that no process's rewrite drops a line another appended. A replay sends its entries without the lock
  * and then removes, under it, exactly the lines it sent (each line has an id of its own).
  *
- * A call's outcome waiting to be confirmed (`confirmations.ts`) is written here too the moment it is kept,
- * as a line *held* by its process, and removed once the server has it: a process killed before it sent its
- * last confirmations (SIGTERM, SIGKILL, a crash) leaves them here, and the next process on this journal
- * sends them. A held line is left alone while its holder lives.
- *
- * Older versions kept one journal for all servers and keys in the working directory
- * (`./agentrein-journal.jsonl`): a journal at the default location takes over its own lines from there when
- * it is made (`Journal.adopt`), so that an upgraded agent replays what an older one left.
+ * What an older version left is read once and emptied: its lines at this place, written before entries had
+ * a `kind` (one of six fields set), are read as the entries they are; and versions before the state
+ * directory kept one journal for all servers and keys in the working directory (`./agentrein-journal.jsonl`):
+ * an outbox at the default location takes over its own lines from there when it is made (`Outbox.adopt`), so
+ * that an upgraded agent replays what an older one left.
  */
 
 import { createHash, randomBytes } from 'node:crypto';
@@ -64,8 +77,27 @@ export interface ExecutedCall {
   readonly error: string | null;
 }
 
+/** A session opened while AgentRein could not be reached; its id was chosen here. */
+export interface SessionStarted {
+  readonly kind: 'SessionStarted';
+  readonly sessionId: string;
+  readonly agentId: string;
+  readonly intent: string;
+  readonly sandbox: boolean;
+  readonly openedAt: string;
+}
+
+/** A call that ran while AgentRein could not be reached (no write-ahead record), and how it ended. */
+export interface CallRecorded {
+  readonly kind: 'CallRecorded';
+  readonly sessionId: string;
+  readonly call: ExecutedCall;
+}
+
 /** How a recorded action's call ended, when AgentRein could not be told at the time. */
-export interface LateOutcome {
+export interface OutcomeReported {
+  readonly kind: 'OutcomeReported';
+  readonly sessionId: string;
   readonly actionId: string;
   readonly succeeded: boolean;
   readonly response?: Json;
@@ -73,21 +105,46 @@ export interface LateOutcome {
   readonly error?: string;
 }
 
-/** One thing AgentRein is to learn about session `sessionId`: exactly one of the other fields is set. */
-export type Entry = { readonly sessionId: string } & (
-  | { readonly call: ExecutedCall }
-  | { readonly outcome: LateOutcome }
-  | { readonly opened: { agentId: string; intent: string; sandbox: boolean; openedAt: string } }
-  | { readonly completedAt: string }
-  | { readonly rollback: { trigger: string; approvalTimeoutMs: number } }
-  | { readonly loggingFailure: { reason: string; connector: string | null } }
-);
+/** The agent completed a session opened while AgentRein could not be reached. */
+export interface SessionCompleted {
+  readonly kind: 'SessionCompleted';
+  readonly sessionId: string;
+  readonly completedAt: string;
+}
+
+/** A rollback the agent asked for while AgentRein could not be reached. */
+export interface RollbackRequested {
+  readonly kind: 'RollbackRequested';
+  readonly sessionId: string;
+  readonly trigger: string;
+  readonly approvalTimeoutMs: number;
+}
+
+/** Action logging failed and AgentRein could not then be told: the session is to be rolled back. */
+export interface LoggingFailed {
+  readonly kind: 'LoggingFailed';
+  readonly sessionId: string;
+  readonly reason: string;
+  readonly connector: string | null;
+}
+
+/** A recorded call that succeeded, its confirmation in transit to the server. */
+export interface CallConfirmed {
+  readonly kind: 'CallConfirmed';
+  readonly sessionId: string;
+  readonly actionId: string;
+  readonly response: Json;
+  readonly undo: WireUndo;
+}
+
+/** One thing AgentRein is to learn about session `sessionId`. */
+export type Entry = SessionStarted | CallRecorded | OutcomeReported | SessionCompleted | RollbackRequested | LoggingFailed | CallConfirmed;
 
 /** What replaying needs of the server (`served.ts`). */
 export interface Replayer {
   newSession(agentId: string, intent: string, sandbox: boolean, sessionId?: string): Promise<unknown>;
   recordExecutedAction(sessionId: string, call: ExecutedCall): Promise<unknown>;
-  sendOutcome(sessionId: string, outcome: LateOutcome): Promise<unknown>;
+  sendOutcome(outcome: OutcomeReported | CallConfirmed): Promise<unknown>;
   completeSession(sessionId: string): Promise<unknown>;
   requestRollback(sessionId: string, trigger: string, approvalTimeoutMs: number): Promise<unknown>;
   failSession(sessionId: string, reason: string, connector: string | null): Promise<unknown>;
@@ -97,9 +154,10 @@ interface Line {
   /** The line's own id: a replay removes exactly the lines it sent. */
   readonly id: string;
   readonly backend: string;
-  readonly entry: Entry;
+  /** As it was written: a former line keeps its form (an older process on the file still reads it). */
+  readonly entry: Entry | FormerEntry;
   readonly problem?: string;
-  /** A confirmation its process still sends itself (`Journal.hold`), while that process lives. */
+  /** A confirmation its process still sends itself (`Outbox.hold`), while that process lives. */
   readonly holder?: { readonly pid: number; readonly token: string };
 }
 
@@ -129,7 +187,7 @@ function stateDirectory(): string {
   return join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'agentrein');
 }
 
-export class Journal {
+export class Outbox {
   readonly path: string;
   private warned = false;
   private warnedTorn = false;
@@ -233,7 +291,7 @@ export class Journal {
   entries(): Entry[] {
     return this.read()
       .filter((line) => this.replayable(line))
-      .map((line) => line.entry);
+      .map((line) => entryOf(line));
   }
 
   /** Send the waiting entries in order, deleting each once AgentRein has it; stop at the first that cannot
@@ -253,7 +311,7 @@ export class Journal {
     for (const line of this.read()) {
       if (!this.replayable(line)) continue;
       try {
-        await apply(server, line.entry);
+        await apply(server, entryOf(line));
         sent.add(line.id);
       } catch (error) {
         if (error instanceof AgentReinError && !(error instanceof AgentReinUnavailableError)) {
@@ -318,13 +376,39 @@ export class Journal {
   }
 }
 
-/** `raw` as a journal line, or undefined if it is not JSON (torn). */
+/** `raw` as an outbox line, or undefined if it is not JSON (torn). */
 function parsed(raw: string): Line | undefined {
   try {
     return JSON.parse(raw) as Line;
   } catch {
     return undefined;
   }
+}
+
+/** The entry `line` holds, whichever version wrote it. */
+function entryOf(line: Line): Entry {
+  return 'kind' in line.entry ? line.entry : fromFormer(line.entry);
+}
+
+/** An entry as versions before the outbox wrote it: exactly one of the fields besides `sessionId` set. */
+type FormerEntry = { readonly sessionId: string } & (
+  | { readonly call: ExecutedCall }
+  | { readonly outcome: Omit<OutcomeReported, 'kind' | 'sessionId'> }
+  | { readonly opened: Omit<SessionStarted, 'kind' | 'sessionId'> }
+  | { readonly completedAt: string }
+  | { readonly rollback: Omit<RollbackRequested, 'kind' | 'sessionId'> }
+  | { readonly loggingFailure: Omit<LoggingFailed, 'kind' | 'sessionId'> }
+);
+
+/** A former entry as the entry it is. */
+function fromFormer(entry: FormerEntry): Entry {
+  const sessionId = entry.sessionId;
+  if ('opened' in entry) return { kind: 'SessionStarted', sessionId, ...entry.opened };
+  if ('call' in entry) return { kind: 'CallRecorded', sessionId, call: entry.call };
+  if ('outcome' in entry) return { kind: 'OutcomeReported', sessionId, ...entry.outcome };
+  if ('completedAt' in entry) return { kind: 'SessionCompleted', sessionId, completedAt: entry.completedAt };
+  if ('rollback' in entry) return { kind: 'RollbackRequested', sessionId, ...entry.rollback };
+  return { kind: 'LoggingFailed', sessionId, ...entry.loggingFailure };
 }
 
 function replaceFile(path: string, text: string): void {
@@ -379,16 +463,163 @@ function lockAge(lock: string): number {
 
 async function apply(server: Replayer, entry: Entry): Promise<void> {
   const id = entry.sessionId;
-  if ('opened' in entry) await server.newSession(entry.opened.agentId, entry.opened.intent, entry.opened.sandbox, id);
-  else if ('call' in entry) await server.recordExecutedAction(id, entry.call);
-  else if ('outcome' in entry) {
-    try {
-      await server.sendOutcome(id, entry.outcome);
-    } catch (error) {
-      // Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
-      if (!(error instanceof InvalidTransitionError)) throw error;
+  switch (entry.kind) {
+    case 'SessionStarted':
+      return void (await server.newSession(entry.agentId, entry.intent, entry.sandbox, id));
+    case 'CallRecorded':
+      return void (await server.recordExecutedAction(id, entry.call));
+    case 'OutcomeReported':
+    case 'CallConfirmed': // left by a process that could not send it
+      try {
+        await server.sendOutcome(entry);
+      } catch (error) {
+        // Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
+        if (!(error instanceof InvalidTransitionError)) throw error;
+      }
+      return;
+    case 'SessionCompleted':
+      return void (await server.completeSession(id));
+    case 'RollbackRequested':
+      return void (await server.requestRollback(id, entry.trigger, entry.approvalTimeoutMs));
+    case 'LoggingFailed':
+      return void (await server.failSession(id, entry.reason, entry.connector));
+  }
+}
+
+// confirmations in transit -----------------------------------------------------------------------------
+
+/** How long a confirmation waits for the session's next request before it is sent on its own. */
+export const FLUSH_DELAY_MS = 100;
+/** The most confirmations one write-ahead record carries (the server's `MAX_CONFIRMATIONS`). */
+export const MAX_CONFIRMATIONS = 100;
+const RETRY_DELAY_MS = 2000;
+const MAX_RETRY_DELAY_MS = 60_000;
+
+/** Where kept confirmations are written until the server has them (the outbox's file). */
+export interface ConfirmationStore {
+  /** Write `confirmation` down; the id to `release` it by. */
+  hold(confirmation: CallConfirmed): string;
+  /** These are settled (applied, or refused for good): no longer written down. */
+  release(ids: readonly string[]): void;
+}
+
+export class Confirmations {
+  private pending: CallConfirmed[] = [];
+  private store: ConfirmationStore | undefined;
+  private readonly written = new Map<CallConfirmed, string>();
+  private inFlight = new Set<CallConfirmed>();
+  private sending: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private retryDelay = RETRY_DELAY_MS;
+
+  constructor(
+    private readonly send: (confirmation: CallConfirmed) => Promise<void>,
+    private readonly warn: (message: string) => void,
+  ) {}
+
+  /** Write every confirmation kept from now on to `store` until it is settled. */
+  writeTo(store: ConfirmationStore): void {
+    this.store = store;
+  }
+
+  keep(confirmation: CallConfirmed): void {
+    if (this.store !== undefined) this.written.set(confirmation, this.store.hold(confirmation));
+    this.pending.push(confirmation);
+    this.schedule(FLUSH_DELAY_MS);
+  }
+
+  /** The session's pending confirmations, for its next write-ahead record to carry; the caller then reports them
+   *  `settled` or `putBack`. */
+  take(sessionId: string): CallConfirmed[] {
+    const taken = this.pending.filter((o) => o.sessionId === sessionId).slice(0, MAX_CONFIRMATIONS);
+    this.pending = this.pending.filter((o) => !taken.includes(o));
+    for (const o of taken) this.inFlight.add(o);
+    return taken;
+  }
+
+  /** These are applied, or refused for good. */
+  settled(confirmations: readonly CallConfirmed[]): void {
+    this.landed(confirmations);
+    const ids = confirmations.flatMap((o) => {
+      const id = this.written.get(o);
+      this.written.delete(o);
+      return id === undefined ? [] : [id];
+    });
+    this.store?.release(ids);
+  }
+
+  /** These were not (or may not have been) applied: sent again, before anything kept since. */
+  putBack(confirmations: readonly CallConfirmed[]): void {
+    this.landed(confirmations);
+    this.pending.unshift(...confirmations);
+    if (confirmations.length) this.schedule(FLUSH_DELAY_MS);
+  }
+
+  /** CallConfirmeds not yet settled. */
+  unsent(): CallConfirmed[] {
+    return [...this.pending, ...this.inFlight];
+  }
+
+  /** Send every pending confirmation, one at a time and in order; throws `AgentReinUnavailableError` (keeping
+   *  the unsent ones) when the server cannot be reached. */
+  flush(): Promise<void> {
+    const run = this.sending.then(() => this.sendPending());
+    this.sending = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Stop sending: what is unsettled stays written down for the journal's replays; stop the timer (the
+   *  process may exit). */
+  forget(): void {
+    this.pending = [];
+    this.inFlight.clear();
+    this.written.clear();
+    clearTimeout(this.timer);
+  }
+
+  private landed(confirmations: readonly CallConfirmed[]): void {
+    for (const o of confirmations) this.inFlight.delete(o);
+  }
+
+  private async sendPending(): Promise<void> {
+    while (this.pending.length) {
+      const confirmation = this.pending.shift()!;
+      this.inFlight.add(confirmation);
+      try {
+        await this.send(confirmation);
+      } catch (error) {
+        if (error instanceof AgentReinUnavailableError) {
+          this.putBack([confirmation]);
+          throw error;
+        }
+        if (!(error instanceof InvalidTransitionError)) {
+          // Refused for good (settled meanwhile is the harmless case above): the action stays CLEARED.
+          if (!(error instanceof AgentReinError)) {
+            this.putBack([confirmation]);
+            throw error;
+          }
+          this.warn(`AgentRein refused the confirmation of action ${confirmation.actionId}; it stays CLEARED: ${error.message}`);
+        }
+      }
+      this.settled([confirmation]);
     }
-  } else if ('completedAt' in entry) await server.completeSession(id);
-  else if ('rollback' in entry) await server.requestRollback(id, entry.rollback.trigger, entry.rollback.approvalTimeoutMs);
-  else await server.failSession(id, entry.loggingFailure.reason, entry.loggingFailure.connector);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flush().then(
+        () => {
+          this.retryDelay = RETRY_DELAY_MS;
+        },
+        () => {
+          // Kept, and sent by the client's next request meanwhile; tried again less and less often.
+          this.schedule(this.retryDelay);
+          this.retryDelay = Math.min(this.retryDelay * 2, MAX_RETRY_DELAY_MS);
+        },
+      );
+    }, delayMs);
+    this.timer.unref(); // a pending confirmation does not keep the process alive: exit sends or journals it
+  }
 }

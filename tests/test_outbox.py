@@ -1,0 +1,255 @@
+"""The SDK's one local outbox: one file, one log of typed entries, and what older versions left read once and
+emptied (the journal and outcomes files of the version before the outbox, and the working directory's
+``./agentrein-journal.db`` of the versions before the state directory). These tests drive the outbox alone,
+with a recorder that writes down what it is sent; test_journal.py and test_confirmations.py drive it through a
+server."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from agentrein.outbox import (
+    CallConfirmed,
+    CallRecorded,
+    Outbox,
+    OutcomeReported,
+    RollbackRequested,
+    SessionCompleted,
+    journal_file,
+)
+from agentrein.port import ExecutedCall, Recorder
+from agentrein_core.clock import utcnow
+from agentrein_core.converter import undo_from_wire
+from agentrein_core.errors import NotFoundError
+from agentrein_core.statuses import OperationType
+
+ME, OTHER = "server a key 1", "server b key 2"
+#: The former journal's ``entries`` table and its outcomes file's ``outcomes`` table, as they were created.
+FORMER_ENTRIES = (
+    "CREATE TABLE entries (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, body TEXT NOT NULL, "
+    "problem TEXT)"
+)
+FORMER_OUTCOMES = (
+    "CREATE TABLE outcomes (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL, owner TEXT NOT NULL, "
+    "session_id TEXT NOT NULL, action_id TEXT NOT NULL, body TEXT NOT NULL)"
+)
+UNDO = {"type": "http-delete", "requireApproval": False, "url": "http://127.0.0.1:9/v1/orders/1"}
+CALL = {
+    "idempotencyKey": "agentrein-journal-1",
+    "connector": "http",
+    "apiName": "POST /v1/orders",
+    "operationType": "CREATE",
+    "payload": {"n": 1},
+    "succeeded": True,
+    "response": {"statusCode": 201},
+    "undo": UNDO,
+    "error": None,
+}
+
+
+def former_entry(session_id: str, **one: Any) -> str:
+    """A former journal entry's body: every one of its six fields written, one of them set."""
+    fields = dict.fromkeys(("call", "outcome", "opened", "completedAt", "rollback", "loggingFailure"))
+    return json.dumps({"sessionId": session_id, **fields, **one})
+
+
+#: One entry of each kind the former journal held, in the order they were written.
+FORMER_JOURNAL = [
+    former_entry(
+        "ses_new",
+        opened={"agentId": "billing", "intent": "orders", "sandbox": False, "openedAt": "2026-01-01T00:00:00+00:00"},
+    ),
+    former_entry("ses_new", call=CALL),
+    former_entry(
+        "ses_old", outcome={"actionId": "act_2", "succeeded": False, "response": None, "undo": None, "error": "boom"}
+    ),
+    former_entry("ses_new", completedAt="2026-01-01T00:01:00+00:00"),
+    former_entry("ses_old", rollback={"trigger": "rollback_session()", "approvalTimeoutMs": 5000}),
+    former_entry("ses_old", loggingFailure={"reason": "action logging failed", "connector": "http"}),
+]
+FORMER_CONFIRMATION = json.dumps(
+    {
+        "sessionId": "ses_old",
+        "actionId": "act_1",
+        "response": {"statusCode": 201},
+        "undo": UNDO,
+        "row": None,
+        "since": 0.0,
+    }
+)
+
+
+class Recording:
+    """A recorder that writes down what it is sent, in order."""
+
+    identity = ME
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, ...]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> None:
+            self.sent.append((name, *args, *sorted(kwargs.items())))
+
+        return record
+
+
+def leave_former_files(journal: Path) -> None:
+    """What the version before the outbox left at ``journal``: its entries of each kind and a confirmation
+    (beside another server's and key's, which stay there)."""
+    with closing(sqlite3.connect(journal)) as db, db:
+        db.execute(FORMER_ENTRIES)
+        db.executemany("INSERT INTO entries (backend, body) VALUES (?, ?)", [(ME, b) for b in FORMER_JOURNAL])
+        db.execute("INSERT INTO entries (backend, body) VALUES (?, ?)", (OTHER, FORMER_JOURNAL[0]))
+    outcomes = journal.with_name(f"{journal.stem}-outcomes{journal.suffix}")
+    with closing(sqlite3.connect(outcomes)) as db, db:
+        db.execute(FORMER_OUTCOMES)
+        insert = (
+            "INSERT INTO outcomes (backend, owner, session_id, action_id, body) VALUES (?, 'x', 'ses_old', 'act_1', ?)"
+        )
+        db.executemany(insert, [(ME, FORMER_CONFIRMATION), (OTHER, FORMER_CONFIRMATION)])
+
+
+def left_there(journal: Path) -> list[tuple[str, ...]]:
+    """The backends whose records are still in the former files at ``journal``."""
+    outcomes = journal.with_name(f"{journal.stem}-outcomes{journal.suffix}")
+    with closing(sqlite3.connect(journal)) as entries, closing(sqlite3.connect(outcomes)) as confirmations:
+        return [
+            *entries.execute("SELECT backend FROM entries").fetchall(),
+            *confirmations.execute("SELECT backend FROM outcomes").fetchall(),
+        ]
+
+
+def sent_by(path: Path | None) -> tuple[list[CallConfirmed], list[tuple[Any, ...]]]:
+    """What a new outbox at ``path`` sends: the confirmations its flush sends (as a served mode's ``PATCH``
+    would), then what its replay sends a recorder."""
+    confirmed: list[CallConfirmed] = []
+    outbox = Outbox(ME, path, send=confirmed.append)
+    outbox.flush()
+    recorder = Recording()
+    outbox.replay(cast(Recorder, recorder))
+    outbox.close()
+    return confirmed, recorder.sent
+
+
+def assert_sent_in_order(confirmed: list[CallConfirmed], replayed: list[tuple[Any, ...]]) -> None:
+    assert confirmed == [CallConfirmed("ses_old", "act_1", {"statusCode": 201}, undo_from_wire(UNDO))]
+    assert [(name, session_id) for name, session_id, *_ in replayed] == [
+        ("new_session", "billing"),
+        ("record_executed_action", "ses_new"),
+        ("fail_action", "ses_old"),
+        ("complete_session", "ses_new"),
+        ("request_rollback", "ses_old"),
+        ("settle_rollback", "ses_old"),
+        ("fail_session", "ses_old"),
+        ("settle_rollback", "ses_old"),
+    ]
+    assert replayed[0][-1] == ("session_id", "ses_new")
+    assert replayed[1][2] == ExecutedCall(
+        "agentrein-journal-1",
+        "http",
+        "POST /v1/orders",
+        OperationType.CREATE,
+        {"n": 1},
+        True,
+        {"statusCode": 201},
+        undo_from_wire(UNDO),
+    )
+    assert replayed[4][2:] == (("approval_timeout", timedelta(seconds=5)), ("trigger", "rollback_session()"))
+
+
+def test_the_journal_and_outcomes_files_of_the_version_before_the_outbox_are_read_once_and_emptied(
+    tmp_path: Path,
+) -> None:
+    journal = tmp_path / "journal.db"
+    leave_former_files(journal)
+    assert_sent_in_order(*sent_by(journal))
+    assert left_there(journal) == [(OTHER,), (OTHER,)]
+    assert sent_by(journal) == ([], [])  # read once
+
+
+def test_the_files_an_older_version_left_in_the_working_directory_are_read_once_and_emptied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTREIN_JOURNAL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    former = tmp_path / "agentrein-journal.db"
+    leave_former_files(former)
+    assert_sent_in_order(*sent_by(None))
+    assert left_there(former) == [(OTHER,), (OTHER,)]
+    assert sent_by(None) == ([], [])  # read once
+    assert journal_file(ME).exists()
+
+
+def test_every_kind_of_entry_is_kept_in_one_file_and_sent_in_the_order_it_was_written(tmp_path: Path) -> None:
+    path = tmp_path / "outbox.db"
+    outbox = Outbox(ME, path, send=lambda confirmed: None)
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    outbox.append(OutcomeReported("ses_1", "act_2", False, error="boom"))
+    outbox.append(SessionCompleted("ses_2", utcnow()))
+    outbox.append(RollbackRequested("ses_1", "rollback_session()", 1000))
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == ["outbox.db"]
+    recorder = Recording()
+    assert outbox.replay(cast(Recorder, recorder)) == 3
+    assert [name for name, *_ in recorder.sent] == [
+        "fail_action",
+        "complete_session",
+        "request_rollback",
+        "settle_rollback",
+    ]
+    outbox.close()
+
+
+def test_an_entry_the_server_refuses_is_kept_aside_and_the_next_ones_are_sent(tmp_path: Path) -> None:
+    class Refusing(Recording):
+        def record_executed_action(self, session_id: str, call: ExecutedCall) -> None:
+            raise NotFoundError("session", session_id)
+
+    outbox = Outbox(ME, tmp_path / "outbox.db")
+    call = ExecutedCall("agentrein-journal-2", "http", "POST /v1/orders", OperationType.CREATE, {}, succeeded=True)
+    outbox.append(CallRecorded("ses_gone", call))
+    outbox.append(SessionCompleted("ses_1", utcnow()))
+    recorder = Refusing()
+    assert outbox.replay(cast(Recorder, recorder)) == 1
+    assert [name for name, *_ in recorder.sent] == ["complete_session"]
+    assert not outbox.has_entries()
+    outbox.close()
+
+
+def test_a_confirmation_is_written_while_another_clients_replay_of_the_same_file_waits_on_the_server(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "outbox.db"
+    arrived, release = threading.Event(), threading.Event()
+
+    class Slow(Recording):
+        def complete_session(self, session_id: str) -> None:
+            arrived.set()
+            release.wait()
+
+    replaying = Outbox(ME, path)
+    replaying.append(SessionCompleted("ses_1", utcnow()))
+    replay = threading.Thread(target=replaying.replay, args=(cast(Recorder, Slow()),))
+    replay.start()
+    assert arrived.wait(timeout=30)  # the replay is under way, waiting on the server
+    other = Outbox(ME, path, send=lambda confirmed: None)
+    other.keep("ses_2", "act_1", {"statusCode": 201}, None)  # does not wait for the replay
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT kind, session_id FROM outbox ORDER BY id").fetchall() == [
+            ("SessionCompleted", "ses_1"),
+            ("CallConfirmed", "ses_2"),
+        ]
+    release.set()
+    replay.join(timeout=30)
+    assert not replaying.has_entries()
+    other.close()
+    replaying.close()
