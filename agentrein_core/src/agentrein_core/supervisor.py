@@ -191,6 +191,7 @@ class Supervisor:
         self._unavailable: dict[str, UndoUnavailableError] = {}
         #: When a rollback handed back for a moment (a call's outcome awaited) is to be looked at again.
         self._look_again_at = float("inf")
+        self._maintain_at = 0.0  # at once
         engine.store.observe(self._observe)
 
     # the host's controls ------------------------------------------------------------------------------
@@ -259,15 +260,21 @@ class Supervisor:
         return duties
 
     def _maintain(self) -> float:
-        """Expire, abandon and prune; due again at the next approval's end or after ``maintenance_every``."""
-        self.engine.maintain()  # the gauges that count records are read by /metrics, when scraped
-        every = self.schedule.maintenance_every
+        """Expire, abandon and prune every ``maintenance_every``, and at once when an approval's time is up;
+        due again then, or at the next approval's end if that comes first (an approval opened wakes it)."""
+        ends_in = self._next_approval_end()
+        if ends_in <= 0 or time.monotonic() >= self._maintain_at:
+            self.engine.maintain()  # the gauges that count records are read by /metrics, when scraped
+            self._maintain_at = time.monotonic() + self.schedule.maintenance_every
+            ends_in = self._next_approval_end()
+        return max(0.0, min(self._maintain_at - time.monotonic(), ends_in + PAST_THE_END))
+
+    def _next_approval_end(self) -> float:
+        """Seconds until the next pending approval ends (0 or less: it has), if before the next maintenance."""
         now = self.engine.clock()
         with self.engine.store.transaction(write=False) as tx:
-            soonest = tx.approvals_due(now + timedelta(seconds=every), limit=1)
-        if not soonest:
-            return every
-        return min(every, max(0.0, (soonest[0].timeout_at - now).total_seconds()) + PAST_THE_END)
+            soonest = tx.approvals_due(now + timedelta(seconds=self.schedule.maintenance_every), limit=1)
+        return (soonest[0].timeout_at - now).total_seconds() if soonest else float("inf")
 
     def _advance_rollbacks(self) -> float:
         """Advance the rollbacks due; due again at once while one was advanced, else after ``idle_poll``."""
