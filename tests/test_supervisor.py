@@ -1,15 +1,17 @@
 """The core's supervisor as embedded mode runs it: in a daemon thread of the agent's process, it expires
 approvals, resumes rollbacks left to run and runs only the undos of sessions this process wrapped; closing the
-client stops it."""
+client stops it. The server's workers run it with the server's metrics."""
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from datetime import timedelta
 
 import httpx
 from peers import eventually
+from serving import RunningServer
 
 from agentrein import AgentRein
 from agentrein_core.engine import Engine
@@ -112,3 +114,28 @@ def test_closing_the_client_stops_its_supervisor_thread(database_url: str) -> No
     assert len(running) == 1 and running[0].daemon
     ar.close()
     assert not running[0].is_alive()
+
+
+def finished_rollbacks(server: RunningServer) -> float:
+    found = re.search(r'^agentrein_rollbacks_finished_total\{outcome="succeeded"\} (\S+)$', metrics(server), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def metrics(server: RunningServer) -> str:
+    return httpx.get(f"{server.url}/metrics").text
+
+
+def test_the_servers_supervisor_counts_each_rollback_it_finished_in_the_servers_metrics(
+    server: RunningServer, service: FakeService
+) -> None:
+    before = finished_rollbacks(server)
+    ar = server.tenant().client()
+    try:
+        session = ar.new_session(agent_id="agent", intent="make an order")
+        undo = {"POST *": {"type": "none"}}  # the server's supervisor skips it: no connector settings needed
+        client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http", undo=undo)  # type: ignore[arg-type]
+        client.post("/v1/orders", json={})
+        ar.rollback_session(session.id)
+    finally:
+        ar.close()
+    assert eventually(lambda: finished_rollbacks(server), lambda n: n > before) == before + 1

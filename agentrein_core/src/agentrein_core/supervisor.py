@@ -47,6 +47,8 @@ from agentrein_core.verifiers import IntentChecks
 log = logging.getLogger("agentrein")
 
 ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
+#: The one loop that advances rollbacks (run by ``rollback_threads`` threads on the server).
+ROLLBACKS = "rollbacks"
 #: An approval is expired this long after its end, so that the clock the rules read has passed it too.
 PAST_THE_END = 0.01
 #: How long the listener waits before it reconnects to PostgreSQL after losing its connection.
@@ -110,9 +112,9 @@ class _Thread:
         if woken:
             self.wake(woken)
 
-    def wake(self, names: set[str] | None = None) -> None:
+    def wake(self, names: set[str]) -> None:
         with self._lock:
-            self._woken |= names if names is not None else {duty.name for duty in self.duties}
+            self._woken |= names
         self._wake.set()
 
     def start(self) -> None:
@@ -199,8 +201,8 @@ class Supervisor:
         """Start the threads. ``background=False``: only the listener (a server process beside the one that
         runs the background work, whose long-polls still wake at once)."""
         duties = self._duties() if background else []
-        rollbacks = [duty for duty in duties if duty.name == "rollbacks"]
-        others = [duty for duty in duties if duty.name != "rollbacks"]
+        rollbacks = [duty for duty in duties if duty.name == ROLLBACKS]
+        others = [duty for duty in duties if duty.name != ROLLBACKS]
         pause = self.schedule.idle_poll
         if self.one_thread:
             groups = [("supervisor", duties)] if duties else []
@@ -232,7 +234,7 @@ class Supervisor:
                 self._unavailable.pop(session_id, None)
             threads = list(self._threads)
         for thread in threads:
-            thread.wake({"rollbacks"})
+            thread.wake({ROLLBACKS})
 
     def unavailable(self, session_id: str) -> UndoUnavailableError | None:
         """Why the session's rollback could not run here in the last round, if it could not."""
@@ -249,7 +251,7 @@ class Supervisor:
     def _duties(self) -> list[Duty]:
         duties = [
             Duty("maintenance", self._maintain, frozenset({Change.APPROVAL})),
-            Duty("rollbacks", self._advance_rollbacks, frozenset({Change.ROLLBACK, Change.DECISION})),
+            Duty(ROLLBACKS, self._advance_rollbacks, frozenset({Change.ROLLBACK, Change.DECISION})),
         ]
         if self.checks is not None:
             duties.append(Duty("verifier", self._check_intents, frozenset({Change.CHECK})))
