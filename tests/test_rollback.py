@@ -220,7 +220,7 @@ def test_a_rollback_approval_whose_time_ends_just_after_the_callers_wait_is_seen
     end falls just past the caller's deadline, and the caller still sees it declined, not left pending."""
     from types import SimpleNamespace
 
-    from agentrein.settle import see_through
+    from agentrein.waiting import until_rollback_ends
     from agentrein_core.statuses import RollbackStatus
 
     opened = time.monotonic()
@@ -250,7 +250,7 @@ def test_a_rollback_approval_whose_time_ends_just_after_the_callers_wait_is_seen
         get_approval=lambda approval_id: approval(),
         wait_for_decision=wait_for_decision,
     )
-    see_through(looks, "ses_1", advance, wait=0.2, pause=0)  # type: ignore[arg-type]
+    until_rollback_ends(looks, "ses_1", advance, wait=0.2)  # type: ignore[arg-type]
     assert decided.is_set()
     assert job.status is RollbackStatus.FAILED
 

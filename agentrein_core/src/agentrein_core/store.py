@@ -85,6 +85,8 @@ class Change(StrEnum):
     ROLLBACK = "rollback"
     #: An intent check was queued.
     CHECK = "check"
+    #: An approval was opened: whoever expires approvals looks at when it ends.
+    APPROVAL = "approval"
 
 
 Observer = Callable[[frozenset[Change]], None]

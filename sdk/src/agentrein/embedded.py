@@ -1,11 +1,12 @@
 """Embedded mode: the engine runs in this process, on the database given to it (no server).
 
-Everything a server's workers would do happens here instead: the undos of a rollback run through the clients
-wrapped in this process, or the organisation's stored connector settings where it wrapped none
-(:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are expired and idle sessions
-abandoned now and then as this process reads, and intent checks run in a background thread
-(:mod:`agentrein.checks`). The embedded caller owns its database, so it has an operator's rights (it
-may, for instance, roll back a session it already completed).
+Everything a server's workers would do is done here by the core's supervisor
+(:class:`~agentrein_core.supervisor.Supervisor`), in one daemon thread of this process: the undos of a
+rollback run through the clients wrapped in this process, or the organisation's stored connector settings
+where it wrapped none (:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are
+expired, idle sessions abandoned and intent checks run. The agent's calls only wait for what it does. The
+embedded caller owns its database, so it has an operator's rights (it may, for instance, roll back a session
+it already completed).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import logging
 import shlex
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
-from agentrein.checks import BackgroundChecks
 from agentrein.executor import ClientUndoExecutor
 from agentrein.port import ExecutedCall
-from agentrein.settle import outlasting, see_through
+from agentrein.waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core.database import shown_database_url
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
@@ -28,25 +31,26 @@ from agentrein_core.plugins import Connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
 from agentrein_core.store import Store
+from agentrein_core.supervisor import EMBEDDED, Supervisor
 from agentrein_core.vault import reader_of, secret_key_file
 from agentrein_core.verifiers import IntentChecks
 from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 log = logging.getLogger("agentrein")
 
-#: How often embedded mode looks for expired approvals, idle sessions and rollbacks left to run.
-MAINTENANCE_EVERY = 30.0
-#: How long a rollback approval opened by a rollback this process drives waits, when the caller waits for
-#: none (a rollback resumed after a decision); otherwise it waits as long as the caller does.
-DEFAULT_APPROVAL_WAIT = 300.0
-#: How often a rollback held by another process (or waiting for one that holds the clients) is looked at.
+#: How often a caller waiting for a rollback looks whether this process's supervisor found it cannot run it.
 LOOK_AGAIN = 0.5
+#: How long closing the client waits for its supervisor's work in progress (an inverse or a verifier call
+#: may take longer: it is then left to finish, and its job is taken again by the next process).
+STOP_WAIT = 2.0
 
 
 class EmbeddedMode:
-    """The engine's use cases in one organisation, undoing through ``clients``; with ``intent_checks``, the
-    organisation's intent checks run in a background thread. An agent's process opens it with
-    :meth:`for_agent`; the command line makes one with no checks, on a database it opened."""
+    """The engine's use cases in one organisation, undoing through ``clients``. ``supervised``: the core's
+    supervisor runs the organisation's background duties in a daemon thread (with ``intent_checks``, its
+    intent checks too), taking the rollbacks of the sessions ``clients`` wrapped or a caller here waits for.
+    An agent's process opens it with :meth:`for_agent`; the command line makes one with no supervisor, on a
+    database it opened."""
 
     def __init__(
         self,
@@ -56,6 +60,7 @@ class EmbeddedMode:
         intent_checks: IntentChecks | None = None,
         *,
         organisation: str = DEFAULT_ORGANISATION,
+        supervised: bool = False,
     ) -> None:
         self.engine = engine
         self.org_id = org_id
@@ -63,11 +68,23 @@ class EmbeddedMode:
         self.organisation = organisation
         self.identity = f"{engine.store.url} organisation {org_id}"
         self.clients = clients
-        self._last_maintenance = float("-inf")
+        #: Sessions whose rollback a caller here waits for: run here even when no client here wrapped them,
+        #: so that the caller learns what this process cannot undo.
+        self._awaited: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._checks = BackgroundChecks(intent_checks, org_id, self._resume) if intent_checks else None
-        if self._checks is not None:
-            self._checks.poke()  # checks a process before this one left unasked
+        self.supervisor: Supervisor | None = None
+        if supervised:
+            self.supervisor = Supervisor(
+                engine,
+                clients,
+                schedule=EMBEDDED,
+                org_id=org_id,
+                runs=self._runs_here,
+                one_thread=True,
+                checks=intent_checks,
+            )
+            clients.learned = self.supervisor.look_again
+            self.supervisor.start()
 
     @classmethod
     def for_agent(cls, store: Store, organisation: str, connectors: Connectors) -> EmbeddedMode:
@@ -78,7 +95,8 @@ class EmbeddedMode:
         org_id = engine.ensure_organisation(organisation).org_id
         stored = SettingsUndoExecutor(engine, connectors, reader_of(secret_key_file(store.url)))
         clients = ClientUndoExecutor(connectors, stored)
-        return cls(engine, org_id, clients, IntentChecks(engine, connectors), organisation=organisation)
+        checks = IntentChecks(engine, connectors)
+        return cls(engine, org_id, clients, checks, organisation=organisation, supervised=True)
 
     # the guard's port ---------------------------------------------------------------------------------
     def log_action(
@@ -104,21 +122,12 @@ class EmbeddedMode:
         )
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
+        """Until the approval is decided, or expired by the supervisor at its end, at most ``timeout`` s."""
         deadline = time.monotonic() + max(0.0, timeout)
-        return outlasting(deadline, lambda: self._decision(approval_id, max(0.0, deadline - time.monotonic())))
-
-    def _decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
-        decision = self.engine.get_approval(self.org_id, approval_id)
-        ends_in = decision.time_remaining
-        if decision.status is ApprovalStatus.PENDING and ends_in > 0:
-            decision = self.engine.wait_for_decision(self.org_id, approval_id, min(timeout, ends_in))
-        if decision.status is ApprovalStatus.PENDING and ends_in <= timeout:
-            # Its time is up (no worker here expires it): expire it now, by the engine's rules, once the
-            # clock the rules read has passed its end too.
-            time.sleep(decision.time_remaining)
-            self.engine.maintain()
-            decision = self.engine.get_approval(self.org_id, approval_id)
-        return decision
+        return outlasting(
+            deadline,
+            lambda: self.engine.wait_for_decision(self.org_id, approval_id, max(0.0, deadline - time.monotonic())),
+        )
 
     def how_to_decide(self, approval_id: str) -> str:
         command = [
@@ -163,29 +172,22 @@ class EmbeddedMode:
         return self.engine.fail_session(self.org_id, session_id, reason=reason, connector=connector)
 
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
-        """Run the session's rollback here, through the wrapped clients; raises
-        :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
+        """Wait while this process's supervisor runs the session's rollback through the wrapped clients;
+        raises :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
         self._refuse_on_its_own_loop(session_id)
-        approval_timeout = timedelta(seconds=wait or DEFAULT_APPROVAL_WAIT)
-
-        def run(job: Rollback) -> Rollback:
-            return self.engine.run_rollback(self.org_id, job.rollback_id, self.clients, approval_timeout)
-
-        see_through(self, session_id, run, wait=wait, pause=LOOK_AGAIN)
+        with self._awaiting(session_id):
+            until_rollback_ends(self, session_id, self._while_running, wait=wait)
         return self.engine.get_session(self.org_id, session_id)
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
-        self._maintain_now_and_then()
         session = self.engine.new_session(self.org_id, agent_id, intent, sandbox, session_id=session_id)
         return self.engine.get_session(self.org_id, session.session_id)
 
     def get_session(self, session_id: str) -> SessionInfo:
-        self._maintain_now_and_then()
         return self.engine.get_session(self.org_id, session_id)
 
     def list_sessions(self, limit: int) -> list[SessionSummary]:
-        self._maintain_now_and_then()
         return self.engine.list_sessions(self.org_id, limit).sessions
 
     def complete_session(self, session_id: str) -> SessionInfo:
@@ -213,21 +215,21 @@ class EmbeddedMode:
         return self.engine.get_approval(self.org_id, approval_id)
 
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
-        self._maintain_now_and_then()
         return self.engine.list_approvals(self.org_id, status)
 
     def decide(
         self, approval_id: str, status: ApprovalStatus, reviewer: str | None, reason: str | None
     ) -> ApprovalInfo:
-        """A decision may start or resume a rollback (an after-execution rejection, an approved undo): run it
-        here when this process holds the session's clients (a waiting agent thread may also)."""
+        """A decision may start or resume a rollback (an after-execution rejection, an approved undo): when
+        this process holds the session's clients, its supervisor runs it, and the decision returns once it
+        has moved as far as it can (problems are logged: the decision was made)."""
         if reviewer is None:
             raise ValidationError("reviewer", "name who decides (embedded mode has no API key to name them by)")
         decide = self.engine.approve if status is ApprovalStatus.APPROVED else self.engine.reject
         decided = decide(self.org_id, approval_id, reviewer, reason)
-        if self.clients.knows_session(decided.session_id):
+        if self.supervisor is not None and self.clients.knows_session(decided.session_id):
             try:
-                self.settle_rollback(decided.session_id, wait=0)
+                after_decision(self, decided.session_id, self._while_running)
             except AgentReinError:
                 log.exception("AgentRein could not go on rolling back session %s", decided.session_id)
         return self.engine.get_approval(self.org_id, approval_id)
@@ -267,8 +269,8 @@ class EmbeddedMode:
         self.engine.delete_policy(self.org_id, policy_id)
 
     def close(self) -> None:
-        if self._checks is not None:
-            self._checks.stop()
+        if self.supervisor is not None:
+            self.supervisor.stop(STOP_WAIT)
         self.engine.store.close()
 
     def _refuse_on_its_own_loop(self, session_id: str) -> None:
@@ -280,29 +282,37 @@ class EmbeddedMode:
                 "rollback would block; call `await asyncio.to_thread(ar.rollback_session, session)` instead"
             )
 
-    # what a server's workers would do -----------------------------------------------------------------
-    def _maintain_now_and_then(self) -> None:
-        """Expire approvals, abandon idle sessions and resume rollbacks of sessions wrapped here, lazily, at
-        most every ``MAINTENANCE_EVERY`` seconds."""
-        now = time.monotonic()
+    # waiting while the supervisor works ---------------------------------------------------------------
+    def _runs_here(self, session_id: str) -> bool:
+        """Whether this process's supervisor takes the session's rollback: a client here wrapped it, or a
+        caller here waits for it (it then learns what cannot be undone here)."""
         with self._lock:
-            if now - self._last_maintenance < MAINTENANCE_EVERY:
-                return
-            self._last_maintenance = now
-        try:
-            self.engine.maintain()
-        except AgentReinError as exc:
-            log.warning("AgentRein maintenance stopped: %s", exc)
-            return
-        self._resume()
+            awaited = self._awaited[session_id] > 0
+        return awaited or self.clients.knows_session(session_id)
 
-    def _resume(self) -> None:
-        """Run the rollbacks left to run (a crash's, one drift started) of sessions wrapped in this process."""
+    @contextmanager
+    def _awaiting(self, session_id: str) -> Iterator[None]:
+        with self._lock:
+            self._awaited[session_id] += 1
+        if self.supervisor is not None:
+            self.supervisor.look_again(session_id)
         try:
-            for job in self.engine.rollbacks_to_run(self.org_id):
-                if self.clients.knows_session(job.session_id):
-                    self.engine.run_rollback(
-                        self.org_id, job.rollback_id, self.clients, timedelta(seconds=DEFAULT_APPROVAL_WAIT)
-                    )
-        except AgentReinError as exc:
-            log.warning("AgentRein could not resume rollbacks: %s", exc)
+            yield
+        finally:
+            with self._lock:
+                self._awaited[session_id] -= 1
+                if self._awaited[session_id] <= 0:
+                    del self._awaited[session_id]
+
+    def _while_running(self, job: Rollback) -> Rollback:
+        """The job once it has ended or paused, or as it stands after ``LOOK_AGAIN``; raises what kept this
+        process's supervisor from running it."""
+        self._raise_unavailable(job.session_id)
+        moved = self.engine.wait_for_rollback(self.org_id, job.session_id, LOOK_AGAIN) or job
+        self._raise_unavailable(job.session_id)
+        return moved
+
+    def _raise_unavailable(self, session_id: str) -> None:
+        unavailable = self.supervisor.unavailable(session_id) if self.supervisor is not None else None
+        if unavailable is not None:
+            raise UndoUnavailableError(str(unavailable))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
@@ -46,11 +47,16 @@ class ClientUndoExecutor:
     #: The clients each session wrapped for each connector, the most recently wrapped or used last.
     _by_session: dict[tuple[str, str], list[ClientRef]] = field(factory=dict)
     _lock: threading.Lock = field(factory=threading.Lock)
+    #: Told when a session's rollback may have become runnable here (a client wrapped for it): embedded
+    #: mode's supervisor then looks at once for a rollback of it left to run.
+    learned: Callable[[], None] | None = None
 
     def remember(self, action: Action, ref: ClientRef) -> None:
         with self._lock:
             self._by_action.setdefault(action.session_id, {})[action.action_id] = ref
-            self._add(action.session_id, action.connector, ref)
+            new = self._add(action.session_id, action.connector, ref)
+        if new and self.learned is not None:
+            self.learned()
 
     def settled(self, session: SessionInfo) -> None:
         """``session`` as it stands after completing or rolling back: once it is no longer ``ACTIVE`` it takes
@@ -63,12 +69,17 @@ class ClientUndoExecutor:
 
     def remember_session(self, session_id: str, connector: str, ref: ClientRef) -> None:
         with self._lock:
-            self._add(session_id, connector, ref)
+            new = self._add(session_id, connector, ref)
+        if new and self.learned is not None:
+            self.learned()
 
-    def _add(self, session_id: str, connector: str, ref: ClientRef) -> None:
+    def _add(self, session_id: str, connector: str, ref: ClientRef) -> bool:
+        """Whether ``ref`` is a client this session had not wrapped for ``connector`` before."""
         refs = self._by_session.setdefault((session_id, connector), [])
+        new = all(known.client is not ref.client for known in refs)
         refs[:] = [known for known in refs if known.client is not ref.client]
         refs.append(ref)
+        return new
 
     def on_this_threads_loop(self, session_id: str) -> bool:
         """Whether an async client of the session belongs to the event loop running in this thread: its

@@ -31,7 +31,7 @@ from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.options import WrapOptions
 from agentrein.outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
 from agentrein.port import ExecutedCall, Recorder
-from agentrein.settle import EXPIRY_GRACE
+from agentrein.waiting import EXPIRY_GRACE
 from agentrein_core import nesting
 from agentrein_core.connector import PreparedCall
 from agentrein_core.errors import (

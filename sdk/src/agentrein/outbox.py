@@ -623,8 +623,8 @@ def _replay_outcome(recorder: Recorder, outcome: OutcomeReported) -> None:
 
 
 def _see_started(recorder: Recorder, session_id: str) -> None:
-    """A rollback the replay started: moved as far as it goes at once (embedded, its undos run here; a
-    server's workers run them there). The request is made either way: what stops it here is logged."""
+    """A rollback the replay started, looked at once: its undos run in the background (embedded mode's
+    supervisor, or a server's workers). The request is made either way: what stops it here is logged."""
     try:
         recorder.settle_rollback(session_id, wait=0)
     except AgentReinError as exc:

@@ -21,12 +21,12 @@ from agentrein.http import Connection
 from agentrein.http import segment as _seg
 from agentrein.outbox import CallConfirmed, Outbox
 from agentrein.port import ExecutedCall
-from agentrein.settle import outlasting, see_through
+from agentrein.waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, RollbackStatus
+from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
 from agentrein_core.views import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 T = TypeVar("T")
@@ -36,8 +36,6 @@ log = logging.getLogger("agentrein")
 LONG_POLL = 30.0
 #: How long a rollback is waited for in one request before the caller's loop looks again.
 ROLLBACK_POLL = 10.0
-#: How long a decision waits for the rollback it started or resumed to end or to wait for another reviewer.
-FOLLOW_DECISION = 300.0
 
 
 class ServedMode:
@@ -168,7 +166,7 @@ class ServedMode:
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """Long-polls: the server answers the moment the approval is decided. A server that goes away (killed,
         restarted, stopping) is reconnected to with backoff until ``timeout`` is up
-        (:func:`~agentrein.settle.outlasting`); each long-poll is also how the dashboard knows the agent waits."""
+        (:func:`~agentrein.waiting.outlasting`); each long-poll is also how the dashboard knows the agent waits."""
         deadline = time.monotonic() + max(0.0, timeout)
         path = f"/approvals/{_seg(approval_id)}"
 
@@ -199,13 +197,8 @@ class ServedMode:
         verb = "approve" if status is ApprovalStatus.APPROVED else "reject"
         body = {"reviewer": reviewer, "reason": reason}
         decided = from_wire(self._call("POST", f"/approvals/{_seg(approval_id)}/{verb}", json=body), ApprovalInfo)
-        deadline = time.monotonic() + FOLLOW_DECISION
         try:
-            while time.monotonic() < deadline:
-                job = self.active_rollback(decided.session_id)
-                if job is None or job.status is RollbackStatus.WAITING_APPROVAL:
-                    break
-                self._wait_for_workers(job)
+            after_decision(self, decided.session_id, self._wait_for_workers)
         except errors.AgentReinError:
             log.exception("AgentRein could not follow the rollback of session %s", decided.session_id)
             return decided
@@ -266,8 +259,8 @@ class ServedMode:
         # Reads only, so the whole look is repeated when the server went away meanwhile.
         outlasting(
             deadline,
-            lambda: see_through(
-                self, session_id, self._wait_for_workers, wait=max(0.0, deadline - time.monotonic()), pause=0
+            lambda: until_rollback_ends(
+                self, session_id, self._wait_for_workers, wait=max(0.0, deadline - time.monotonic())
             ),
         )
         return outlasting(deadline, lambda: self.get_session(session_id))

@@ -73,6 +73,7 @@ def new_approval(
 
 def open_approval(tx: Tx, now: datetime, approval: Approval) -> None:
     tx.insert(approval)
+    tx.announce(Change.APPROVAL)
     emit(tx, now, approval.org_id, EventType.APPROVAL_REQUESTED, to_wire(read_approval(tx, approval, now)))
 
 

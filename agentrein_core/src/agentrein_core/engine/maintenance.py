@@ -1,7 +1,8 @@
 """The engine's housekeeping: approvals that time out are expired (with what an expiry means), sessions
 idle for 24 hours are abandoned, and settled events, deliveries and intent checks older than the retention
-are pruned (:mod:`agentrein_core.retention`). Run periodically by the server's workers or, embedded, now and
-then by the SDK; every part is safe to run concurrently."""
+are pruned (:mod:`agentrein_core.retention`). Run when due by the supervisor
+(:mod:`agentrein_core.supervisor`), in the server's workers or embedded mode's thread; every part is safe to
+run concurrently."""
 
 from __future__ import annotations
 

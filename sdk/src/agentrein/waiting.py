@@ -1,6 +1,6 @@
-"""Seeing a session's rollback through, the same way in both modes: advance the job (embedded: run its undos
-here; served: wait while the server's workers run them), wait for the reviewer of a rollback approval, look
-again until the rollback has ended or the time is up."""
+"""What the SDK waits for, the same way in both modes: a rollback to end, the rollback a decision started or
+resumed, AgentRein to answer again. The SDK only waits: whoever runs the rollbacks and expires approvals
+(the server's workers, or embedded mode's supervisor thread) is told nothing here."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ T = TypeVar("T")
 
 ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
 #: How long an approval past its time is waited for: whoever runs the expiries (a server's maintenance runs
-#: every second; embedded mode expires it at once) does it within this.
+#: every second; embedded mode's supervisor wakes at its end) does it within this.
 EXPIRY_GRACE = 1.0
+#: How long a decision waits for the rollback it started or resumed to end or to wait for another reviewer.
+FOLLOW_DECISION = 300.0
 
 
 class Looks(Protocol):
-    """The reads seeing a rollback through takes (both modes have them)."""
+    """The reads waiting for a rollback takes (both modes have them)."""
 
     def active_rollback(self, session_id: str) -> Rollback | None: ...
     def session_approvals(self, session_id: str) -> list[Approval]: ...
@@ -31,17 +33,18 @@ class Looks(Protocol):
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo: ...
 
 
-def see_through(
-    looks: Looks, session_id: str, advance: Callable[[Rollback], Rollback], *, wait: float, pause: float
+def until_rollback_ends(
+    looks: Looks, session_id: str, while_running: Callable[[Rollback], Rollback], *, wait: float
 ) -> None:
-    """Drive the session's rollback with ``advance`` until it ends, or until ``wait`` seconds have passed;
-    between looks that moved nothing, sleep ``pause`` seconds (0: ``advance`` waits by itself)."""
+    """Wait until the session's rollback has ended, or until ``wait`` seconds have passed; ``while_running``
+    waits (a while) for a running job to move and returns it as it then stands. A rollback approval is waited
+    for too, to its decision or, when its time ends by then, to its expiry."""
     deadline = time.monotonic() + wait
     while True:
         job = looks.active_rollback(session_id)
         if job is None:
             return
-        job = advance(job)
+        job = while_running(job)
         if job.status in ENDED:
             continue  # another rollback may have been started meanwhile
         remaining = deadline - time.monotonic()
@@ -58,8 +61,17 @@ def see_through(
                     continue
         if remaining <= 0:
             return
-        if pause:
-            time.sleep(min(pause, remaining))
+
+
+def after_decision(looks: Looks, session_id: str, while_running: Callable[[Rollback], Rollback]) -> None:
+    """Wait (at most ``FOLLOW_DECISION`` seconds) until the rollback a decision started or resumed has moved
+    as far as it can: ended, or waiting for another reviewer."""
+    deadline = time.monotonic() + FOLLOW_DECISION
+    while time.monotonic() < deadline:
+        job = looks.active_rollback(session_id)
+        if job is None or job.status is RollbackStatus.WAITING_APPROVAL:
+            return
+        while_running(job)
 
 
 def _pending_approval(looks: Looks, session_id: str, job: Rollback) -> ApprovalInfo | None:
