@@ -86,7 +86,7 @@ class BackgroundChecks:
         """Seconds until this organisation's next check comes due (0: now); None when none waits."""
         try:
             with self.engine.store.transaction(write=False) as tx:
-                due = tx.next_verification_due(self.org_id)
+                due = tx.verifications.next_due(self.org_id)
         except Exception:
             log.exception("AgentRein could not look for intent checks")
             return LONGEST_NAP
