@@ -14,15 +14,12 @@ from agentrein_core import rules, schema
 from agentrein_core.converter import from_columns
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus
-from agentrein_core.store.prepared import Prepared
 from agentrein_core.store.rows import Rows
 
 T = TypeVar("T")
 _S, _A, _P = schema.sessions, schema.actions, schema.approvals
 Joined = list[tuple[Approval, Action, Session]]
 
-_OF_SESSION = Prepared(sa.select(_P).where(_P.c.session_id == sa.bindparam("sid")).order_by(_P.c.requested_at))
-_OF_ACTION = Prepared(sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at))
 _PENDING_FIRST = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
 
 
@@ -34,10 +31,10 @@ class Approvals:
         return self.rows.one(Approval, approval_id, org_id)
 
     def of_session(self, session_id: str) -> list[Approval]:
-        return self.rows.prepared(Approval, _OF_SESSION, {"sid": session_id})
+        return self.rows.all(Approval, sa.select(_P).where(_P.c.session_id == session_id).order_by(_P.c.requested_at))
 
     def of_action(self, action_id: str) -> list[Approval]:
-        return self.rows.prepared(Approval, _OF_ACTION, {"aid": action_id})
+        return self.rows.all(Approval, sa.select(_P).where(_P.c.action_id == action_id).order_by(_P.c.requested_at))
 
     def sessions_held_for_decision(self, org_id: str, session_ids: list[str]) -> set[str]:
         """Of the organisation's ``session_ids``, those with a pending approval that holds something up (a call

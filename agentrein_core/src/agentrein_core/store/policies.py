@@ -7,16 +7,9 @@ from attrs import frozen
 
 from agentrein_core import schema
 from agentrein_core.model import Policy
-from agentrein_core.store.prepared import Prepared
 from agentrein_core.store.rows import Rows
 
 _T, _O = schema.policies, schema.organisations
-_ENABLED = Prepared(
-    sa.select(_T).where(_T.c.org_id == sa.bindparam("org"), _T.c.enabled.is_(True)).order_by(_T.c.created_at)
-)
-_BUMP_VERSION = Prepared(
-    _O.update().where(_O.c.org_id == sa.bindparam("org")).values(policy_version=_O.c.policy_version + 1)
-)
 
 
 @frozen
@@ -27,10 +20,12 @@ class Policies:
         return self.rows.one(Policy, policy_id, org_id)
 
     def enabled(self, org_id: str) -> list[Policy]:
-        return self.rows.prepared(Policy, _ENABLED, {"org": org_id})
+        # Read once per policy version (the engine keeps them), not once per call.
+        stmt = sa.select(_T).where(_T.c.org_id == org_id, _T.c.enabled.is_(True)).order_by(_T.c.created_at)
+        return self.rows.all(Policy, stmt)
 
     def bump_version(self, org_id: str) -> None:
-        _BUMP_VERSION.run(self.rows.conn, {"org": org_id})
+        self.rows.conn.execute(_O.update().where(_O.c.org_id == org_id).values(policy_version=_O.c.policy_version + 1))
 
     def of_org(self, org_id: str) -> list[Policy]:
         return self.rows.all(Policy, sa.select(_T).where(_T.c.org_id == org_id).order_by(_T.c.created_at))
