@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from attrs import frozen
 
-from agentrein_core import rules, schema
+import agentrein_core.store.schema as schema
+from agentrein_core import rules
 from agentrein_core.converter import from_columns
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus

@@ -20,9 +20,9 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from agentrein_core.database import alembic_config, create_db_engine, is_outage, resolve_database_url
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError
-from agentrein_core.migrations import HEAD
 from agentrein_core.store.changes import Change, Observer
 from agentrein_core.store.dialect import dialect_of
+from agentrein_core.store.migrations import HEAD
 from agentrein_core.store.transaction import Tx
 
 _SCHEMA_VERSION = sa.text("SELECT version_num FROM alembic_version")

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from attrs import frozen
 
-from agentrein_core import schema
+import agentrein_core.store.schema as schema
 from agentrein_core.model import Delivery, Event, Verification, Webhook
 from agentrein_core.statuses import DeliveryStatus, VerificationOutcome
 from agentrein_core.store.rows import TABLES, Rows

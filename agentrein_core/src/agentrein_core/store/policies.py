@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from attrs import frozen
 
-from agentrein_core import schema
+import agentrein_core.store.schema as schema
 from agentrein_core.model import Policy
 from agentrein_core.store.rows import Rows
 

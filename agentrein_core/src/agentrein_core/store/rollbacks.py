@@ -10,7 +10,8 @@ import sqlalchemy as sa
 from attrs import frozen
 from sqlalchemy.exc import IntegrityError
 
-from agentrein_core import rules, schema
+import agentrein_core.store.schema as schema
+from agentrein_core import rules
 from agentrein_core.model import Rollback
 from agentrein_core.statuses import RollbackStatus
 from agentrein_core.store.prepared import Prepared

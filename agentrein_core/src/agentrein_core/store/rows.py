@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from agentrein_core import schema
+import agentrein_core.store.schema as schema
 from agentrein_core.converter import from_columns, from_row, to_row
 from agentrein_core.model import (
     Action,

@@ -13,7 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from attrs import frozen
 
-from agentrein_core import rules, schema
+import agentrein_core.store.schema as schema
+from agentrein_core import rules
 from agentrein_core.converter import from_columns, from_row
 from agentrein_core.model import FAILURE_KEY_SUFFIX, Action, Session
 from agentrein_core.statuses import ActionStatus, DisplayStatus, Plan, SessionStatus, UndoStatus
