@@ -5,7 +5,7 @@
     reverted, partially reverted, being rolled back (an undo waiting for its approval), failed in their
     rollback, and waiting for an approval (thousands of pending approvals), each consistent with the status
     rules so that every read answers. One session of the organisation read has 1,000 actions. The rows are
-    inserted in bulk through the store's tables (``agentrein_core.schema``, executemany), then ``ANALYZE``.
+    inserted in bulk through the store's tables (``agentrein_core.store.schema``, executemany), then ``ANALYZE``.
 
     Then ``agentrein serve`` runs as a subprocess on that database (as ``bench/server.py`` runs it) and each
     request is timed over loopback: ``GET /sessions`` (the first page, and a later one through
@@ -44,12 +44,11 @@ import httpx
 import sqlalchemy as sa
 
 from agentrein import AgentRein
-from agentrein_core import schema
 from agentrein_core.engine import Engine
 from agentrein_core.ids import new_id
 from agentrein_core.model import DEFAULT_ORGANISATION
 from agentrein_core.statuses import DisplayStatus, Plan, Role, UserRole
-from agentrein_core.store import Store
+from agentrein_core.store import Store, schema
 from server import POSTGRES_ENV, fresh_postgres, run_server  # bench/server.py, beside this script
 
 AIM_MS = 50.0

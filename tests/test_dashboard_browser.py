@@ -634,7 +634,7 @@ def test_requests_someone_waits_for_come_first_by_time_left_and_look_different(
         api_name, timeout = f"DELETE /v1/orders/ord_{minutes}", minutes * 60_000
         held = held_over_rest(tenant, "http", api_name, order, operationType="DELETE", approvalTimeoutMs=timeout)
         with server.engine.store.transaction() as tx:  # as its agent's long-poll, open while it waits
-            tx.note_waiter(held, datetime.now(UTC) + timedelta(minutes=minutes))
+            tx.approvals.note_waiter(held, datetime.now(UTC) + timedelta(minutes=minutes))
     guarded = ar.new_session(agent_id="provisioner", intent="Make two things")
     undo = {"POST /v1/things": {"requireApproval": True}}
     things = ar.wrap(httpx.Client(base_url=service.base_url), guarded, connector="http", undo=undo)

@@ -147,7 +147,7 @@ def test_a_wait_that_ends_leaves_alone_what_a_newer_wait_of_the_agent_noted(engi
 
     def noted() -> datetime | None:
         with engine.store.transaction(write=False) as tx:
-            found = tx.approval(org.org_id, approval_id)
+            found = tx.approvals.get(org.org_id, approval_id)
             assert found is not None
             return found.waited_until
 

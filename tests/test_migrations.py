@@ -12,9 +12,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.schema import CreateIndex
 
 from agentrein_core.database import alembic_config
-from agentrein_core.migrations import HEAD
-from agentrein_core.schema import metadata
 from agentrein_core.store import Store
+from agentrein_core.store.migrations import HEAD
+from agentrein_core.store.schema import metadata
 
 
 def test_migrations_produce_the_schema_the_code_declares(database_url: str) -> None:

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from agentrein import AgentRein
 from agentrein_cli.main import app
-from agentrein_core.schema import metadata
+from agentrein_core.store.schema import metadata
 from agentrein_testing import FakeService
 
 CARD = "4242 4242 4242 4242"

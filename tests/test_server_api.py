@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from serving import RunningServer, Tenant, rolled_back, session_with_a_created_order
 
 from agentrein import ActionStatus, ApprovalRejectedError, PolicyBlockedError, SessionStatus, UndoStatus
-from agentrein_core import schema
 from agentrein_core.clock import utcnow
 from agentrein_core.ids import new_id
 from agentrein_core.model import Session
 from agentrein_core.statuses import Plan, Role
+from agentrein_core.store import schema
 from agentrein_testing import FakeService
 
 PROBLEM = "application/problem+json"

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from agentrein_core import rollback as rollback_rules
-from agentrein_core import rules, schema
+from agentrein_core import rules
 from agentrein_core.engine import SYSTEM, Engine
 from agentrein_core.errors import (
     InvalidTransitionError,
@@ -48,7 +48,7 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
 )
-from agentrein_core.store import Store
+from agentrein_core.store import Store, schema
 from agentrein_core.views import SessionInfo
 
 A, U, S, P = ActionStatus, UndoStatus, SessionStatus, ApprovalStatus

@@ -26,7 +26,7 @@ def add_organisation(store: Store, org_id: str | None = None) -> str:
 
 def organisations(store: Store) -> set[str]:
     with store.transaction(write=False) as tx:
-        return {org.org_id for org in tx.organisations()}
+        return {org.org_id for org in tx.organisations.all()}
 
 
 def test_a_write_after_a_failed_write_is_committed(tmp_path: os.PathLike[str]) -> None:

@@ -1,4 +1,4 @@
-"""The store's compare-and-set writes (``Tx.replace``, ``Tx.update_rollback``): a write lands only while the row
+"""The store's compare-and-set writes (``tx.replace``, ``tx.rollbacks.update``): a write lands only while the row
 still holds what the writer read, so of two writers racing from one reading exactly one wins. Each shape of
 guard is a statement prepared once, so these pin what the prepared statements do, on both databases."""
 
@@ -32,7 +32,7 @@ def session(store: Store) -> Session:
 
 def stored(store: Store, session: Session) -> Session:
     with store.transaction(write=False) as tx:
-        found = tx.session(session.org_id, session.session_id)
+        found = tx.sessions.get(session.org_id, session.session_id)
     assert found is not None
     return found
 
@@ -82,8 +82,8 @@ def rollback_of(store: Store, session: Session, lease_token: str | None) -> Roll
 def test_a_rollback_expected_unleased_is_claimed_only_while_nobody_holds_it(store: Store, session: Session) -> None:
     job = rollback_of(store, session, lease_token=None)
     with store.transaction() as tx:
-        first = tx.update_rollback(job.rollback_id, {"lease_token": "first"}, lease_token=None)
-        second = tx.update_rollback(job.rollback_id, {"lease_token": "second"}, lease_token=None)
+        first = tx.rollbacks.update(job.rollback_id, {"lease_token": "first"}, lease_token=None)
+        second = tx.rollbacks.update(job.rollback_id, {"lease_token": "second"}, lease_token=None)
     assert first is not None and first.lease_token == "first"
     assert second is None
 
@@ -92,9 +92,9 @@ def test_a_rollback_expected_held_by_a_token_is_written_only_by_that_token(store
     job = rollback_of(store, session, lease_token="mine")
     until = NOW + timedelta(minutes=1)
     with store.transaction() as tx:
-        theirs = tx.update_rollback(job.rollback_id, {"lease_until": until}, lease_token="theirs")
-        unleased = tx.update_rollback(job.rollback_id, {"lease_until": until}, lease_token=None)
-        mine = tx.update_rollback(job.rollback_id, {"lease_until": until}, lease_token="mine")
+        theirs = tx.rollbacks.update(job.rollback_id, {"lease_until": until}, lease_token="theirs")
+        unleased = tx.rollbacks.update(job.rollback_id, {"lease_until": until}, lease_token=None)
+        mine = tx.rollbacks.update(job.rollback_id, {"lease_until": until}, lease_token="mine")
     assert (theirs, unleased) == (None, None)
     assert mine is not None and mine.lease_until == until and mine.status is RollbackStatus.RUNNING
 
@@ -102,4 +102,4 @@ def test_a_rollback_expected_held_by_a_token_is_written_only_by_that_token(store
 def test_a_rollback_written_with_a_column_it_does_not_have_is_refused(store: Store, session: Session) -> None:
     job = rollback_of(store, session, lease_token=None)
     with store.transaction() as tx, pytest.raises(ValueError, match="leese_token"):
-        tx.update_rollback(job.rollback_id, {"leese_token": "mine"}, lease_token=None)
+        tx.rollbacks.update(job.rollback_id, {"leese_token": "mine"}, lease_token=None)

@@ -10,12 +10,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentrein_core import schema
 from agentrein_core.engine import Engine
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action
 from agentrein_core.statuses import OperationType
-from agentrein_core.store import Store
+from agentrein_core.store import Store, schema
 
 VARIED = {
     "name": "Zoë's café ☕",

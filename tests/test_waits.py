@@ -205,7 +205,7 @@ def test_a_card_says_the_agent_stopped_waiting_and_once_approved_that_its_call_h
     approval_id = logged["approval"]["approvalId"]
     left = datetime.now(UTC) - timedelta(minutes=3, seconds=10)
     with server.engine.store.transaction() as tx:
-        tx.note_waiter(approval_id, left)  # its agent's last long-poll ended then (the agent went away)
+        tx.approvals.note_waiter(approval_id, left)  # its agent's last long-poll ended then (the agent went away)
     shown = api.get(f"/approvals/{approval_id}").json()
     assert datetime.fromisoformat(shown["agentStoppedWaitingAt"]) == left
     with visitor(server, account(server, tenant, UserRole.REVIEWER)) as v:
@@ -228,6 +228,6 @@ def _card(v: Any, approval_id: str) -> str:
 
 def _waited_until(server: RunningServer, tenant: Tenant, approval_id: str) -> datetime | None:
     with server.engine.store.transaction(write=False) as tx:
-        found = tx.approval(tenant.org_id, approval_id)
+        found = tx.approvals.get(tenant.org_id, approval_id)
     assert found is not None
     return found.waited_until

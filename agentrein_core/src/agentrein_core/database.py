@@ -156,7 +156,7 @@ def alembic_config(url: str) -> Config:
     from alembic.config import Config  # imported only to migrate
 
     config = Config()
-    config.set_main_option("script_location", str(files("agentrein_core") / "migrations"))
+    config.set_main_option("script_location", str(files("agentrein_core") / "store" / "migrations"))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 

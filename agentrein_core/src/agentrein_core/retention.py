@@ -13,10 +13,9 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from agentrein_core import schema
 from agentrein_core.environment import positive_number
 from agentrein_core.statuses import DeliveryStatus
-from agentrein_core.store import Tx
+from agentrein_core.store import Tx, schema
 
 RETENTION_ENV = "AGENTREIN_RETENTION_DAYS"
 DEFAULT_RETENTION = timedelta(days=30)

@@ -275,7 +275,7 @@ class Supervisor:
         """Seconds until the next pending approval ends (0 or less: it has), if before the next maintenance."""
         now = self.engine.clock()
         with self.engine.store.transaction(write=False) as tx:
-            soonest = tx.approvals_due(now + timedelta(seconds=self.schedule.maintenance_every), limit=1)
+            soonest = tx.approvals.due(now + timedelta(seconds=self.schedule.maintenance_every), limit=1)
         return (soonest[0].timeout_at - now).total_seconds() if soonest else float("inf")
 
     def _advance_rollbacks(self) -> float:
@@ -323,7 +323,7 @@ class Supervisor:
         if self.org_id is None:
             return self.schedule.idle_poll
         with self.engine.store.transaction(write=False) as tx:
-            due = tx.next_verification_due(self.org_id)
+            due = tx.verifications.next_due(self.org_id)
         if due is None:
             return self.schedule.idle_poll  # a check queued here wakes it (Change.CHECK)
         return min(self.schedule.idle_poll, max(0.0, (due - self.engine.clock()).total_seconds()))

@@ -33,7 +33,7 @@ class Accounts(UseCases):
     def ensure_organisation(self, name: str = DEFAULT_ORGANISATION, plan: Plan = Plan.TEAM) -> Organisation:
         """The organisation called ``name``, created with ``plan`` if it does not exist yet."""
         with self.store.transaction() as tx:
-            existing = tx.org_by_name(name)
+            existing = tx.organisations.by_name(name)
             if existing is not None:
                 return existing
             org = Organisation(new_id("org"), validation.text("name", name, 200), Plan(plan), self.clock())
@@ -44,7 +44,7 @@ class Accounts(UseCases):
         """A new organisation; its name must be new."""
         plan = validation.enum("plan", Plan, plan)
         with self.store.transaction() as tx:
-            if tx.org_by_name(name) is not None:
+            if tx.organisations.by_name(name) is not None:
                 raise ValidationError("name", f"an organisation named {name!r} already exists")
             org = Organisation(new_id("org"), validation.text("name", name, 200), plan, self.clock())
             tx.insert(org)
@@ -52,20 +52,20 @@ class Accounts(UseCases):
 
     def list_organisations(self) -> list[Organisation]:
         with self.store.transaction(write=False) as tx:
-            return tx.organisations()
+            return tx.organisations.all()
 
     def organisation_named(self, name: str) -> Organisation:
         with self.store.transaction(write=False) as tx:
-            org = tx.org_by_name(name)
+            org = tx.organisations.by_name(name)
             if org is None:
                 raise NotFoundError("organisation", name, key="name")
             return org
 
     def settings(self, org_id: str) -> OrganisationSettings:
         with self.store.transaction(write=False) as tx:
-            if tx.org(org_id) is None:
+            if tx.organisations.get(org_id) is None:
                 raise NotFoundError("organisation", org_id)
-            return tx.settings(org_id) or OrganisationSettings(org_id)
+            return tx.settings.get(org_id) or OrganisationSettings(org_id)
 
     def update_settings(self, org_id: str, **changes: object) -> OrganisationSettings:
         """Change some of the organisation's settings (``on_drift``, ``verifier_url``, ``verifier_model``,
@@ -85,9 +85,9 @@ class Accounts(UseCases):
             else:
                 raise ValidationError(name, "is not a setting")
         with self.store.transaction() as tx:
-            if tx.org(org_id) is None:
+            if tx.organisations.get(org_id) is None:
                 raise NotFoundError("organisation", org_id)
-            updated = evolve(tx.settings(org_id) or OrganisationSettings(org_id), **checked)  # type: ignore[arg-type]
+            updated = evolve(tx.settings.get(org_id) or OrganisationSettings(org_id), **checked)  # type: ignore[arg-type]
             tx.upsert(updated)
             return updated
 
@@ -99,7 +99,7 @@ class Accounts(UseCases):
         secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
         key = ApiKey(new_id("key"), org_id, role, validation.hash_key(secret), secret[:10], self.clock())
         with self.store.transaction() as tx:
-            if tx.org(org_id) is None:
+            if tx.organisations.get(org_id) is None:
                 raise NotFoundError("organisation", org_id)
             tx.insert(key)
         return key, secret
@@ -109,7 +109,7 @@ class Accounts(UseCases):
         if not secret.startswith(API_KEY_PREFIX):
             raise UnauthorizedError("the API key is not an AgentRein key (they start with 'ar_')")
         with self.store.transaction(write=False) as tx:
-            key = tx.api_key_by_hash(validation.hash_key(secret))
+            key = tx.api_keys.by_hash(validation.hash_key(secret))
         if key is None or key.revoked_at is not None:
             raise UnauthorizedError("the API key is unknown or revoked")
         return key
@@ -117,7 +117,7 @@ class Accounts(UseCases):
     def revoke_api_key(self, org_id: str, key_id: str) -> ApiKey:
         """The key stops working (at once on this server; within ``KEY_CACHE_SECONDS`` on other replicas)."""
         with self.store.transaction() as tx:
-            key = tx.api_key(org_id, key_id)
+            key = tx.api_keys.get(org_id, key_id)
             if key is None:
                 raise NotFoundError("API key", key_id)
             if key.revoked_at is not None:
@@ -128,7 +128,7 @@ class Accounts(UseCases):
 
     def list_api_keys(self, org_id: str) -> list[ApiKey]:
         with self.store.transaction(write=False) as tx:
-            return tx.api_keys_of(org_id)
+            return tx.api_keys.of_org(org_id)
 
     # dashboard users ----------------------------------------------------------------------------------
     def create_user(self, org_id: str, email: str, role: UserRole | str, password: str) -> User:
@@ -142,7 +142,7 @@ class Accounts(UseCases):
             created_at=self.clock(),
         )
         with self.store.transaction() as tx:
-            if tx.org(org_id) is None:
+            if tx.organisations.get(org_id) is None:
                 raise NotFoundError("organisation", org_id)
             if not tx.insert_once(user):
                 # Emails are unique across organisations; say no more than that it cannot be used.
@@ -153,7 +153,7 @@ class Accounts(UseCases):
         """The user with this email and password; :class:`UnauthorizedError` otherwise, saying not which of
         the two was wrong (and taking as long for an unknown email, so emails cannot be probed)."""
         with self.store.transaction(write=False) as tx:
-            user = tx.user_by_email(email.strip().lower()) if isinstance(email, str) else None
+            user = tx.users.by_email(email.strip().lower()) if isinstance(email, str) else None
         matches = validation.password_matches(user.password_hash if user else None, password)  # always checked
         if user is None or not matches:
             raise UnauthorizedError("the email or the password is wrong")
@@ -161,7 +161,7 @@ class Accounts(UseCases):
 
     def get_user(self, org_id: str, user_id: str) -> User:
         with self.store.transaction(write=False) as tx:
-            user = tx.user(org_id, user_id)
+            user = tx.users.get(org_id, user_id)
         if user is None:
             raise NotFoundError("user", user_id)
         return user
@@ -169,7 +169,7 @@ class Accounts(UseCases):
     def end_sign_ins(self, org_id: str, user_id: str) -> User:
         """Sign the user out everywhere: every dashboard sign-in made before now stops working."""
         with self.store.transaction() as tx:
-            user = tx.user(org_id, user_id)
+            user = tx.users.get(org_id, user_id)
             if user is None:
                 raise NotFoundError("user", user_id)
             ended = evolve(user, sign_in_epoch=user.sign_in_epoch + 1)
@@ -178,20 +178,20 @@ class Accounts(UseCases):
 
     def list_users(self, org_id: str) -> list[User]:
         with self.store.transaction(write=False) as tx:
-            return tx.users_of(org_id)
+            return tx.users.of_org(org_id)
 
     def delete_user(self, org_id: str, user_id: str) -> None:
         """Remove a user (their past decisions keep their name). The organisation's last admin stays, so
         someone can always manage it."""
         with self.store.transaction() as tx:
-            tx.lock_org(org_id)  # two admins removing each other at once must not both succeed
-            user = tx.user(org_id, user_id)
+            tx.organisations.lock(org_id)  # two admins removing each other at once must not both succeed
+            user = tx.users.get(org_id, user_id)
             if user is None:
                 raise NotFoundError("user", user_id)
-            admins = [u for u in tx.users_of(org_id) if u.role is UserRole.ADMIN]
+            admins = [u for u in tx.users.of_org(org_id) if u.role is UserRole.ADMIN]
             if admins == [user]:
                 raise ValidationError("user", f"{user.email} is the organisation's last admin; make another first")
-            tx.delete_user(org_id, user_id)
+            tx.users.delete(org_id, user_id)
 
     # connector settings -------------------------------------------------------------------------------
     def configure_connector(
@@ -201,7 +201,7 @@ class Accounts(UseCases):
         caller encrypts), kept as it is when ``None`` is given and settings existed."""
         validation.json_value("config", config)
         with self.store.transaction() as tx:
-            existing = tx.connector_config(org_id, connector)
+            existing = tx.connector_configs.get(org_id, connector)
             if credentials is None and existing is not None:
                 credentials = existing.credentials
             stored = ConnectorConfig(
@@ -217,11 +217,11 @@ class Accounts(UseCases):
 
     def connector_config(self, org_id: str, connector: str) -> ConnectorConfig | None:
         with self.store.transaction(write=False) as tx:
-            return tx.connector_config(org_id, connector)
+            return tx.connector_configs.get(org_id, connector)
 
     def list_connector_configs(self, org_id: str) -> list[ConnectorConfig]:
         with self.store.transaction(write=False) as tx:
-            return tx.connector_configs(org_id)
+            return tx.connector_configs.of_org(org_id)
 
 
 def _verifier_url(value: object) -> str:

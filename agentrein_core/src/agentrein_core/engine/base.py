@@ -61,7 +61,7 @@ class PolicySets:
             cached = self._by_org.get(org_id)
         if cached is not None and cached[0] == version:
             return cached[1]
-        enabled = tx.enabled_policies(org_id)
+        enabled = tx.policies.enabled(org_id)
         with self._lock:
             self._by_org[org_id] = (version, enabled)
         return enabled

@@ -49,30 +49,30 @@ class IntentChecking(UseCases):
         a ``drift.detected`` event."""
         now = self.clock()
         with self.store.transaction(write=False) as tx:  # most looks find nothing: no write lock for them
-            if not tx.has_due_verification(now, org_id):
+            if not tx.verifications.has_due(now, org_id):
                 return None
         with self.store.transaction() as tx:
-            claimed = tx.claim_due_verification(now, now + verification.CHECK_LEASE, org_id)
+            claimed = tx.verifications.claim_due(now, now + verification.CHECK_LEASE, org_id)
             if claimed is None:
                 return None
             session = session_of(tx, claimed.org_id, claimed.session_id)
             if claimed.action_id is None:
                 shown = [
                     a
-                    for a in tx.actions_of(claimed.session_id)
+                    for a in tx.actions.of_session(claimed.session_id)
                     if a.status in rules.UNDOABLE or a.status is ActionStatus.ROLLED_BACK
                 ][-verification.MAX_ACTIONS_SHOWN :]
             else:
                 shown = [action_of(tx, claimed.org_id, claimed.action_id)]
-            settings = tx.settings(claimed.org_id) or OrganisationSettings(claimed.org_id)
+            settings = tx.settings.get(claimed.org_id) or OrganisationSettings(claimed.org_id)
         verifier_settings = verifiers.settings_of(settings)
         if not verifiers.answerable(verifier_settings):
             with self.store.transaction() as tx:
                 # due by the end of the lease: the check taken just now among them
-                tx.settle_due_verifications(
+                tx.verifications.settle_due(
                     claimed.org_id, now, now + verification.CHECK_LEASE, verification.NO_VERIFIER
                 )
-                return tx.verification(claimed.org_id, claimed.verification_id)
+                return tx.verifications.get(claimed.org_id, claimed.verification_id)
         if not session.intent.strip():
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, verification.NO_INTENT, "", retry=False)
         if not shown:
@@ -142,8 +142,8 @@ class IntentChecking(UseCases):
 
 def after_drift(tx: Tx, now: datetime, check: Verification) -> None:
     """What drift leads to, as the organisation chose (``onDrift``), and the ``drift.detected`` event."""
-    org = tx.org(check.org_id)
-    settings = tx.settings(check.org_id) or OrganisationSettings(check.org_id)
+    org = tx.organisations.get(check.org_id)
+    settings = tx.settings.get(check.org_id) or OrganisationSettings(check.org_id)
     session = session_of(tx, check.org_id, check.session_id)
     action = action_of(tx, check.org_id, check.action_id) if check.action_id else None
     consequence = "recorded only"
@@ -154,7 +154,7 @@ def after_drift(tx: Tx, now: datetime, check: Verification) -> None:
             consequence = "recorded only: the free plan has no approvals"
         elif action.status is not ActionStatus.SUCCESS:
             consequence = f"recorded only: the action is {action.status} already"
-        elif any(p.status is ApprovalStatus.PENDING for p in tx.approvals_of_action(action.action_id)):
+        elif any(p.status is ApprovalStatus.PENDING for p in tx.approvals.of_action(action.action_id)):
             consequence = "recorded only: the action already waits for a review"
         else:
             review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)

@@ -80,7 +80,7 @@ def open_approval(tx: Tx, now: datetime, approval: Approval) -> None:
 def close_reviews(tx: Tx, now: datetime, action: Action, reason: str) -> None:
     """An action that is rolled back (or failed before its approval was decided) needs no review any more:
     close what still asks about it, saying why (``reason``)."""
-    for approval in tx.approvals_of_action(action.action_id):
+    for approval in tx.approvals.of_action(action.action_id):
         if approval.status is ApprovalStatus.PENDING:
             closed = evolve(
                 approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason
@@ -95,7 +95,7 @@ def emit(tx: Tx, now: datetime, org_id: str, type_: EventType, data: JSON) -> No
     """Record an event with the change it reports, and a delivery for each webhook that wants it."""
     event = Event(new_id("evt"), org_id, type_, data, now)
     tx.insert(event)
-    for hook in tx.webhooks_of(org_id):
+    for hook in tx.webhooks.of_org(org_id):
         if type_.value in hook.events or "*" in hook.events:
             delivery = Delivery(
                 new_id("dlv"), org_id, hook.webhook_id, event.event_id, type_, DeliveryStatus.PENDING, now, due_at=now
@@ -127,16 +127,16 @@ def rollback_under_way(tx: Tx, session_id: str) -> Rollback | None:
     """The session's unfinished rollback, as a whole-session one: a one-action rollback under way (an
     after-execution rejection) is widened to the whole session, so a session rollback asked for now is not
     lost when that one action is undone."""
-    running = tx.active_rollback(session_id)
+    running = tx.rollbacks.active(session_id)
     if running is not None and not running.whole_session:
-        running = tx.update_rollback(running.rollback_id, {"whole_session": True}, status=running.status)
+        running = tx.rollbacks.update(running.rollback_id, {"whole_session": True}, status=running.status)
     return running
 
 
 def may_start_rollback(tx: Tx, session: Session) -> bool:
     """No rollback under way, and something to undo."""
     under_way = rollback_under_way(tx, session.session_id)
-    return under_way is None and any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id))
+    return under_way is None and any(a.status in rules.UNDOABLE for a in tx.actions.of_session(session.session_id))
 
 
 def start_rollback(
@@ -164,19 +164,19 @@ def start_rollback(
     if session.sandbox:
         return _sandbox_rollback(tx, now, session, job)
     tx.announce(Change.ROLLBACK)
-    return tx.insert_rollback(job)
+    return tx.rollbacks.insert(job)
 
 
 def _sandbox_rollback(tx: Tx, now: datetime, session: Session, job: Rollback) -> Rollback:
     """Sandbox sessions ran nothing real: flip every SUCCESS and PENDING_APPROVAL action (or those a
     reviewer asked to undo) to ROLLED_BACK in this one transaction; no inverse runs."""
     flipped = (ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL)
-    for action in tx.actions_of(session.session_id):
+    for action in tx.actions.of_session(session.session_id):
         if action.status in flipped and (job.whole_session or action.undo_requested):
             rolled_back = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK)
             close_reviews(tx, now, rolled_back, "sandbox session rolled back")
     if job.whole_session:
-        actions = tx.actions_of(session.session_id)
+        actions = tx.actions.of_session(session.session_id)
         set_session_status(tx, session, rules.session_status_after_rollback(session, actions))
     done = evolve(job, status=RollbackStatus.SUCCEEDED, finished_at=now)
     tx.insert(done)
@@ -192,7 +192,7 @@ def undo_late_success(tx: Tx, now: datetime, action: Action) -> None:
     confirmations may arrive after its next request (the SDK sends them with it), so this is the ordinary
     case of an operator's rollback that started in between, not a rare race. A rollback that failed is left to
     the operator, whose next rollback includes this call."""
-    latest = tx.latest_rollback(action.session_id)
+    latest = tx.rollbacks.latest(action.session_id)
     if (
         latest is None
         or not latest.whole_session
@@ -210,7 +210,7 @@ def after_failure(tx: Tx, now: datetime, session: Session, trigger: str, request
     """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
     if rollback_under_way(tx, session.session_id) is not None:
         return
-    if any(a.status in rules.UNDOABLE for a in tx.actions_of(session.session_id)):
+    if any(a.status in rules.UNDOABLE for a in tx.actions.of_session(session.session_id)):
         start_rollback(tx, now, session, requested_by, trigger)
     elif SessionStatus.FAILED in rules.SESSION_TRANSITIONS[session.status]:
         set_session_status(tx, session, SessionStatus.FAILED)
@@ -258,7 +258,7 @@ def apply_decision(
             set_action(tx, action, now, undo_requested=True)
             start_rollback(tx, now, session, reviewer, "after-execution approval rejected", whole_session=False)
     elif purpose is ApprovalPurpose.ROLLBACK:
-        job = tx.rollback(approval.org_id, approval.rollback_id or "")
+        job = tx.rollbacks.get(approval.org_id, approval.rollback_id or "")
         if approved:
             if job is not None and job.status is RollbackStatus.WAITING_APPROVAL:
                 replace(tx, evolve(job, status=RollbackStatus.RUNNING), status=job.status)

@@ -30,12 +30,12 @@ class Maintenance(UseCases):
         now = self.clock()
         expired = abandoned = 0
         with self.store.transaction(write=False) as tx:
-            due = tx.approvals_due(now)
-            idle = tx.sessions_idle_since(now - rules.ABANDONED_AFTER)
+            due = tx.approvals.due(now)
+            idle = tx.sessions.idle_since(now - rules.ABANDONED_AFTER)
         for approval in due:
             try:
                 with self.store.transaction() as tx:
-                    current = tx.approval(approval.org_id, approval.approval_id)
+                    current = tx.approvals.get(approval.org_id, approval.approval_id)
                     if current is not None and current.status is ApprovalStatus.PENDING:
                         apply_decision(tx, self.clock(), current, ApprovalStatus.EXPIRED, SYSTEM, "timed out")
                         expired += 1

@@ -28,13 +28,13 @@ class Outbox(UseCases):
     def list_events(self, org_id: str, limit: int = 100) -> list[Event]:
         """The organisation's latest events, newest first."""
         with self.store.transaction(write=False) as tx:
-            return tx.events_of(org_id, limit)
+            return tx.events.of_org(org_id, limit)
 
     def dispatch_events(self, notify: Callable[[Event], None], limit: int = 100) -> int:
         """Hand events not yet dispatched to ``notify`` (the ``agentrein_notify`` plugins), oldest first, and
         mark them dispatched; an exception from ``notify`` is logged and the event is not offered again."""
         with self.store.transaction(write=False) as tx:
-            events = tx.undispatched_events(limit)
+            events = tx.events.undispatched(limit)
         for event in events:
             try:
                 notify(self._outgoing(event))
@@ -42,7 +42,7 @@ class Outbox(UseCases):
                 log.exception("a notify plugin failed on event %s (%s)", event.event_id, event.type)
         if events:
             with self.store.transaction() as tx:
-                tx.mark_dispatched([e.event_id for e in events], self.clock())
+                tx.events.mark_dispatched([e.event_id for e in events], self.clock())
         return len(events)
 
     def add_webhook(
@@ -58,7 +58,7 @@ class Outbox(UseCases):
                 "events", f"{unknown[0]!r} is not an event (use {', '.join(notifications.EVENT_TYPES)})"
             )
         with self.store.transaction(write=False) as tx:
-            settings = tx.settings(org_id) or OrganisationSettings(org_id)
+            settings = tx.settings.get(org_id) or OrganisationSettings(org_id)
         hook = Webhook(
             webhook_id=new_id("whk"),
             org_id=org_id,
@@ -75,30 +75,30 @@ class Outbox(UseCases):
 
     def list_webhooks(self, org_id: str) -> list[Webhook]:
         with self.store.transaction(write=False) as tx:
-            return tx.webhooks_of(org_id)
+            return tx.webhooks.of_org(org_id)
 
     def delete_webhook(self, org_id: str, webhook_id: str) -> None:
         with self.store.transaction() as tx:
-            if not tx.delete_webhook(org_id, webhook_id):
+            if not tx.webhooks.delete(org_id, webhook_id):
                 raise NotFoundError("webhook", webhook_id)
 
     def list_deliveries(self, org_id: str, webhook_id: str, limit: int = 100) -> list[Delivery]:
         """The webhook's delivery log, newest first."""
         with self.store.transaction(write=False) as tx:
-            if tx.webhook(org_id, webhook_id) is None:
+            if tx.webhooks.get(org_id, webhook_id) is None:
                 raise NotFoundError("webhook", webhook_id)
-            return tx.deliveries_of(org_id, webhook_id, limit)
+            return tx.deliveries.of_webhook(org_id, webhook_id, limit)
 
     def next_delivery(self) -> tuple[Delivery, Webhook, Event, OrganisationSettings] | None:
         """Take one delivery that is due (held for ``DELIVERY_LEASE``), with what sending it needs."""
         now = self.clock()
         with self.store.transaction() as tx:
-            delivery = tx.claim_due_delivery(now, now + DELIVERY_LEASE)
+            delivery = tx.deliveries.claim_due(now, now + DELIVERY_LEASE)
             if delivery is None:
                 return None
-            hook = tx.webhook(delivery.org_id, delivery.webhook_id)
-            event = tx.event(delivery.event_id)
-            settings = tx.settings(delivery.org_id) or OrganisationSettings(delivery.org_id)
+            hook = tx.webhooks.get(delivery.org_id, delivery.webhook_id)
+            event = tx.events.get(delivery.event_id)
+            settings = tx.settings.get(delivery.org_id) or OrganisationSettings(delivery.org_id)
         if hook is None or event is None:
             return None
         return delivery, hook, self._outgoing(event), settings

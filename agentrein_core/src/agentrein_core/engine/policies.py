@@ -54,34 +54,34 @@ class PolicyRules(UseCases):
         )
         _check_holding(policy)
         with self.store.transaction() as tx:
-            org = tx.org(org_id)
+            org = tx.organisations.get(org_id)
             if policy.before_execution and org is not None and org.plan is Plan.FREE:
                 raise ValidationError("before_execution", NO_GATES_REASON)
-            if any(p.name == policy.name for p in tx.policies_of(org_id)):
+            if any(p.name == policy.name for p in tx.policies.of_org(org_id)):
                 raise ValidationError("name", f"a policy named {policy.name!r} already exists")
             tx.insert(policy)
-            tx.bump_policy_version(org_id)
+            tx.policies.bump_version(org_id)
         return policy
 
     def list_policies(self, org_id: str) -> list[Policy]:
         with self.store.transaction(write=False) as tx:
-            return tx.policies_of(org_id)
+            return tx.policies.of_org(org_id)
 
     def set_policy_enabled(self, org_id: str, policy_id: str, enabled: bool) -> Policy:
         with self.store.transaction() as tx:
-            policy = tx.policy(org_id, policy_id)
+            policy = tx.policies.get(org_id, policy_id)
             if policy is None:
                 raise NotFoundError("policy", policy_id)
             changed = evolve(policy, enabled=validation.boolean("enabled", enabled))
             tx.replace(changed)
-            tx.bump_policy_version(org_id)
+            tx.policies.bump_version(org_id)
             return changed
 
     def delete_policy(self, org_id: str, policy_id: str) -> None:
         with self.store.transaction() as tx:
-            if not tx.delete_policy(org_id, policy_id):
+            if not tx.policies.delete(org_id, policy_id):
                 raise NotFoundError("policy", policy_id)
-            tx.bump_policy_version(org_id)
+            tx.policies.bump_version(org_id)
 
     def preview_policy(
         self,
@@ -108,7 +108,7 @@ class PolicyRules(UseCases):
             operation_type=validate_glob("operation_type", operation_type),
         )
         with self.store.transaction(write=False) as tx:
-            found = tx.recent_actions(org_id, recent)
+            found = tx.actions.recent(org_id, recent)
         return [
             action
             for action, agent in found

@@ -56,7 +56,15 @@ from agentrein_core.statuses import (
     SessionStatus,
 )
 from agentrein_core.store import SeqTaken, Tx
-from agentrein_core.views import Confirmation, LoggedAction, RefusedConfirmation, SessionInfo, SessionPage, shortened
+from agentrein_core.views import (
+    Confirmation,
+    LoggedAction,
+    RefusedConfirmation,
+    SessionInfo,
+    SessionPage,
+    session_summary,
+    shortened,
+)
 
 #: The refusal of a creation whose chosen id is not free for it, the same whichever organisation holds the id:
 #: it names neither the id nor a session. (That the id is not free, the refusal itself says: ids are global.)
@@ -99,14 +107,14 @@ class Recording(UseCases):
             opened_by_key=opened_by_key,
         )
         with self.store.transaction() as tx:
-            if tx.org(org_id) is None:
+            if tx.organisations.get(org_id) is None:
                 raise NotFoundError("organisation", org_id)
             if chosen is None:
                 tx.insert(session, last_seq=0)
                 return session
             if tx.insert_once(session, last_seq=0):
                 return session
-            earlier = tx.session(org_id, chosen)  # this organisation's only: another's is never read
+            earlier = tx.sessions.get(org_id, chosen)  # this organisation's only: another's is never read
             if earlier is not None and _same_creation(earlier, session):
                 return earlier
             raise InvalidTransitionError(CHOSEN_ID_REFUSED)
@@ -141,7 +149,7 @@ class Recording(UseCases):
         shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
         position = cursors.decode(cursor, (cursors.moment, cursors.identifier("ses"))) if cursor else None
         with self.store.transaction(write=False) as tx:
-            batch = tx.list_sessions(
+            listed = tx.sessions.page(
                 org_id,
                 limit,
                 status=stored,
@@ -152,6 +160,7 @@ class Recording(UseCases):
                 after=position,
                 opened_by=agent_key,
             )
+        batch = [session_summary(found.session, found.display_status, found.action_count) for found in listed]
         if len(batch) < limit:
             return SessionPage(batch, None)
         return SessionPage(batch, cursors.encode((batch[-1].created_at, batch[-1].id)))
@@ -162,7 +171,7 @@ class Recording(UseCases):
         now = self.clock()
         with self.store.transaction() as tx:
             session = session_of(tx, org_id, session_id, agent_key=agent_key)
-            if tx.active_rollback(session_id) is not None:
+            if tx.rollbacks.active(session_id) is not None:
                 raise InvalidTransitionError(
                     f"session {session_id} is being rolled back; it can be completed once the rollback has ended"
                 )
@@ -229,7 +238,7 @@ class Recording(UseCases):
                     self._confirm(tx, now, org_id, confirmation, session_id)
                 except AgentReinError as exc:  # raised before it wrote anything
                     refused_confirmations.append(RefusedConfirmation(confirmation.action_id, str(exc)))
-            taken = tx.take_seq(org_id, session_id, now)
+            taken = tx.sessions.take_seq(org_id, session_id, now)
             if taken is None:
                 session = session_of(tx, org_id, session_id)  # NotFoundError if it does not exist
                 if session.status is SessionStatus.ACTIVE:
@@ -349,7 +358,7 @@ class Recording(UseCases):
         undo = redactor.redact_undo(confirmation.undo)
         self._check_undo(connector, undo)
         response = redactor.redact(confirmation.response)
-        done = tx.set_action_outcome(
+        done = tx.actions.set_outcome(
             org_id, action_id, ActionStatus.CLEARED, ActionStatus.SUCCESS, response, undo_row(undo), now, session_id
         )
         if done is None:  # nothing written: say why
@@ -385,13 +394,13 @@ class Recording(UseCases):
             error = self.redactors.of(action.connector).redact_text(error)
             was_approved = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
-                for p in tx.approvals_of_action(action_id)
+                for p in tx.approvals.of_action(action_id)
             )
             sibling_key = action.failure_idempotency_key
-            if was_approved and (reported := tx.action_by_key(org_id, action.session_id, sibling_key)) is not None:
+            if was_approved and (reported := tx.actions.by_key(org_id, action.session_id, sibling_key)) is not None:
                 return reported  # this failure was reported already (a retried or replayed report)
             if was_approved:
-                taken = tx.take_seq(org_id, action.session_id, now, only_active=False)
+                taken = tx.sessions.take_seq(org_id, action.session_id, now, only_active=False)
                 assert taken is not None  # the session exists and only_active=False always takes a seq
                 failed = evolve(
                     action,
@@ -407,7 +416,7 @@ class Recording(UseCases):
             else:
                 failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
                 replace(tx, failed, status=action.status)
-                tx.touch_session(action.session_id, now)
+                tx.sessions.touch(action.session_id, now)
                 if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
                     close_reviews(tx, now, failed, "the action failed before a decision")
             # Read after the writes above, so the session's new activity time is not written back stale.
@@ -455,10 +464,10 @@ class Recording(UseCases):
         now = self.clock()
         with self.store.transaction() as tx:
             check_acts_on(tx, org_id, session_id, agent_key)
-            existing = tx.action_by_key(org_id, session_id, idempotency_key)
+            existing = tx.actions.by_key(org_id, session_id, idempotency_key)
             if existing is not None:
                 return existing
-            taken = tx.take_seq(org_id, session_id, now, only_active=False)
+            taken = tx.sessions.take_seq(org_id, session_id, now, only_active=False)
             if taken is None:
                 raise NotFoundError("session", session_id)
             subject = Subject(connector, api_name, taken.agent_id, operation_type)
@@ -482,7 +491,7 @@ class Recording(UseCases):
                 policy_name=decision.policy.name if decision.policy is not None else None,
             )
             if not tx.insert_once(action):  # a concurrent replay of the same call won
-                existing = tx.action_by_key(org_id, session_id, idempotency_key)
+                existing = tx.actions.by_key(org_id, session_id, idempotency_key)
                 assert existing is not None
                 return existing
             if not succeeded:

@@ -20,7 +20,7 @@ from agentrein_core.views import ApprovalInfo, SessionInfo, approval_info, sessi
 # ``agent_key``: the caller is that agent key, which acts only on the sessions it opened (rules.acts_on).
 # Another agent's records are not found, as another organisation's are: no answer says they exist.
 def session_of(tx: Tx, org_id: str, session_id: str, lock: bool = False, *, agent_key: str | None = None) -> Session:
-    session = tx.session(org_id, session_id, lock=lock)
+    session = tx.sessions.get(org_id, session_id, lock=lock)
     if session is None or not rules.acts_on(session, agent_key):
         raise NotFoundError("session", session_id)
     return session
@@ -30,7 +30,7 @@ def acts_on(tx: Tx, org_id: str, session_id: str, agent_key: str | None) -> bool
     """Whether the caller acts on the session (read only for an agent key: others act on all sessions)."""
     if agent_key is None:
         return True
-    session = tx.session(org_id, session_id)
+    session = tx.sessions.get(org_id, session_id)
     return session is not None and rules.acts_on(session, agent_key)
 
 
@@ -40,14 +40,14 @@ def check_acts_on(tx: Tx, org_id: str, session_id: str, agent_key: str | None) -
 
 
 def action_of(tx: Tx, org_id: str, action_id: str, *, agent_key: str | None = None) -> Action:
-    action = tx.action(org_id, action_id)
+    action = tx.actions.get(org_id, action_id)
     if action is None or not acts_on(tx, org_id, action.session_id, agent_key):
         raise NotFoundError("action", action_id)
     return action
 
 
 def approval_of(tx: Tx, org_id: str, approval_id: str, *, agent_key: str | None = None) -> Approval:
-    approval = tx.approval(org_id, approval_id)
+    approval = tx.approvals.get(org_id, approval_id)
     if approval is None or not acts_on(tx, org_id, approval.session_id, agent_key):
         raise NotFoundError("approval", approval_id)
     return approval
@@ -93,8 +93,10 @@ def undo_row(undo: UndoConfig | None) -> JSON | None:
 
 def read_session(tx: Tx, session: Session, *, verified: bool = False) -> SessionInfo:
     """The session as read; ``verified`` adds its intent verifications (one more query, so lists skip it)."""
-    checks = tx.verifications_of(session.session_id) if verified else None
-    return session_info(session, tx.actions_of(session.session_id), tx.approvals_of_session(session.session_id), checks)
+    checks = tx.verifications.of_session(session.session_id) if verified else None
+    return session_info(
+        session, tx.actions.of_session(session.session_id), tx.approvals.of_session(session.session_id), checks
+    )
 
 
 def read_approval(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:

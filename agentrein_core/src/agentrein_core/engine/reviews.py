@@ -19,11 +19,11 @@ from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, already_decided, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
 from agentrein_core.errors import InvalidTransitionError, ValidationError
-from agentrein_core.listings import approval_position
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, DisplayStatus, EventType
 from agentrein_core.store import Change, Tx
+from agentrein_core.store.approvals import approval_position
 from agentrein_core.views import ApprovalInfo, ApprovalPage, SessionSummary, approval_info, queue_order
 
 
@@ -42,7 +42,7 @@ class Reviews(UseCases):
         if not awaiting:
             return set()
         with self.store.transaction(write=False) as tx:
-            return set(awaiting) - tx.sessions_held_for_decision(org_id, awaiting)
+            return set(awaiting) - tx.approvals.sessions_held_for_decision(org_id, awaiting)
 
     def list_approvals(self, org_id: str, status: ApprovalStatus | None = None) -> list[ApprovalInfo]:
         """Approvals of the organisation, pending first and oldest first: all of them, explained."""
@@ -72,7 +72,7 @@ class Reviews(UseCases):
         )
         now = self.clock()
         with self.store.transaction(write=False) as tx:
-            found = tx.list_approvals(org_id, status, limit, after, opened_by=agent_key)
+            found = tx.approvals.page(org_id, status, limit, after, opened_by=agent_key)
             if explained:
                 shown = self._explain(tx, found, now)
             else:
@@ -90,7 +90,7 @@ class Reviews(UseCases):
         of queries however long the queue and the history."""
         now = self.clock()
         with self.store.transaction(write=False) as tx:
-            pending, latest, waiting = tx.approval_queue(org_id, decided, shown)
+            pending, latest, waiting = tx.approvals.queue(org_id, decided, shown)
             return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now), waiting
 
     def words(self, action: Action) -> decisions.ActionWords:
@@ -107,7 +107,7 @@ class Reviews(UseCases):
         """Each approval as read with what its decision does: the actions and rollbacks of all their sessions
         are read in one query apiece."""
         ids = sorted({session.session_id for _, _, session in found})
-        actions, rollbacks = tx.actions_of_sessions(ids), tx.rollbacks_of_sessions(ids)
+        actions, rollbacks = tx.actions.of_sessions(ids), tx.rollbacks.of_sessions(ids)
         return [
             approval_info(approval, action, session, now, (actions[sid], rollbacks.get(sid, []), self.words))
             for approval, action, session in found
@@ -117,12 +117,12 @@ class Reviews(UseCases):
     def count_pending_approvals(self) -> int:
         """Approvals waiting for a decision, in all organisations (for metrics)."""
         with self.store.transaction(write=False) as tx:
-            return tx.count_pending_approvals()
+            return tx.approvals.count_pending()
 
     def count_unconfirmed(self) -> int:
         """Approved actions whose execution was never confirmed (``unconfirmed``), in all organisations."""
         with self.store.transaction(write=False) as tx:
-            return tx.count_unconfirmed(self.clock() - rules.UNCONFIRMED_AFTER)
+            return tx.approvals.count_unconfirmed(self.clock() - rules.UNCONFIRMED_AFTER)
 
     def approve(self, org_id: str, approval_id: str, reviewer: str, reason: str | None = None) -> Approval:
         return self._decide(org_id, approval_id, ApprovalStatus.APPROVED, reviewer, reason)
@@ -154,7 +154,7 @@ class Reviews(UseCases):
 
     def _note_waiter(self, approval_id: str, until: datetime, *, noted: datetime | None = None) -> None:
         with self.store.transaction() as tx:
-            tx.note_waiter(approval_id, until, noted=noted)
+            tx.approvals.note_waiter(approval_id, until, noted=noted)
 
     def withdraw(self, org_id: str, approval_id: str, reason: str, *, agent_key: str | None = None) -> Approval:
         """The agent waiting for a before-execution approval has gone (interrupted, its task cancelled): its

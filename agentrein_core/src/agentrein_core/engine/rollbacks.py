@@ -81,25 +81,25 @@ class Rollbacks(UseCases):
 
     def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:
         with self.store.transaction(write=False) as tx:
-            job = tx.rollback(org_id, rollback_id)
+            job = tx.rollbacks.get(org_id, rollback_id)
             if job is None:
                 raise NotFoundError("rollback", rollback_id)
             return job
 
     def rollbacks_to_run(self, org_id: str | None = None) -> list[Rollback]:
         with self.store.transaction(write=False) as tx:
-            return tx.rollbacks_to_run(org_id, self.clock())
+            return tx.rollbacks.due(org_id, self.clock())
 
     def active_rollback(self, org_id: str, session_id: str) -> Rollback | None:
         """The session's unfinished rollback (running or waiting for a rollback approval), if any."""
         with self.store.transaction(write=False) as tx:
             session_of(tx, org_id, session_id)
-            return tx.active_rollback(session_id)
+            return tx.rollbacks.active(session_id)
 
     def latest_rollback(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> Rollback | None:
         with self.store.transaction(write=False) as tx:
             session_of(tx, org_id, session_id, agent_key=agent_key)
-            return tx.active_rollback(session_id) or tx.latest_rollback(session_id)
+            return tx.rollbacks.active(session_id) or tx.rollbacks.latest(session_id)
 
     def wait_for_rollback(
         self, org_id: str, session_id: str, timeout: float, *, agent_key: str | None = None
@@ -141,7 +141,7 @@ class Rollbacks(UseCases):
         token = secrets.token_hex(16)
         now = self.clock()
         with self.store.transaction() as tx:
-            job = tx.claim_due_rollback(now, token, now + self.rollback_lease)
+            job = tx.rollbacks.claim_due(now, token, now + self.rollback_lease)
         if job is None:
             return None
         return self._advance(job, token, executor, approval_timeout)
@@ -193,7 +193,7 @@ class Rollbacks(UseCases):
         """Take the job's lease if it is running and nobody holds it (or the holder's lease ran out)."""
         now = self.clock()
         with self.store.transaction() as tx:
-            job = tx.rollback(org_id, rollback_id)
+            job = tx.rollbacks.get(org_id, rollback_id)
             if job is None:
                 raise NotFoundError("rollback", rollback_id)
             if job.status is not RollbackStatus.RUNNING:
@@ -201,13 +201,13 @@ class Rollbacks(UseCases):
             if job.lease_until is not None and job.lease_until > now:
                 return None
             values = {"lease_token": token, "lease_until": now + self.rollback_lease}
-            return tx.update_rollback(rollback_id, values, lease_token=job.lease_token, status=job.status)
+            return tx.rollbacks.update(rollback_id, values, lease_token=job.lease_token, status=job.status)
 
     def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
         """Write ``changes`` (only those columns) and renew the lease, while ``token`` still holds the job.
         Returns the job as stored, so a scope widened meanwhile by another request is seen at once."""
         now = self.clock()
-        renewed = tx.update_rollback(
+        renewed = tx.rollbacks.update(
             job.rollback_id, {"lease_until": now + self.rollback_lease, **changes}, lease_token=token
         )
         if renewed is None:
@@ -226,9 +226,9 @@ class Rollbacks(UseCases):
         paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
         while True:
             # The chain's head alone, and its approvals: a step costs the same in a session of any length.
-            head = tx.next_to_undo(job.session_id, only_requested=not job.whole_session)
-            awaited = tx.awaited_confirmations(job.session_id, now - rules.CONFIRMATION_AWAITED)
-            approvals = tx.approvals_of_action(head[0].action_id) if head else []
+            head = tx.actions.next_to_undo(job.session_id, only_requested=not job.whole_session)
+            awaited = tx.actions.awaited_confirmations(job.session_id, now - rules.CONFIRMATION_AWAITED)
+            approvals = tx.approvals.of_action(head[0].action_id) if head else []
             step = rollback.next_step(job, head, approvals, awaited)
             if isinstance(step, rollback.RunUndo):
                 return self._renew(tx, job, token), step
@@ -254,7 +254,7 @@ class Rollbacks(UseCases):
             else:
                 if job.whole_session:
                     session = session_of(tx, job.org_id, job.session_id)
-                    after = rules.session_status_after_rollback(session, tx.actions_of(job.session_id))
+                    after = rules.session_status_after_rollback(session, tx.actions.of_session(job.session_id))
                     set_session_status(tx, session, after)
                 return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
 
@@ -295,7 +295,7 @@ class Rollbacks(UseCases):
                 try:
                     with self.store.transaction() as tx:
                         values = {"lease_until": self.clock() + self.rollback_lease}
-                        tx.update_rollback(job.rollback_id, values, lease_token=token, status=RollbackStatus.RUNNING)
+                        tx.rollbacks.update(job.rollback_id, values, lease_token=token, status=RollbackStatus.RUNNING)
                 except Exception:
                     log.exception("could not renew the lease of rollback %s", job.rollback_id)
 

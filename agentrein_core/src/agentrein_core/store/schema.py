@@ -78,7 +78,7 @@ sessions = Table(
     Column("opened_by_key", ID),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
-    # A list filtered by stored status or by agent walks its sessions newest first (listings.py).
+    # A list filtered by stored status or by agent walks its sessions newest first (store/sessions.py).
     Index("ix_sessions_org_status_created", "org_id", "status", "created_at", "session_id"),
     Index("ix_sessions_org_agent_created", "org_id", "agent_id", "created_at", "session_id"),
     # An agent key's list: the sessions it opened, newest first (and the approvals of those).
@@ -111,7 +111,7 @@ actions = Table(
     # A call is recorded once: a journal replay finds the record its key already made.
     Index("ux_actions_session_key", "session_id", "idempotency_key", unique=True),
     # Whether a session has an action of a status (or undo status) is read from the index alone: the
-    # display-status rules a list filters by (listings.py), and the head of a rollback's chain.
+    # display-status rules a list filters by (store/sessions.py), and the head of a rollback's chain.
     Index("ix_actions_session_status", "session_id", "status", "undo_status"),
 )
 # The two rare clues of the display-status rules (rules.DISPLAY_RULES), each an index of the few actions that

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from agentrein_core.schema import metadata
+from agentrein_core.store.schema import metadata
 
 config = context.config
 connection = config.attributes.get("connection")

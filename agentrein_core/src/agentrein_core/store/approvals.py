@@ -1,0 +1,156 @@
+"""Approvals: one by id or of a session or action, those due to expire, the agent's wait on one, and the lists a
+reviewer reads (pending first, or in the order a reviewer decides them), each joined to its action and
+session in one query."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from attrs import frozen
+
+import agentrein_core.store.schema as schema
+from agentrein_core import rules
+from agentrein_core.converter import from_columns
+from agentrein_core.model import Action, Approval, Session
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus
+from agentrein_core.store.rows import Rows
+
+T = TypeVar("T")
+_S, _A, _P = schema.sessions, schema.actions, schema.approvals
+Joined = list[tuple[Approval, Action, Session]]
+
+_PENDING_FIRST = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
+
+
+@frozen
+class Approvals:
+    rows: Rows
+
+    def get(self, org_id: str, approval_id: str) -> Approval | None:
+        return self.rows.one(Approval, approval_id, org_id)
+
+    def of_session(self, session_id: str) -> list[Approval]:
+        return self.rows.all(Approval, sa.select(_P).where(_P.c.session_id == session_id).order_by(_P.c.requested_at))
+
+    def of_action(self, action_id: str) -> list[Approval]:
+        return self.rows.all(Approval, sa.select(_P).where(_P.c.action_id == action_id).order_by(_P.c.requested_at))
+
+    def sessions_held_for_decision(self, org_id: str, session_ids: list[str]) -> set[str]:
+        """Of the organisation's ``session_ids``, those with a pending approval that holds something up (a call
+        or a rollback): the others' pending approvals, if any, are all reviews of calls that already ran."""
+        stmt = sa.select(_P.c.session_id).where(
+            _P.c.org_id == org_id,
+            _P.c.session_id.in_(session_ids),
+            _P.c.status == ApprovalStatus.PENDING,
+            _P.c.purpose != ApprovalPurpose.AFTER_EXECUTION,
+        )
+        return set(self.rows.conn.execute(stmt.distinct()).scalars())
+
+    def note_waiter(self, approval_id: str, until: datetime, *, noted: datetime | None = None) -> None:
+        """The agent waits for the approval until ``until`` (:attr:`Approval.waited_until`); that column alone
+        is written, so nothing a decision wrote meanwhile is written over. ``noted``: only if the column still
+        holds it (a wait's end leaves alone what a newer wait of the same agent noted meanwhile)."""
+        stmt = _P.update().where(_P.c.approval_id == approval_id)
+        if noted is not None:
+            stmt = stmt.where(_P.c.waited_until == noted)
+        self.rows.conn.execute(stmt.values(waited_until=until))
+
+    def count_pending(self) -> int:
+        stmt = sa.select(sa.func.count()).where(_P.c.status == ApprovalStatus.PENDING)
+        return int(self.rows.conn.execute(stmt).scalar_one())
+
+    def count_unconfirmed(self, approved_before: datetime) -> int:
+        """Actions still ``CLEARED`` whose approval was given before ``approved_before`` (all organisations)."""
+        stmt = (
+            sa.select(sa.func.count())
+            .select_from(_P.join(_A, _A.c.action_id == _P.c.action_id))
+            .where(
+                _P.c.status == ApprovalStatus.APPROVED,
+                _P.c.resolved_at <= approved_before,
+                _A.c.status == ActionStatus.CLEARED,
+            )
+        )
+        return int(self.rows.conn.execute(stmt).scalar_one())
+
+    def due(self, now: datetime, limit: int = 500) -> list[Approval]:
+        """Pending approvals whose time ran out by ``now``, soonest first."""
+        stmt = sa.select(_P).where(_P.c.status == ApprovalStatus.PENDING, _P.c.timeout_at <= now)
+        return self.rows.all(Approval, stmt.order_by(_P.c.timeout_at).limit(limit))
+
+    def page(
+        self,
+        org_id: str,
+        status: ApprovalStatus | None,
+        limit: int | None = None,
+        after: tuple[int, datetime, str] | None = None,
+        opened_by: str | None = None,
+    ) -> Joined:
+        """The organisation's approvals, pending first and oldest first (the order a reviewer works in), each
+        with its action and session, in one query; at most ``limit``, from after the keyset position ``after``
+        (:func:`approval_position` of the last approval of the previous page); ``opened_by``: only those of sessions
+        this API key opened."""
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id)
+        if status is not None:
+            chosen = chosen.where(_P.c.status == status)
+        if opened_by is not None:
+            own = sa.select(_S.c.session_id).where(_S.c.org_id == org_id, _S.c.opened_by_key == opened_by)
+            chosen = chosen.where(_P.c.session_id.in_(own))
+        key = (_PENDING_FIRST, _P.c.requested_at, _P.c.approval_id)
+        if after is not None:
+            chosen = chosen.where(sa.tuple_(*key) > sa.tuple_(*after))
+        return self._joined(_page_of(org_id, chosen.order_by(*key).limit(limit), key))
+
+    def queue(self, org_id: str, decided: int, shown: int) -> tuple[Joined, Joined, int]:
+        """The ``shown`` pending approvals a reviewer decides first (in the order of
+        :func:`agentrein_core.views.queue_order`: those someone waits for first, then least time left first),
+        the ``decided`` latest decisions (newest first), each with its action and session, joined in one query
+        apiece; and how many approvals are pending in all."""
+        waited_for = sa.case((_P.c.purpose.in_(sorted(rules.BLOCKING_PURPOSES)), 0), else_=1)
+        first = (waited_for, _P.c.timeout_at, _P.c.approval_id)
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        pending = _page_of(org_id, chosen.order_by(*first).limit(shown), first)
+        newest = (_P.c.resolved_at.desc(), _P.c.approval_id.desc())
+        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status != ApprovalStatus.PENDING)
+        latest = _page_of(org_id, chosen.order_by(*newest).limit(decided), newest)
+        waiting = sa.select(sa.func.count()).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        count = int(self.rows.conn.execute(waiting).scalar_one())
+        return self._joined(pending), self._joined(latest), count
+
+    def _joined(self, stmt: Any) -> Joined:
+        result = self.rows.conn.execute(stmt)
+        # Where each table's columns are in a row (labelled ``<table>_<column>``), found once per query, not
+        # once per row and table.
+        labels = list(result.keys())
+        places = {
+            table: [(i, label[len(table) + 1 :]) for i, label in enumerate(labels) if label.startswith(table + "_")]
+            for table in ("approvals", "actions", "sessions")
+        }
+
+        def part(row: Any, table: str, cls: type[T]) -> T:
+            return from_columns({column: row[i] for i, column in places[table]}, cls)
+
+        return [
+            (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
+            for row in result
+        ]
+
+
+def approval_position(approval: Approval) -> tuple[int, datetime, str]:
+    """Where ``approval`` sorts in :meth:`Approvals.page`."""
+    return (0 if approval.status is ApprovalStatus.PENDING else 1, approval.requested_at, approval.approval_id)
+
+
+def _page_of(org_id: str, chosen: sa.Select[Any], order: tuple[sa.ColumnElement[Any], ...]) -> sa.Select[Any]:
+    """The approvals ``chosen`` selects (their ids, ordered and limited among the approvals alone, through an
+    index), joined to their actions and sessions only then, in ``order``."""
+    page = chosen.subquery()
+    joined = (
+        sa.select(_P, _A, _S)
+        .join(_A, _A.c.action_id == _P.c.action_id)
+        .join(_S, _S.c.session_id == _P.c.session_id)
+        .where(_P.c.org_id == org_id)
+        .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
+    )
+    return joined.join(page, page.c.approval_id == _P.c.approval_id).order_by(*order)

@@ -1,0 +1,105 @@
+"""Every difference between the two databases the store runs on, and nothing else: the rest of ``store/``
+writes one query for both.
+
+SQLite (the default, a file beside the caller) has one writer at a time, and no other process to tell of a
+change. PostgreSQL has many: it locks rows (``FOR UPDATE``, and ``SKIP LOCKED`` so that replicas claiming at
+once take different work), serialises migrators with an advisory lock, and announces committed changes to
+other processes with NOTIFY, which :meth:`PostgreSQL.listen` receives.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+#: The PostgreSQL channel on which committed changes are announced, so that every replica's long-polls and
+#: workers wake at once.
+EVENTS_CHANNEL = "agentrein_events"
+_NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
+#: Any number the migrators of one database agree on.
+_MIGRATION_LOCK = sa.text("SELECT pg_advisory_xact_lock(7346121)")
+
+S = TypeVar("S", bound=sa.Select[Any])
+
+
+class Dialect:
+    """SQLite's way; :class:`PostgreSQL` overrides where it differs."""
+
+    name = "sqlite"
+    #: Whether writers queue for the one write lock of the file (the store then hands them one connection).
+    one_writer = True
+    #: Whether ``SELECT … FOR UPDATE`` holds rows (SQLite's writer already holds the whole file).
+    locks_rows = False
+
+    def skip_locked(self, stmt: S) -> S:
+        """``stmt`` taking its rows so that a concurrent claimer skips them rather than waiting or sharing."""
+        return stmt
+
+    def migrating(self, conn: Connection) -> None:
+        """Make concurrent migrators of the database wait for this one (SQLite's writer lock does already)."""
+
+    def notify(self, conn: Connection, payload: str) -> None:
+        """Tell other processes ``payload`` when the transaction of ``conn`` commits (none listen on SQLite)."""
+
+    def upsert(self, conn: Connection, table: sa.Table, row: Mapping[str, Any]) -> None:
+        """Write ``row`` over the row of ``table`` with the same primary key, or insert it."""
+        keys = [c.name for c in table.primary_key.columns]
+        stmt = self._insert(table).values(**row)
+        conn.execute(
+            stmt.on_conflict_do_update(index_elements=keys, set_={k: v for k, v in row.items() if k not in keys})
+        )
+
+    def _insert(self, table: sa.Table) -> Any:  # each dialect's Insert has its own ON CONFLICT
+        return sqlite.insert(table)
+
+    def listen(
+        self, url: str, stop: threading.Event, heard: Callable[[str], None], started: Callable[[bool], None]
+    ) -> None:
+        """Call ``heard`` with each payload other processes announce until ``stop`` is set; ``started`` is told
+        once listening starts (True) and once it ends (False). Connection errors propagate."""
+        raise TypeError("only PostgreSQL announces other processes' changes")
+
+
+class PostgreSQL(Dialect):
+    name = "postgresql"
+    one_writer = False
+    locks_rows = True
+
+    def skip_locked(self, stmt: S) -> S:
+        return stmt.with_for_update(skip_locked=True)
+
+    def migrating(self, conn: Connection) -> None:
+        conn.execute(_MIGRATION_LOCK)
+
+    def notify(self, conn: Connection, payload: str) -> None:
+        conn.execute(_NOTIFY, {"channel": EVENTS_CHANNEL, "payload": payload})  # NOTIFY is delivered on commit
+
+    def _insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
+
+    def listen(
+        self, url: str, stop: threading.Event, heard: Callable[[str], None], started: Callable[[bool], None]
+    ) -> None:
+        import psycopg
+        from psycopg import sql
+
+        dsn = sa.engine.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(EVENTS_CHANNEL)))
+            started(True)
+            try:
+                while not stop.is_set():
+                    for note in conn.notifies(timeout=0.5):
+                        heard(note.payload)
+            finally:
+                started(False)
+
+
+def dialect_of(name: str) -> Dialect:
+    """The differences of the database SQLAlchemy names ``name`` (``sqlite`` or ``postgresql``)."""
+    return PostgreSQL() if name == "postgresql" else Dialect()

@@ -1,0 +1,276 @@
+"""Sessions and their actions: the write-ahead record's seq, each call's outcome, the head of a rollback's
+chain, and pages of sessions filtered in the database, their display status too, by the rules of
+:data:`rules.DISPLAY_RULES` compiled to SQL (the derivation in ``statuses`` reads the same table). A page costs
+the same however many sessions and actions the database holds: every filter and order is served by an index
+(see ``schema.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from attrs import frozen
+
+import agentrein_core.store.schema as schema
+from agentrein_core import rules
+from agentrein_core.converter import from_columns, from_row
+from agentrein_core.model import FAILURE_KEY_SUFFIX, Action, Session
+from agentrein_core.statuses import ActionStatus, DisplayStatus, Plan, SessionStatus, UndoStatus
+from agentrein_core.store.prepared import Prepared
+from agentrein_core.store.rows import Rows, of_sessions
+
+_S, _A, _P, _O, _R = schema.sessions, schema.actions, schema.approvals, schema.organisations, schema.rollbacks
+
+# Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
+# unqualified, so a correlated ``org_id = org_id`` would match every organisation.
+_ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == sa.bindparam("org"))
+_TAKE_SEQ = (
+    _S.update()
+    .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))
+    .values(last_seq=_S.c.last_seq + 1, last_activity_at=sa.bindparam("now"))
+    .returning(
+        _S.c.last_seq,
+        _S.c.agent_id,
+        _ORG_OF_SESSION.with_only_columns(_O.c.policy_version).scalar_subquery().label("policy_version"),
+        _ORG_OF_SESSION.with_only_columns(_O.c.plan).scalar_subquery().label("plan"),
+    )
+)
+# Spelled as ORs: a prepared statement has a fixed parameter list (an IN list would expand per execution).
+_NO_ROLLBACK_UNDER_WAY = ~sa.exists().where(
+    _R.c.session_id == _S.c.session_id, sa.or_(*(_R.c.status == status for status in sorted(rules.ROLLBACK_UNDER_WAY)))
+)
+# Prepared, as every recorded call runs them (bench/overhead.py's WRITE rows; figures on SQLite under load, per
+# execution, prepared against SQLAlchemy's execute): taking a seq (93 us against 185 us) and confirming the
+# outcome (96 us against 328 us). A call logged after it ran (``/compat``, the journal) takes a seq of any session.
+#: Take the session's next seq, mark it active ``now``, and read what a write-ahead record needs.
+_TAKE_SEQ_ANY = Prepared(_TAKE_SEQ)
+#: The same, only for an ACTIVE session that is not being rolled back (the only kind that accepts a new action).
+_TAKE_SEQ_ACTIVE = Prepared(_TAKE_SEQ.where(_S.c.status == SessionStatus.ACTIVE, _NO_ROLLBACK_UNDER_WAY))
+#: An action's outcome, ``expected -> new_status``, guarded by its current status (and its session, if ``sid``).
+_CONFIRM = Prepared(
+    _A.update()
+    .where(
+        _A.c.action_id == sa.bindparam("key"),
+        _A.c.org_id == sa.bindparam("org"),
+        _A.c.status == sa.bindparam("expected"),
+        sa.or_(sa.bindparam("sid", type_=sa.String).is_(None), _A.c.session_id == sa.bindparam("sid")),
+    )
+    .values(
+        status=sa.bindparam("new_status"),
+        response=sa.bindparam("response"),
+        undo=sa.bindparam("undo"),
+        updated_at=sa.bindparam("now"),
+    )
+    .returning(*_A.c)
+)
+_FAILURE = _A.alias("failure")
+
+
+@frozen
+class SeqTaken:
+    """What taking a seq learns: the seq, the session's agent, and its organisation's policy version and plan."""
+
+    seq: int
+    agent_id: str
+    policy_version: int
+    plan: Plan
+
+
+@frozen
+class Listed:
+    """A session as a page of sessions reads it: the session, its display status and how many actions it has."""
+
+    session: Session
+    display_status: DisplayStatus
+    action_count: int
+
+
+@frozen
+class Sessions:
+    rows: Rows
+
+    def get(self, org_id: str, session_id: str, lock: bool = False) -> Session | None:
+        return self.rows.one(Session, session_id, org_id, lock=lock)
+
+    def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
+        """Take the session's next action seq and mark it active now; None if there is no such session, or
+        if ``only_active`` and it is not ``ACTIVE`` or is being rolled back. One statement, so concurrent
+        callers never share a seq; it also reads what the write-ahead record needs of the organisation."""
+        stmt = _TAKE_SEQ_ACTIVE if only_active else _TAKE_SEQ_ANY
+        row = stmt.run_first(self.rows.conn, {"sid": session_id, "org": org_id, "now": now})
+        if row is None:
+            return None
+        return SeqTaken(row["last_seq"], row["agent_id"], row["policy_version"], Plan(row["plan"]))
+
+    def touch(self, session_id: str, now: datetime) -> None:
+        self.rows.conn.execute(_S.update().where(_S.c.session_id == session_id).values(last_activity_at=now))
+
+    def idle_since(self, cutoff: datetime, limit: int = 500) -> list[Session]:
+        """Active sessions idle since ``cutoff``, longest idle first. In that order PostgreSQL reads them from
+        the (status, last activity) index; without it, it scans every session, once a second, to find none."""
+        stmt = sa.select(_S).where(_S.c.status == SessionStatus.ACTIVE, _S.c.last_activity_at <= cutoff)
+        return self.rows.all(Session, stmt.order_by(_S.c.last_activity_at).limit(limit))
+
+    def page(
+        self,
+        org_id: str,
+        limit: int = 100,
+        *,
+        status: SessionStatus | None = None,
+        display_status: DisplayStatus | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        after: tuple[datetime, str] | None = None,
+        opened_by: str | None = None,
+    ) -> list[Listed]:
+        """The organisation's sessions, newest first, filtered, each with its display status and action count
+        read in the same query; ``after`` is the keyset position (``created_at``, ``session_id``) of the last
+        session of the previous page; ``opened_by``: only those this API key opened."""
+        t = _S
+        stmt = sa.select(t).where(t.c.org_id == org_id)
+        if status is not None:
+            stmt = stmt.where(t.c.status == status)
+        if display_status is not None:
+            stmt = stmt.where(_shown_as(display_status))
+        if agent_id is not None:
+            stmt = stmt.where(t.c.agent_id == agent_id)
+        if opened_by is not None:
+            stmt = stmt.where(t.c.opened_by_key == opened_by)
+        if created_after is not None:
+            stmt = stmt.where(t.c.created_at >= created_after)
+        if created_before is not None:
+            stmt = stmt.where(t.c.created_at < created_before)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
+        page = stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit).subquery("page")
+        listed = []
+        for row in self.rows.conn.execute(_summarised(page)):
+            columns = dict(row._mapping)
+            shown, count = DisplayStatus(columns.pop("display_status")), columns.pop("action_count")
+            listed.append(Listed(from_columns(columns, Session), shown, count))
+        return listed
+
+
+@frozen
+class Actions:
+    rows: Rows
+
+    def get(self, org_id: str, action_id: str) -> Action | None:
+        return self.rows.one(Action, action_id, org_id)
+
+    def by_key(self, org_id: str, session_id: str, idempotency_key: str) -> Action | None:
+        stmt = sa.select(_A).where(
+            _A.c.org_id == org_id, _A.c.session_id == session_id, _A.c.idempotency_key == idempotency_key
+        )
+        return self.rows.first(Action, stmt)
+
+    def recent(self, org_id: str, limit: int) -> list[tuple[Action, str]]:
+        """The organisation's latest ``limit`` actions, newest first, each with its session's agent."""
+        stmt = (
+            sa.select(_A, _S.c.agent_id)
+            .join(_S, _S.c.session_id == _A.c.session_id)
+            .where(_A.c.org_id == org_id)
+            .order_by(_A.c.created_at.desc(), _A.c.action_id.desc())
+            .limit(limit)
+        )
+        return [(from_row(row, Action), row.agent_id) for row in self.rows.conn.execute(stmt)]
+
+    def of_session(self, session_id: str) -> list[Action]:
+        return self.rows.all(Action, sa.select(_A).where(_A.c.session_id == session_id).order_by(_A.c.seq))
+
+    def of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Action]]:
+        """The actions of each session, in ``seq`` order, in one query."""
+        return of_sessions(self.rows, Action, _A, session_ids, _A.c.session_id, _A.c.seq)
+
+    def set_outcome(
+        self,
+        org_id: str,
+        action_id: str,
+        expected: ActionStatus,
+        status: ActionStatus,
+        response: Any,
+        undo: Any,
+        now: datetime,
+        session_id: str | None = None,
+    ) -> Action | None:
+        """``expected -> status`` with the response and undo config, in one guarded statement (the hot path
+        of every confirmed call); None if the action is missing (from ``session_id``, when given) or no longer
+        ``expected``: nothing is written then."""
+        params = {
+            "key": action_id,
+            "org": org_id,
+            "expected": expected,
+            "new_status": status,
+            "response": response,
+            "undo": undo,
+            "now": now,
+            "sid": session_id,
+        }
+        return self.rows.prepared_first(Action, _CONFIRM, params)
+
+    def next_to_undo(self, session_id: str, only_requested: bool) -> list[Action]:
+        """The head of a rollback's chain (:func:`agentrein_core.rollback.chain`), read alone, so that each
+        step of a long rollback reads one action rather than the whole session: the executed action (or
+        one whose undo failed) of the highest seq that is neither undone nor skipped (among those whose undo
+        was asked for one by one, if ``only_requested``)."""
+        undoable = _A.c.status.in_(sorted(rules.UNDOABLE)), _A.c.undo_status != UndoStatus.SKIPPED
+        stmt = sa.select(_A).where(_A.c.session_id == session_id, *undoable)
+        if only_requested:
+            stmt = stmt.where(_A.c.undo_requested.is_(True))
+        return self.rows.all(Action, stmt.order_by(_A.c.seq.desc()).limit(1))
+
+    def awaited_confirmations(self, session_id: str, cleared_since: datetime) -> list[Action]:
+        """The session's calls cleared to run since ``cleared_since`` whose outcome is not in yet
+        (:func:`agentrein_core.rollback.next_step` waits for them): ``CLEARED``, and no failure recorded for
+        them (an approved action's failure is a record of its own, under a suffixed key, the action staying
+        ``CLEARED``)."""
+        failed = sa.exists().where(
+            _FAILURE.c.session_id == session_id, _FAILURE.c.idempotency_key == _A.c.idempotency_key + FAILURE_KEY_SUFFIX
+        )
+        stmt = sa.select(_A).where(
+            _A.c.session_id == session_id, _A.c.status == ActionStatus.CLEARED, _A.c.updated_at > cleared_since, ~failed
+        )
+        return self.rows.all(Action, stmt)
+
+
+def _holds(clue: rules.Clue, sessions: sa.FromClause = _S) -> sa.ColumnElement[bool]:
+    """``clue`` of a session as SQL over the listed session's row (of ``sessions``). Its values are written into
+    the SQL, not bound, so that an index of the actions that give the clue (a partial index, ``schema.py``) can
+    be used where the planner cannot see bound values: SQLite's plans, and the generic plan PostgreSQL keeps for
+    a prepared statement."""
+    values = [sa.literal(value.value, literal_execute=True) for value in sorted(clue.values)]
+    if clue.field == "stored":
+        return sessions.c.status.in_(values)
+    if clue.field == "approval":
+        found = sa.select(1).where(_P.c.session_id == sessions.c.session_id, _P.c.status.in_(values))
+    else:
+        found = sa.select(1).where(_A.c.session_id == sessions.c.session_id, _A.c[clue.field].in_(values))
+    # OFFSET 0 keeps PostgreSQL from turning the test into a hash of every session that passes it (all the
+    # actions of a status), built before the first row of the page: each listed session is tested alone.
+    exists = found.offset(0).exists()
+    return exists if clue.present else ~exists
+
+
+def _summarised(page: sa.Subquery) -> sa.Select[Any]:
+    """The sessions of ``page`` with their display status (the first of :data:`rules.DISPLAY_RULES` that matches)
+    and action count, worked out for the page's rows alone: over the whole table, PostgreSQL would work them out
+    for every session before sorting and keeping a page."""
+    whens = [(sa.and_(*(_holds(clue, page) for clue in clues)), shown.value) for shown, clues in rules.DISPLAY_RULES]
+    count = sa.select(sa.func.count()).where(_A.c.session_id == page.c.session_id).scalar_subquery()
+    newest_first = (page.c.created_at.desc(), page.c.session_id.desc())
+    return sa.select(page, sa.case(*whens).label("display_status"), count.label("action_count")).order_by(*newest_first)
+
+
+def _shown_as(display: DisplayStatus) -> sa.ColumnElement[bool]:
+    """Whether the listed session displays ``display``: a rule for it matches, and no earlier rule does."""
+    earlier: list[sa.ColumnElement[bool]] = []
+    ways: list[sa.ColumnElement[bool]] = []
+    for shown, clues in rules.DISPLAY_RULES:
+        matched = sa.and_(*(_holds(clue) for clue in clues))
+        if shown is display:
+            ways.append(sa.and_(matched, *(sa.not_(e) for e in earlier)))
+        earlier.append(matched)
+    return sa.or_(*ways)
