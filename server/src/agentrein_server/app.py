@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -28,7 +27,6 @@ from agentrein_core import redaction
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
 from agentrein_core.environment import positive_number
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
@@ -92,7 +90,7 @@ def open_services(
         rollback_threads,
         checks=IntentChecks(engine, connectors, vault.decrypt_text),
         sender=WebhookSender(engine, vault),
-        notify=_notifier(connectors),
+        notify=connectors.notify,
     )
     return Services(engine, connectors, vault, workers, Authenticator(engine), undo)
 
@@ -101,21 +99,6 @@ def _lease_from_environment() -> timedelta:
     """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``: how soon a rollback left by a crashed server is taken over."""
     seconds = positive_number(LEASE_ENV, "seconds")
     return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
-
-
-def _notifier(connectors: Connectors) -> Callable[[Event], None]:
-    """Hands an event to every ``agentrein_notify`` plugin, each on its own (one that fails does not keep the
-    event from the others)."""
-    listeners = connectors.pm.hook.agentrein_notify.get_hookimpls()
-
-    def notify(event: Event) -> None:
-        for listener in listeners:
-            try:
-                listener.function(event=event)
-            except Exception:
-                log.exception("notify plugin %s failed on event %s", listener.plugin_name, event.event_id)
-
-    return notify
 
 
 def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # type: ignore[type-arg]
