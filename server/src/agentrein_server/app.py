@@ -9,7 +9,6 @@ reviewer dashboard (:mod:`~agentrein_server.dashboard`) is served under ``/dashb
 from __future__ import annotations
 
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -25,12 +24,12 @@ from litestar.status_codes import HTTP_204_NO_CONTENT
 
 from agentrein_core import redaction
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
+from agentrein_core.engine.configuration import Configuration, vault_of
 from agentrein_core.environment import positive_number
-from agentrein_core.errors import ValidationError
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
-from agentrein_core.vault import SECRET_KEY_ENV, Vault, secret_key_file
+from agentrein_core.vault import Vault
 from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics, problems
 from agentrein_server.api import bodies, docs
@@ -74,15 +73,7 @@ def open_services(
     connectors = connectors or installed_connectors()
     engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
     redaction.redact_logs(engine.redactors.common, REDACTED_LOGGERS)
-    if vault is None:
-        if store.dialect == "postgresql" and not os.environ.get(SECRET_KEY_ENV):
-            raise ValidationError(
-                SECRET_KEY_ENV,
-                "must be set with PostgreSQL, the same for every replica and command (a key file of one machine "
-                "would not decrypt what another stored); make one with: python -c "
-                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
-            )
-        vault = Vault.from_environment(secret_key_file(store.url))
+    vault = vault or vault_of(store.url, store.dialect)
     undo = SettingsUndoExecutor(engine, connectors, vault.decrypt)
     workers = Workers(
         engine,
@@ -92,7 +83,8 @@ def open_services(
         sender=WebhookSender(engine, vault),
         notify=connectors.notify,
     )
-    return Services(engine, connectors, vault, workers, Authenticator(engine), undo)
+    configuration = Configuration(engine, connectors, vault)
+    return Services(engine, connectors, vault, workers, Authenticator(engine), undo, configuration)
 
 
 def _lease_from_environment() -> timedelta:
