@@ -40,7 +40,7 @@ def approvals_list(
     if as_json:
         print_json([listed_fields(p) for p in listed])
         return
-    from agentrein_server.dashboard.rendering import duration
+    from agentrein_core.wording import duration
 
     shown = Listing("approval", "purpose", "status", "agent", "api name", "time left", "summary")
     for p in listed:
