@@ -81,7 +81,7 @@ INCLUDED = ("purpose", "description", "consequences", "outcome")
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
     """The request as ``GET /approvals?include=purpose&include=description&include=consequences&include=outcome``
     answers it."""
-    from agentrein_server.api.answers import LISTED_FIELDS
+    from agentrein_core.views import LISTED_FIELDS
 
     return wire_fields(info, (*LISTED_FIELDS, *INCLUDED))
 

@@ -122,25 +122,6 @@ Delivery: TypeAlias = Annotated[dict[str, Any], Shows(record_model(model.Deliver
 
 # Records as the controllers show them -------------------------------------------------------------------
 
-#: The fields of ``GET /approvals``, exactly as the status reference §4 lists them.
-LISTED_FIELDS = (
-    "approvalId",
-    "actionId",
-    "apiName",
-    "operationType",
-    "sessionId",
-    "agentId",
-    "payloadSummary",
-    "requestedAt",
-    "timeoutAt",
-    "timeRemaining",
-    "status",
-    "resolvedAt",
-    "resolvedBy",
-    "reason",
-    "actionStatus",
-    "unconfirmed",
-)
 #: A request as listed: the fields above, and those asked for with ``include``.
 ListedApproval: TypeAlias = Annotated[
     dict[str, Any],
@@ -148,7 +129,7 @@ ListedApproval: TypeAlias = Annotated[
         wire_model(
             views.ApprovalInfo,
             name="ListedApproval",
-            only=(*LISTED_FIELDS, *views.INCLUDED_FIELDS),
+            only=(*views.LISTED_FIELDS, *views.INCLUDED_FIELDS),
             optional=views.INCLUDED_FIELDS,
         )
     ),
