@@ -136,7 +136,7 @@ ListedApproval: TypeAlias = Annotated[
 ]
 #: A rollback job: without its lease token, which is the worker's own business.
 Rollback: TypeAlias = Annotated[dict[str, Any], Shows(wire_model(model.Rollback, omit=("leaseToken",)))]
-#: A connector's settings (``connectors.describe``): its name, and whether credentials are stored, not them.
+#: A connector's settings (``engine.configuration.shown``): its name, and whether credentials are stored, not them.
 Connector: TypeAlias = Annotated[
     dict[str, Any],
     Shows(
