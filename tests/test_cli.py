@@ -847,3 +847,20 @@ def test_the_approval_list_says_what_approving_and_rejecting_would_do(target: Ta
     assert f"  Reject: This one action is undone: Delete /v1/orders/{order} on {host}." in listed.output
     approved = cli("approvals", "approve", approval.approval_id, *target.options)
     assert "Approved: the action stays done." in approved.output
+
+
+def test_connector_settings_on_a_database_are_stored_by_the_engine_without_the_server(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'settings.db'}"
+    assert runner.invoke(app, ["orgs", "create", "default", "--database-url", url]).exit_code == 0
+    script = (
+        "import sys\n"
+        "from agentrein_cli.main import app\n"
+        "try:\n"
+        f"    app(['connectors', 'enable', 'http', '--config', '{{\"allowedHosts\": [\"api.example.com\"]}}',"
+        f" '--database-url', {url!r}])\n"
+        "except SystemExit as done:\n    assert not done.code, done.code\n"
+        "print('server:', sorted(m for m in sys.modules if m.startswith('agentrein_server')))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    assert "Connector http enabled" in done.stdout and "server: []" in done.stdout

@@ -432,8 +432,8 @@ def test_every_page_fits_a_phone_screen_without_sideways_scrolling_or_broken_pil
         agent_id="billing-*",
         before_execution=True,
     )
-    server.services.update_settings(tenant.org_id, webhook_hosts=["127.0.0.1"])
-    hook, _ = server.services.add_webhook(
+    server.services.configuration.update_settings(tenant.org_id, webhook_hosts=["127.0.0.1"])
+    hook, _ = server.services.configuration.add_webhook(
         tenant.org_id, "http://127.0.0.1:9/a/rather/long/path/to/the/receiver", ["approval.requested"], None, "json"
     )
     outcome: dict[str, Any] = {}

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from agentrein_core import wording as words
 from agentrein_core.model import Action, Rollback, UndoConfig
 from agentrein_core.statuses import ActionStatus, DisplayStatus, OperationType, RollbackStatus, UndoStatus
-from agentrein_server.dashboard import rendering, words
+from agentrein_server.dashboard import rendering
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -255,6 +255,20 @@ def test_an_agent_may_roll_back_only_active_sessions(engine: Engine) -> None:
     assert job.status is RollbackStatus.RUNNING
 
 
+def test_a_rollbacks_trigger_is_redacted_then_cut_to_what_a_rollback_keeps(engine: Engine) -> None:
+    org = engine.ensure_organisation("o")
+    session = engine.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+    card = "4242 4242 4242 4242"
+    padding = "x" * 190
+    trigger = f"{padding} {card} and more text than a rollback keeps"
+    job = engine.request_rollback(
+        org.org_id, session.session_id, caller_role="operator", requested_by="t", trigger=trigger
+    )
+    assert job.trigger == f"{padding} [REDACTED] and more text than a rollback keeps"[:200]
+    assert card not in job.trigger and len(job.trigger) == 200
+
+
 def test_another_organisations_records_are_not_found(engine: Engine) -> None:
     mine = engine.ensure_organisation("mine")
     theirs = engine.ensure_organisation("theirs")

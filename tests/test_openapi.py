@@ -194,6 +194,11 @@ def test_every_error_is_documented_as_problem_json(document: dict[str, Any]) -> 
     assert {"401", "403", "404", "409"} <= documented["POST /sessions/{session_id}/actions"]
 
 
+def test_every_error_is_documented_as_saying_whether_it_rolls_the_session_back(document: dict[str, Any]) -> None:
+    problem = document["components"]["schemas"]["ProblemDetails"]
+    assert problem["properties"]["rollsBack"] == {"oneOf": [{"type": "boolean"}]}
+
+
 def test_request_bodies_are_documented_as_refusing_unknown_fields(document: dict[str, Any]) -> None:
     bodies = [
         content["schema"]["$ref"].rsplit("/", 1)[-1]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from datetime import UTC, datetime
 from importlib.metadata import entry_points
 
 import pytest
 
+from agentrein_core.connector import Connector
 from agentrein_core.errors import UnknownConnectorError, ValidationError
 from agentrein_core.hookspecs import hookimpl
+from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors, new_plugin_manager
+from agentrein_core.statuses import EventType
 from agentrein_http import HttpConnector
 
 
@@ -37,3 +42,60 @@ def test_two_plugins_providing_one_name_is_an_error() -> None:
     pm.register(Duplicate())
     with pytest.raises(ValidationError, match="two plugins provide a connector named 'http'"):
         Connectors(pm)
+
+
+class Watcher:
+    """A hook wrapper, as a tracing or filtering plugin would register one."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    @hookimpl(wrapper=True)
+    def agentrein_register_connectors(self) -> Generator[None, list[list[Connector]], list[list[Connector]]]:
+        provided = yield
+        self.seen.append(sorted(c.name for connectors in provided for c in connectors))
+        return provided
+
+
+def test_a_hook_wrapper_around_agentrein_register_connectors_sees_the_call() -> None:
+    watcher = Watcher()
+    pm = new_plugin_manager()
+    pm.register(watcher, "watcher")
+    connectors = Connectors(pm)
+    assert watcher.seen == [connectors.names()]
+    assert "http" in watcher.seen[0]
+
+
+class Listener:
+    def __init__(self, fails: bool) -> None:
+        self.fails = fails
+        self.heard: list[str] = []
+
+    @hookimpl
+    def agentrein_notify(self, event: Event) -> None:
+        self.heard.append(event.event_id)
+        if self.fails:
+            raise RuntimeError("this listener is broken")
+
+
+class NotifyWatcher:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl(hookwrapper=True)
+    def agentrein_notify(self, event: Event) -> Generator[None, None, None]:
+        self.calls += 1
+        yield
+
+
+def test_every_notify_plugin_hears_an_event_through_the_plugin_manager_even_when_another_fails() -> None:
+    broken, working, watcher = Listener(fails=True), Listener(fails=False), NotifyWatcher()
+    pm = new_plugin_manager(load_entry_points=False)
+    for name, plugin in (("broken", broken), ("working", working), ("watcher", watcher)):
+        pm.register(plugin, name)
+    event = Event(
+        event_id="evt_1", org_id="org_1", type=EventType.APPROVAL_REQUESTED, data={}, created_at=datetime.now(UTC)
+    )
+    Connectors(pm).notify(event)
+    assert broken.heard == ["evt_1"] and working.heard == ["evt_1"]
+    assert watcher.calls == 2

@@ -124,13 +124,20 @@ def test_a_subclass_without_a_problem_type_of_its_own_comes_back_as_its_parent(
                 "title": "Not Found",
                 "status": 404,
                 "detail": "no session with id 'ses_1'",
+                "rollsBack": False,
                 "kind": "session",
                 "id": "ses_1",
             },
         ),
         (
             ValidationError("limit", "must be at least 1"),
-            {"title": "Bad Request", "status": 400, "detail": "limit: must be at least 1", "field": "limit"},
+            {
+                "title": "Bad Request",
+                "status": 400,
+                "detail": "limit: must be at least 1",
+                "rollsBack": True,
+                "field": "limit",
+            },
         ),
         (
             PolicyBlockedError("act_1", "no deletes"),
@@ -138,6 +145,7 @@ def test_a_subclass_without_a_problem_type_of_its_own_comes_back_as_its_parent(
                 "title": "Forbidden",
                 "status": 403,
                 "detail": "blocked by policy 'no deletes'; the call was not made",
+                "rollsBack": False,
                 "actionId": "act_1",
                 "policyName": "no deletes",
             },
@@ -148,6 +156,7 @@ def test_a_subclass_without_a_problem_type_of_its_own_comes_back_as_its_parent(
                 "title": "Forbidden",
                 "status": 403,
                 "detail": "approval rejected",
+                "rollsBack": False,
                 "actionId": "act_1",
                 "approvalId": "apr_1",
                 "reason": None,
@@ -155,13 +164,38 @@ def test_a_subclass_without_a_problem_type_of_its_own_comes_back_as_its_parent(
         ),
         (
             RollbackRefusedError("nothing to roll back"),
-            {"title": "Conflict", "status": 409, "detail": "nothing to roll back"},
+            {"title": "Conflict", "status": 409, "detail": "nothing to roll back", "rollsBack": False},
         ),
     ],
     ids=lambda value: name(value) if isinstance(value, AgentReinError) else "",
 )
 def test_a_problem_body_carries_the_wire_names_clients_read(error: AgentReinError, body: dict[str, Any]) -> None:
     assert to_problem(error) == {"type": f"https://agentrein.dev/problems/{error.problem_type}", **body}
+
+
+@pytest.mark.parametrize("error", SAMPLES, ids=name)
+def test_whether_an_error_rolls_the_session_back_travels_with_it(error: AgentReinError) -> None:
+    back = from_problem(error.status, to_problem(error))
+    assert back.rolls_back is type(error).rolls_back
+
+
+def test_bad_input_and_agentrein_failing_roll_back_while_decisions_states_and_rights_do_not() -> None:
+    rolling = {type(error).__name__ for error in SAMPLES if error.rolls_back}
+    assert rolling == {
+        "AgentReinError",
+        "ValidationError",
+        "AgentReinUnavailableError",
+        "UndoError",
+        "UndoUnavailableError",
+        "VerifierError",
+    }
+
+
+def test_a_client_reads_whether_an_error_rolls_back_from_the_answer_before_its_class() -> None:
+    problem = {"type": "https://agentrein.dev/problems/not-found", "status": 404, "rollsBack": True}
+    assert from_problem(404, problem).rolls_back is True
+    assert from_problem(404, problem | {"rollsBack": False}).rolls_back is False
+    assert from_problem(400, {"type": "https://agentrein.dev/problems/method-not-allowed"}).rolls_back is True
 
 
 def test_a_client_error_of_a_type_nobody_registered_is_a_validation_error_with_the_servers_detail() -> None:

@@ -39,7 +39,7 @@ def test_an_api_address_no_longer_allowed_is_an_obstacle_in_the_settings_naming_
     """Stored while the server allowed private targets; it no longer does."""
     tenant = server.tenant()
     settings = {"apiBase": "http://127.0.0.1:18204"}
-    server.services.configure_connector(
+    server.services.configuration.configure_connector(
         tenant.org_id, "stripe", enabled=True, config=settings, credentials={"apiKey": "sk_test_1"}
     )
     assert server.services.undo.obstacle(tenant.org_id, "stripe") is None

@@ -296,11 +296,13 @@ def test_the_targets_a_third_party_connector_declares_are_checked_by_the_engine_
 ) -> None:
     manager = new_plugin_manager(load_entry_points=False)
     manager.register(ReachingPlugin())
-    services = attrs.evolve(server.services, connectors=Connectors(manager))
+    configuration = attrs.evolve(server.services.configuration, connectors=Connectors(manager))
     monkeypatch.delenv(ALLOW_PRIVATE_ENV)
     resolver.answer("api.example.com", PUBLIC)
     with pytest.raises(ValidationError) as refused:
-        services.configure_connector(tenant.org_id, "reaching", enabled=True, config=config, credentials={"token": "t"})
+        configuration.configure_connector(
+            tenant.org_id, "reaching", enabled=True, config=config, credentials={"token": "t"}
+        )
     assert refused.value.field == field and ALLOW_PRIVATE_ENV in str(refused.value)
     assert server.engine.connector_config(tenant.org_id, "reaching") is None
 

@@ -13,13 +13,19 @@ type Action = components['schemas']['Action'];
 /** Base class of every error AgentRein raises on purpose. */
 export class AgentReinError extends Error {
   static readonly problemType: string = 'agentrein-error';
+  /** Whether recording a call that meets this error means action logging failed, so the call does not run
+   *  and the session is rolled back (`agentrein_core.errors.AgentReinError.rolls_back`). */
+  static readonly rollsBack: boolean = true;
   /** The HTTP status the server answered with (500 when it came from this process). */
   readonly status: number;
+  /** This error's `rollsBack`: the server's answer says it (`fromProblem`), else its class. */
+  rollsBack: boolean;
 
   constructor(message: string, status = 500) {
     super(message);
     this.name = new.target.name;
     this.status = status;
+    this.rollsBack = (new.target as typeof AgentReinError).rollsBack;
   }
 }
 
@@ -37,6 +43,7 @@ export class ValidationError extends AgentReinError {
 /** No such record in this organisation. */
 export class NotFoundError extends AgentReinError {
   static override readonly problemType: string = 'not-found';
+  static override readonly rollsBack: boolean = false;
   constructor(
     message: string,
     readonly kind: string = 'record',
@@ -49,6 +56,7 @@ export class NotFoundError extends AgentReinError {
 /** No API key, or one that is unknown or revoked. */
 export class UnauthorizedError extends AgentReinError {
   static override readonly problemType: string = 'unauthorized';
+  static override readonly rollsBack: boolean = false;
   constructor(message: string) {
     super(message, 401);
   }
@@ -57,6 +65,7 @@ export class UnauthorizedError extends AgentReinError {
 /** The API key is valid but its role may not do this. */
 export class ForbiddenError extends AgentReinError {
   static override readonly problemType: string = 'forbidden';
+  static override readonly rollsBack: boolean = false;
   constructor(message: string) {
     super(message, 403);
   }
@@ -65,6 +74,7 @@ export class ForbiddenError extends AgentReinError {
 /** A status change the rules forbid (completing a session whose rollback runs, say). */
 export class InvalidTransitionError extends AgentReinError {
   static override readonly problemType: string = 'invalid-transition';
+  static override readonly rollsBack: boolean = false;
   constructor(message: string) {
     super(message, 409);
   }
@@ -78,6 +88,7 @@ export class RollbackRefusedError extends InvalidTransitionError {
 /** A `BLOCK` policy matched: the action is stored `FAILED` and the call never ran. */
 export class PolicyBlockedError extends AgentReinError {
   static override readonly problemType: string = 'policy-blocked';
+  static override readonly rollsBack: boolean = false;
   constructor(
     message: string,
     readonly actionId: string = '',
@@ -91,6 +102,7 @@ export class PolicyBlockedError extends AgentReinError {
  *  and the session rolled back. `reason` is the reviewer's reason, `reviewer` who decided. */
 export class ApprovalRejectedError extends AgentReinError {
   static override readonly problemType: string = 'approval-rejected';
+  static override readonly rollsBack: boolean = false;
   constructor(
     message: string,
     readonly reason: string | null = null,
@@ -105,6 +117,7 @@ export class ApprovalRejectedError extends AgentReinError {
 /** A before-execution approval expired undecided: the action is `FAILED` and the session rolled back. */
 export class ApprovalTimeoutError extends AgentReinError {
   static override readonly problemType: string = 'approval-expired';
+  static override readonly rollsBack: boolean = false;
   constructor(
     message: string,
     readonly approvalId: string = '?',
@@ -147,9 +160,16 @@ export class RollbackFailedError extends AgentReinError {
 
 const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
 
-/** The error a problem+json answer stands for (the rules of `agentrein_core.errors.from_problem`). */
+/** The error a problem+json answer stands for (the rules of `agentrein_core.errors.from_problem`), with the
+ *  answer's `rollsBack` where it has one. */
 export function fromProblem(status: number, body: unknown): AgentReinError {
   const problem: Problem = typeof body === 'object' && body !== null ? (body as Problem) : {};
+  const error = rebuilt(status, problem);
+  if (typeof problem.rollsBack === 'boolean') error.rollsBack = problem.rollsBack;
+  return error;
+}
+
+function rebuilt(status: number, problem: Problem): AgentReinError {
   const detail = typeof problem.detail === 'string' && problem.detail ? problem.detail : `HTTP ${status} from the AgentRein server`;
   const slug = String(problem.type ?? '').split('/').pop() ?? '';
   if (UNAVAILABLE_STATUSES.has(status) || slug === AgentReinUnavailableError.problemType) {

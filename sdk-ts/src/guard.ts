@@ -289,11 +289,10 @@ function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { res
 }
 
 /** Whether `error`, thrown by recording a call, means action logging failed (`guard.is_logging_failure`):
- *  a record refused as invalid, or AgentRein failing (5xx); not a decision about the call, the session's
- *  state or the key's rights. */
+ *  AgentRein's own errors say so themselves (`rollsBack`, from the server's answer); any other error (a
+ *  broken connection) is AgentRein failing. */
 export function isLoggingFailure(error: unknown): boolean {
-  if (error instanceof ValidationError) return true;
-  if (error instanceof AgentReinError) return error.status >= 500;
+  if (error instanceof AgentReinError) return error.rollsBack;
   return true;
 }
 

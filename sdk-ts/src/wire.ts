@@ -819,6 +819,7 @@ export interface components {
             kind?: string;
             policyName?: string;
             reason?: string | null;
+            rollsBack?: boolean;
             status: number;
             title: string;
             type: string;

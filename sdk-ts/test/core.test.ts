@@ -16,6 +16,7 @@ import {
   type Connector,
 } from '../src/index.js';
 import { fromProblem } from '../src/errors.js';
+import { isLoggingFailure } from '../src/guard.js';
 import { globMatches } from '../src/glob.js';
 import { tooDeep } from '../src/nesting.js';
 
@@ -54,6 +55,20 @@ describe('errors from the server', () => {
     const error = fromProblem(400, problem('validation-error', { field: 'payload' }));
     assert.ok(error instanceof ValidationError);
     assert.equal(error.field, 'payload');
+  });
+
+  it("roll the session back as the answer's rollsBack says, else as their class does", () => {
+    assert.equal(fromProblem(400, problem('validation-error')).rollsBack, true);
+    assert.equal(fromProblem(404, problem('not-found')).rollsBack, false);
+    assert.equal(fromProblem(404, problem('not-found', { rollsBack: true })).rollsBack, true);
+    assert.equal(fromProblem(400, problem('validation-error', { rollsBack: false })).rollsBack, false);
+    assert.equal(fromProblem(500, problem('agentrein-error')).rollsBack, true);
+  });
+
+  it('that the guard meets while recording a call mean action logging failed when they roll back', () => {
+    assert.equal(isLoggingFailure(fromProblem(409, problem('invalid-transition', { rollsBack: false }))), false);
+    assert.equal(isLoggingFailure(fromProblem(409, problem('invalid-transition', { rollsBack: true }))), true);
+    assert.equal(isLoggingFailure(new TypeError('fetch failed')), true);
   });
 });
 

@@ -1,7 +1,8 @@
 """The named errors of AgentRein, and their wire form.
 
-Each error class declares its HTTP ``status`` and its problem+json ``type`` slug (``problem_type``);
-subclasses inherit both unless they declare their own, and every class that declares a slug is registered
+Each error class declares its HTTP ``status``, its problem+json ``type`` slug (``problem_type``) and whether
+it rolls the session back when recording a call meets it (``rolls_back``); subclasses inherit them unless
+they declare their own, and every class that declares a slug is registered
 under it. :func:`to_problem` turns an error into an RFC 9457 problem+json body (with the attributes named in
 ``problem_fields``), :func:`from_problem` turns a status and body back into the same error: the server
 answers with the one, the SDK and the command line raise the other, so a caller cannot tell whether an error
@@ -27,6 +28,11 @@ class AgentReinError(Exception):
 
     status: ClassVar[int] = 500
     problem_type: ClassVar[str] = "agentrein-error"
+    #: Whether recording a call that meets this error means action logging failed, so the call does not run
+    #: and the session is rolled back: bad input and AgentRein failing do; a decision about the call, the
+    #: session's own state or the key's rights do not (a rollback would be refused or wrong then). Sent as
+    #: the problem's ``rollsBack``, which a client's rebuilt error takes.
+    rolls_back: bool = True
     #: The attributes a problem+json body carries beside ``detail``: wire (camelCase) name -> attribute. An
     #: attribute's class-level value is what a body that lacks the field gives.
     problem_fields: ClassVar[Mapping[str, str]] = {}
@@ -47,6 +53,7 @@ class NotFoundError(AgentReinError, LookupError):
 
     status = 404
     problem_type = "not-found"
+    rolls_back = False
     problem_fields: ClassVar[Mapping[str, str]] = {"kind": "kind", "id": "record_id"}
     kind: str = "record"
     record_id: str = "?"
@@ -85,6 +92,7 @@ class UnauthorizedError(AgentReinError):
 
     status = 401
     problem_type = "unauthorized"
+    rolls_back = False
 
 
 class ForbiddenError(AgentReinError):
@@ -92,6 +100,7 @@ class ForbiddenError(AgentReinError):
 
     status = 403
     problem_type = "forbidden"
+    rolls_back = False
 
 
 class InvalidTransitionError(AgentReinError):
@@ -99,6 +108,7 @@ class InvalidTransitionError(AgentReinError):
 
     status = 409
     problem_type = "invalid-transition"
+    rolls_back = False
 
 
 class LeaseLostError(InvalidTransitionError):
@@ -116,6 +126,7 @@ class PolicyBlockedError(AgentReinError):
 
     status = 403
     problem_type = "policy-blocked"
+    rolls_back = False
     problem_fields: ClassVar[Mapping[str, str]] = {"actionId": "action_id", "policyName": "policy_name"}
     action_id: str = ""
     policy_name: str = ""
@@ -132,6 +143,7 @@ class ApprovalRejectedError(AgentReinError):
 
     status = 403
     problem_type = "approval-rejected"
+    rolls_back = False
     problem_fields: ClassVar[Mapping[str, str]] = {
         "actionId": "action_id",
         "approvalId": "approval_id",
@@ -154,6 +166,7 @@ class ApprovalTimeoutError(AgentReinError):
 
     status = 403  # as a rejection: the call may not run
     problem_type = "approval-expired"
+    rolls_back = False
     problem_fields: ClassVar[Mapping[str, str]] = {"approvalId": "approval_id", "actionId": "action_id"}
     approval_id: str = "?"
     action_id: str | None = None
@@ -184,15 +197,24 @@ class UndoUnavailableError(AgentReinError):
     problem_type = "undo-unavailable"
 
 
-def problem(status: int, problem_type: str, detail: str) -> dict[str, Any]:
-    """An RFC 9457 problem+json body."""
-    return {"type": TYPE_BASE + problem_type, "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
+def problem(status: int, problem_type: str, detail: str, rolls_back: bool | None = None) -> dict[str, Any]:
+    """An RFC 9457 problem+json body; ``rollsBack`` is the ``rolls_back`` of the error (by default, of the class
+    a client rebuilds from this status and slug: a problem that names no error of AgentRein's)."""
+    if rolls_back is None:
+        rolls_back = type(from_problem(status, {"type": problem_type})).rolls_back
+    return {
+        "type": TYPE_BASE + problem_type,
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "rollsBack": rolls_back,
+    }
 
 
 def to_problem(error: AgentReinError) -> dict[str, Any]:
-    """The problem+json body that stands for ``error``: its status, slug, message and fields."""
+    """The problem+json body that stands for ``error``: its status, slug, message, fields and ``rollsBack``."""
     fields = {wire: getattr(error, attribute) for wire, attribute in error.problem_fields.items()}
-    return problem(error.status, error.problem_type, str(error)) | fields
+    return problem(error.status, error.problem_type, str(error), error.rolls_back) | fields
 
 
 def from_problem(status: int, body: object) -> AgentReinError:
@@ -200,19 +222,23 @@ def from_problem(status: int, body: object) -> AgentReinError:
     ``detail`` as message and its fields as attributes. A server that cannot serve now (502, 503, 504 or
     ``unavailable``) gives :class:`AgentReinUnavailableError`; any other 5xx a plain :class:`AgentReinError`
     (the server is up but failed, so ``failure_mode="open"`` must not run the call as if it were
-    unreachable); a 4xx of a slug nobody registered, a :class:`ValidationError`."""
+    unreachable); a 4xx of a slug nobody registered, a :class:`ValidationError`. The body's ``rollsBack``, where
+    it has one, says whether the error rolls the session back."""
     fields: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
     detail = str(fields.get("detail") or f"HTTP {status} from the AgentRein server")
     slug = str(fields.get("type", "")).rsplit("/", 1)[-1]
     if status in UNAVAILABLE_STATUSES or slug == AgentReinUnavailableError.problem_type:
-        return AgentReinUnavailableError(f"the AgentRein server is unavailable: {detail}")
-    if status >= 500:
-        return AgentReinError(f"the AgentRein server failed: {detail}")
-    cls = PROBLEM_TYPES.get(slug, ValidationError)
-    # Rebuilt without its constructor, which would word the message anew: it is the server's, as sent.
-    error = cls.__new__(cls)
-    Exception.__init__(error, detail)
-    for wire, attribute in cls.problem_fields.items():
-        if wire in fields:
-            setattr(error, attribute, fields[wire])
+        error: AgentReinError = AgentReinUnavailableError(f"the AgentRein server is unavailable: {detail}")
+    elif status >= 500:
+        error = AgentReinError(f"the AgentRein server failed: {detail}")
+    else:
+        cls = PROBLEM_TYPES.get(slug, ValidationError)
+        # Rebuilt without its constructor, which would word the message anew: it is the server's, as sent.
+        error = cls.__new__(cls)
+        Exception.__init__(error, detail)
+        for wire, attribute in cls.problem_fields.items():
+            if wire in fields:
+                setattr(error, attribute, fields[wire])
+    if isinstance(fields.get("rollsBack"), bool):
+        error.rolls_back = fields["rollsBack"]
     return error

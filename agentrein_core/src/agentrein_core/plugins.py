@@ -6,8 +6,9 @@ so an installed distribution is all it takes to add a connector.
 
 from __future__ import annotations
 
+import logging
 from functools import cache
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import pluggy
 
@@ -15,7 +16,12 @@ from agentrein_core import hookspecs
 from agentrein_core.connector import Connector
 from agentrein_core.errors import UnknownConnectorError, ValidationError
 
+if TYPE_CHECKING:
+    from agentrein_core.model import Event
+
 ENTRY_POINT_GROUP = "agentrein"
+
+log = logging.getLogger("agentrein")
 
 
 def new_plugin_manager(load_entry_points: bool = True) -> pluggy.PluginManager:
@@ -33,18 +39,33 @@ class Connectors:
         #: The plugin manager that found them: its other hooks (verifiers, notifiers) are called through it.
         self.pm = pm
         self._by_name: dict[str, Connector] = {}
+        # Called through pm.hook, so hook wrappers and pluggy's tracing see it; pluggy answers the last
+        # registered plugin first, so the lists are reversed to keep the plugins' own order.
+        provided = list(reversed(cast(list[list[Connector]], pm.hook.agentrein_register_connectors())))
+        providers = _providers(pm.hook.agentrein_register_connectors, len(provided))
         provider: dict[str, str] = {}
-        for impl in pm.hook.agentrein_register_connectors.get_hookimpls():
-            provided = cast(list[Connector], impl.function())
-            for connector in provided:
+        for plugin_name, connectors in zip(providers, provided, strict=True):
+            for connector in connectors:
                 if connector.name in self._by_name:
                     raise ValidationError(
                         "connector",
                         f"two plugins provide a connector named {connector.name!r}: "
-                        f"{provider[connector.name]!r} and {impl.plugin_name!r}",
+                        f"{provider[connector.name]!r} and {plugin_name!r}",
                     )
                 self._by_name[connector.name] = connector
-                provider[connector.name] = impl.plugin_name
+                provider[connector.name] = plugin_name
+
+    def notify(self, event: Event) -> None:
+        """Hands ``event`` to every ``agentrein_notify`` plugin, each on its own (one that fails does not keep
+        the event from the others), each through the plugin manager so hook wrappers and tracing see it."""
+        caller = self.pm.hook.agentrein_notify
+        listeners = [impl for impl in caller.get_hookimpls() if not _wraps(impl)]
+        for listener in listeners:
+            others = [impl.plugin for impl in listeners if impl is not listener]
+            try:
+                self.pm.subset_hook_caller("agentrein_notify", others)(event=event)
+            except Exception:
+                log.exception("notify plugin %s failed on event %s", listener.plugin_name, event.event_id)
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
@@ -67,6 +88,17 @@ class Connectors:
             return self._by_name[name]
         except KeyError:
             raise UnknownConnectorError(name, self.names()) from None
+
+
+def _wraps(impl: pluggy.HookImpl) -> bool:
+    return impl.hookwrapper or impl.wrapper
+
+
+def _providers(caller: pluggy.HookCaller, answers: int) -> list[str]:
+    """The plugin behind each answer, in registration order, for an error's message. A wrapper that changed
+    the answers, or a plugin that answered ``None`` (pluggy leaves it out), leaves them unknown."""
+    names = [impl.plugin_name for impl in caller.get_hookimpls() if not _wraps(impl)]
+    return names if len(names) == answers else ["a plugin"] * answers
 
 
 @cache

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from attrs import Factory, asdict, evolve, frozen
 
 from agentrein_core import decisions, rules
 from agentrein_core.decisions import Consequences, Describe
-from agentrein_core.model import JSON, Action, Approval, Rollback, Session, UndoConfig, Verification
+from agentrein_core.model import JSON, Action, ApiKey, Approval, Rollback, Session, UndoConfig, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -114,6 +114,26 @@ IncludedField = Literal[
     "agentStoppedWaitingAt",
 ]
 INCLUDED_FIELDS: tuple[str, ...] = get_args(IncludedField)
+#: The fields of ``GET /approvals``, exactly as the status reference §4 lists them (``agentrein approvals
+#: --json`` on a database shows the same ones).
+LISTED_FIELDS = (
+    "approvalId",
+    "actionId",
+    "apiName",
+    "operationType",
+    "sessionId",
+    "agentId",
+    "payloadSummary",
+    "requestedAt",
+    "timeoutAt",
+    "timeRemaining",
+    "status",
+    "resolvedAt",
+    "resolvedBy",
+    "reason",
+    "actionStatus",
+    "unconfirmed",
+)
 
 
 @frozen
@@ -248,6 +268,18 @@ def approval_info(
         consequences=decisions.foresee(approval, action, session, actions, rollbacks, words) if pending else None,
         outcome=decisions.outcome(approval, action, actions, rollbacks, words),
     )
+
+
+def api_key_shown(key: ApiKey) -> dict[str, Any]:
+    """A key as shown, never its secret (``GET /api-keys`` answers so, and ``agentrein keys`` on a database
+    shows keys the same way)."""
+    return {
+        "keyId": key.key_id,
+        "role": key.role,
+        "prefix": key.prefix,
+        "createdAt": key.created_at.isoformat(),
+        "revokedAt": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
 
 
 def queue_order(pending: Iterable[ApprovalInfo]) -> list[ApprovalInfo]:

@@ -40,7 +40,7 @@ def approvals_list(
     if as_json:
         print_json([listed_fields(p) for p in listed])
         return
-    from agentrein_server.dashboard.rendering import duration
+    from agentrein_core.wording import duration
 
     shown = Listing("approval", "purpose", "status", "agent", "api name", "time left", "summary")
     for p in listed:
@@ -81,7 +81,7 @@ INCLUDED = ("purpose", "description", "consequences", "outcome")
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
     """The request as ``GET /approvals?include=purpose&include=description&include=consequences&include=outcome``
     answers it."""
-    from agentrein_server.api.answers import LISTED_FIELDS
+    from agentrein_core.views import LISTED_FIELDS
 
     return wire_fields(info, (*LISTED_FIELDS, *INCLUDED))
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentrein_cli.common import AsJson, Listing, Target, console, errors_exit, print_json, targeted
-from agentrein_cli.reach import admin, services
+from agentrein_cli.reach import admin, configuration
 
 if TYPE_CHECKING:
     from agentrein_core.model import JSON
@@ -27,11 +27,8 @@ def connectors_list(target: Target, as_json: AsJson = False) -> None:
         with admin(target.url, target.api_key) as operator:
             rows = operator.list_connectors()
     else:
-        from agentrein_server.api.connectors import describe
-
-        with services(target) as (opened, org_id):
-            stored = {c.connector: c for c in opened.engine.list_connector_configs(org_id)}
-            rows = [describe(name, stored.get(name)) for name in opened.connectors.names()]
+        with configuration(target) as (configured, org_id):
+            rows = configured.connectors_of(org_id)
     if as_json:
         print_json(rows)  # as GET /connectors answers
         return
@@ -68,16 +65,16 @@ def _configure(target: Target, name: str, enabled: bool, config: JSON | None, cr
         with admin(target.url, target.api_key) as operator:
             row = operator.configure_connector(name, enabled=enabled, config=config, credentials=credentials)
     else:
-        from agentrein_server.api.connectors import describe
+        from agentrein_core.engine.configuration import shown
 
-        with services(target) as (opened, org_id):
+        with configuration(target) as (configured, org_id):
             if config is None:
-                stored = opened.engine.connector_config(org_id, name)
+                stored = configured.engine.connector_config(org_id, name)
                 config = stored.config if stored is not None else {}
-            row = describe(
-                name,
-                opened.configure_connector(org_id, name, enabled=enabled, config=config, credentials=credentials),
+            stored = configured.configure_connector(
+                org_id, name, enabled=enabled, config=config, credentials=credentials
             )
+            row = shown(name, stored)
     state = "enabled" if row["enabled"] else "disabled"
     stored_credentials = "stored" if row["hasCredentials"] else "none"
     console.print(f"Connector {name} {state}; config {json.dumps(row['config'])}; credentials {stored_credentials}")

@@ -71,17 +71,17 @@ def keys_revoke(target: Target, key_id: str) -> None:
 
 def _create(found: Engine, org_id: str, role: Role) -> dict[str, Any]:
     """The new key as ``POST /api-keys`` answers it (its secret in ``key``)."""
-    from agentrein_server.api.keys import describe
+    from agentrein_core.views import api_key_shown
 
     key, secret = found.create_api_key(org_id, role)
-    return describe(key) | {"key": secret}
+    return api_key_shown(key) | {"key": secret}
 
 
 def _stored(found: Engine, org_id: str) -> list[dict[str, Any]]:
     """The organisation's keys as ``GET /api-keys`` answers them."""
-    from agentrein_server.api.keys import describe
+    from agentrein_core.views import api_key_shown
 
-    return [describe(key) for key in found.list_api_keys(org_id)]
+    return [api_key_shown(key) for key in found.list_api_keys(org_id)]
 
 
 def _on(target: Target, on_server: Callable[[AdminClient], T], on_database: Callable[[Engine, str], T]) -> T:

@@ -1,8 +1,9 @@
 """How a command reaches AgentRein, one way to each target: a server (``--url``) through the SDK, whose
 served mode reads and decides and whose :class:`~agentrein.admin.AdminClient` manages connector settings and
 rollbacks; a database (``--database-url``) through the engine, in the SDK's embedded mode (without the
-background work of an agent's process), with the server's services (vault, connectors) where those are
-needed. Both modes are the SDK's :class:`~agentrein.port.Mode`, and raise the same named errors.
+background work of an agent's process), with the engine's settings that hold secrets (vault, connectors:
+:mod:`agentrein_core.engine.configuration`), and the server's services where a rollback runs here. Both
+modes are the SDK's :class:`~agentrein.port.Mode`, and raise the same named errors.
 
 Only the commands that make a database (``serve``, ``db upgrade``, ``orgs create``) create a missing SQLite
 file: every other one refuses it, so that a command run in the wrong directory does not answer from an empty
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from agentrein.admin import AdminClient
     from agentrein.port import Mode
     from agentrein_core.engine import Engine
+    from agentrein_core.engine.configuration import Configuration
     from agentrein_core.model import Organisation
     from agentrein_server.services import Services
 
@@ -73,6 +75,18 @@ def engine(database_url: str | None, *, create: bool = False) -> Iterator[Engine
             yield Engine(store)
         finally:
             store.close()
+
+
+@contextmanager
+def configuration(target: Target) -> Iterator[tuple[Configuration, str]]:
+    """The engine's settings that hold secrets, on the database (with its vault and the installed connectors),
+    and the organisation's id."""
+    from agentrein_core.engine.configuration import Configuration, vault_of
+    from agentrein_core.plugins import installed_connectors
+
+    with engine(target.database_url) as found:
+        vault = vault_of(found.store.url, found.store.dialect)
+        yield Configuration(found, installed_connectors(), vault), organisation(found, target.org).org_id
 
 
 @contextmanager

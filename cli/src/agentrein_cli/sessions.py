@@ -58,7 +58,7 @@ def sessions_show(target: Target, session_id: str, as_json: AsJson = False) -> N
 
         print_json(to_wire(s))  # as GET /sessions/{id} answers it
         return
-    from agentrein_server.dashboard import words
+    from agentrein_core import wording as words
 
     status = words.session(s)
     why = f" ({status.why})" if status.why else ""
@@ -102,9 +102,9 @@ def actions_table(session: SessionInfo, *, last_first: bool = False, title: str 
     """The session's actions in the order they were made (``last_first``: the order a rollback undoes them
     in): each in its connector's words, how its call and its undo stand in the dashboard's (the stored values
     in brackets), and why: the error a call or an undo failed with, or what the status alone leaves unsaid."""
+    from agentrein_core import wording as words
     from agentrein_core.decisions import words_of
     from agentrein_core.plugins import installed_connectors
-    from agentrein_server.dashboard import words
 
     connectors = installed_connectors()
     shown = Listing("seq", "api name", "action", "call", "undo", "why", title=title or f"Actions of {session.id}")
@@ -136,7 +136,7 @@ def rollback(target: Target, session_id: str) -> None:
     started = _server_rollback(target.url, target, session_id) if target.url else _local_rollback(target, session_id)
     with started as (found, before, job, look):
         job, after = _follow(found, before, job, look)
-    from agentrein_server.dashboard import words
+    from agentrein_core import wording as words
 
     console.print(actions_table(after, last_first=True, title=f"The rollback of {after.id}, last action first"))
     console.print(f"Session {after.id}: [bold]{words.session(after).text}[/] (display status {after.display_status})")

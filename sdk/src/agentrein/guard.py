@@ -353,16 +353,11 @@ class Guard:
 
 
 def is_logging_failure(error: BaseException) -> bool:
-    """Whether ``error``, raised by recording a call, means action logging failed: the record was refused as
-    invalid (:class:`ValidationError`, 400) or AgentRein failed (any 5xx, a database error, or, only where
-    ``failure_mode="closed"`` asks, AgentRein out of reach). Not: a decision about the call (a ``BLOCK``
-    policy, a plan without approval gates, which rolls back by itself), the session's own state (unknown, or
-    no longer accepting actions: completed, rolled back) or the key's rights; a rollback would be refused or
-    wrong then."""
-    if isinstance(error, ValidationError):
-        return True
+    """Whether ``error``, raised by recording a call, means action logging failed: AgentRein's own errors say
+    so themselves (``rolls_back``, from the server's answer in served mode); any other exception (a database
+    error, a broken connection) is AgentRein failing."""
     if isinstance(error, AgentReinError):
-        return error.status >= 500
+        return error.rolls_back
     return isinstance(error, Exception)
 
 

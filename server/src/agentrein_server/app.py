@@ -9,8 +9,6 @@ reviewer dashboard (:mod:`~agentrein_server.dashboard`) is served under ``/dashb
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -26,13 +24,12 @@ from litestar.status_codes import HTTP_204_NO_CONTENT
 
 from agentrein_core import redaction
 from agentrein_core.engine import ROLLBACK_LEASE, Engine
+from agentrein_core.engine.configuration import Configuration, vault_of
 from agentrein_core.environment import positive_number
-from agentrein_core.errors import ValidationError
-from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
-from agentrein_core.vault import SECRET_KEY_ENV, Vault, secret_key_file
+from agentrein_core.vault import Vault
 from agentrein_core.verifiers import IntentChecks
 from agentrein_server import metrics, problems
 from agentrein_server.api import bodies, docs
@@ -76,15 +73,7 @@ def open_services(
     connectors = connectors or installed_connectors()
     engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
     redaction.redact_logs(engine.redactors.common, REDACTED_LOGGERS)
-    if vault is None:
-        if store.dialect == "postgresql" and not os.environ.get(SECRET_KEY_ENV):
-            raise ValidationError(
-                SECRET_KEY_ENV,
-                "must be set with PostgreSQL, the same for every replica and command (a key file of one machine "
-                "would not decrypt what another stored); make one with: python -c "
-                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
-            )
-        vault = Vault.from_environment(secret_key_file(store.url))
+    vault = vault or vault_of(store.url, store.dialect)
     undo = SettingsUndoExecutor(engine, connectors, vault.decrypt)
     workers = Workers(
         engine,
@@ -92,30 +81,16 @@ def open_services(
         rollback_threads,
         checks=IntentChecks(engine, connectors, vault.decrypt_text),
         sender=WebhookSender(engine, vault),
-        notify=_notifier(connectors),
+        notify=connectors.notify,
     )
-    return Services(engine, connectors, vault, workers, Authenticator(engine), undo)
+    configuration = Configuration(engine, connectors, vault)
+    return Services(engine, connectors, vault, workers, Authenticator(engine), undo, configuration)
 
 
 def _lease_from_environment() -> timedelta:
     """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``: how soon a rollback left by a crashed server is taken over."""
     seconds = positive_number(LEASE_ENV, "seconds")
     return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
-
-
-def _notifier(connectors: Connectors) -> Callable[[Event], None]:
-    """Hands an event to every ``agentrein_notify`` plugin, each on its own (one that fails does not keep the
-    event from the others)."""
-    listeners = connectors.pm.hook.agentrein_notify.get_hookimpls()
-
-    def notify(event: Event) -> None:
-        for listener in listeners:
-            try:
-                listener.function(event=event)
-            except Exception:
-                log.exception("notify plugin %s failed on event %s", listener.plugin_name, event.event_id)
-
-    return notify
 
 
 def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # type: ignore[type-arg]

@@ -25,8 +25,9 @@ PROBLEM_JSON = "application/problem+json"
 
 
 def _problem_details() -> type[msgspec.Struct]:
-    """The shape of every error body, for the OpenAPI document: ``type``, ``title``, ``status`` and ``detail``,
-    and each field a named error adds (``errors.AgentReinError.problem_fields``), present in that error's body
+    """The shape of every error body, for the OpenAPI document: ``type``, ``title``, ``status``, ``detail`` and
+    ``rollsBack`` (whether the session is rolled back when recording a call meets it), and each field a named
+    error adds (``errors.AgentReinError.problem_fields``), present in that error's body
     only."""
     added: dict[str, set[Any]] = {}
     for error in errors.PROBLEM_TYPES.values():
@@ -38,6 +39,8 @@ def _problem_details() -> type[msgspec.Struct]:
         ("title", str),
         ("status", int),
         ("detail", str),
+        # Sent in every body; optional for a client, since a server older than it leaves it out.
+        ("rollsBack", bool | msgspec.UnsetType, msgspec.UNSET),
     ]
     for sent, kinds in added.items():
         fields.append((sent, reduce(operator.or_, sorted(kinds, key=repr)) | msgspec.UnsetType, msgspec.UNSET))

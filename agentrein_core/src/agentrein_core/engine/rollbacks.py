@@ -23,6 +23,7 @@ from agentrein_core import rollback, rules
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     DEFAULT_APPROVAL_TIMEOUT,
+    MAX_TRIGGER,
     close_reviews,
     finished,
     new_approval,
@@ -76,7 +77,7 @@ class Rollbacks(UseCases):
             rules.check_rollback_allowed(session, view.actions, view.display_status, caller_role)
             redactor = self.redactors.common  # who asked and why are free text: a reason may quote a secret
             requested_by = validation.redacted_text("requested_by", requested_by, 200, redactor)
-            trigger = validation.redacted_text("trigger", trigger, 200, redactor)
+            trigger = validation.cut_text("trigger", trigger, MAX_TRIGGER, redactor)
             return start_rollback(tx, self.clock(), session, requested_by, trigger, approval_timeout=approval_timeout)
 
     def get_rollback(self, org_id: str, rollback_id: str) -> Rollback:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import secrets
+import sys
 from datetime import timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
@@ -53,6 +54,13 @@ def redacted_text(field: str, value: object, max_len: int, redactor: Redactor, a
     if len(redacted) > max_len:
         raise ValidationError(field, f"must be at most {max_len} characters once its secrets are redacted")
     return redacted
+
+
+def cut_text(field: str, value: object, max_len: int, redactor: Redactor) -> str:
+    """:func:`text` of any length, redacted, then cut to ``max_len``: for a record that keeps only the start of
+    what it is given (a rollback's trigger). Redacted before it is cut: a secret cut in two would no longer
+    be recognised."""
+    return redactor.redact_text(text(field, value, sys.maxsize))[:max_len]
 
 
 def secret_free(field: str, value: object, max_len: int, redactor: Redactor) -> str:

@@ -122,25 +122,6 @@ Delivery: TypeAlias = Annotated[dict[str, Any], Shows(record_model(model.Deliver
 
 # Records as the controllers show them -------------------------------------------------------------------
 
-#: The fields of ``GET /approvals``, exactly as the status reference §4 lists them.
-LISTED_FIELDS = (
-    "approvalId",
-    "actionId",
-    "apiName",
-    "operationType",
-    "sessionId",
-    "agentId",
-    "payloadSummary",
-    "requestedAt",
-    "timeoutAt",
-    "timeRemaining",
-    "status",
-    "resolvedAt",
-    "resolvedBy",
-    "reason",
-    "actionStatus",
-    "unconfirmed",
-)
 #: A request as listed: the fields above, and those asked for with ``include``.
 ListedApproval: TypeAlias = Annotated[
     dict[str, Any],
@@ -148,14 +129,14 @@ ListedApproval: TypeAlias = Annotated[
         wire_model(
             views.ApprovalInfo,
             name="ListedApproval",
-            only=(*LISTED_FIELDS, *views.INCLUDED_FIELDS),
+            only=(*views.LISTED_FIELDS, *views.INCLUDED_FIELDS),
             optional=views.INCLUDED_FIELDS,
         )
     ),
 ]
 #: A rollback job: without its lease token, which is the worker's own business.
 Rollback: TypeAlias = Annotated[dict[str, Any], Shows(wire_model(model.Rollback, omit=("leaseToken",)))]
-#: A connector's settings (``connectors.describe``): its name, and whether credentials are stored, not them.
+#: A connector's settings (``engine.configuration.shown``): its name, and whether credentials are stored, not them.
 Connector: TypeAlias = Annotated[
     dict[str, Any],
     Shows(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, delete, get, post
 from litestar.params import FromPath, JSONBody
 
 from agentrein_core.errors import ForbiddenError, NotFoundError, ValidationError
-from agentrein_core.model import ApiKey
+from agentrein_core.views import api_key_shown
 from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
@@ -29,7 +27,7 @@ class ApiKeyController(Controller):
     ) -> answers.CreatedApiKey:
         caller.require_operator("create API keys")
         key, secret = services.engine.create_api_key(caller.org_id, data.role)
-        return describe(key) | {"key": secret}
+        return api_key_shown(key) | {"key": secret}
 
     @delete(
         "/{key_id:str}",
@@ -46,15 +44,4 @@ class ApiKeyController(Controller):
     @get(sync_to_thread=True, operation_id="listApiKeys", summary="List API keys", responses=documented(ForbiddenError))
     def list(self, caller: CallerDep, services: ServicesDep) -> answers.ApiKeys:
         caller.require_operator("list API keys")
-        return [describe(k) for k in services.engine.list_api_keys(caller.org_id)]
-
-
-def describe(key: ApiKey) -> dict[str, Any]:
-    """A key as shown, never its secret (``agentrein keys`` on a database shows keys the same way)."""
-    return {
-        "keyId": key.key_id,
-        "role": key.role,
-        "prefix": key.prefix,
-        "createdAt": key.created_at.isoformat(),
-        "revokedAt": key.revoked_at.isoformat() if key.revoked_at else None,
-    }
+        return [api_key_shown(k) for k in services.engine.list_api_keys(caller.org_id)]

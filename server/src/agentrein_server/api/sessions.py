@@ -264,8 +264,7 @@ class SessionController(Controller):
             session_id,
             caller_role=caller.role,
             requested_by=caller.label,
-            # Redacted before it is cut short: a secret cut in two would no longer be recognised.
-            trigger=services.engine.redactors.common.redact_text(trigger)[:200],
+            trigger=trigger,  # the engine redacts it and keeps only as much as a rollback's trigger holds
             approval_timeout=bodies.timeout(request.approval_timeout_ms),
             agent_key=caller.agent_key,
         )

@@ -42,7 +42,7 @@ class SettingsController(Controller):
         """Change the fields given. ``verifierApiKey`` is write-only: stored encrypted, never returned."""
         caller.require_operator("change the organisation's settings")
         changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not msgspec.UNSET}
-        return _describe(services.update_settings(caller.org_id, **changes))
+        return _describe(services.configuration.update_settings(caller.org_id, **changes))
 
 
 def _describe(settings: OrganisationSettings) -> dict[str, Any]:

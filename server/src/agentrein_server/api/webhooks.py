@@ -32,7 +32,9 @@ class WebhookController(Controller):
         """Register an endpoint. Its host must be among the settings' ``webhookHosts``. The answer carries the
         signing ``secret``; no later answer does."""
         caller.require_operator("register webhooks")
-        hook, secret = services.add_webhook(caller.org_id, data.url, data.events, data.secret, data.format)
+        hook, secret = services.configuration.add_webhook(
+            caller.org_id, data.url, data.events, data.secret, data.format
+        )
         return _describe(hook) | {"secret": secret}
 
     @get(

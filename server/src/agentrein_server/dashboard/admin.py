@@ -131,7 +131,9 @@ class ConnectorPages(AdminPages):
         stored = services.engine.connector_config(viewer.org_id, name)
         try:
             config, credentials = settings_from_form(connector, data, _readable(services, stored))
-            services.configure_connector(viewer.org_id, name, enabled=True, config=config, credentials=credentials)
+            services.configuration.configure_connector(
+                viewer.org_id, name, enabled=True, config=config, credentials=credentials
+            )
         except AgentReinError as err:
             cards = _connector_cards(services, viewer.org_id, typed=(name, data, err))
             return refused("connectors.html", viewer, err, f"{name} not enabled: {err}", connectors=cards)
@@ -142,7 +144,7 @@ class ConnectorPages(AdminPages):
         self, name: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Redirect:
         stored = services.engine.connector_config(viewer.org_id, name)
-        services.configure_connector(
+        services.configuration.configure_connector(
             viewer.org_id, name, enabled=False, config=stored.config if stored else {}, credentials=None
         )
         return redirect(request, "/dashboard/connectors", f"{name} disabled.")
@@ -243,7 +245,7 @@ class SettingsPages(AdminPages):
         elif data.verifier_api_key.strip():
             changes["verifier_api_key"] = data.verifier_api_key.strip()
         try:
-            services.update_settings(viewer.org_id, **changes)
+            services.configuration.update_settings(viewer.org_id, **changes)
         except AgentReinError as err:
             return redirect(request, "/dashboard/settings", f"Settings not saved: {err}", error=True)
         return redirect(request, "/dashboard/settings", "Settings saved.")
@@ -278,7 +280,7 @@ class WebhookPages(AdminPages):
         data: Annotated[forms.NewWebhook, URL_ENCODED],
     ) -> Redirect:
         try:
-            _, secret = services.add_webhook(
+            _, secret = services.configuration.add_webhook(
                 viewer.org_id, data.url, forms.several(data.events), forms.optional(data.secret), data.format
             )
         except AgentReinError as err:

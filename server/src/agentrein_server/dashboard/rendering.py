@@ -16,8 +16,9 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, Template
 from litestar.template.config import TemplateConfig
 
+from agentrein_core import wording as words
 from agentrein_core.errors import AgentReinError
-from agentrein_server.dashboard import words
+from agentrein_core.wording import duration
 from agentrein_server.dashboard.viewer import Viewer
 
 HERE = Path(__file__).parent
@@ -69,21 +70,6 @@ def pretty(value: Any) -> str:
 def tone(status: object) -> str:
     text = str(status)
     return next((name for name, members in TONE.items() if text in members), "plain")
-
-
-def duration(seconds: float) -> str:
-    """``4m 05s left``-style text for a countdown's first paint (dashboard.js keeps it current)."""
-    seconds = max(0, int(seconds))
-    if seconds == 0:
-        return "time is up"
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h left"
-    if hours:
-        return f"{hours}h {minutes:02d}m left"
-    return f"{minutes}m {secs:02d}s left"
 
 
 def ago(moment: datetime) -> str:

@@ -16,6 +16,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
 
 from agentrein_core import rollback
+from agentrein_core import wording as words
 from agentrein_core.decisions import ActionWords
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import Action, Rollback
@@ -23,7 +24,6 @@ from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.settings_undo import Obstacle
 from agentrein_core.statuses import DisplayStatus, Role
 from agentrein_core.views import SessionInfo
-from agentrein_server.dashboard import words
 from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, require_admin
 from agentrein_server.services import Services, ServicesDep

@@ -1,7 +1,10 @@
-"""What the session and rollback pages say about a status: a label in words naming what it is the status of
-("Call: succeeded", "Undo: not undone yet"), the colour that agrees with what it means to the reader, and,
-where the status alone would leave a question, why ("a delete has no inverse"). The stored value (what the
-REST API and the command line show) is kept in the pill's title. The meanings are the status reference's
+"""The plain-language sentences shown to people: the dashboard and the command line share them, so the same
+thing is said the same way in both.
+
+A status is said as a label in words naming what it is the status of ("Call: succeeded", "Undo: not undone
+yet"), the colour that agrees with what it means to the reader, and, where the status alone would leave a
+question, why ("a delete has no inverse"). The stored value (what the REST API and the command line show) is
+kept in the pill's title. The meanings are the status reference's
 (DESIGN.md §4): ``NONE`` is an undo not attempted, ``SKIPPED`` one whose type is ``none``, ``CLEARED`` a
 call cleared to run whose execution is not confirmed yet."""
 
@@ -206,6 +209,21 @@ def _stay(actions: list[Action]) -> str:
     if len(actions) == 1:
         return stays(actions[0])
     return f"{len(actions)} actions stay as they are: they have no inverse"
+
+
+def duration(seconds: float) -> str:
+    """``4m 05s left``-style text for a countdown (the dashboard's first paint; dashboard.js keeps it current)."""
+    seconds = max(0, int(seconds))
+    if seconds == 0:
+        return "time is up"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h left"
+    if hours:
+        return f"{hours}h {minutes:02d}m left"
+    return f"{minutes}m {secs:02d}s left"
 
 
 def _count(n: int) -> str:
