@@ -212,3 +212,27 @@ def test_the_cycle_finder_names_a_cycle_through_a_package_init_a_type_only_and_a
     (tmp_path / "pkg" / "leaf.py").write_text("import pkg.sub.one\n")
     graph = import_graph(modules_in([tmp_path]))
     assert import_cycles(graph) == ["pkg.sub -> pkg.sub.one -> pkg.two -> pkg.sub"]
+
+
+def test_the_command_line_imports_the_server_for_serve_alone() -> None:
+    importers = sorted(
+        module
+        for module, imported in GRAPH.items()
+        if distribution(module) == "cli" and any(distribution(other) == "server" for other in imported)
+    )
+    assert importers == ["agentrein_cli.server"]
+
+
+#: The engine's use cases that do a background duty's work: only the core's supervisor calls them.
+DUTIES = frozenset({"maintain", "run_rollback", "run_next_rollback", "verify_next", "dispatch_events", "run_one"})
+
+
+def test_nothing_outside_the_core_runs_a_background_duty_itself() -> None:
+    called = sorted(
+        f"{module} calls {node.func.attr}"
+        for module, file in MODULES.items()
+        if distribution(module) != "core"
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DUTIES
+    )
+    assert called == []

@@ -402,6 +402,9 @@ class Redactors:
 #: The loggers AgentRein's own lines are written to (a filter on a logger sees only the records made on it,
 #: not those its children pass up).
 AGENTREIN_LOGGERS = ("agentrein", "agentrein.server", "agentrein.verification")
+#: ...and httpx's too, which logs at INFO the URL of every request it sends (inverses, webhook deliveries,
+#: verifier calls), tokens and all: redacted in a process that sends them with an organisation's credentials.
+REQUEST_LOGGERS = ("httpx", *AGENTREIN_LOGGERS)
 
 
 class RedactingFilter(logging.Filter):

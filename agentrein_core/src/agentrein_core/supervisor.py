@@ -60,6 +60,13 @@ ROLLBACK_APPROVAL_TIMEOUT = timedelta(hours=24)
 DEFAULT_APPROVAL_WAIT = timedelta(seconds=300)
 
 
+def catch_up(engine: Engine) -> None:
+    """What a supervisor would have done by now, once and in this thread, for a host that lives one command
+    and runs none (the command line on a database): approvals past their time expired, idle sessions
+    abandoned, what is past the retention pruned, so that nothing the command reads is stale."""
+    engine.maintain()
+
+
 class Sender(Protocol):
     """Sends one due webhook delivery; ``False`` when none was due."""
 

@@ -2,8 +2,9 @@
 served mode reads and decides and whose :class:`~agentrein.admin.AdminClient` manages connector settings and
 rollbacks; a database (``--database-url``) through the engine, in the SDK's embedded mode (without the
 background work of an agent's process), with the engine's settings that hold secrets (vault, connectors:
-:mod:`agentrein_core.engine.configuration`), and the server's services where a rollback runs here. Both
-modes are the SDK's :class:`~agentrein.port.Mode`, and raise the same named errors.
+:mod:`agentrein_core.engine.configuration`), and the undos of the stored connector settings where a rollback
+runs here (the core's supervisor runs it, as a server's workers would). Both modes are the SDK's
+:class:`~agentrein.port.Mode`, and raise the same named errors.
 
 Only the commands that make a database (``serve``, ``db upgrade``, ``orgs create``) create a missing SQLite
 file: every other one refuses it, so that a command run in the wrong directory does not answer from an empty
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from agentrein_core.engine import Engine
     from agentrein_core.engine.configuration import Configuration
     from agentrein_core.model import Organisation
-    from agentrein_server.services import Services
+    from agentrein_core.settings_undo import SettingsUndoExecutor
 
 
 @contextmanager
@@ -44,9 +45,10 @@ def records(target: Target, *, create_organisation: bool = False) -> Iterator[Mo
             finally:
                 served.close()
             return
+        from agentrein_core.supervisor import catch_up
+
         with engine(target.database_url) as found:
-            # A database has no workers: overdue approvals are expired first, as an embedded agent does.
-            found.maintain()
+            catch_up(found)  # a database may have no process running its supervisor
             yield in_organisation(found, organisation(found, target.org, create=create_organisation).org_id)
 
 
@@ -90,17 +92,29 @@ def configuration(target: Target) -> Iterator[tuple[Configuration, str]]:
 
 
 @contextmanager
-def services(target: Target) -> Iterator[tuple[Services, str]]:
-    """The server's services on the database (its workers not started), and the organisation's id."""
-    from agentrein_server.app import open_services
+def undoing(target: Target) -> Iterator[tuple[Engine, SettingsUndoExecutor, str]]:
+    """The engine on the database with the installed connectors, the undos a server's workers would run
+    (through the organisation's stored connector settings, opened with the database's vault), and the
+    organisation's id."""
+    from agentrein_core import redaction
+    from agentrein_core.engine import Engine
+    from agentrein_core.engine.configuration import vault_of
+    from agentrein_core.engine.rollbacks import lease_from_environment
+    from agentrein_core.plugins import installed_connectors
+    from agentrein_core.settings_undo import SettingsUndoExecutor
+    from agentrein_core.store import Store
 
     with errors_exit():
         _refuse_a_missing_file(target.database_url)
-        opened = open_services(target.database_url, rollback_threads=0)
+        store = Store(target.database_url)
         try:
-            yield opened, organisation(opened.engine, target.org).org_id
+            connectors = installed_connectors()
+            found = Engine(store, connectors=connectors, rollback_lease=lease_from_environment())
+            redaction.redact_logs(found.redactors.common, redaction.REQUEST_LOGGERS)
+            undo = SettingsUndoExecutor(found, connectors, vault_of(store.url, store.dialect).decrypt)
+            yield found, undo, organisation(found, target.org).org_id
         finally:
-            opened.engine.store.close()
+            store.close()
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,7 +10,7 @@ import typer
 from rich.text import Text
 
 from agentrein_cli.common import AsJson, Listing, Target, console, print_json, targeted, when
-from agentrein_cli.reach import admin, in_organisation, records, services
+from agentrein_cli.reach import admin, in_organisation, records, undoing
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role, RollbackStatus, UndoStatus
 
 if TYPE_CHECKING:
@@ -196,30 +195,30 @@ def _server_rollback(url: str, target: Target, session_id: str) -> Started:
 
 @contextmanager
 def _local_rollback(target: Target, session_id: str) -> Started:
-    """This process runs the rollback, in a thread, as a server would (through the stored connector settings)."""
-    from attrs import evolve
+    """This process runs the rollback as a server would: the core's supervisor, in a thread, through the stored
+    connector settings, takes this session's rollback; each look waits a little for it to move."""
+    from agentrein_core.supervisor import Supervisor
 
-    with services(target) as (opened, org_id):
-        engine = opened.engine
+    with undoing(target) as (engine, undo, org_id):
         found = in_organisation(engine, org_id)
         before = found.get_session(session_id)
-        _check_reachable(opened.undo, org_id, before)
+        _check_reachable(undo, org_id, before)
         job = engine.request_rollback(
             org_id, session_id, caller_role=Role.OPERATOR, requested_by="cli", trigger="agentrein rollback"
         )
-        with ThreadPoolExecutor(1) as pool:
-            running = pool.submit(engine.run_rollback, org_id, job.rollback_id, opened.workers.executor)
+        supervisor = Supervisor(engine, undo, org_id=org_id, runs={session_id}.__contains__, one_thread=True)
+        supervisor.start()
 
-            def look() -> Rollback:
-                try:
-                    ran = running.result(timeout=POLL)
-                except TimeoutError:
-                    return evolve(job, status=RollbackStatus.RUNNING)
-                if ran.status is RollbackStatus.RUNNING:  # another process holds the job: watch it
-                    return engine.wait_for_rollback(org_id, session_id, POLL) or ran
-                return ran
+        def look() -> Rollback:
+            unavailable = supervisor.unavailable(session_id)
+            if unavailable is not None:
+                raise unavailable
+            return engine.wait_for_rollback(org_id, session_id, POLL) or job
 
+        try:
             yield found, before, job, look
+        finally:
+            supervisor.stop()
 
 
 def _check_reachable(undo: SettingsUndoExecutor, org_id: str, session: SessionInfo) -> None:

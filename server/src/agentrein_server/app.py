@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from typing import Any
 
 from litestar import Litestar, Request, Response, Router
@@ -23,9 +22,9 @@ from litestar.routes import HTTPRoute
 from litestar.status_codes import HTTP_204_NO_CONTENT
 
 from agentrein_core import redaction
-from agentrein_core.engine import ROLLBACK_LEASE, Engine
+from agentrein_core.engine import Engine
 from agentrein_core.engine.configuration import Configuration, vault_of
-from agentrein_core.environment import positive_number
+from agentrein_core.engine.rollbacks import lease_from_environment
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
@@ -50,10 +49,6 @@ from agentrein_server.workers import Workers
 
 log = logging.getLogger("agentrein.server")
 
-LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
-#: Loggers whose records are redacted as the store is: AgentRein's own, and httpx's, which logs at INFO the
-#: URL of every request the server makes (inverses, webhook deliveries, verifier calls), tokens and all.
-REDACTED_LOGGERS = ("httpx", *redaction.AGENTREIN_LOGGERS)
 #: Request bodies larger than this are refused with 413 before they are read in full.
 MAX_BODY_BYTES = 1024 * 1024
 #: Threads for the (synchronous) request handlers; a long-poll holds one while it waits, so there must be
@@ -71,8 +66,8 @@ def open_services(
     """Open the database (migrating it) and make what the handlers and workers share."""
     store = Store(database_url)
     connectors = connectors or installed_connectors()
-    engine = Engine(store, connectors=connectors, rollback_lease=_lease_from_environment())
-    redaction.redact_logs(engine.redactors.common, REDACTED_LOGGERS)
+    engine = Engine(store, connectors=connectors, rollback_lease=lease_from_environment())
+    redaction.redact_logs(engine.redactors.common, redaction.REQUEST_LOGGERS)
     vault = vault or vault_of(store.url, store.dialect)
     undo = SettingsUndoExecutor(engine, connectors, vault.decrypt)
     workers = Workers(
@@ -85,12 +80,6 @@ def open_services(
     )
     configuration = Configuration(engine, connectors, vault)
     return Services(engine, connectors, vault, workers, Authenticator(engine), undo, configuration)
-
-
-def _lease_from_environment() -> timedelta:
-    """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``: how soon a rollback left by a crashed server is taken over."""
-    seconds = positive_number(LEASE_ENV, "seconds")
-    return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
 
 
 def _problem_or_page(request: Request, exc: HTTPException) -> Response[Any]:  # type: ignore[type-arg]

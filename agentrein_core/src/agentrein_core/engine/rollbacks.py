@@ -33,6 +33,7 @@ from agentrein_core.engine.consequences import (
     start_rollback,
 )
 from agentrein_core.engine.records import read_session, session_of, set_action, set_session_status
+from agentrein_core.environment import positive_number
 from agentrein_core.errors import LeaseLostError, NotFoundError, UndoUnavailableError
 from agentrein_core.model import Action, Rollback
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, RollbackStatus, SessionStatus, UndoStatus
@@ -40,13 +41,22 @@ from agentrein_core.store import Change, Tx
 
 log = logging.getLogger("agentrein")
 
-#: How long a rollback worker owns a job before another may take it over (renewed at every step).
+#: How long a rollback worker owns a job before another may take it over (renewed at every step)...
 ROLLBACK_LEASE = timedelta(seconds=60)
+#: ...unless this says otherwise (how soon a rollback left by a crashed server is taken over).
+LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
 #: A rollback job whose advance failed through AgentRein's own fault waits this long before it is retried.
 RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
 #: A rollback waiting for a call's outcome (:class:`~agentrein_core.rollback.WaitForConfirmation`) looks again
 #: this often: the SDK sends an outcome within 0.1 s of its call's end.
 CONFIRMATION_LOOK = timedelta(milliseconds=200)
+
+
+def lease_from_environment() -> timedelta:
+    """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``, else :data:`ROLLBACK_LEASE`: the lease of the processes that run
+    rollbacks through the stored connector settings (the server, the command line on a database)."""
+    seconds = positive_number(LEASE_ENV, "seconds")
+    return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
 
 
 class Rollbacks(UseCases):
