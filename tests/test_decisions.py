@@ -11,6 +11,7 @@ from attrs import evolve
 from agentrein_core.connector import Undoable, UndoOutlook
 from agentrein_core.decisions import ActionWords, Describe, UndoStep, foresee, outcome
 from agentrein_core.model import Action, Approval, Rollback, Session, UndoConfig
+from agentrein_core.read_models import ApprovalInfo, approval_info, queue_order
 from agentrein_core.rules import stopped_waiting
 from agentrein_core.statuses import (
     ActionStatus,
@@ -21,7 +22,6 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
 )
-from agentrein_core.views import ApprovalInfo, approval_info, queue_order
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SESSION = Session("ses_1", "org", "billing-agent", "Refund order 7", False, SessionStatus.ACTIVE, NOW, NOW)

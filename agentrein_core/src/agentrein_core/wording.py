@@ -13,6 +13,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from agentrein_core.model import Action, Approval, Rollback, Verification
+from agentrein_core.read_models import SessionInfo, SessionSummary
 from agentrein_core.rules import ROLLBACK_UNDER_WAY, UNDOABLE
 from agentrein_core.statuses import (
     ActionStatus,
@@ -24,7 +25,6 @@ from agentrein_core.statuses import (
     UndoStatus,
     VerificationOutcome,
 )
-from agentrein_core.views import SessionInfo, SessionSummary
 
 GOOD, BAD, WAIT, PLAIN = "good", "bad", "wait", "plain"
 

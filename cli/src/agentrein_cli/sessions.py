@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
     from agentrein.port import Mode
     from agentrein_core.model import Action, Rollback
+    from agentrein_core.read_models import SessionInfo
     from agentrein_core.settings_undo import SettingsUndoExecutor
-    from agentrein_core.views import SessionInfo
 
 sessions = typer.Typer(help="Sessions and their actions.", no_args_is_help=True)
 

@@ -21,10 +21,10 @@ from agentrein_core.engine.records import action_of, approval_of, read_approval,
 from agentrein_core.errors import InvalidTransitionError, ValidationError
 from agentrein_core.model import Action, Approval, Session
 from agentrein_core.plugins import installed_connectors
+from agentrein_core.read_models import ApprovalInfo, ApprovalPage, SessionSummary, approval_info, queue_order
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, DisplayStatus, EventType
 from agentrein_core.store import Change, Tx
 from agentrein_core.store.approvals import approval_position
-from agentrein_core.views import ApprovalInfo, ApprovalPage, SessionSummary, approval_info, queue_order
 
 
 class Reviews(UseCases):
@@ -60,7 +60,7 @@ class Reviews(UseCases):
     ) -> ApprovalPage:
         """One page of the organisation's approvals, pending first and oldest first (at most ``limit``, 1 to
         1000; all without it); pass its ``next_cursor`` back as ``cursor`` for the next. Without
-        ``explained`` the fields of :data:`~agentrein_core.views.EXPLAINED_FIELDS` are left out, and the
+        ``explained`` the fields of :data:`~agentrein_core.read_models.EXPLAINED_FIELDS` are left out, and the
         approvals' sessions are not read. ``agent_key``: only those of sessions that agent key opened."""
         status = ApprovalStatus(status) if status is not None else None
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
