@@ -286,13 +286,13 @@ def words_of(connector: Connector | None, action: Action) -> ActionWords:
 
 def consequences(forecast: Forecast, words: Describe) -> Consequences:
     """What approving and what rejecting would each do (:func:`agentrein_core.decisions.foresee`), in words."""
-    return Consequences(effect(forecast.approve, words), effect(forecast.reject, words))
+    return Consequences(_effect(forecast.approve, words), _effect(forecast.reject, words))
 
 
 _REFUSED = "The agent's call does not run (the agent is told it was rejected)"
 
 
-def effect(foreseen: Foreseen, words: Describe) -> Effect:
+def _effect(foreseen: Foreseen, words: Describe) -> Effect:
     """What one decision would do, as a sentence and the steps of the rollback it sets off."""
     irreversible = foreseen.irreversible
     if isinstance(foreseen, CallRuns):
@@ -307,7 +307,7 @@ def effect(foreseen: Foreseen, words: Describe) -> Effect:
             summary += " This is a sandbox session: rolling it back only marks its calls undone, running no inverse."
         return Effect(summary, irreversible=irreversible)
     if isinstance(foreseen, CallRefused):
-        steps = [undo_step(step, words) for step in foreseen.steps]
+        steps = [_undo_step(step, words) for step in foreseen.steps]
         return Effect(_refused(foreseen.then, steps), steps, irreversible)
     if isinstance(foreseen, AlreadyUndone):
         happens = "Nothing more happens" if foreseen.rejecting else "Nothing changes"
@@ -318,7 +318,7 @@ def effect(foreseen: Foreseen, words: Describe) -> Effect:
             return Effect(f"The action stays done, and nothing can undo it: {how}.", irreversible=irreversible)
         return Effect(f"The action stays done; a rollback of the session would still undo it: {how}.")
     if isinstance(foreseen, ActionUndone):
-        step = undo_step(foreseen.step, words)
+        step = _undo_step(foreseen.step, words)
         if foreseen.step.fate is Fate.MARKED:
             return Effect("This one action is marked undone; no inverse runs (a sandbox session).", [step])
         if foreseen.step.fate is Fate.STAYS:
@@ -327,17 +327,17 @@ def effect(foreseen: Foreseen, words: Describe) -> Effect:
         waits = " Its undo first waits for a reviewer's approval." if step.waits_for_approval else ""
         return Effect(f"This one action is undone: {step.undo}.{waits}", [step])
     if isinstance(foreseen, RollbackGoesOn):
-        step, n = undo_step(foreseen.step, words), len(foreseen.rest)
+        step, n = _undo_step(foreseen.step, words), len(foreseen.rest)
         then = f"; then {_actions(n)} {_verb(n, 'is', 'are')} still to undo, last done first" if n else ""
         summary = f"The undo runs ({step.undo or step.stays}) and the rollback goes on{then}."
-        return Effect(summary, [step, *(undo_step(s, words) for s in foreseen.rest)])
+        return Effect(summary, [step, *(_undo_step(s, words) for s in foreseen.rest)])
     n = len(foreseen.rest)
     also = f"; the {_actions(n)} left to undo {_verb(n, 'stays', 'stay')} as well" if n else ""
     summary = (
         f"The rollback stops here: the session is marked FAILED and this action stays done "
         f"({words(foreseen.action).description}){also}."
     )
-    return Effect(summary, [undo_step(s, words) for s in foreseen.rest])
+    return Effect(summary, [_undo_step(s, words) for s in foreseen.rest])
 
 
 def _refused(then: AfterRefusal, steps: list[UndoStep]) -> str:
@@ -356,7 +356,7 @@ def _refused(then: AfterRefusal, steps: list[UndoStep]) -> str:
     )
 
 
-def undo_step(step: StepAhead, words: Describe) -> UndoStep:
+def _undo_step(step: StepAhead, words: Describe) -> UndoStep:
     """One step of the rollback a decision sets off, in its action's words."""
     action, said = step.action, words(step.action)
     if step.fate is Fate.UNDONE:
