@@ -8,9 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 from attrs import evolve
 
+from agentrein_core import decisions, wording
 from agentrein_core.connector import Undoable, UndoOutlook
-from agentrein_core.decisions import ActionWords, Describe, UndoStep, foresee, outcome
+from agentrein_core.decisions import ActionWords, Describe, Fate, StepAhead
+from agentrein_core.engine.reviews import explain
 from agentrein_core.model import Action, Approval, Rollback, Session, UndoConfig
+from agentrein_core.read_models import ApprovalInfo, Consequences, UndoStep, approval_info, queue_order
 from agentrein_core.rules import stopped_waiting
 from agentrein_core.statuses import (
     ActionStatus,
@@ -21,7 +24,6 @@ from agentrein_core.statuses import (
     SessionStatus,
     UndoStatus,
 )
-from agentrein_core.views import ApprovalInfo, approval_info, queue_order
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SESSION = Session("ses_1", "org", "billing-agent", "Refund order 7", False, SessionStatus.ACTIVE, NOW, NOW)
@@ -79,6 +81,25 @@ def words(forecast: UndoOutlook = CREATES) -> Describe:
     return said
 
 
+def foresee(
+    approval: Approval,
+    action: Action,
+    session: Session,
+    actions: list[Action],
+    rollbacks: list[Rollback],
+    said: Describe,
+) -> Consequences:
+    """What approving and rejecting would each do, in words: the decision's data, as wording says it."""
+    return wording.consequences(decisions.foresee(approval, action, session, actions, rollbacks, said), said)
+
+
+def outcome(
+    approval: Approval, action: Action, actions: list[Action], rollbacks: list[Rollback], said: Describe
+) -> str | None:
+    """What a decision did, in words."""
+    return wording.outcome(decisions.outcome(approval, action, actions, rollbacks), said)
+
+
 # before execution ------------------------------------------------------------------------------------
 def test_rejecting_a_held_call_rolls_the_session_back_listing_each_undo_last_done_first() -> None:
     held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
@@ -94,6 +115,24 @@ def test_rejecting_a_held_call_rolls_the_session_back_listing_each_undo_last_don
         UndoStep("act_1", 1, "action #1", "undo of #1"),
     ]
     assert reject.irreversible  # what has no inverse stays
+
+
+def test_a_foreseen_rejection_names_as_data_each_action_it_undoes_and_each_that_stays_without_an_inverse() -> None:
+    held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
+    guarded = action(3, undo=evolve(DELETE_THING, require_approval=True))
+    done = [action(1), action(2, undo=UndoConfig("none")), guarded, held]
+    reject = decisions.foresee(
+        approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, done, [], words()
+    ).reject
+    assert reject == decisions.CallRefused(
+        decisions.AfterRefusal.ROLLED_BACK,
+        [
+            StepAhead(guarded, Fate.UNDONE, waits_for_approval=True),
+            StepAhead(done[1], Fate.STAYS),
+            StepAhead(done[0], Fate.UNDONE),
+        ],
+    )
+    assert reject.irreversible
 
 
 def test_rejecting_a_held_call_with_nothing_done_before_it_undoes_nothing() -> None:
@@ -267,6 +306,17 @@ def test_an_approved_review_whose_action_a_rollback_later_undid_names_that_rollb
     )
 
 
+def test_an_outcome_names_as_data_the_rollback_that_undid_an_approved_call_the_latest_started_before() -> None:
+    undone = action(1, ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, updated_at=NOW + timedelta(minutes=2))
+    decided = approval(ApprovalPurpose.BEFORE_EXECUTION, undone, status=ApprovalStatus.APPROVED, resolved_at=NOW)
+    earlier = rollback_job(RollbackStatus.SUCCEEDED, rollback_id="rbk_0", created_at=NOW - timedelta(hours=1))
+    job = rollback_job(RollbackStatus.SUCCEEDED, created_at=NOW + timedelta(minutes=1))
+    later = rollback_job(RollbackStatus.RUNNING, rollback_id="rbk_2", created_at=NOW + timedelta(minutes=5))
+    assert decisions.outcome(decided, undone, [undone], [earlier, job, later]) == decisions.CallAllowed(
+        ApprovalStatus.APPROVED, undone, undone_by=job
+    )
+
+
 def test_a_rejected_review_says_its_action_was_undone_or_stays() -> None:
     undone = action(1, ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, undo_requested=True)
     decided = approval(ApprovalPurpose.AFTER_EXECUTION, undone, status=ApprovalStatus.REJECTED, resolved_at=NOW)
@@ -280,11 +330,12 @@ def test_a_rejected_review_says_its_action_was_undone_or_stays() -> None:
 def test_a_pending_request_has_no_outcome_and_a_decided_one_no_consequences() -> None:
     held = action(1, ActionStatus.PENDING_APPROVAL, undo=None)
     pending = approval(ApprovalPurpose.BEFORE_EXECUTION, held)
-    shown = approval_info(pending, held, SESSION, NOW, ([held], [], words()))
+    shown = approval_info(pending, held, SESSION, NOW, explain(pending, held, SESSION, [held], [], words()))
     assert shown.outcome is None and shown.consequences is not None
     assert (shown.description, shown.target_host) == ("action #1", "api.example.com")
     decided = evolve(pending, status=ApprovalStatus.APPROVED, resolved_at=NOW)
-    shown = approval_info(decided, evolve(held, status=ActionStatus.CLEARED), SESSION, NOW, ([held], [], words()))
+    cleared = evolve(held, status=ActionStatus.CLEARED)
+    shown = approval_info(decided, cleared, SESSION, NOW, explain(decided, cleared, SESSION, [held], [], words()))
     assert shown.consequences is None and shown.outcome is not None
 
 

@@ -12,10 +12,10 @@ import respx
 from attrs import evolve
 
 from agentrein_core.connector import PreparedCall, Undoable, plain_undo
-from agentrein_core.decisions import words_of
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import Action, UndoConfig
 from agentrein_core.statuses import ActionStatus, OperationType
+from agentrein_core.wording import words_of
 from agentrein_http import HttpConnector
 from agentrein_testing import FakeService
 

@@ -32,8 +32,8 @@ from agentrein_core.errors import (
     from_problem,
     to_problem,
 )
+from agentrein_core.intent import VerifierError
 from agentrein_core.statuses import Role
-from agentrein_core.verification import VerifierError
 
 #: One error of every registered class.
 SAMPLES: list[AgentReinError] = [

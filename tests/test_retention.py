@@ -15,7 +15,7 @@ from agentrein_core.plugins import installed_connectors
 from agentrein_core.retention import RETENTION_ENV
 from agentrein_core.statuses import DeliveryStatus, OperationType
 from agentrein_core.store import Store
-from agentrein_core.verifiers import IntentChecks
+from agentrein_core.verifier_plugins import IntentChecks
 
 
 def test_settled_records_older_than_the_retention_are_pruned_and_the_work_itself_kept(database_url: str) -> None:

@@ -38,6 +38,7 @@ from agentrein_core.errors import (
     UndoUnavailableError,
 )
 from agentrein_core.model import Action, Approval, Rollback, UndoConfig
+from agentrein_core.read_models import SessionInfo
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -49,7 +50,6 @@ from agentrein_core.statuses import (
     UndoStatus,
 )
 from agentrein_core.store import Store, schema
-from agentrein_core.views import SessionInfo
 
 A, U, S, P = ActionStatus, UndoStatus, SessionStatus, ApprovalStatus
 

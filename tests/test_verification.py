@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 
 from agentrein import AgentRein, DisplayStatus, SessionInfo
 from agentrein_cli.main import app
-from agentrein_core import verification
+from agentrein_core import intent
 from agentrein_core.engine import Engine
+from agentrein_core.openai_verifier import ANSWER_SCHEMA
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, Plan, VerificationOutcome
 from agentrein_core.store import Store
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
-from agentrein_core.verifier import ANSWER_SCHEMA
 from agentrein_testing import FakeService
 
 MODEL = "judge-1"
@@ -189,7 +189,7 @@ def test_a_failing_verifier_gives_unverified_with_the_reason_and_is_asked_again(
     checks = server.services.workers.checks
     assert checks is not None
     monkeypatch.setattr(checks, "environment", evolve(checks.environment, timeout=0.3))
-    monkeypatch.setattr(verification, "RETRY_AFTER", (timedelta(seconds=0.5),) * 4)
+    monkeypatch.setattr(intent, "RETRY_AFTER", (timedelta(seconds=0.5),) * 4)
     failing = {"on": True}
     model.answer = lambda _: answer if failing["on"] else {"outcome": "VERIFIED", "rationale": "recovered"}
     ar, session = run_agent(tenant, service, calls=1)
@@ -225,8 +225,8 @@ def test_the_agent_never_waits_for_the_verifier(tenant: Tenant, model: FakeModel
 def test_embedded_mode_verifies_in_a_background_thread(
     tmp_path: Any, model: FakeModel, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(verification.URL_ENV, model.url)
-    monkeypatch.setenv(verification.MODEL_ENV, MODEL)
+    monkeypatch.setenv(intent.URL_ENV, model.url)
+    monkeypatch.setenv(intent.MODEL_ENV, MODEL)
     ar = AgentRein(f"sqlite:///{tmp_path / 'embedded.db'}")
     session = ar.new_session(agent_id="a", intent="Create an order")
     api = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
@@ -254,7 +254,7 @@ def test_an_organisation_with_its_own_url_never_gets_the_servers_verifier_key(
 ) -> None:
     checks = server.services.workers.checks
     assert checks is not None
-    server_own = verification.VerifierSettings("http://127.0.0.1:9/v1", "server-model", "sk-SERVER-SECRET")
+    server_own = intent.VerifierSettings("http://127.0.0.1:9/v1", "server-model", "sk-SERVER-SECRET")
     monkeypatch.setattr(checks, "environment", server_own)
     tenant = server.tenant()
     operator(tenant).patch("/settings", json={"verifierUrl": model.url})  # no key, no model of its own
@@ -344,8 +344,8 @@ def test_an_embedded_client_asks_the_checks_left_waiting_in_its_database(
     )
     engine.confirm_action(org.org_id, logged.action.action_id, response={})
     store.close()
-    monkeypatch.setenv(verification.URL_ENV, model.url)
-    monkeypatch.setenv(verification.MODEL_ENV, MODEL)
+    monkeypatch.setenv(intent.URL_ENV, model.url)
+    monkeypatch.setenv(intent.MODEL_ENV, MODEL)
     ar = AgentRein(url)
     shown = eventually(lambda: ar.get_session(session.session_id), lambda s: s.actions[0].verification.outcome)
     assert shown.actions[0].verification.outcome is VerificationOutcome.VERIFIED

@@ -22,8 +22,8 @@ import pluggy
 from agentrein_core.connector import Connector
 
 if TYPE_CHECKING:
+    from agentrein_core.intent import IntentCheck, Verdict
     from agentrein_core.model import Event
-    from agentrein_core.verification import IntentCheck, Verdict
 
 hookspec = pluggy.HookspecMarker("agentrein")
 hookimpl = pluggy.HookimplMarker("agentrein")
@@ -40,12 +40,12 @@ def agentrein_register_connectors() -> list[Connector]:  # type: ignore[empty-bo
 @hookspec(firstresult=True)
 def agentrein_verify_intent(check: IntentCheck) -> Verdict | None:
     """Judge whether ``check.actions`` match the session's declared ``check.intent``; return a
-    :class:`~agentrein_core.verification.Verdict` (``VERIFIED`` or ``DRIFT_DETECTED``), or ``None`` to leave
+    :class:`~agentrein_core.intent.Verdict` (``VERIFIED`` or ``DRIFT_DETECTED``), or ``None`` to leave
     the check to another verifier (the first answer wins; with none, the check is ``UNVERIFIED``, "no verifier
     configured").
 
     Called in a background worker, never on the agent's path; payloads are already redacted. Raise
-    :class:`~agentrein_core.verification.VerifierError` when no verdict can be given now (the check is
+    :class:`~agentrein_core.intent.VerifierError` when no verdict can be given now (the check is
     recorded ``UNVERIFIED`` with the message and asked again later). ``check.settings`` holds the
     organisation's (or the environment's) verifier URL, model, key and timeout.
     """

@@ -20,7 +20,7 @@ Duties:
 - rollbacks: running jobs are claimed (leases) and advanced through the host's
   :class:`~agentrein_core.rollback.UndoExecutor`; a job left by a killed process is resumed once its lease
   runs out;
-- intent checks (:class:`~agentrein_core.verifiers.IntentChecks`), webhook deliveries, events to the notify
+- intent checks (:class:`~agentrein_core.verifier_plugins.IntentChecks`), webhook deliveries, events to the notify
   plugins.
 """
 
@@ -42,7 +42,7 @@ from agentrein_core.model import Event, Rollback
 from agentrein_core.rollback import UndoExecutor
 from agentrein_core.statuses import RollbackStatus
 from agentrein_core.store import Change
-from agentrein_core.verifiers import IntentChecks
+from agentrein_core.verifier_plugins import IntentChecks
 
 log = logging.getLogger("agentrein")
 

@@ -6,13 +6,44 @@ yet"), the colour that agrees with what it means to the reader, and, where the s
 question, why ("a delete has no inverse"). The stored value (what the REST API and the command line show) is
 kept in the pill's title. The meanings are the status reference's
 (DESIGN.md §4): ``NONE`` is an undo not attempted, ``SKIPPED`` one whose type is ``none``, ``CLEARED`` a
-call cleared to run whose execution is not confirmed yet."""
+call cleared to run whose execution is not confirmed yet.
+
+What a reviewer's decision does is said here too: :mod:`agentrein_core.decisions` answers it as data (which
+actions a rejection undoes, that an action has no inverse, ...), and :func:`consequences` and :func:`outcome`
+say that data in sentences, in the connectors' words for each action (:func:`words_of`)."""
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime
+
 from attrs import frozen
 
+from agentrein_core.connector import Connector, Undoable, UndoOutlook, plain_description, plain_undo
+from agentrein_core.decisions import (
+    ActionKept,
+    ActionStays,
+    ActionUndone,
+    ActionWords,
+    AfterRefusal,
+    AlreadyUndone,
+    CallAllowed,
+    CallNotRun,
+    CallRefused,
+    CallRuns,
+    Decided,
+    Describe,
+    Fate,
+    Forecast,
+    Foreseen,
+    RollbackGoesOn,
+    RollbackProgress,
+    StepAhead,
+    UndoAsked,
+    UndoneLater,
+)
 from agentrein_core.model import Action, Approval, Rollback, Verification
+from agentrein_core.read_models import Consequences, Effect, SessionInfo, SessionSummary, UndoStep
 from agentrein_core.rules import ROLLBACK_UNDER_WAY, UNDOABLE
 from agentrein_core.statuses import (
     ActionStatus,
@@ -24,7 +55,8 @@ from agentrein_core.statuses import (
     UndoStatus,
     VerificationOutcome,
 )
-from agentrein_core.views import SessionInfo, SessionSummary
+
+log = logging.getLogger("agentrein")
 
 GOOD, BAD, WAIT, PLAIN = "good", "bad", "wait", "plain"
 
@@ -228,3 +260,202 @@ def duration(seconds: float) -> str:
 
 def _count(n: int) -> str:
     return f"{n} call{'s' if n != 1 else ''} that ran {'is' if n == 1 else 'are'}"
+
+
+# what a decision does ----------------------------------------------------------------------------------
+def words_of(connector: Connector | None, action: Action) -> ActionWords:
+    """``action`` in its connector's words (``None``: a connector not installed where it is read, in the
+    words its record gives). A connector whose words fail is read the same way: a plugin's bug must not
+    take the approval queue down."""
+    if connector is not None:
+        try:
+            if action.undo is None:
+                undo = connector.foresee_undo(action)
+            else:
+                undone = Undoable.NO if action.undo.is_none else Undoable.YES
+                undo = UndoOutlook(undone, connector.describe_undo(action))
+            return ActionWords(connector.describe(action), connector.target_host(action), undo)
+        except Exception:
+            log.exception("connector %r could not describe action %s", connector.name, action.action_id)
+    if action.undo is None:
+        undo = UndoOutlook(Undoable.UNKNOWN, f"the {action.connector} connector is not installed here to say")
+    else:
+        undo = UndoOutlook(Undoable.NO if action.undo.is_none else Undoable.YES, plain_undo(action))
+    return ActionWords(plain_description(action), None, undo)
+
+
+def consequences(forecast: Forecast, words: Describe) -> Consequences:
+    """What approving and what rejecting would each do (:func:`agentrein_core.decisions.foresee`), in words."""
+    return Consequences(_effect(forecast.approve, words), _effect(forecast.reject, words))
+
+
+_REFUSED = "The agent's call does not run (the agent is told it was rejected)"
+
+
+def _effect(foreseen: Foreseen, words: Describe) -> Effect:
+    """What one decision would do, as a sentence and the steps of the rollback it sets off."""
+    irreversible = foreseen.irreversible
+    if isinstance(foreseen, CallRuns):
+        how = words(foreseen.action).undo.how
+        if foreseen.undoable is Undoable.YES:
+            summary = f"The agent's call runs. It can be undone later: {how}."
+        elif foreseen.undoable is Undoable.NO:
+            summary = f"The agent's call runs, and it cannot be undone: {how}."
+        else:
+            summary = f"The agent's call runs. Whether it can be undone is known only once it has run: {how}."
+        if foreseen.sandbox:
+            summary += " This is a sandbox session: rolling it back only marks its calls undone, running no inverse."
+        return Effect(summary, irreversible=irreversible)
+    if isinstance(foreseen, CallRefused):
+        steps = [_undo_step(step, words) for step in foreseen.steps]
+        return Effect(_refused(foreseen.then, steps), steps, irreversible)
+    if isinstance(foreseen, AlreadyUndone):
+        happens = "Nothing more happens" if foreseen.rejecting else "Nothing changes"
+        return Effect(f"{happens}: the action was already undone.")
+    if isinstance(foreseen, ActionStays):
+        how = words(foreseen.action).undo.how
+        if foreseen.undoable is Undoable.NO:
+            return Effect(f"The action stays done, and nothing can undo it: {how}.", irreversible=irreversible)
+        return Effect(f"The action stays done; a rollback of the session would still undo it: {how}.")
+    if isinstance(foreseen, ActionUndone):
+        step = _undo_step(foreseen.step, words)
+        if foreseen.step.fate is Fate.MARKED:
+            return Effect("This one action is marked undone; no inverse runs (a sandbox session).", [step])
+        if foreseen.step.fate is Fate.STAYS:
+            summary = f"This one action cannot be undone ({step.stays}): it stays as it is; your rejection is recorded."
+            return Effect(summary, [step], irreversible)
+        waits = " Its undo first waits for a reviewer's approval." if step.waits_for_approval else ""
+        return Effect(f"This one action is undone: {step.undo}.{waits}", [step])
+    if isinstance(foreseen, RollbackGoesOn):
+        step, n = _undo_step(foreseen.step, words), len(foreseen.rest)
+        then = f"; then {_actions(n)} {_verb(n, 'is', 'are')} still to undo, last done first" if n else ""
+        summary = f"The undo runs ({step.undo or step.stays}) and the rollback goes on{then}."
+        return Effect(summary, [step, *(_undo_step(s, words) for s in foreseen.rest)])
+    n = len(foreseen.rest)
+    also = f"; the {_actions(n)} left to undo {_verb(n, 'stays', 'stay')} as well" if n else ""
+    summary = (
+        f"The rollback stops here: the session is marked FAILED and this action stays done "
+        f"({words(foreseen.action).description}){also}."
+    )
+    return Effect(summary, [_undo_step(s, words) for s in foreseen.rest])
+
+
+def _refused(then: AfterRefusal, steps: list[UndoStep]) -> str:
+    if then is AfterRefusal.ROLLBACK_UNDER_WAY:
+        return f"{_REFUSED}; a rollback of the session is already under way."
+    if then is AfterRefusal.NOTHING_DONE:
+        return f"{_REFUSED}. Nothing was done before it, so nothing is undone; the session is marked FAILED."
+    if then is AfterRefusal.NOTHING_LEFT:
+        return f"{_REFUSED}. Nothing done before it is left to undo."
+    undone = sum(step.undo is not None for step in steps)
+    stays = len(steps) - undone
+    kept = f"; {_actions(stays)} with no inverse {_verb(stays, 'stays as it is', 'stay as they are')}" if stays else ""
+    return (
+        f"{_REFUSED}, and the session is rolled back: {_actions(undone)} {_verb(undone, 'is', 'are')} undone, "
+        f"last done first{kept}:"
+    )
+
+
+def _undo_step(step: StepAhead, words: Describe) -> UndoStep:
+    """One step of the rollback a decision sets off, in its action's words."""
+    action, said = step.action, words(step.action)
+    if step.fate is Fate.UNDONE:
+        return UndoStep(
+            action.action_id, action.seq, said.description, said.undo.how, waits_for_approval=step.waits_for_approval
+        )
+    if step.fate is Fate.STAYS:
+        return UndoStep(action.action_id, action.seq, said.description, None, said.undo.how)
+    if step.fate is Fate.MARKED:
+        return UndoStep(action.action_id, action.seq, said.description, "marked undone; no inverse runs (sandbox)")
+    return UndoStep(action.action_id, action.seq, said.description, None, "the rollback stops before it")
+
+
+def _actions(n: int) -> str:
+    return "1 action" if n == 1 else f"{n} actions"
+
+
+def _verb(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+_DECIDED = {
+    ApprovalStatus.APPROVED: "Approved",
+    ApprovalStatus.REJECTED: "Rejected",
+    ApprovalStatus.EXPIRED: "Expired (nobody decided in time)",
+}
+
+
+def outcome(decided: Decided | None, words: Describe) -> str | None:
+    """What a decision did (:func:`agentrein_core.decisions.outcome`), in words; ``None`` while pending."""
+    if decided is None:
+        return None
+    said = _DECIDED[decided.decided]
+    if isinstance(decided, CallNotRun):
+        return f"{said}: the agent's call did not run; {_rollback_after(decided.rollback)}."
+    if isinstance(decided, CallAllowed):
+        return f"{said}: {_call_after(decided)}."
+    if isinstance(decided, UndoneLater):
+        return f"{said}, then undone by {_rollback_named(decided.undone_by)}."
+    if isinstance(decided, UndoAsked):
+        return f"{said}: {_undo_after(decided.action, words)}."
+    if isinstance(decided, ActionKept):
+        return f"{said}: the action stays done."
+    # RollbackStopped: an undo declined
+    return f"{said}: the rollback stopped here; the session is FAILED and this action stays done."
+
+
+def _call_after(allowed: CallAllowed) -> str:
+    action = allowed.action
+    if action.status is ActionStatus.CLEARED:
+        if allowed.stopped_waiting_at is not None:
+            return f"the agent had stopped waiting ({_minute(allowed.stopped_waiting_at)}), so its call has not run"
+        return "the agent was told; its call is not confirmed as run yet"
+    if action.status is ActionStatus.FAILED:
+        return f"the agent's call ran and failed ({action.error or 'no error recorded'})"
+    if action.status is ActionStatus.ROLLED_BACK:
+        return f"the agent's call ran, and was undone by {_rollback_named(allowed.undone_by)}"
+    if action.status is ActionStatus.ROLLBACK_FAILED:
+        return f"the agent's call ran; a rollback could not undo it ({action.error or 'no error recorded'})"
+    return "the agent's call ran"
+
+
+def _rollback_after(progress: RollbackProgress) -> str:
+    """What became of the session once a before-execution request was refused."""
+    job, undone = progress.job, progress.undone
+    if job is None:
+        return "nothing was rolled back"
+    if job.status is RollbackStatus.SUCCEEDED:
+        stays = progress.dealt - undone
+        kept = f", {stays} with no inverse left as {'it was' if stays == 1 else 'they were'}" if stays else ""
+        return f"the session was rolled back ({undone} undone{kept})"
+    if job.status is RollbackStatus.FAILED:
+        return f"the session's rollback stopped ({undone} undone): {job.error or 'an undo failed'}"
+    waiting = "; an undo waits for a reviewer's approval" if job.status is RollbackStatus.WAITING_APPROVAL else ""
+    return f"the session is being rolled back ({undone} of {progress.dealt} undone so far{waiting})"
+
+
+def _undo_after(action: Action, words: Describe) -> str:
+    """Where the undo of an action stands, once a decision asked for it."""
+    if action.status is ActionStatus.ROLLED_BACK:
+        return f"the action was undone ({words(action).undo.how})"
+    status = action.undo_status
+    if status is UndoStatus.SKIPPED:
+        return f"the action has no undo, so it stays as it is ({words(action).undo.how})"
+    if status is UndoStatus.AWAITING_APPROVAL:
+        return "its undo waits for a reviewer's approval"
+    if status is UndoStatus.FAILED or action.status is ActionStatus.ROLLBACK_FAILED:
+        return f"its undo failed ({action.error or 'no error recorded'})"
+    if status is UndoStatus.DECLINED:
+        return "its undo was declined, so it stays done"
+    return "the action is being undone"
+
+
+def _rollback_named(job: Rollback | None) -> str:
+    """The rollback that undid an action: when it started, why, and who asked for it."""
+    if job is None:
+        return "a rollback"
+    return f"the rollback of {_minute(job.created_at)} ({job.trigger}, requested by {job.requested_by})"
+
+
+def _minute(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")

@@ -13,7 +13,7 @@ from agentrein_cli.reach import records
 from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus
 
 if TYPE_CHECKING:
-    from agentrein_core.views import ApprovalInfo
+    from agentrein_core.read_models import ApprovalInfo
 
 approvals = typer.Typer(help="Approval requests: list them and decide them.", no_args_is_help=True)
 
@@ -81,7 +81,7 @@ INCLUDED = ("purpose", "description", "consequences", "outcome")
 def listed_fields(info: ApprovalInfo) -> dict[str, Any]:
     """The request as ``GET /approvals?include=purpose&include=description&include=consequences&include=outcome``
     answers it."""
-    from agentrein_core.views import LISTED_FIELDS
+    from agentrein_core.read_models import LISTED_FIELDS
 
     return wire_fields(info, (*LISTED_FIELDS, *INCLUDED))
 

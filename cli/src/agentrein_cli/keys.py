@@ -71,7 +71,7 @@ def keys_revoke(target: Target, key_id: str) -> None:
 
 def _create(found: Engine, org_id: str, role: Role) -> dict[str, Any]:
     """The new key as ``POST /api-keys`` answers it (its secret in ``key``)."""
-    from agentrein_core.views import api_key_shown
+    from agentrein_core.read_models import api_key_shown
 
     key, secret = found.create_api_key(org_id, role)
     return api_key_shown(key) | {"key": secret}
@@ -79,7 +79,7 @@ def _create(found: Engine, org_id: str, role: Role) -> dict[str, Any]:
 
 def _stored(found: Engine, org_id: str) -> list[dict[str, Any]]:
     """The organisation's keys as ``GET /api-keys`` answers them."""
-    from agentrein_core.views import api_key_shown
+    from agentrein_core.read_models import api_key_shown
 
     return [api_key_shown(key) for key in found.list_api_keys(org_id)]
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from agentrein.port import Mode
     from agentrein_core.model import Action, Rollback
+    from agentrein_core.read_models import SessionInfo
     from agentrein_core.settings_undo import SettingsUndoExecutor
-    from agentrein_core.views import SessionInfo
 
 sessions = typer.Typer(help="Sessions and their actions.", no_args_is_help=True)
 
@@ -102,13 +102,12 @@ def actions_table(session: SessionInfo, *, last_first: bool = False, title: str 
     in): each in its connector's words, how its call and its undo stand in the dashboard's (the stored values
     in brackets), and why: the error a call or an undo failed with, or what the status alone leaves unsaid."""
     from agentrein_core import wording as words
-    from agentrein_core.decisions import words_of
     from agentrein_core.plugins import installed_connectors
 
     connectors = installed_connectors()
     shown = Listing("seq", "api name", "action", "call", "undo", "why", title=title or f"Actions of {session.id}")
     for action in sorted(session.actions, key=lambda a: a.seq, reverse=last_first):
-        said = words_of(connectors.find(action.connector), action)
+        said = words.words_of(connectors.find(action.connector), action)
         undo = words.undo(action, sandbox=session.sandbox)
         how = f": {said.undo.how}" if action.undo is not None and not action.undo.is_none else ""
         shown.add_row(

@@ -39,8 +39,8 @@ from agentrein import (
     SessionInfo,
 )
 from agentrein_core.database import resolve_database_url, shown_database_url
-from agentrein_core.decisions import words_of
 from agentrein_core.plugins import installed_connectors
+from agentrein_core.wording import words_of
 from agentrein_testing.fakes.github import FakeGitHub, Recorded
 from agentrein_testing.fakes.stripe import FakeStripe, StripeCall
 

@@ -29,6 +29,7 @@ from agentrein.errors import (
     UnknownConnectorError,
     ValidationError,
 )
+from agentrein_core.read_models import ApprovalInfo, SessionInfo, SessionSummary
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -40,7 +41,6 @@ from agentrein_core.statuses import (
     UndoStatus,
     VerificationOutcome,
 )
-from agentrein_core.views import ApprovalInfo, SessionInfo, SessionSummary
 
 __all__ = [
     "ActionStatus",

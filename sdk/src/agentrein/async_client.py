@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from agentrein.client import AgentRein, SessionRef
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors
+from agentrein_core.read_models import ApprovalInfo, SessionInfo, SessionSummary
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
-from agentrein_core.views import ApprovalInfo, SessionInfo, SessionSummary
 
 T = TypeVar("T")
 

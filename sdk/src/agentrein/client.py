@@ -20,9 +20,9 @@ from agentrein.served import ServedMode
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors, installed_connectors
+from agentrein_core.read_models import ApprovalInfo, SessionInfo, SessionSummary
 from agentrein_core.redaction import AGENTREIN_LOGGERS, Redactor, redact_logs
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
-from agentrein_core.views import ApprovalInfo, SessionInfo, SessionSummary
 
 if TYPE_CHECKING:
     from agentrein.embedded import EmbeddedMode

@@ -28,13 +28,13 @@ from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.plugins import Connectors
+from agentrein_core.read_models import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
 from agentrein_core.store import Store
 from agentrein_core.supervisor import EMBEDDED, Supervisor
 from agentrein_core.vault import reader_of, secret_key_file
-from agentrein_core.verifiers import IntentChecks
-from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
+from agentrein_core.verifier_plugins import IntentChecks
 
 log = logging.getLogger("agentrein")
 

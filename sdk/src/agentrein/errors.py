@@ -20,8 +20,8 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.model import Action
+from agentrein_core.read_models import SessionInfo
 from agentrein_core.statuses import ActionStatus
-from agentrein_core.views import SessionInfo
 
 
 class RollbackFailedError(AgentReinError):

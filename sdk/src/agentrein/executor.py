@@ -12,9 +12,9 @@ from attrs import define, field
 
 from agentrein_core.model import Action
 from agentrein_core.plugins import Connectors
+from agentrein_core.read_models import SessionInfo
 from agentrein_core.runner import run_inverse
 from agentrein_core.statuses import SessionStatus
-from agentrein_core.views import SessionInfo
 
 if TYPE_CHECKING:
     from agentrein_core.settings_undo import SettingsUndoExecutor

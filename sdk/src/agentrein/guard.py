@@ -42,10 +42,10 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
+from agentrein_core.read_models import ApprovalInfo, LoggedAction, shortened
 from agentrein_core.redaction import Redactor
 from agentrein_core.runner import run_call, run_call_async
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import ApprovalInfo, LoggedAction, shortened
 
 log = logging.getLogger("agentrein")
 

@@ -61,8 +61,8 @@ from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError
 from agentrein_core.ids import new_id
 from agentrein_core.model import JSON, UndoConfig
+from agentrein_core.read_models import MAX_CONFIRMATIONS, SessionInfo
 from agentrein_core.statuses import DisplayStatus, SessionStatus
-from agentrein_core.views import MAX_CONFIRMATIONS, SessionInfo
 
 log = logging.getLogger("agentrein")
 

@@ -18,8 +18,8 @@ from typing import Protocol
 from attrs import frozen
 
 from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.read_models import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
-from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 
 @frozen

@@ -25,9 +25,9 @@ from agentrein.waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
+from agentrein_core.read_models import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
-from agentrein_core.views import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")

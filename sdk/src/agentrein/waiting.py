@@ -10,9 +10,9 @@ from typing import Protocol, TypeVar
 
 from agentrein_core.errors import AgentReinUnavailableError
 from agentrein_core.model import Approval, Rollback
+from agentrein_core.read_models import ApprovalInfo
 from agentrein_core.retry import retrying_until
 from agentrein_core.statuses import ApprovalStatus, RollbackStatus
-from agentrein_core.views import ApprovalInfo
 
 T = TypeVar("T")
 

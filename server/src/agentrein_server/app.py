@@ -29,7 +29,7 @@ from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
 from agentrein_core.vault import Vault
-from agentrein_core.verifiers import IntentChecks
+from agentrein_core.verifier_plugins import IntentChecks
 from agentrein_server import metrics, problems
 from agentrein_server.api import bodies, docs
 from agentrein_server.api.approvals import ApprovalController

@@ -14,7 +14,7 @@ from agentrein_core.engine import Engine
 from agentrein_core.model import Event, Rollback
 from agentrein_core.rollback import UndoExecutor
 from agentrein_core.supervisor import SERVER, Supervisor
-from agentrein_core.verifiers import IntentChecks
+from agentrein_core.verifier_plugins import IntentChecks
 from agentrein_server import metrics
 from agentrein_server.webhooks import WebhookSender
 

@@ -13,7 +13,7 @@ from agentrein_core.engine.facade import Engine
 from agentrein_core.engine.maintenance import MaintenanceReport
 from agentrein_core.engine.rollbacks import ROLLBACK_LEASE
 from agentrein_core.model import DEFAULT_ORGANISATION
-from agentrein_core.views import LoggedAction
+from agentrein_core.read_models import LoggedAction
 
 __all__ = [
     "API_KEY_PREFIX",

@@ -27,6 +27,7 @@ from agentrein_core.engine.records import (
 from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.ids import new_id
 from agentrein_core.model import JSON, Action, Approval, Delivery, Event, Rollback, Session, Verification
+from agentrein_core.read_models import approval_info
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -38,7 +39,6 @@ from agentrein_core.statuses import (
     UndoStatus,
 )
 from agentrein_core.store import Change, Tx
-from agentrein_core.views import approval_info
 
 #: Who decides approvals that expire or are closed by a rollback, and requests the rollbacks failures start.
 SYSTEM = "agentrein"

@@ -1,7 +1,7 @@
 """The engine: AgentRein's use cases over one :class:`~agentrein_core.store.Store`, the one object the
 embedded SDK, the server and its workers call. It is a thin façade: each area's use cases live in a module
 of their own (:mod:`.accounts`, :mod:`.recording`, :mod:`.reviews`, :mod:`.policies`, :mod:`.rollbacks`,
-:mod:`.outbox`, :mod:`.checks`, :mod:`.maintenance`), and this class gathers them and their collaborators.
+:mod:`.outbox`, :mod:`.intent_checks`, :mod:`.maintenance`), and this class gathers them and their collaborators.
 
 Each use case is one transaction: it reads the records it needs, asks :mod:`agentrein_core.rules`,
 :mod:`agentrein_core.policies` and :mod:`agentrein_core.rollback` what may happen, and writes the outcome
@@ -16,7 +16,7 @@ from agentrein_core import notifications
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.engine.accounts import Accounts
 from agentrein_core.engine.base import PolicySets, RecentConnectors, Waiters
-from agentrein_core.engine.checks import IntentChecking
+from agentrein_core.engine.intent_checks import IntentChecking
 from agentrein_core.engine.maintenance import Maintenance
 from agentrein_core.engine.outbox import Outbox
 from agentrein_core.engine.policies import PolicyRules

@@ -45,6 +45,15 @@ from agentrein_core.errors import (
 from agentrein_core.ids import new_id
 from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
+from agentrein_core.read_models import (
+    Confirmation,
+    LoggedAction,
+    RefusedConfirmation,
+    SessionInfo,
+    SessionPage,
+    session_summary,
+    shortened,
+)
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -56,15 +65,6 @@ from agentrein_core.statuses import (
     SessionStatus,
 )
 from agentrein_core.store import SeqTaken, Tx
-from agentrein_core.views import (
-    Confirmation,
-    LoggedAction,
-    RefusedConfirmation,
-    SessionInfo,
-    SessionPage,
-    session_summary,
-    shortened,
-)
 
 #: The refusal of a creation whose chosen id is not free for it, the same whichever organisation holds the id:
 #: it names neither the id nor a session. (That the id is not free, the refusal itself says: ids are global.)

@@ -12,9 +12,9 @@ from agentrein_core import rules
 from agentrein_core.converter import undo_to_wire
 from agentrein_core.errors import InvalidTransitionError, NotFoundError
 from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
+from agentrein_core.read_models import ApprovalInfo, SessionInfo, approval_info, session_info
 from agentrein_core.statuses import ActionStatus, SessionStatus, UndoStatus
 from agentrein_core.store import Tx
-from agentrein_core.views import ApprovalInfo, SessionInfo, approval_info, session_info
 
 
 # ``agent_key``: the caller is that agent key, which acts only on the sessions it opened (rules.acts_on).

@@ -1,30 +1,37 @@
 """Use cases of human review: reading the approval queue, deciding an approval, and what each decision
 means for its action (status reference §4), whichever way it was decided: by a reviewer, or by expiry.
-Every approval is read with what a reviewer needs to decide it (:mod:`agentrein_core.decisions`): the action
-in its connector's words, and what approving or rejecting does (or, once decided, did)."""
+Every approval is read with what a reviewer needs to decide it (:func:`explain`): the action in its connector's
+words, and what approving or rejecting does (or, once decided, did)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from attrs import evolve
 
 import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
-from agentrein_core import decisions, rules
+from agentrein_core import decisions, rules, wording
 from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, already_decided, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
 from agentrein_core.errors import InvalidTransitionError, ValidationError
-from agentrein_core.model import Action, Approval, Session
+from agentrein_core.model import Action, Approval, Rollback, Session
 from agentrein_core.plugins import installed_connectors
+from agentrein_core.read_models import (
+    ApprovalInfo,
+    ApprovalPage,
+    Explanation,
+    SessionSummary,
+    approval_info,
+    queue_order,
+)
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, DisplayStatus, EventType
 from agentrein_core.store import Change, Tx
 from agentrein_core.store.approvals import approval_position
-from agentrein_core.views import ApprovalInfo, ApprovalPage, SessionSummary, approval_info, queue_order
 
 
 class Reviews(UseCases):
@@ -60,7 +67,7 @@ class Reviews(UseCases):
     ) -> ApprovalPage:
         """One page of the organisation's approvals, pending first and oldest first (at most ``limit``, 1 to
         1000; all without it); pass its ``next_cursor`` back as ``cursor`` for the next. Without
-        ``explained`` the fields of :data:`~agentrein_core.views.EXPLAINED_FIELDS` are left out, and the
+        ``explained`` the fields of :data:`~agentrein_core.read_models.EXPLAINED_FIELDS` are left out, and the
         approvals' sessions are not read. ``agent_key``: only those of sessions that agent key opened."""
         status = ApprovalStatus(status) if status is not None else None
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
@@ -97,7 +104,7 @@ class Reviews(UseCases):
         """``action`` in its connector's words: the engine's connectors, else (an engine given none, as the
         command line's on a database) the installed ones; a connector not installed here, in its record's."""
         connectors = self.connectors if self.connectors is not None else installed_connectors()
-        return decisions.words_of(connectors.find(action.connector), action)
+        return wording.words_of(connectors.find(action.connector), action)
 
     def _explained(self, tx: Tx, approvals: Iterable[Approval]) -> list[ApprovalInfo]:
         found = [(p, action_of(tx, p.org_id, p.action_id), session_of(tx, p.org_id, p.session_id)) for p in approvals]
@@ -109,7 +116,13 @@ class Reviews(UseCases):
         ids = sorted({session.session_id for _, _, session in found})
         actions, rollbacks = tx.actions.of_sessions(ids), tx.rollbacks.of_sessions(ids)
         return [
-            approval_info(approval, action, session, now, (actions[sid], rollbacks.get(sid, []), self.words))
+            approval_info(
+                approval,
+                action,
+                session,
+                now,
+                explain(approval, action, session, actions[sid], rollbacks.get(sid, []), self.words),
+            )
             for approval, action, session in found
             for sid in (session.session_id,)
         ]
@@ -187,3 +200,25 @@ class Reviews(UseCases):
             reason = validation.redacted_text("reason", reason, validation.MAX_TEXT, redactor, allow_empty=True)
         with self.store.transaction() as tx:
             return apply_decision(tx, self.clock(), approval_of(tx, org_id, approval_id), status, reviewer, reason)
+
+
+def explain(
+    approval: Approval,
+    action: Action,
+    session: Session,
+    actions: Sequence[Action],
+    rollbacks: Sequence[Rollback],
+    words: decisions.Describe,
+) -> Explanation:
+    """What a reviewer reads beside ``approval`` (of ``action``, in ``session`` with its ``actions`` and
+    ``rollbacks``): the action in its connector's ``words``, and what the decision would do (while pending) or
+    did, as :mod:`~agentrein_core.decisions` answers it and :mod:`~agentrein_core.wording` says it."""
+    said = words(action)
+    pending = approval.status is ApprovalStatus.PENDING
+    forecast = decisions.foresee(approval, action, session, actions, rollbacks, words) if pending else None
+    return Explanation(
+        description=said.description,
+        target_host=said.host,
+        consequences=wording.consequences(forecast, words) if forecast is not None else None,
+        outcome=wording.outcome(decisions.outcome(approval, action, actions, rollbacks), words),
+    )

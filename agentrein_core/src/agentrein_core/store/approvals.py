@@ -104,7 +104,7 @@ class Approvals:
 
     def queue(self, org_id: str, decided: int, shown: int) -> tuple[Joined, Joined, int]:
         """The ``shown`` pending approvals a reviewer decides first (in the order of
-        :func:`agentrein_core.views.queue_order`: those someone waits for first, then least time left first),
+        :func:`agentrein_core.read_models.queue_order`: those someone waits for first, then least time left first),
         the ``decided`` latest decisions (newest first), each with its action and session, joined in one query
         apiece; and how many approvals are pending in all."""
         waited_for = sa.case((_P.c.purpose.in_(sorted(rules.BLOCKING_PURPOSES)), 0), else_=1)

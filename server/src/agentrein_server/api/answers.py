@@ -25,7 +25,7 @@ from litestar.openapi.spec.schema import SchemaDataContainer
 from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
-from agentrein_core import model, views
+from agentrein_core import model, read_models
 from agentrein_core.converter import camel
 
 
@@ -112,11 +112,11 @@ class AnswerSchemas(OpenAPISchemaPlugin):
 
 # Records the API sends whole ------------------------------------------------------------------------------
 
-SessionInfo: TypeAlias = Annotated[dict[str, Any], Shows(record_model(views.SessionInfo))]
-SessionPage: TypeAlias = Annotated[dict[str, Any], Shows(record_model(views.SessionPage))]
+SessionInfo: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.SessionInfo))]
+SessionPage: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.SessionPage))]
 Action: TypeAlias = Annotated[dict[str, Any], Shows(record_model(model.Action))]
-LoggedAction: TypeAlias = Annotated[dict[str, Any], Shows(record_model(views.LoggedAction))]
-ApprovalInfo: TypeAlias = Annotated[dict[str, Any], Shows(record_model(views.ApprovalInfo))]
+LoggedAction: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.LoggedAction))]
+ApprovalInfo: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.ApprovalInfo))]
 Policy: TypeAlias = Annotated[dict[str, Any], Shows(record_model(model.Policy))]
 Delivery: TypeAlias = Annotated[dict[str, Any], Shows(record_model(model.Delivery))]
 
@@ -127,10 +127,10 @@ ListedApproval: TypeAlias = Annotated[
     dict[str, Any],
     Shows(
         wire_model(
-            views.ApprovalInfo,
+            read_models.ApprovalInfo,
             name="ListedApproval",
-            only=(*views.LISTED_FIELDS, *views.INCLUDED_FIELDS),
-            optional=views.INCLUDED_FIELDS,
+            only=(*read_models.LISTED_FIELDS, *read_models.INCLUDED_FIELDS),
+            optional=read_models.INCLUDED_FIELDS,
         )
     ),
 ]

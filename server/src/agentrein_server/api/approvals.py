@@ -12,8 +12,8 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import ForbiddenError, InvalidTransitionError, NotFoundError, ValidationError
+from agentrein_core.read_models import EXPLAINED_FIELDS, LISTED_FIELDS, ApprovalInfo, IncludedField
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import EXPLAINED_FIELDS, LISTED_FIELDS, ApprovalInfo, IncludedField
 from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep

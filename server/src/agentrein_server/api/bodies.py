@@ -22,8 +22,8 @@ from litestar.typing import FieldDefinition
 
 from agentrein_core.engine import cursors
 from agentrein_core.errors import ValidationError
+from agentrein_core.read_models import MAX_CONFIRMATIONS
 from agentrein_core.statuses import DriftResponse, OperationType, Role, WebhookFormat
-from agentrein_core.views import MAX_CONFIRMATIONS
 
 #: The longest a long-poll (``?wait=``) may wait, in seconds.
 MAX_WAIT = 60.0

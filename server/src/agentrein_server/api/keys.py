@@ -6,7 +6,7 @@ from litestar import Controller, delete, get, post
 from litestar.params import FromPath, JSONBody
 
 from agentrein_core.errors import ForbiddenError, NotFoundError, ValidationError
-from agentrein_core.views import api_key_shown
+from agentrein_core.read_models import api_key_shown
 from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep

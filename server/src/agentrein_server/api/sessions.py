@@ -23,8 +23,8 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.model import Rollback, UndoConfig
+from agentrein_core.read_models import Confirmation
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
-from agentrein_core.views import Confirmation
 from agentrein_server import metrics
 from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented

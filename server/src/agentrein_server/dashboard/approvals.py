@@ -15,8 +15,8 @@ from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
 
 from agentrein_core.errors import InvalidTransitionError
+from agentrein_core.read_models import ApprovalInfo
 from agentrein_core.statuses import ApprovalStatus
-from agentrein_core.views import ApprovalInfo
 from agentrein_server.dashboard import forms
 from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect, when
 from agentrein_server.dashboard.viewer import ViewerDep

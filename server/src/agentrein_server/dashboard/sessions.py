@@ -20,10 +20,10 @@ from agentrein_core import wording as words
 from agentrein_core.decisions import ActionWords
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import Action, Rollback
+from agentrein_core.read_models import SessionInfo
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.settings_undo import Obstacle
 from agentrein_core.statuses import DisplayStatus, Role
-from agentrein_core.views import SessionInfo
 from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, require_admin
 from agentrein_server.services import Services, ServicesDep

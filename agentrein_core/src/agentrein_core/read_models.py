@@ -5,15 +5,14 @@ as camelCase JSON. Built from records alone (no database here), so an HTTP clien
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from attrs import Factory, asdict, evolve, frozen
+from attrs import Factory, asdict, evolve, field, frozen
 
-from agentrein_core import decisions, rules
-from agentrein_core.decisions import Consequences, Describe
-from agentrein_core.model import JSON, Action, ApiKey, Approval, Rollback, Session, UndoConfig, Verification
+from agentrein_core import rules
+from agentrein_core.model import JSON, Action, ApiKey, Approval, Session, UndoConfig, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -51,6 +50,50 @@ class SessionInfo(SessionSummary):
     #: The check of the session as a whole against its intent (made when it completes); each action carries
     #: its own as ``action.verification``. Read by ``get_session`` only (lists leave them out).
     verification: Verification | None = None
+
+
+@frozen
+class UndoStep:
+    """One action a decision sets a rollback on, in the order the rollback deals with it (last done first):
+    ``undo`` says how it is undone; ``None`` means it stays as it is, and ``stays`` says why."""
+
+    action_id: str
+    seq: int
+    action: str
+    undo: str | None
+    stays: str | None = None
+    #: Its undo first waits for a reviewer's approval (a ``ROLLBACK`` approval).
+    waits_for_approval: bool = False
+
+
+@frozen
+class Effect:
+    """What one decision does: a sentence, and the actions whose undo it sets off (``steps``, last done
+    first). ``irreversible``: what stays after this decision cannot be taken back (warn the reviewer)."""
+
+    summary: str
+    steps: list[UndoStep] = field(factory=list)
+    irreversible: bool = False
+
+
+@frozen
+class Consequences:
+    """What approving and what rejecting a pending request would each do."""
+
+    approve: Effect
+    reject: Effect
+
+
+@frozen
+class Explanation:
+    """What a reviewer reads beside an approval, as the engine explains it (:mod:`agentrein_core.decisions`
+    answers, :mod:`agentrein_core.wording` says it): the action in its connector's words, the host its call goes
+    to, and what the decision would do (while pending) or did (once decided)."""
+
+    description: str
+    target_host: str | None
+    consequences: Consequences | None
+    outcome: str | None
 
 
 @frozen
@@ -228,10 +271,10 @@ def approval_info(
     action: Action,
     session: Session,
     now: datetime,
-    explained: tuple[Sequence[Action], Sequence[Rollback], Describe] | None = None,
+    explained: Explanation | None = None,
 ) -> ApprovalInfo:
-    """The approval as read; ``explained`` (its session's actions and rollbacks, and the connectors' words)
-    adds what the reviewer reads on a card: the action in words and what the decision does or did."""
+    """The approval as read; ``explained`` adds what the reviewer reads on a card: the action in words and
+    what the decision does or did."""
     remaining = (approval.timeout_at - now).total_seconds() if approval.status is ApprovalStatus.PENDING else 0.0
     info = ApprovalInfo(
         approval_id=approval.approval_id,
@@ -257,16 +300,13 @@ def approval_info(
     )
     if explained is None:
         return info
-    actions, rollbacks, words = explained
-    said = words(action)
-    pending = approval.status is ApprovalStatus.PENDING
     return evolve(
         info,
-        description=said.description,
-        target_host=said.host,
+        description=explained.description,
+        target_host=explained.target_host,
         payload=action.payload,
-        consequences=decisions.foresee(approval, action, session, actions, rollbacks, words) if pending else None,
-        outcome=decisions.outcome(approval, action, actions, rollbacks, words),
+        consequences=explained.consequences,
+        outcome=explained.outcome,
     )
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from attrs import evolve
 
 import agentrein_core.engine.validation as validation
-from agentrein_core import rules, verification
+from agentrein_core import intent, rules
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     DEFAULT_APPROVAL_TIMEOUT,
@@ -37,7 +37,7 @@ log = logging.getLogger("agentrein")
 
 
 class IntentChecking(UseCases):
-    def verify_next(self, verifiers: verification.Verifiers, org_id: str | None = None) -> Verification | None:
+    def verify_next(self, verifiers: intent.Verifiers, org_id: str | None = None) -> Verification | None:
         """Take one due intent check (of ``org_id`` only, when given), ask ``verifiers`` outside any
         transaction, and record the outcome; ``None`` when nothing is due. When no verifier could answer with
         an organisation's settings, all its due checks are recorded "no verifier configured" at once (one
@@ -52,7 +52,7 @@ class IntentChecking(UseCases):
             if not tx.verifications.has_due(now, org_id):
                 return None
         with self.store.transaction() as tx:
-            claimed = tx.verifications.claim_due(now, now + verification.CHECK_LEASE, org_id)
+            claimed = tx.verifications.claim_due(now, now + intent.CHECK_LEASE, org_id)
             if claimed is None:
                 return None
             session = session_of(tx, claimed.org_id, claimed.session_id)
@@ -61,7 +61,7 @@ class IntentChecking(UseCases):
                     a
                     for a in tx.actions.of_session(claimed.session_id)
                     if a.status in rules.UNDOABLE or a.status is ActionStatus.ROLLED_BACK
-                ][-verification.MAX_ACTIONS_SHOWN :]
+                ][-intent.MAX_ACTIONS_SHOWN :]
             else:
                 shown = [action_of(tx, claimed.org_id, claimed.action_id)]
             settings = tx.settings.get(claimed.org_id) or OrganisationSettings(claimed.org_id)
@@ -69,12 +69,10 @@ class IntentChecking(UseCases):
         if not verifiers.answerable(verifier_settings):
             with self.store.transaction() as tx:
                 # due by the end of the lease: the check taken just now among them
-                tx.verifications.settle_due(
-                    claimed.org_id, now, now + verification.CHECK_LEASE, verification.NO_VERIFIER
-                )
+                tx.verifications.settle_due(claimed.org_id, now, now + intent.CHECK_LEASE, intent.NO_VERIFIER)
                 return tx.verifications.get(claimed.org_id, claimed.verification_id)
         if not session.intent.strip():
-            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, verification.NO_INTENT, "", retry=False)
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, intent.NO_INTENT, "", retry=False)
         if not shown:
             return self._record_check(
                 claimed,
@@ -84,27 +82,25 @@ class IntentChecking(UseCases):
                 retry=False,
             )
         try:
-            check = verification.IntentCheck(
+            check = intent.IntentCheck(
                 org_id=claimed.org_id,
                 session_id=session.session_id,
                 # Redacted when stored, and again on the way out: a record stored before a rule was added.
                 agent_id=self.redactors.common.redact_text(session.agent_id),
                 intent=self.redactors.common.redact_text(session.intent),
                 subject="action" if claimed.action_id else "session",
-                actions=[verification.CheckedAction.of(a, verifiers.redact) for a in shown],
+                actions=[intent.CheckedAction.of(a, verifiers.redact) for a in shown],
                 settings=verifier_settings,
             )
             verdict = verifiers.ask(check)
-        except verification.VerifierError as exc:
+        except intent.VerifierError as exc:
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, str(exc), "", retry=True)
         except Exception as exc:  # a verifier's failure is never the agent's: note it (its kind only), retry
             log.exception("intent check %s failed", claimed.verification_id)
             reason = f"the verifier failed ({type(exc).__name__}); see the server's log"
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, reason, "", retry=True)
         if verdict is None:
-            return self._record_check(
-                claimed, VerificationOutcome.UNVERIFIED, verification.NO_VERIFIER, "", retry=False
-            )
+            return self._record_check(claimed, VerificationOutcome.UNVERIFIED, intent.NO_VERIFIER, "", retry=False)
         return self._record_check(claimed, verdict.outcome, verdict.rationale, verdict.verifier, retry=False)
 
     def _record_check(
@@ -113,12 +109,12 @@ class IntentChecking(UseCases):
         now = self.clock()
         rationale, verifier = (
             # A model's words are stored text too: one may repeat what it was asked about.
-            self.redactors.common.redact_text(verification.printable(rationale, validation.MAX_TEXT)),
-            verification.printable(verifier, 200),
+            self.redactors.common.redact_text(intent.printable(rationale, validation.MAX_TEXT)),
+            intent.printable(verifier, 200),
         )
         attempts = claimed.attempts + 1
-        again = retry and attempts <= len(verification.RETRY_AFTER)
-        due = now + verification.RETRY_AFTER[attempts - 1] if again else None
+        again = retry and attempts <= len(intent.RETRY_AFTER)
+        due = now + intent.RETRY_AFTER[attempts - 1] if again else None
         checked = evolve(
             claimed,
             outcome=outcome,

@@ -15,9 +15,9 @@ import httpx
 
 from agentrein_core.errors import ValidationError
 from agentrein_core.hookspecs import hookimpl
+from agentrein_core.intent import IntentCheck, Verdict, VerifierError
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.targets import pinned_client
-from agentrein_core.verification import IntentCheck, Verdict, VerifierError
 
 NAME = "openai-compatible"
 #: The answer the model must give: a JSON object of exactly these two fields.

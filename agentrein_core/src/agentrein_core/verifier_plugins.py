@@ -1,4 +1,4 @@
-"""The installed verifier plugins behind the :class:`~agentrein_core.verification.Verifiers` interface the
+"""The installed verifier plugins behind the :class:`~agentrein_core.intent.Verifiers` interface the
 engine asks: the server's workers and the embedded SDK's background thread both run intent checks through
 :class:`IntentChecks`."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentrein_core import verifier as built_in
+from agentrein_core import openai_verifier as built_in
+from agentrein_core.intent import IntentCheck, Verdict, VerifierSettings
 from agentrein_core.model import Action, OrganisationSettings
 from agentrein_core.redaction import Redactors
-from agentrein_core.verification import IntentCheck, Verdict, VerifierSettings
 
 if TYPE_CHECKING:
     from agentrein_core.engine import Engine

@@ -5,8 +5,9 @@ or a background thread of the embedded SDK) takes due checks, asks the verifier 
 ``agentrein_verify_intent``) with :class:`IntentCheck` built from redacted records, and records the
 :class:`Verdict` through the engine, which applies the organisation's ``onDrift`` choice. A verifier that is
 down, slow or answers nonsense gives ``UNVERIFIED`` with the reason and is asked again later; the agent never
-waits for any of this. The built-in verifier (:mod:`agentrein_core.verifier`) asks an OpenAI-compatible
-chat-completions endpoint; :mod:`agentrein_core.verifiers` puts the installed ones behind :class:`Verifiers`.
+waits for any of this. The built-in verifier (:mod:`agentrein_core.openai_verifier`) asks an OpenAI-compatible
+chat-completions endpoint; :mod:`agentrein_core.verifier_plugins` puts the installed ones behind
+:class:`Verifiers`.
 
 This module holds what a verifier plugin sees and answers (its value types) and imports no runner.
 """
