@@ -36,7 +36,6 @@ from typing import Protocol
 from attrs import define, field, frozen
 
 from agentrein_core.engine import Engine
-from agentrein_core.engine.rollbacks import CONFIRMATION_LOOK
 from agentrein_core.errors import UndoUnavailableError
 from agentrein_core.model import Event, Rollback
 from agentrein_core.rollback import UndoExecutor
@@ -198,8 +197,6 @@ class Supervisor:
         #: Why the last round could not run each session's rollback here (embedded mode's waiting caller
         #: raises it), until a round runs it.
         self._unavailable: dict[str, UndoUnavailableError] = {}
-        #: When a rollback handed back for a moment (a call's outcome awaited) is to be looked at again.
-        self._look_again_at = float("inf")
         self._maintain_at = 0.0  # at once
         engine.store.observe(self._observe)
 
@@ -296,11 +293,21 @@ class Supervisor:
         for job in self.engine.rollbacks_to_run(self.org_id):
             if self.runs(job.session_id):
                 self._advance_here(job)
-        with self._lock:
-            until = self._look_again_at - time.monotonic()
-            if until <= 0:
-                self._look_again_at = float("inf")
-        return min(self.schedule.idle_poll, max(0.0, until))
+        return self._until_a_lease_ends(self.runs)
+
+    def _until_a_lease_ends(self, runs: Callable[[str], bool]) -> float:
+        """Seconds until the lease of a running job of a session this host runs ends (a job handed back for
+        a moment while a call's outcome is awaited, or held by a process that may have died), at most
+        ``idle_poll``: nothing announces that a lease ran out."""
+        now = self.engine.clock()
+        with self.engine.store.transaction(write=False) as tx:
+            running = tx.rollbacks.running(self.org_id)
+        ends = [
+            job.lease_until for job in running if job.lease_until and job.lease_until > now and runs(job.session_id)
+        ]
+        if not ends:
+            return self.schedule.idle_poll
+        return min(self.schedule.idle_poll, (min(ends) - now).total_seconds() + PAST_THE_END)
 
     def _advance_here(self, job: Rollback) -> None:
         """Advance one job of a session this host runs; one it cannot run is remembered, for its waiter."""
@@ -314,8 +321,6 @@ class Supervisor:
             return
         with self._lock:
             self._unavailable.pop(job.session_id, None)
-            if advanced.status is RollbackStatus.RUNNING:  # handed back for a moment, or held by another
-                self._look_again_at = min(self._look_again_at, time.monotonic() + CONFIRMATION_LOOK.total_seconds())
         self._advanced(advanced)
 
     def _advanced(self, job: Rollback) -> None:

@@ -76,6 +76,13 @@ class Rollbacks:
         # Guarded by the lease it had, for SQLite (one writer at a time) and as a second lock on PostgreSQL.
         return self.update(row.rollback_id, values, lease_token=row.lease_token, status=RollbackStatus.RUNNING)
 
+    def running(self, org_id: str | None, limit: int = 100) -> list[Rollback]:
+        """Running jobs (of ``org_id`` only, when given), leased or not."""
+        stmt = sa.select(_R).where(_R.c.status == RollbackStatus.RUNNING)
+        if org_id is not None:
+            stmt = stmt.where(_R.c.org_id == org_id)
+        return self.rows.all(Rollback, stmt.order_by(_R.c.created_at).limit(limit))
+
     def due(self, org_id: str | None, now: datetime, limit: int = 100) -> list[Rollback]:
         """Running jobs whose lease is free or expired (a crashed worker's jobs included)."""
         stmt = sa.select(_R).where(*_due(now))
