@@ -424,7 +424,7 @@ def test_every_page_fits_a_phone_screen_without_sideways_scrolling_or_broken_pil
     thing = api.post("/v1/things", json={"n": 1}).json()["id"]
     api.delete(f"/v1/things/{thing}")
     ar.complete_session(ran)
-    server.engine.add_policy(
+    server.engine.policies.add_policy(
         tenant.org_id,
         "hold every refund of the billing agents",
         "REQUIRE_APPROVAL",
@@ -478,8 +478,8 @@ def test_a_signed_out_live_queue_sends_the_page_to_sign_in(
     tab = open_tab(tabs, browser, server)
     tab.expected_statuses.add(401)  # the poll that finds no one signed in
     page = tab.sign_in(reviewer)
-    (user,) = [u for u in server.engine.list_users(tenant.org_id) if u.email == reviewer.email]
-    server.engine.delete_user(tenant.org_id, user.user_id)
+    (user,) = [u for u in server.engine.accounts.list_users(tenant.org_id) if u.email == reviewer.email]
+    server.engine.accounts.delete_user(tenant.org_id, user.user_id)
     expect(page).to_have_url(re.compile(r"/dashboard/login"), timeout=10_000)
 
 

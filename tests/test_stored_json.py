@@ -31,9 +31,9 @@ VARIED = {
 
 def recorded(engine: Engine, payload: Any, response: Any) -> tuple[str, str, str]:
     """An organisation, a session and a confirmed action of it with ``payload`` and ``response``."""
-    org = engine.create_organisation(new_id("json"))  # the PostgreSQL database is shared by the tests
-    session = engine.new_session(org.org_id, agent_id="json", intent="record some JSON")
-    logged = engine.log_action(
+    org = engine.accounts.create_organisation(new_id("json"))  # the PostgreSQL database is shared by the tests
+    session = engine.recording.new_session(org.org_id, agent_id="json", intent="record some JSON")
+    logged = engine.recording.log_action(
         org.org_id,
         session.session_id,
         connector="http",
@@ -41,12 +41,12 @@ def recorded(engine: Engine, payload: Any, response: Any) -> tuple[str, str, str
         operation_type=OperationType.CREATE,
         payload=payload,
     )
-    engine.confirm_action(org.org_id, logged.action.action_id, response=response)
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, response=response)
     return org.org_id, session.session_id, logged.action.action_id
 
 
 def read_back(engine: Engine, org_id: str, session_id: str) -> Action:
-    (action,) = engine.get_session(org_id, session_id).actions
+    (action,) = engine.recording.get_session(org_id, session_id).actions
     return action
 
 

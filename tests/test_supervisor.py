@@ -41,8 +41,8 @@ def rollback_left_to_run(database_url: str, organisation: str, session_id: str) 
     """A rollback requested by a process killed before it ran an undo (no supervisor of its own)."""
     engine = Engine(Store(database_url))
     try:
-        org_id = engine.ensure_organisation(organisation).org_id
-        return engine.request_rollback(org_id, session_id, caller_role=Role.OPERATOR, requested_by="killed")
+        org_id = engine.accounts.ensure_organisation(organisation).org_id
+        return engine.rollbacks.request_rollback(org_id, session_id, caller_role=Role.OPERATOR, requested_by="killed")
     finally:
         engine.store.close()
 

@@ -204,11 +204,11 @@ def _local_rollback(target: Target, session_id: str) -> Started:
         found = in_organisation(engine, org_id)
         before = found.get_session(session_id)
         _check_reachable(opened.undo, org_id, before)
-        job = engine.request_rollback(
+        job = engine.rollbacks.request_rollback(
             org_id, session_id, caller_role=Role.OPERATOR, requested_by="cli", trigger="agentrein rollback"
         )
         with ThreadPoolExecutor(1) as pool:
-            running = pool.submit(engine.run_rollback, org_id, job.rollback_id, opened.workers.executor)
+            running = pool.submit(engine.rollbacks.run_rollback, org_id, job.rollback_id, opened.workers.executor)
 
             def look() -> Rollback:
                 try:
@@ -216,7 +216,7 @@ def _local_rollback(target: Target, session_id: str) -> Started:
                 except TimeoutError:
                     return evolve(job, status=RollbackStatus.RUNNING)
                 if ran.status is RollbackStatus.RUNNING:  # another process holds the job: watch it
-                    return engine.wait_for_rollback(org_id, session_id, POLL) or ran
+                    return engine.rollbacks.wait_for_rollback(org_id, session_id, POLL) or ran
                 return ran
 
             yield found, before, job, look

@@ -19,7 +19,7 @@ class PolicyController(Controller):
 
     @get(sync_to_thread=True, operation_id="listPolicies", summary="List policies", responses=documented())
     def list(self, caller: CallerDep, services: ServicesDep) -> answers.Policies:
-        return to_wire(services.engine.list_policies(caller.org_id))  # type: ignore[no-any-return]
+        return to_wire(services.engine.policies.list_policies(caller.org_id))  # type: ignore[no-any-return]
 
     @post(
         sync_to_thread=True,
@@ -33,7 +33,7 @@ class PolicyController(Controller):
         with ``beforeExecution`` it holds the call (``PENDING_APPROVAL``) until a reviewer approves it, for
         ``approvalTimeoutMs`` or the agent's own timeout."""
         caller.require_operator("manage policies")
-        policy = services.engine.add_policy(
+        policy = services.engine.policies.add_policy(
             caller.org_id,
             data.name,
             data.effect,
@@ -58,7 +58,7 @@ class PolicyController(Controller):
         self, policy_id: FromPath[str], data: JSONBody[bodies.PolicyChange], caller: CallerDep, services: ServicesDep
     ) -> answers.Policy:
         caller.require_operator("manage policies")
-        return to_wire(services.engine.set_policy_enabled(caller.org_id, policy_id, data.enabled))  # type: ignore[no-any-return]
+        return to_wire(services.engine.policies.set_policy_enabled(caller.org_id, policy_id, data.enabled))  # type: ignore[no-any-return]
 
     @delete(
         "/{policy_id:str}",
@@ -69,4 +69,4 @@ class PolicyController(Controller):
     )
     def remove(self, policy_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
         caller.require_operator("manage policies")
-        services.engine.delete_policy(caller.org_id, policy_id)
+        services.engine.policies.delete_policy(caller.org_id, policy_id)
