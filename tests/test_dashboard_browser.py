@@ -20,6 +20,7 @@ from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 from serving import RunningServer, Tenant, is_loopback
 
 from agentrein import ActionStatus, ApprovalRejectedError
+from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import UserRole
 from agentrein_testing import FakeService
 
@@ -426,11 +427,13 @@ def test_every_page_fits_a_phone_screen_without_sideways_scrolling_or_broken_pil
     ar.complete_session(ran)
     server.engine.policies.add_policy(
         tenant.org_id,
-        "hold every refund of the billing agents",
-        "REQUIRE_APPROVAL",
-        api_name="POST /v1/refunds*",
-        agent_id="billing-*",
-        before_execution=True,
+        NewPolicy(
+            "hold every refund of the billing agents",
+            "REQUIRE_APPROVAL",
+            api_name="POST /v1/refunds*",
+            agent_id="billing-*",
+            before_execution=True,
+        ),
     )
     server.services.configuration.update_settings(tenant.org_id, webhook_hosts=["127.0.0.1"])
     hook, _ = server.services.configuration.add_webhook(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from agentrein_core.commands import NewPolicy, WriteAhead
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import (
     ApprovalRejectedError,
@@ -78,7 +79,9 @@ def log(engine: Engine, org_id: str, session_id: str, api_name: str = "things.cr
     """Record one call of the fake connector before it runs."""
     operation = OperationType.DELETE if api_name.endswith(".delete") else OperationType.CREATE
     return engine.recording.log_action(
-        org_id, session_id, connector="fake", api_name=api_name, operation_type=operation, payload={}, **options
+        org_id,
+        session_id,
+        WriteAhead(connector="fake", api_name=api_name, operation_type=operation, payload={}, **options),
     )
 
 
@@ -186,7 +189,7 @@ def test_sessions_idle_for_24_hours_are_abandoned(engine: Engine, clock: Clock) 
 
 def test_after_execution_approvals_expire_without_consequence(engine: Engine, clock: Clock) -> None:
     org = engine.accounts.ensure_organisation("o")
-    engine.policies.add_policy(org.org_id, "review", "REQUIRE_APPROVAL")
+    engine.policies.add_policy(org.org_id, NewPolicy("review", "REQUIRE_APPROVAL"))
     session = engine.recording.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
     clock.advance(hours=24, seconds=1)
@@ -213,7 +216,7 @@ def test_the_free_plan_has_no_approval_gates(engine: Engine) -> None:
 def test_the_free_plan_cannot_add_a_policy_that_holds_calls(engine: Engine) -> None:
     org = engine.accounts.ensure_organisation("free-org", plan=Plan.FREE)
     with pytest.raises(ValidationError, match="plan has no approval gates") as raised:
-        engine.policies.add_policy(org.org_id, "hold", "REQUIRE_APPROVAL", before_execution=True)
+        engine.policies.add_policy(org.org_id, NewPolicy("hold", "REQUIRE_APPROVAL", before_execution=True))
     assert raised.value.field == "before_execution"
     assert engine.policies.list_policies(org.org_id) == []
 
@@ -321,7 +324,7 @@ def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engin
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
     team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)
-    engine.policies.add_policy(free.org_id, "no creates", "BLOCK", operation_type="CREATE")
+    engine.policies.add_policy(free.org_id, NewPolicy("no creates", "BLOCK", operation_type="CREATE"))
     team_session = engine.recording.new_session(team.org_id, "agent")
     free_session = engine.recording.new_session(free.org_id, "agent")
     assert log(engine, team.org_id, team_session.session_id, requires_approval=True).approval is not None
@@ -425,10 +428,7 @@ def test_an_embedded_engine_records_no_call_of_a_connector_that_is_not_installed
         engine.recording.log_action(
             org.org_id,
             session.session_id,
-            connector="nope",
-            api_name="x",
-            operation_type=OperationType.CREATE,
-            payload={},
+            WriteAhead(connector="nope", api_name="x", operation_type=OperationType.CREATE, payload={}),
         )
     assert engine.recording.get_session(org.org_id, session.session_id).actions == []
     engine.store.close()

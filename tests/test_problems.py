@@ -11,6 +11,7 @@ from serving import RunningServer, Tenant
 
 from agentrein import AgentRein
 from agentrein.admin import AdminClient
+from agentrein_core.commands import NewPolicy
 from agentrein_core.engine import Engine
 from agentrein_core.errors import (
     PROBLEM_TYPES,
@@ -244,7 +245,7 @@ MISTAKES: dict[str, Mistake] = {
         lambda ar, _, __: ar.remove_policy("pol_missing"),
     ),
     "unknown policy effect": (
-        lambda engine, org_id, _: engine.policies.add_policy(org_id, "maybe", "MAYBE"),
+        lambda engine, org_id, _: engine.policies.add_policy(org_id, NewPolicy("maybe", "MAYBE")),
         lambda ar, _, __: ar.add_policy("maybe", "MAYBE"),
     ),
     "unknown approval": (

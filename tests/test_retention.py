@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from test_engine import Clock
 
+from agentrein_core.commands import NewPolicy, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.plugins import installed_connectors
@@ -27,9 +28,11 @@ def test_settled_records_older_than_the_retention_are_pruned_and_the_work_itself
     session = engine.recording.new_session(org, "agent", "pay invoices").session_id
 
     def review_one_call() -> None:
-        engine.policies.add_policy(org, f"review {uuid.uuid4().hex[:6]}", "REQUIRE_APPROVAL")
+        engine.policies.add_policy(org, NewPolicy(f"review {uuid.uuid4().hex[:6]}", "REQUIRE_APPROVAL"))
         logged = engine.recording.log_action(
-            org, session, connector="http", api_name="POST /v1/x", operation_type=OperationType.CREATE, payload={}
+            org,
+            session,
+            WriteAhead(connector="http", api_name="POST /v1/x", operation_type=OperationType.CREATE, payload={}),
         )
         engine.recording.confirm_action(org, logged.action.action_id)  # an after-execution review opens: an event
 

@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from agentrein_core import rollback as rollback_rules
 from agentrein_core import rules
+from agentrein_core.commands import NewPolicy, WriteAhead
 from agentrein_core.engine import SYSTEM, Engine
 from agentrein_core.errors import (
     InvalidTransitionError,
@@ -445,7 +446,7 @@ class EngineMachine(RuleBasedStateMachine):
         }
         if view.status != S.ACTIVE:
             try:
-                self.engine.recording.log_action(self.org_id, session_id, **kwargs)
+                self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
             except InvalidTransitionError:
                 assert len(self.session(session_id).actions) == len(view.actions)
                 return None
@@ -454,20 +455,20 @@ class EngineMachine(RuleBasedStateMachine):
             # The documents do not say whether a session being rolled back takes new actions: refusing is
             # allowed (and one taken must still be rolled back: the ROLLED_BACK check in ``observe``).
             try:
-                self.engine.recording.log_action(self.org_id, session_id, **kwargs)
+                self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
             except InvalidTransitionError:
                 assert len(self.session(session_id).actions) == len(view.actions)
             return None
         effect = self.policy_effect(api_name)
         if effect == "BLOCK":
             try:
-                self.engine.recording.log_action(self.org_id, session_id, **kwargs)
+                self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
             except PolicyBlockedError as exc:
                 blocked = [a for a in self.session(session_id).actions if a.action_id == exc.action_id]
                 assert blocked and blocked[0].status == A.FAILED
                 return None
             raise AssertionError("a BLOCK policy matched but the action was cleared")
-        logged = self.engine.recording.log_action(self.org_id, session_id, **kwargs)
+        logged = self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
         action = logged.action
         self.effect_at_log[action.action_id] = effect
         assert action.seq == max((a.seq for a in view.actions), default=0) + 1
@@ -566,7 +567,7 @@ class EngineMachine(RuleBasedStateMachine):
                 assert self.now - view.last_activity_at < rules.ABANDONED_AFTER, "an idle session was not abandoned"
 
     def add_policy(self, effect: str, glob: str) -> None:
-        self.engine.policies.add_policy(self.org_id, f"p{len(self.policies)}", effect, api_name=glob)
+        self.engine.policies.add_policy(self.org_id, NewPolicy(f"p{len(self.policies)}", effect, api_name=glob))
         self.policies.append((effect, glob))
 
     def rollback(self, session_id: str, role: str, fail_at: int | None = None, reachable: bool = True) -> None:

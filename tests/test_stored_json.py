@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agentrein_core.commands import WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action
@@ -36,10 +37,7 @@ def recorded(engine: Engine, payload: Any, response: Any) -> tuple[str, str, str
     logged = engine.recording.log_action(
         org.org_id,
         session.session_id,
-        connector="http",
-        api_name="POST /v1/things",
-        operation_type=OperationType.CREATE,
-        payload=payload,
+        WriteAhead(connector="http", api_name="POST /v1/things", operation_type=OperationType.CREATE, payload=payload),
     )
     engine.recording.confirm_action(org.org_id, logged.action.action_id, response=response)
     return org.org_id, session.session_id, logged.action.action_id

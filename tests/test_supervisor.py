@@ -14,6 +14,7 @@ from peers import eventually
 from serving import RunningServer
 
 from agentrein import AgentRein
+from agentrein_core.commands import WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.model import Rollback
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, OperationType, Role, SessionStatus, UndoStatus
@@ -54,12 +55,14 @@ def test_an_approval_past_its_time_is_expired_by_the_embedded_supervisor_with_no
     session = embedded.new_session(agent_id="agent", intent="wait for a reviewer")
     logged = mode.log_action(
         session.id,
-        connector="http",
-        api_name="POST /v1/orders",
-        operation_type=OperationType.CREATE,
-        payload={},
-        requires_approval=True,
-        approval_timeout=timedelta(milliseconds=300),
+        WriteAhead(
+            connector="http",
+            api_name="POST /v1/orders",
+            operation_type=OperationType.CREATE,
+            payload={},
+            requires_approval=True,
+            approval_timeout=timedelta(milliseconds=300),
+        ),
     )
     assert logged.approval is not None
     approval_id = logged.approval.approval_id

@@ -21,15 +21,15 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from agentrein.executor import ClientUndoExecutor
-from agentrein.port import ExecutedCall
 from agentrein.waiting import after_decision, outlasting, until_rollback_ends
+from agentrein_core.commands import ExecutedCall, NewPolicy, WriteAhead
 from agentrein_core.database import shown_database_url
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
 from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.plugins import Connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
+from agentrein_core.statuses import ApprovalStatus, Role
 from agentrein_core.store import Store
 from agentrein_core.supervisor import EMBEDDED, Supervisor
 from agentrein_core.vault import reader_of, secret_key_file
@@ -99,27 +99,8 @@ class EmbeddedMode:
         return cls(engine, org_id, clients, checks, organisation=organisation, supervised=True)
 
     # the guard's port ---------------------------------------------------------------------------------
-    def log_action(
-        self,
-        session_id: str,
-        *,
-        connector: str,
-        api_name: str,
-        operation_type: OperationType,
-        payload: JSON,
-        requires_approval: bool,
-        approval_timeout: timedelta,
-    ) -> LoggedAction:
-        return self.engine.recording.log_action(
-            self.org_id,
-            session_id,
-            connector=connector,
-            api_name=api_name,
-            operation_type=operation_type,
-            payload=payload,
-            requires_approval=requires_approval,
-            approval_timeout=approval_timeout,
-        )
+    def log_action(self, session_id: str, call: WriteAhead) -> LoggedAction:
+        return self.engine.recording.log_action(self.org_id, session_id, call)
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """Until the approval is decided, or expired by the supervisor at its end, at most ``timeout`` s."""
@@ -158,19 +139,7 @@ class EmbeddedMode:
         return self.engine.recording.fail_action(self.org_id, action_id, error=error, session_id=session_id)
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
-        return self.engine.recording.record_executed_action(
-            self.org_id,
-            session_id,
-            idempotency_key=call.idempotency_key,
-            connector=call.connector,
-            api_name=call.api_name,
-            operation_type=call.operation_type,
-            payload=call.payload,
-            succeeded=call.succeeded,
-            response=call.response,
-            undo=call.undo,
-            error=call.error,
-        )
+        return self.engine.recording.record_executed_action(self.org_id, session_id, call)
 
     def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
         return self.engine.recording.fail_session(self.org_id, session_id, reason=reason, connector=connector)
@@ -239,29 +208,8 @@ class EmbeddedMode:
         return self.engine.reviews.get_approval(self.org_id, approval_id)
 
     # policies -----------------------------------------------------------------------------------------
-    def add_policy(
-        self,
-        name: str,
-        effect: PolicyEffect | str,
-        *,
-        connector: str | None,
-        api_name: str | None,
-        agent_id: str | None,
-        operation_type: str | None,
-        before_execution: bool,
-        approval_timeout_ms: int | None,
-    ) -> Policy:
-        return self.engine.policies.add_policy(
-            self.org_id,
-            name,
-            effect,
-            connector=connector,
-            api_name=api_name,
-            agent_id=agent_id,
-            operation_type=operation_type,
-            before_execution=before_execution,
-            approval_timeout_ms=approval_timeout_ms,
-        )
+    def add_policy(self, policy: NewPolicy) -> Policy:
+        return self.engine.policies.add_policy(self.org_id, policy)
 
     def list_policies(self) -> list[Policy]:
         return self.engine.policies.list_policies(self.org_id)

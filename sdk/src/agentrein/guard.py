@@ -30,9 +30,10 @@ from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.options import WrapOptions
 from agentrein.outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
-from agentrein.port import ExecutedCall, Recorder
+from agentrein.port import Recorder
 from agentrein.waiting import EXPIRY_GRACE
 from agentrein_core import nesting
+from agentrein_core.commands import ExecutedCall, WriteAhead
 from agentrein_core.connector import PreparedCall
 from agentrein_core.errors import (
     AgentReinError,
@@ -156,8 +157,7 @@ class Guard:
         try:
             nesting.check("payload", call.payload)  # before the redactor, which recurses: the call has not run yet
             self.journal.replay(self.recorder)
-            return self.recorder.log_action(
-                self.session_id,
+            write_ahead = WriteAhead(
                 connector=self.connector_name,
                 api_name=call.api_name,
                 operation_type=call.operation_type,
@@ -165,6 +165,7 @@ class Guard:
                 requires_approval=self.options.needs_approval(call.api_name),
                 approval_timeout=timedelta(seconds=self.options.timeout),
             )
+            return self.recorder.log_action(self.session_id, write_ahead)
         except AgentReinUnavailableError as exc:
             if self.options.failure_mode == "open":
                 self.journal.warn_unavailable(exc)

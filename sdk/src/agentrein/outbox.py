@@ -55,8 +55,9 @@ from uuid import uuid4
 import platformdirs
 from attrs import evolve, field, frozen
 
-from agentrein.port import ExecutedCall, Recorder
+from agentrein.port import Recorder
 from agentrein_core.clock import utcnow
+from agentrein_core.commands import ExecutedCall
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError
 from agentrein_core.ids import new_id

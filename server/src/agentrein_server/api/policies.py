@@ -3,9 +3,11 @@ execution < ``BLOCK``, the strictest match wins."""
 
 from __future__ import annotations
 
+import msgspec
 from litestar import Controller, delete, get, patch, post
 from litestar.params import FromPath, JSONBody
 
+from agentrein_core.commands import NewPolicy
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import ForbiddenError, NotFoundError, ValidationError
 from agentrein_server.api import answers, bodies
@@ -33,18 +35,8 @@ class PolicyController(Controller):
         with ``beforeExecution`` it holds the call (``PENDING_APPROVAL``) until a reviewer approves it, for
         ``approvalTimeoutMs`` or the agent's own timeout."""
         caller.require_operator("manage policies")
-        policy = services.engine.policies.add_policy(
-            caller.org_id,
-            data.name,
-            data.effect,
-            connector=data.connector,
-            api_name=data.api_name,
-            agent_id=data.agent_id,
-            operation_type=data.operation_type,
-            enabled=data.enabled,
-            before_execution=data.before_execution,
-            approval_timeout_ms=data.approval_timeout_ms,
-        )
+        # The body has the command's fields, camelCase on the wire.
+        policy = services.engine.policies.add_policy(caller.org_id, NewPolicy(**msgspec.structs.asdict(data)))
         return to_wire(policy)  # type: ignore[no-any-return]
 
     @patch(

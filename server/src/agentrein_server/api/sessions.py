@@ -11,8 +11,8 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_202_ACCEPTED
 
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, ExecutedCall, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
-from agentrein_core.engine import DEFAULT_APPROVAL_TIMEOUT
 from agentrein_core.errors import (
     ApprovalRejectedError,
     ForbiddenError,
@@ -148,17 +148,19 @@ class SessionController(Controller):
         ``confirm``: earlier calls of this session that succeeded, confirmed first in the same transaction
         (the SDK sends its confirmations this way, saving a ``PATCH`` each); applied even when the new record
         is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why."""
-        timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
+        call = WriteAhead(
+            connector=data.connector,
+            api_name=data.api_name,
+            operation_type=data.operation_type,
+            payload=data.payload,
+            requires_approval=data.requires_approval,
+            approval_timeout=bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT,
+        )
         try:
             logged = services.engine.recording.log_action(
                 caller.org_id,
                 session_id,
-                connector=data.connector,
-                api_name=data.api_name,
-                operation_type=data.operation_type,
-                payload=data.payload,
-                requires_approval=data.requires_approval,
-                approval_timeout=timeout,
+                call,
                 confirm=[Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm],
                 agent_key=caller.agent_key,
             )
@@ -223,9 +225,7 @@ class SessionController(Controller):
     ) -> answers.Action:
         """Record a call that already ran while this server was unreachable (the SDK's ``failure_mode="open"``
         journal). Idempotent by ``idempotencyKey``: a repeated replay returns the first record."""
-        action = services.engine.recording.record_executed_action(
-            caller.org_id,
-            session_id,
+        call = ExecutedCall(
             idempotency_key=data.idempotency_key,
             connector=data.connector,
             api_name=data.api_name,
@@ -235,7 +235,9 @@ class SessionController(Controller):
             response=data.response,
             undo=_undo(data.undo),
             error=data.error,
-            agent_key=caller.agent_key,
+        )
+        action = services.engine.recording.record_executed_action(
+            caller.org_id, session_id, call, agent_key=caller.agent_key
         )
         return to_wire(action)  # type: ignore[no-any-return]
 

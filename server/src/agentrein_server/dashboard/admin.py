@@ -16,6 +16,7 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath
 from litestar.response import Redirect, Template
 
+from agentrein_core.commands import NewPolicy
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import JSON, ConnectorConfig
 from agentrein_core.policies import describe
@@ -54,8 +55,7 @@ class PolicyPages(AdminPages):
         data: Annotated[forms.NewPolicy, URL_ENCODED],
     ) -> Redirect | Template:
         try:
-            policy = services.engine.policies.add_policy(
-                viewer.org_id,
+            new = NewPolicy(
                 data.name.strip(),
                 data.effect,
                 connector=forms.optional(data.connector),
@@ -65,6 +65,7 @@ class PolicyPages(AdminPages):
                 before_execution=bool(data.before_execution),
                 approval_timeout_ms=forms.minutes_in_ms("timeout_minutes", data.timeout_minutes),
             )
+            policy = services.engine.policies.add_policy(viewer.org_id, new)
         except AgentReinError as err:
             context = _policies(services, viewer.org_id, data)
             return refused("policies.html", viewer, err, f"Policy not added: {err}", **context)
