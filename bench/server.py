@@ -74,7 +74,7 @@ from cryptography.fernet import Fernet
 from agentrein import AgentRein
 from agentrein.outbox import JOURNAL_ENV
 from agentrein.served import ServedMode
-from agentrein_core.commands import WriteAhead
+from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_testing import FakeService
 
@@ -591,7 +591,9 @@ def _polling_agent(server: Server, service_url: str, rounds: int, starts: queue.
                         raise RuntimeError(f"approval {status}")
                     starts.put(time.perf_counter())
                     response = raw.post("/v1/things", json=BODY)
-                    backend.confirm_action(session.id, logged.action.action_id, response=response.json(), undo=None)
+                    backend.confirm_action(
+                        session.id, logged.action.action_id, Confirmed(response=response.json(), undo=None)
+                    )
         finally:
             backend.close()
 

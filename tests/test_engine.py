@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from agentrein_core.commands import NewPolicy, WriteAhead
+from agentrein_core.commands import Confirmed, Failed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import (
     ApprovalRejectedError,
@@ -90,7 +90,9 @@ def run_actions(engine: Engine, org_id: str, session_id: str, n: int, undo: str 
     for i in range(n):
         logged = log(engine, org_id, session_id, f"things.create#{i}")
         done.append(
-            engine.recording.confirm_action(org_id, logged.action.action_id, response={}, undo=UndoConfig(undo))
+            engine.recording.confirm_action(
+                org_id, logged.action.action_id, Confirmed(response={}, undo=UndoConfig(undo))
+            )
         )
     return done
 
@@ -113,7 +115,7 @@ def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(
     clock.advance(minutes=2)
     (flagged,) = engine.reviews.list_approvals(org.org_id)
     assert flagged.unconfirmed is True and flagged.action_status is ActionStatus.CLEARED
-    engine.recording.confirm_action(org.org_id, logged.action.action_id, response={}, undo=None)
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, Confirmed(response={}, undo=None))
     assert engine.reviews.list_approvals(org.org_id)[0].unconfirmed is False
 
 
@@ -123,7 +125,8 @@ def test_failing_a_held_action_closes_its_approval_saying_why(engine: Engine) ->
     logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
     assert logged.approval is not None
     assert (
-        engine.recording.fail_action(org.org_id, logged.action.action_id, error="the agent gave up").status == "FAILED"
+        engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="the agent gave up")).status
+        == "FAILED"
     )
     view = engine.recording.get_session(org.org_id, session.session_id)
     (closed,) = view.approvals
@@ -315,7 +318,7 @@ def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engin
     session = engine.recording.new_session(org.org_id, "agent", "intent")
     logged = log(engine, org.org_id, session.session_id)
     clock.advance(hours=3)
-    engine.recording.fail_action(org.org_id, logged.action.action_id, error="boom")
+    engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="boom"))
     view = engine.recording.get_session(org.org_id, session.session_id)
     assert view.status is SessionStatus.FAILED
     assert view.last_activity_at == clock.now
@@ -397,8 +400,8 @@ def test_reporting_the_failure_of_an_approved_action_twice_records_it_once(engin
     logged = log(engine, org.org_id, session.session_id, "things.delete", requires_approval=True)
     assert logged.approval is not None
     engine.reviews.approve(org.org_id, logged.approval.approval_id, "lead")
-    first = engine.recording.fail_action(org.org_id, logged.action.action_id, error="boom")
-    again = engine.recording.fail_action(org.org_id, logged.action.action_id, error="boom")
+    first = engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="boom"))
+    again = engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="boom"))
     assert again == first
     statuses = [a.status for a in engine.recording.get_session(org.org_id, session.session_id).actions]
     assert statuses == [ActionStatus.CLEARED, ActionStatus.FAILED]
@@ -412,7 +415,7 @@ def test_approved_actions_never_confirmed_are_counted_after_an_hour(own_database
     for logged in (confirmed, forgotten):
         assert logged.approval is not None
         engine.reviews.approve(org.org_id, logged.approval.approval_id, "lead")
-    engine.recording.confirm_action(org.org_id, confirmed.action.action_id, response={})
+    engine.recording.confirm_action(org.org_id, confirmed.action.action_id, Confirmed(response={}))
     clock.advance(minutes=59)
     assert engine.reviews.count_unconfirmed() == 0
     clock.advance(minutes=2)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from test_engine import Clock
 
-from agentrein_core.commands import NewPolicy, WriteAhead
+from agentrein_core.commands import Confirmed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.plugins import installed_connectors
@@ -34,7 +34,9 @@ def test_settled_records_older_than_the_retention_are_pruned_and_the_work_itself
             session,
             WriteAhead(connector="http", api_name="POST /v1/x", operation_type=OperationType.CREATE, payload={}),
         )
-        engine.recording.confirm_action(org, logged.action.action_id)  # an after-execution review opens: an event
+        engine.recording.confirm_action(
+            org, logged.action.action_id, Confirmed()
+        )  # an after-execution review opens: an event
 
     review_one_call()
     (review,) = engine.reviews.list_approvals(org)

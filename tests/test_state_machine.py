@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from agentrein_core import rollback as rollback_rules
 from agentrein_core import rules
-from agentrein_core.commands import NewPolicy, WriteAhead
+from agentrein_core.commands import Confirmed, Failed, NewPolicy, WriteAhead
 from agentrein_core.engine import SYSTEM, Engine
 from agentrein_core.errors import (
     InvalidTransitionError,
@@ -487,7 +487,9 @@ class EngineMachine(RuleBasedStateMachine):
         return action
 
     def confirm(self, action: Action, undo: UndoConfig) -> None:
-        done = self.engine.recording.confirm_action(self.org_id, action.action_id, response={"id": "x"}, undo=undo)
+        done = self.engine.recording.confirm_action(
+            self.org_id, action.action_id, Confirmed(response={"id": "x"}, undo=undo)
+        )
         assert done.status == A.SUCCESS and done.undo == undo
         # It was SUCCESS: a sandbox session rolled back before the confirmation is rolled back again at once, in
         # the same transaction (a SUCCESS confirmed after the rollback is undone too).
@@ -510,7 +512,7 @@ class EngineMachine(RuleBasedStateMachine):
             p.action_id == action.action_id and p.purpose == ApprovalPurpose.BEFORE_EXECUTION and p.status == P.APPROVED
             for p in before.approvals
         )
-        failed = self.engine.recording.fail_action(self.org_id, action.action_id, error="boom")
+        failed = self.engine.recording.fail_action(self.org_id, action.action_id, Failed(error="boom"))
         assert failed.status == A.FAILED
         after = self.session(action.session_id)
         original = next(a for a in after.actions if a.action_id == action.action_id)
@@ -700,7 +702,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.misuses += 1
         action = data.draw(st.sampled_from(self.actions_with(*(set(A) - {A.CLEARED}))), label="action")
         try:
-            self.engine.recording.confirm_action(self.org_id, action.action_id, response={}, undo=UNDO)
+            self.engine.recording.confirm_action(self.org_id, action.action_id, Confirmed(response={}, undo=UNDO))
         except InvalidTransitionError:
             pass
         else:

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentrein_core.commands import WriteAhead
+from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action
@@ -39,7 +39,7 @@ def recorded(engine: Engine, payload: Any, response: Any) -> tuple[str, str, str
         session.session_id,
         WriteAhead(connector="http", api_name="POST /v1/things", operation_type=OperationType.CREATE, payload=payload),
     )
-    engine.recording.confirm_action(org.org_id, logged.action.action_id, response=response)
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, Confirmed(response=response))
     return org.org_id, session.session_id, logged.action.action_id
 
 

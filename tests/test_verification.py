@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from agentrein import AgentRein, DisplayStatus, SessionInfo
 from agentrein_cli.main import app
 from agentrein_core import verification
-from agentrein_core.commands import WriteAhead
+from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, Plan, VerificationOutcome
 from agentrein_core.store import Store
@@ -340,7 +340,7 @@ def test_an_embedded_client_asks_the_checks_left_waiting_in_its_database(
         session.session_id,
         WriteAhead(connector="http", api_name="POST /v1/orders", operation_type="CREATE", payload={}),
     )
-    engine.recording.confirm_action(org.org_id, logged.action.action_id, response={})
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, Confirmed(response={}))
     store.close()
     monkeypatch.setenv(verification.URL_ENV, model.url)
     monkeypatch.setenv(verification.MODEL_ENV, MODEL)

@@ -63,3 +63,18 @@ class ExecutedCall:
     response: JSON | None = None
     undo: UndoConfig | None = None
     error: str | None = None
+
+
+@frozen
+class Confirmed:
+    """A recorded call succeeded: its (redacted) response, and the undo derived from it."""
+
+    response: JSON | None = None
+    undo: UndoConfig | None = None
+
+
+@frozen
+class Failed:
+    """A recorded call failed, and why."""
+
+    error: str

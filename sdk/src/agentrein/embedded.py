@@ -22,11 +22,11 @@ from datetime import timedelta
 
 from agentrein.executor import ClientUndoExecutor
 from agentrein.waiting import after_decision, outlasting, until_rollback_ends
-from agentrein_core.commands import ExecutedCall, NewPolicy, WriteAhead
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.database import shown_database_url
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
-from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
+from agentrein_core.model import Action, Approval, Policy, Rollback
 from agentrein_core.plugins import Connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.statuses import ApprovalStatus, Role
@@ -128,15 +128,11 @@ class EmbeddedMode:
     def withdraw_approval(self, approval_id: str, reason: str) -> None:
         self.engine.reviews.withdraw(self.org_id, approval_id, reason)
 
-    def confirm_action(
-        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> Action:
-        return self.engine.recording.confirm_action(
-            self.org_id, action_id, response=response, undo=undo, session_id=session_id
-        )
+    def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> Action:
+        return self.engine.recording.confirm_action(self.org_id, action_id, confirmed, session_id=session_id)
 
-    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
-        return self.engine.recording.fail_action(self.org_id, action_id, error=error, session_id=session_id)
+    def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action:
+        return self.engine.recording.fail_action(self.org_id, action_id, failed, session_id=session_id)
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
         return self.engine.recording.record_executed_action(self.org_id, session_id, call)

@@ -33,7 +33,7 @@ from agentrein.outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReporte
 from agentrein.port import Recorder
 from agentrein.waiting import EXPIRY_GRACE
 from agentrein_core import nesting
-from agentrein_core.commands import ExecutedCall, WriteAhead
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.connector import PreparedCall
 from agentrein_core.errors import (
     AgentReinError,
@@ -243,7 +243,7 @@ class Guard:
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:
             response, undo = self._outcome(call, result)
-            self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
+            self.recorder.confirm_action(self.session_id, action.action_id, Confirmed(response, undo))
         except AgentReinUnavailableError as exc:
             # The call did happen: the journal confirms it once AgentRein is back.
             self.journal.warn_unavailable(exc)
@@ -260,7 +260,7 @@ class Guard:
     def _record_failure(self, action: Action, error: BaseException) -> None:
         message = _describe(error, self.redactor)
         try:
-            self.recorder.fail_action(self.session_id, action.action_id, error=message)
+            self.recorder.fail_action(self.session_id, action.action_id, Failed(message))
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
             self.journal.append(OutcomeReported(self.session_id, action.action_id, False, error=message))

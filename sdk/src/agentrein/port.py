@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Protocol
 
-from agentrein_core.commands import ExecutedCall, NewPolicy, WriteAhead
-from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
+from agentrein_core.model import Action, Policy, Rollback
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 
@@ -46,15 +46,13 @@ class Recorder(Protocol):
         """Nobody waits for this before-execution request any more: close it, its action ``FAILED``."""
         ...
 
-    def confirm_action(
-        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> Action | None:
+    def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> Action | None:
         """The call succeeded: ``CLEARED -> SUCCESS``. Embedded, at once (the action as stored); through a
         server, with the session's next request or within moments (``None``: see
         :mod:`agentrein.outbox`)."""
         ...
 
-    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...
+    def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action: ...
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action: ...
 

@@ -22,9 +22,9 @@ from agentrein.http import segment as _seg
 from agentrein.outbox import CallConfirmed, Outbox
 from agentrein.waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
-from agentrein_core.commands import ExecutedCall, NewPolicy, WriteAhead
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
-from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
+from agentrein_core.model import Action, Approval, Policy, Rollback
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ApprovalStatus
 from agentrein_core.views import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
@@ -114,18 +114,16 @@ class ServedMode:
     def withdraw_approval(self, approval_id: str, reason: str) -> None:
         self._call("POST", f"/approvals/{_seg(approval_id)}/withdraw", json={"reason": reason})
 
-    def confirm_action(
-        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> None:
+    def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> None:
         """Kept, and sent with the session's next request or within moments (:mod:`agentrein.outbox`)."""
-        self.outbox.keep(session_id, action_id, response, undo)
+        self.outbox.keep(session_id, action_id, confirmed.response, confirmed.undo)
 
     def _send_confirmation(self, outcome: CallConfirmed) -> None:
         body = {"status": "SUCCESS", "response": outcome.response, "undo": to_wire(outcome.undo)}
         self._connection.call("PATCH", _action_path(outcome.session_id, outcome.action_id), json=body)
 
-    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
-        body = {"status": "FAILED", "error": error}
+    def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action:
+        body = {"status": "FAILED", **to_wire(failed)}
         return from_wire(self._call("PATCH", _action_path(session_id, action_id), json=body), Action)
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:

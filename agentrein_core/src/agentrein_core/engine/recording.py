@@ -11,7 +11,7 @@ from attrs import evolve
 import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
-from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, ExecutedCall, WriteAhead
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     MAX_TRIGGER,
@@ -324,9 +324,8 @@ class Recording(UseCases):
         self,
         org_id: str,
         action_id: str,
+        confirmed: Confirmed,
         *,
-        response: JSON | None = None,
-        undo: UndoConfig | None = None,
         session_id: str | None = None,
         agent_key: str | None = None,
     ) -> Action:
@@ -335,7 +334,7 @@ class Recording(UseCases):
         the session was rolled back after the call was recorded, it is rolled back again, this call included
         (:func:`~agentrein_core.engine.consequences.undo_late_success`). ``session_id``, when given, must be
         the action's session."""
-        confirmation = _checked(Confirmation(action_id, response, undo))
+        confirmation = _checked(Confirmation(action_id, confirmed.response, confirmed.undo))
         with self.store.transaction() as tx:
             if agent_key is not None:
                 action_of(tx, org_id, action_id, agent_key=agent_key)
@@ -370,8 +369,8 @@ class Recording(UseCases):
         self,
         org_id: str,
         action_id: str,
+        failure: Failed,
         *,
-        error: str,
         session_id: str | None = None,
         agent_key: str | None = None,
     ) -> Action:
@@ -381,7 +380,7 @@ class Recording(UseCases):
         separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
-        error = validation.text("error", error or "failed", validation.MAX_TEXT)
+        error = validation.text("error", failure.error or "failed", validation.MAX_TEXT)
         with self.store.transaction() as tx:
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:

@@ -11,7 +11,7 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_202_ACCEPTED
 
-from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, ExecutedCall, WriteAhead
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.errors import (
     ApprovalRejectedError,
@@ -192,12 +192,10 @@ class SessionController(Controller):
         if data.status == "SUCCESS":
             if data.error is not None:
                 raise ValidationError("error", "only a FAILED outcome has an error")
-            undo = _undo(data.undo)
             action = engine.recording.confirm_action(
                 caller.org_id,
                 action_id,
-                response=data.response,
-                undo=undo,
+                Confirmed(data.response, _undo(data.undo)),
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )
@@ -207,7 +205,7 @@ class SessionController(Controller):
             action = engine.recording.fail_action(
                 caller.org_id,
                 action_id,
-                error=data.error or "failed",
+                Failed(data.error or "failed"),
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )
