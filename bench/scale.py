@@ -248,10 +248,10 @@ def seed(url: str, sessions: int, actions: int, rng: random.Random) -> Seeded:
     started = time.perf_counter()
     store = Store(url)
     engine = Engine(store)
-    org = engine.create_organisation(DEFAULT_ORGANISATION, Plan.TEAM)
-    others = [engine.create_organisation(f"bench-{i}", Plan.TEAM).org_id for i in range(3)]
-    key = engine.create_api_key(org.org_id, Role.OPERATOR)[1]
-    engine.create_user(org.org_id, ADMIN, UserRole.ADMIN, PASSWORD)
+    org = engine.accounts.create_organisation(DEFAULT_ORGANISATION, Plan.TEAM)
+    others = [engine.accounts.create_organisation(f"bench-{i}", Plan.TEAM).org_id for i in range(3)]
+    key = engine.accounts.create_api_key(org.org_id, Role.OPERATOR)[1]
+    engine.accounts.create_user(org.org_id, ADMIN, UserRole.ADMIN, PASSWORD)
     kinds, weights = list(KINDS), list(KINDS.values())
     mean = max(1.0, (actions - BIG) / max(1, sessions - 1))
     span = timedelta(days=90)

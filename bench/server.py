@@ -74,6 +74,7 @@ from cryptography.fernet import Fernet
 from agentrein import AgentRein
 from agentrein.outbox import JOURNAL_ENV
 from agentrein.served import ServedMode
+from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_testing import FakeService
 
@@ -573,12 +574,14 @@ def _polling_agent(server: Server, service_url: str, rounds: int, starts: queue.
                 for _ in range(rounds):
                     logged = backend.log_action(
                         session.id,
-                        connector="http",
-                        api_name="POST /v1/things",
-                        operation_type=OperationType.CREATE,
-                        payload={"method": "POST", "path": "/v1/things", "body": BODY},
-                        requires_approval=True,
-                        approval_timeout=timedelta(minutes=5),
+                        WriteAhead(
+                            connector="http",
+                            api_name="POST /v1/things",
+                            operation_type=OperationType.CREATE,
+                            payload={"method": "POST", "path": "/v1/things", "body": BODY},
+                            requires_approval=True,
+                            approval_timeout=timedelta(minutes=5),
+                        ),
                     )
                     assert logged.approval is not None
                     path = f"/approvals/{logged.approval.approval_id}"
@@ -588,7 +591,9 @@ def _polling_agent(server: Server, service_url: str, rounds: int, starts: queue.
                         raise RuntimeError(f"approval {status}")
                     starts.put(time.perf_counter())
                     response = raw.post("/v1/things", json=BODY)
-                    backend.confirm_action(session.id, logged.action.action_id, response=response.json(), undo=None)
+                    backend.confirm_action(
+                        session.id, logged.action.action_id, Confirmed(response=response.json(), undo=None)
+                    )
         finally:
             backend.close()
 

@@ -35,7 +35,7 @@ class Account:
 def account(server: RunningServer, tenant: Tenant, role: UserRole = UserRole.ADMIN) -> Account:
     """A new dashboard user of ``tenant`` (emails are unique across organisations, so each is fresh)."""
     email = f"{role}-{uuid.uuid4().hex[:8]}@example.com"
-    server.engine.create_user(tenant.org_id, email, role, PASSWORD)
+    server.engine.accounts.create_user(tenant.org_id, email, role, PASSWORD)
     return Account(email, PASSWORD, tenant)
 
 

@@ -82,14 +82,16 @@ class RunningServer:
 
     def tenant(self, plan: Plan = Plan.TEAM, *, http_undo: bool = True) -> Tenant:
         """A new organisation with an operator key; ``http_undo`` enables server-side undo of loopback calls."""
-        org = self.engine.create_organisation(f"test-{uuid.uuid4().hex[:10]}", plan)
-        _, key = self.engine.create_api_key(org.org_id, Role.OPERATOR)
+        org = self.engine.accounts.create_organisation(f"test-{uuid.uuid4().hex[:10]}", plan)
+        _, key = self.engine.accounts.create_api_key(org.org_id, Role.OPERATOR)
         if http_undo:
-            self.engine.configure_connector(org.org_id, "http", enabled=True, config=LOOPBACK_HTTP, credentials=None)
+            self.engine.accounts.configure_connector(
+                org.org_id, "http", enabled=True, config=LOOPBACK_HTTP, credentials=None
+            )
         return Tenant(org.org_id, key, self.url)
 
     def key(self, tenant: Tenant, role: Role) -> str:
-        return self.engine.create_api_key(tenant.org_id, role)[1]
+        return self.engine.accounts.create_api_key(tenant.org_id, role)[1]
 
     def stop(self) -> None:
         self._server.should_exit = True

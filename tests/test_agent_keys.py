@@ -229,7 +229,7 @@ def test_a_session_no_key_opened_is_left_to_operators(
 ) -> None:
     """A session opened before sessions remembered their key (or by an embedded engine) has no opener: no agent
     key can tell it was its own, so only operators act on it."""
-    session_id = server.engine.new_session(tenant.org_id, "billing", INTENT).session_id
+    session_id = server.engine.recording.new_session(tenant.org_id, "billing", INTENT).session_id
     not_found(agent_a.get(f"/sessions/{session_id}"))
     not_found(agent_a.post(f"/sessions/{session_id}/actions", json=CALL))
     record(operator, session_id)

@@ -234,7 +234,7 @@ def target(request: pytest.FixtureRequest, database_url: str) -> Iterator[Target
     org = f"cli-{uuid.uuid4().hex[:8]}"
     with AgentRein(database_url, organisation=org) as agent, closing(Store(database_url)) as store:
         engine = Engine(store)
-        org_id = engine.organisation_named(org).org_id
+        org_id = engine.accounts.organisation_named(org).org_id
         options = ["--database-url", database_url, "--org", org]
         yield Target("database", options, agent, engine, org_id, getpass.getuser())
 
@@ -433,14 +433,14 @@ def test_connectors_are_listed_enabled_and_disabled(target: Target) -> None:
     enabled = cli("connectors", "enable", "http", *config, *target.options)
     assert enabled.exit_code == 0, enabled.output
     assert 'Connector http enabled; config {"allowedHosts": ["127.0.0.1"]}; credentials stored' in enabled.output
-    stored = target.engine.connector_config(target.org_id, "http")
+    stored = target.engine.accounts.connector_config(target.org_id, "http")
     assert stored is not None and stored.enabled and stored.credentials and "s3cret" not in stored.credentials
     relisted = {row[0]: row for row in table_rows(cli("connectors", "list", *target.options).output)}
     assert relisted["http"] == ["http", "yes", "stored", '{"allowedHosts": ["127.0.0.1"]}']
     disabled = cli("connectors", "disable", "http", *target.options)
     assert disabled.exit_code == 0, disabled.output
     assert 'Connector http disabled; config {"allowedHosts": ["127.0.0.1"]}; credentials stored' in disabled.output
-    stored = target.engine.connector_config(target.org_id, "http")
+    stored = target.engine.accounts.connector_config(target.org_id, "http")
     assert stored is not None and not stored.enabled
 
 
@@ -455,7 +455,7 @@ def test_bad_connector_settings_are_clear_errors(target: Target) -> None:
         result = cli("connectors", "enable", *args, *target.options)
         assert result.exit_code == 1, result.output
         assert message in result.output
-    assert target.engine.connector_config(target.org_id, "http") is None  # nothing was stored
+    assert target.engine.accounts.connector_config(target.org_id, "http") is None  # nothing was stored
 
 
 def test_a_connectors_api_address_on_a_private_address_is_refused_naming_the_variable_that_allows_it(
@@ -467,7 +467,7 @@ def test_a_connectors_api_address_on_a_private_address_is_refused_naming_the_var
     assert result.exit_code == 1, result.output
     assert "config.apiBase" in result.output and "private or local" in result.output
     assert ALLOW_PRIVATE_ENV in result.output
-    assert target.engine.connector_config(target.org_id, "stripe") is None
+    assert target.engine.accounts.connector_config(target.org_id, "stripe") is None
 
 
 def test_rollback_on_a_database_needs_the_connector_enabled(database_url: str, service: FakeService) -> None:
@@ -500,7 +500,7 @@ def test_the_server_and_its_key_come_from_the_environment(server: RunningServer)
 def test_dashboard_users_are_created_with_a_prompted_password_listed_and_removed(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'users.db'}"
     engine = Engine(Store(url))
-    org = engine.ensure_organisation()
+    org = engine.accounts.ensure_organisation()
     created = runner.invoke(
         app,
         ["users", "create", "Lead@Example.com", "--role", "admin", "--database-url", url],
@@ -508,7 +508,7 @@ def test_dashboard_users_are_created_with_a_prompted_password_listed_and_removed
     )
     assert created.exit_code == 0, created.output
     assert "lead@example.com can now sign in to the dashboard as admin of 'default'" in created.output
-    assert engine.sign_in("lead@example.com", "long password").role == "admin"
+    assert engine.accounts.sign_in("lead@example.com", "long password").role == "admin"
     listed = runner.invoke(app, ["users", "list", "--database-url", url])
     assert "lead@example.com" in listed.output and "admin" in listed.output
     short = runner.invoke(app, ["users", "create", "x@example.com", "--password", "short", "--database-url", url])
@@ -517,7 +517,7 @@ def test_dashboard_users_are_created_with_a_prompted_password_listed_and_removed
     assert last.exit_code == 1 and "last admin" in last.output
     runner.invoke(app, ["users", "create", "r@example.com", "--password", "long password", "--database-url", url])
     removed = runner.invoke(app, ["users", "remove", "r@example.com", "--database-url", url])
-    assert removed.exit_code == 0 and [u.email for u in engine.list_users(org.org_id)] == ["lead@example.com"]
+    assert removed.exit_code == 0 and [u.email for u in engine.accounts.list_users(org.org_id)] == ["lead@example.com"]
     engine.store.close()
 
 
@@ -540,7 +540,7 @@ def records_of_every_kind(target: Target, service: FakeService) -> tuple[Session
 
 
 def every_id(target: Target, session: SessionInfo) -> set[str]:
-    keys = {key.key_id for key in target.engine.list_api_keys(target.org_id)}
+    keys = {key.key_id for key in target.engine.accounts.list_api_keys(target.org_id)}
     policies = {policy.policy_id for policy in target.agent.list_policies()}
     return {session.id, *(a.approval_id for a in session.approvals), *policies, *keys}
 
@@ -662,14 +662,14 @@ def test_a_read_in_an_organisation_that_does_not_exist_names_those_there_and_cre
         assert "error: no organisation 'typo' in this database" in result.output
         assert repr(agent.organisation) in result.output
         with closing(Store(database_url)) as store:
-            assert "typo" not in {org.name for org in Engine(store).list_organisations()}
+            assert "typo" not in {org.name for org in Engine(store).accounts.list_organisations()}
 
 
 def test_api_keys_are_created_listed_and_revoked(target: Target) -> None:
     created = cli("keys", "create", "--role", "agent", *target.options)
     assert created.exit_code == 0, created.output
     secret = created.stdout.splitlines()[-1]
-    key = target.engine.authenticate(secret)
+    key = target.engine.accounts.authenticate(secret)
     assert (key.role, key.org_id) == (Role.AGENT, target.org_id)
     assert f"Created agent key {key.key_id}. The key, shown only now:" in created.stdout
     rows = {row[0]: row for row in table_rows(cli("keys", "list", *target.options).output)}
@@ -678,7 +678,7 @@ def test_api_keys_are_created_listed_and_revoked(target: Target) -> None:
     assert revoked.exit_code == 0, revoked.output
     assert f"Revoked {key.key_id}" in revoked.output
     with pytest.raises(UnauthorizedError):
-        target.engine.authenticate(secret)
+        target.engine.accounts.authenticate(secret)
     rows = {row[0]: row for row in table_rows(cli("keys", "list", *target.options).output)}
     assert rows[key.key_id][4] != "—"
     if target.mode == "server":  # and the server itself refuses it now
@@ -690,8 +690,8 @@ def test_organisations_and_dashboard_users_are_listed_as_json_without_password_h
     url = f"sqlite:///{tmp_path / 'people.db'}"
     with closing(Store(url)) as store:
         engine = Engine(store)
-        org = engine.ensure_organisation()
-        user = engine.create_user(org.org_id, "lead@example.com", "admin", "long password")
+        org = engine.accounts.ensure_organisation()
+        user = engine.accounts.create_user(org.org_id, "lead@example.com", "admin", "long password")
     orgs = cli("orgs", "list", "--json", "--database-url", url)
     assert orgs.exit_code == 0, orgs.output
     assert json.loads(orgs.stdout) == [
@@ -815,8 +815,8 @@ def test_serve_without_a_database_url_keeps_a_file_of_its_own_not_the_embedded_a
     assert f"database: sqlite:///{tmp_path / 'agentrein-server.db'}" in said
     with closing(Store("sqlite:///agentrein.db")) as store:
         engine = Engine(store)
-        (org,) = engine.list_organisations()
-        assert engine.list_api_keys(org.org_id) == []  # the agents' database was left alone
+        (org,) = engine.accounts.list_organisations()
+        assert engine.accounts.list_api_keys(org.org_id) == []  # the agents' database was left alone
 
 
 def test_serve_without_a_database_url_beside_a_servers_records_of_an_older_version_says_how_to_go_on(

@@ -180,8 +180,8 @@ def test_parallel_guesses_get_no_more_tries_than_sequential_ones(server: Running
 
 
 def test_a_removed_user_is_signed_out_at_once(server: RunningServer, tenant: Tenant, as_reviewer: Visitor) -> None:
-    (user,) = [u for u in server.engine.list_users(tenant.org_id) if u.role is UserRole.REVIEWER]
-    server.engine.delete_user(tenant.org_id, user.user_id)
+    (user,) = [u for u in server.engine.accounts.list_users(tenant.org_id) if u.role is UserRole.REVIEWER]
+    server.engine.accounts.delete_user(tenant.org_id, user.user_id)
     assert as_reviewer.get("/dashboard/approvals").status_code == 303
 
 
@@ -196,7 +196,7 @@ def test_a_form_without_the_right_csrf_token_is_refused_and_changes_nothing(
     refused = as_admin.post("/dashboard/policies", {"name": "sneaky", "effect": "ALLOW"})
     assert refused.status_code == 403
     assert "expired or came from another site" in refused.text
-    assert server.engine.list_policies(tenant.org_id) == []
+    assert server.engine.policies.list_policies(tenant.org_id) == []
 
 
 def test_every_page_carries_a_strict_content_security_policy(as_admin: Visitor) -> None:
@@ -223,8 +223,8 @@ def test_a_reviewer_is_refused_every_admin_page_and_action(
     assert as_reviewer.post("/dashboard/keys", {"role": "operator"}).status_code == 403
     session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
     assert as_reviewer.post(f"/dashboard/sessions/{session_id}/rollback").status_code == 403
-    assert server.engine.list_policies(tenant.org_id) == []
-    assert len(server.engine.list_api_keys(tenant.org_id)) == 1
+    assert server.engine.policies.list_policies(tenant.org_id) == []
+    assert len(server.engine.accounts.list_api_keys(tenant.org_id)) == 1
 
 
 def test_one_organisation_never_sees_or_decides_anothers_records(
@@ -237,7 +237,7 @@ def test_one_organisation_never_sees_or_decides_anothers_records(
         assert approval_of(logged) not in v.get("/dashboard/approvals").text
         assert logged["action"]["sessionId"] not in v.get("/dashboard/sessions").text
         assert v.post(f"/dashboard/approvals/{approval_of(logged)}/approve").status_code == 404
-    assert server.engine.get_approval(tenant.org_id, approval_of(logged)).status is ApprovalStatus.PENDING
+    assert server.engine.reviews.get_approval(tenant.org_id, approval_of(logged)).status is ApprovalStatus.PENDING
 
 
 def test_what_an_agent_wrote_is_shown_as_text_never_as_markup(api: httpx.Client, as_reviewer: Visitor) -> None:
@@ -296,7 +296,7 @@ def test_a_decision_is_recorded_with_the_signed_in_reviewer_and_reason(
     answer = as_reviewer.post(f"/dashboard/approvals/{approval_of(logged)}/reject", {"reason": "wrong customer"})
     assert answer.status_code == 303
     assert "You rejected this request." in as_reviewer.get("/dashboard/approvals").text
-    decided = server.engine.get_approval(tenant.org_id, approval_of(logged))
+    decided = server.engine.reviews.get_approval(tenant.org_id, approval_of(logged))
     assert (decided.status, decided.resolved_by, decided.reason) == (
         ApprovalStatus.REJECTED,
         reviewer.email,
@@ -315,7 +315,7 @@ def test_the_second_reviewer_to_decide_is_told_who_decided_first(
         late = second.post(f"/dashboard/approvals/{approval_of(logged)}/reject", headers={"HX-Request": "true"})
         assert late.status_code == 200
         assert f"Already approved by {reviewer.email}" in late.text
-    assert server.engine.get_approval(tenant.org_id, approval_of(logged)).status is ApprovalStatus.APPROVED
+    assert server.engine.reviews.get_approval(tenant.org_id, approval_of(logged)).status is ApprovalStatus.APPROVED
 
 
 def test_the_live_queue_answers_no_content_until_something_changes(api: httpx.Client, as_reviewer: Visitor) -> None:
@@ -412,7 +412,7 @@ def test_stored_settings_the_connector_refuses_are_named_before_the_rollback_and
     server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
 ) -> None:
     refused = {"allowedHosts": ["127.0.0.1"], "allowedMethods": ["GET"]}  # stored past check_config
-    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=refused, credentials=None)
+    server.engine.accounts.configure_connector(tenant.org_id, "http", enabled=True, config=refused, credentials=None)
     session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
     reason = (
         "the stored settings of connector 'http' are refused (config.allowedMethods: methods must be among "
@@ -430,7 +430,9 @@ def test_credentials_this_server_cannot_decrypt_are_named_before_the_rollback_an
 ) -> None:
     other_key = Vault(Fernet.generate_key()).encrypt({"headers": {"Authorization": "Bearer old"}})
     loopback = {"allowedHosts": ["127.0.0.1"]}
-    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=loopback, credentials=other_key)
+    server.engine.accounts.configure_connector(
+        tenant.org_id, "http", enabled=True, config=loopback, credentials=other_key
+    )
     session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
     page = as_admin.get(f"/dashboard/sessions/{session_id}/rollback")
     assert page.status_code == 200 and "cannot be decrypted with this secret key" in page.text
@@ -456,7 +458,7 @@ def test_a_policy_is_previewed_added_disabled_and_deleted(
     assert "matches no operation type" in as_admin.post("/dashboard/policies/preview", {"operation_type": "ERASE"}).text
     added = as_admin.post("/dashboard/policies", {"name": "no deletes", "effect": "BLOCK", "operation_type": "DELETE"})
     assert added.status_code == 303
-    (policy,) = server.engine.list_policies(tenant.org_id)
+    (policy,) = server.engine.policies.list_policies(tenant.org_id)
     assert (policy.name, policy.effect, policy.operation_type, policy.connector) == (
         "no deletes",
         "BLOCK",
@@ -465,11 +467,11 @@ def test_a_policy_is_previewed_added_disabled_and_deleted(
     )
     as_admin.get("/dashboard/policies")
     as_admin.post(f"/dashboard/policies/{policy.policy_id}/enabled", {"enabled": "false"})
-    assert not server.engine.list_policies(tenant.org_id)[0].enabled
+    assert not server.engine.policies.list_policies(tenant.org_id)[0].enabled
     duplicate = as_admin.post("/dashboard/policies", {"name": "no deletes", "effect": "BLOCK"})
     assert duplicate.status_code == 400 and "already exists" in duplicate.text
     as_admin.post(f"/dashboard/policies/{policy.policy_id}/delete")
-    assert server.engine.list_policies(tenant.org_id) == []
+    assert server.engine.policies.list_policies(tenant.org_id) == []
 
 
 def test_connector_settings_are_typed_in_a_form_and_stored_as_the_rest_api_takes_them(
@@ -495,7 +497,7 @@ def test_connector_settings_are_typed_in_a_form_and_stored_as_the_rest_api_takes
         "allowedHosts": ["api.example.com", "*.example.com"],
         "allowedMethods": ["DELETE", "POST"],
     }
-    stored = server.engine.connector_config(tenant.org_id, "http")
+    stored = server.engine.accounts.connector_config(tenant.org_id, "http")
     assert stored is not None and server.services.vault.decrypt(stored.credentials) == {
         "headers": {"Authorization": "Bearer s3cret", "X-Team": "billing"}
     }
@@ -511,15 +513,15 @@ def test_connector_secrets_are_kept_when_left_empty_and_removed_when_asked(
     hosts = {"config.allowedHosts": "api.example.com"}
     as_admin.post("/dashboard/connectors/http", {**hosts, "credentials.headers": "Authorization: Bearer s3cret"})
     as_admin.post("/dashboard/connectors/http", {"config.allowedHosts": "api.example.com\nx.example.com"})
-    kept = server.engine.connector_config(tenant.org_id, "http")
+    kept = server.engine.accounts.connector_config(tenant.org_id, "http")
     assert kept is not None and kept.config == {"allowedHosts": ["api.example.com", "x.example.com"]}
     assert server.services.vault.decrypt(kept.credentials) == {"headers": {"Authorization": "Bearer s3cret"}}
     assert "Remove the stored headers" in as_admin.get("/dashboard/connectors").text
     as_admin.post("/dashboard/connectors/http", {**hosts, "forget.headers": "on"})
-    forgotten = server.engine.connector_config(tenant.org_id, "http")
+    forgotten = server.engine.accounts.connector_config(tenant.org_id, "http")
     assert forgotten is not None and server.services.vault.decrypt(forgotten.credentials) == {}
     as_admin.post("/dashboard/connectors/http/disable")
-    disabled = server.engine.connector_config(tenant.org_id, "http")
+    disabled = server.engine.accounts.connector_config(tenant.org_id, "http")
     assert disabled is not None and not disabled.enabled and disabled.config == {"allowedHosts": ["api.example.com"]}
 
 
@@ -527,7 +529,7 @@ def test_a_refused_connector_form_says_why_beside_the_field_and_keeps_what_was_t
     server: RunningServer, tenant: Tenant, as_admin: Visitor
 ) -> None:
     as_admin.get("/dashboard/connectors")
-    before = server.engine.connector_config(tenant.org_id, "http")
+    before = server.engine.accounts.connector_config(tenant.org_id, "http")
     refused = as_admin.post(
         "/dashboard/connectors/http",
         {
@@ -543,7 +545,7 @@ def test_a_refused_connector_form_says_why_beside_the_field_and_keeps_what_was_t
     field = re.search(r'<textarea id="http-config-allowedMethods"[^>]*>', page)
     assert field is not None and 'aria-invalid="true"' in field.group(0)
     assert "s3cret" not in page
-    assert server.engine.connector_config(tenant.org_id, "http") == before  # nothing was stored
+    assert server.engine.accounts.connector_config(tenant.org_id, "http") == before  # nothing was stored
     unreadable = as_admin.post("/dashboard/connectors/http", {"credentials.headers": "Bearer s3cret"})
     assert unreadable.status_code == 400 and "credentials.headers: line 1 is not Name: value" in unreadable.text
     assert "s3cret" not in unreadable.text
@@ -561,7 +563,7 @@ def test_stripe_is_saved_with_its_stored_key_kept_and_can_always_be_disabled(
     assert "stripe enabled." in as_admin.get(again.headers["location"]).text
     disabled = as_admin.post("/dashboard/connectors/stripe/disable")
     assert "stripe disabled." in as_admin.get(disabled.headers["location"]).text
-    stored = server.engine.connector_config(tenant.org_id, "stripe")
+    stored = server.engine.accounts.connector_config(tenant.org_id, "stripe")
     assert stored is not None and not stored.enabled
     assert server.services.vault.decrypt(stored.credentials) == {"apiKey": "sk_test_1"}
 
@@ -577,7 +579,7 @@ def test_an_api_address_on_a_private_address_is_refused_beside_its_field(
     assert "is a private or local address (127.0.0.1)" in refused.text and ALLOW_PRIVATE_ENV in refused.text
     field = re.search(r'<input id="stripe-config-apiBase"[^>]*>', refused.text)
     assert field is not None and 'aria-invalid="true"' in field.group(0)
-    assert server.engine.connector_config(tenant.org_id, "stripe") is None
+    assert server.engine.accounts.connector_config(tenant.org_id, "stripe") is None
 
 
 def test_a_refused_policy_keeps_what_was_typed(as_admin: Visitor) -> None:
@@ -614,8 +616,8 @@ def test_a_form_posted_after_the_sign_in_ended_returns_to_its_page_after_signing
 ) -> None:
     logged = held_action(api)
     as_admin.get("/dashboard/approvals")
-    (user,) = [u for u in server.engine.list_users(admin.tenant.org_id) if u.email == admin.email]
-    server.engine.end_sign_ins(admin.tenant.org_id, user.user_id)
+    (user,) = [u for u in server.engine.accounts.list_users(admin.tenant.org_id) if u.email == admin.email]
+    server.engine.accounts.end_sign_ins(admin.tenant.org_id, user.user_id)
     late = as_admin.post(
         f"/dashboard/approvals/{approval_of(logged)}/approve", headers={"referer": f"{server.url}/dashboard/approvals"}
     )
@@ -650,10 +652,10 @@ def test_an_admin_adds_a_reviewer_who_can_sign_in_and_the_last_admin_stays(
         assert v.get("/dashboard/approvals").status_code == 200
     short = as_admin.post("/dashboard/users", {"email": "x@example.org", "role": "reviewer", "password": "short"})
     assert short.status_code == 400 and "at least 10 characters" in short.text
-    (me,) = [u for u in server.engine.list_users(tenant.org_id) if u.email == admin.email]
+    (me,) = [u for u in server.engine.accounts.list_users(tenant.org_id) if u.email == admin.email]
     refused = as_admin.post(f"/dashboard/users/{me.user_id}/delete")
     assert "last admin" in as_admin.get(refused.headers["location"]).text
-    assert me in server.engine.list_users(tenant.org_id)
+    assert me in server.engine.accounts.list_users(tenant.org_id)
 
 
 def test_an_admin_sets_what_drift_leads_to_the_verifier_and_the_webhook_hosts(
@@ -670,7 +672,7 @@ def test_an_admin_sets_what_drift_leads_to_the_verifier_and_the_webhook_hosts(
     saved = as_admin.post("/dashboard/settings", form)
     page = as_admin.get(saved.headers["location"]).text
     assert "Settings saved." in page and "sk-verifier-1" not in page and "A key is stored" in page
-    settings = server.engine.settings(tenant.org_id)
+    settings = server.engine.accounts.settings(tenant.org_id)
     assert (settings.on_drift, settings.verifier_url, settings.verifier_model) == (
         "rollback",
         form["verifier_url"],
@@ -679,9 +681,12 @@ def test_an_admin_sets_what_drift_leads_to_the_verifier_and_the_webhook_hosts(
     assert settings.webhook_hosts == ["hooks.example.com", "*.example.org"]
     assert server.services.vault.decrypt_text(settings.verifier_api_key) == "sk-verifier-1"
     as_admin.post("/dashboard/settings", {**form, "verifier_api_key": ""})
-    assert server.services.vault.decrypt_text(server.engine.settings(tenant.org_id).verifier_api_key) == "sk-verifier-1"
+    assert (
+        server.services.vault.decrypt_text(server.engine.accounts.settings(tenant.org_id).verifier_api_key)
+        == "sk-verifier-1"
+    )
     as_admin.post("/dashboard/settings", {**form, "verifier_api_key": "", "forget_verifier_api_key": "on"})
-    assert server.engine.settings(tenant.org_id).verifier_api_key is None
+    assert server.engine.accounts.settings(tenant.org_id).verifier_api_key is None
     refused = as_admin.post("/dashboard/settings", {**form, "on_drift": "panic"})
     assert "Settings not saved: onDrift" in as_admin.get(refused.headers["location"]).text
 
@@ -702,14 +707,14 @@ def test_an_admin_adds_a_webhook_sees_its_secret_once_and_follows_its_deliveries
     page = as_admin.get(added.headers["location"]).text
     secret = re.search(r'<code class="secret">(whsec_[\w-]+)</code>', page)
     assert secret is not None and secret.group(1) not in as_admin.get("/dashboard/webhooks").text
-    (hook,) = server.engine.list_webhooks(tenant.org_id)
+    (hook,) = server.engine.outbox.list_webhooks(tenant.org_id)
     assert hook.events == ["approval.decided", "approval.requested"] and hook.format == "slack"
     held_action(api)
     log = as_admin.get(f"/dashboard/webhooks/{hook.webhook_id}").text
     assert "approval.requested" in log
     assert as_admin.get("/dashboard/webhooks/whk_nope").status_code == 404
     as_admin.post(f"/dashboard/webhooks/{hook.webhook_id}/delete")
-    assert server.engine.list_webhooks(tenant.org_id) == []
+    assert server.engine.outbox.list_webhooks(tenant.org_id) == []
 
 
 # one wording for an action and its undo -----------------------------------------------------------------------
@@ -719,8 +724,8 @@ def test_the_session_page_and_the_rollback_confirmation_word_an_action_and_its_u
     server: RunningServer, tenant: Tenant, api: httpx.Client, as_admin: Visitor
 ) -> None:
     session_id = session_that_ran(api, ("http", "POST /v1/things", "CREATE", DELETE_THING))
-    (action,) = server.engine.get_session(tenant.org_id, session_id).actions
-    said = server.engine.words(action)
+    (action,) = server.engine.recording.get_session(tenant.org_id, session_id).actions
+    said = server.engine.reviews.words(action)
     page = as_admin.get(f"/dashboard/sessions/{session_id}").text
     confirm = as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
     for shown in (page, confirm):

@@ -20,6 +20,7 @@ from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 from serving import RunningServer, Tenant, is_loopback
 
 from agentrein import ActionStatus, ApprovalRejectedError
+from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import UserRole
 from agentrein_testing import FakeService
 
@@ -424,13 +425,15 @@ def test_every_page_fits_a_phone_screen_without_sideways_scrolling_or_broken_pil
     thing = api.post("/v1/things", json={"n": 1}).json()["id"]
     api.delete(f"/v1/things/{thing}")
     ar.complete_session(ran)
-    server.engine.add_policy(
+    server.engine.policies.add_policy(
         tenant.org_id,
-        "hold every refund of the billing agents",
-        "REQUIRE_APPROVAL",
-        api_name="POST /v1/refunds*",
-        agent_id="billing-*",
-        before_execution=True,
+        NewPolicy(
+            "hold every refund of the billing agents",
+            "REQUIRE_APPROVAL",
+            api_name="POST /v1/refunds*",
+            agent_id="billing-*",
+            before_execution=True,
+        ),
     )
     server.services.configuration.update_settings(tenant.org_id, webhook_hosts=["127.0.0.1"])
     hook, _ = server.services.configuration.add_webhook(
@@ -478,8 +481,8 @@ def test_a_signed_out_live_queue_sends_the_page_to_sign_in(
     tab = open_tab(tabs, browser, server)
     tab.expected_statuses.add(401)  # the poll that finds no one signed in
     page = tab.sign_in(reviewer)
-    (user,) = [u for u in server.engine.list_users(tenant.org_id) if u.email == reviewer.email]
-    server.engine.delete_user(tenant.org_id, user.user_id)
+    (user,) = [u for u in server.engine.accounts.list_users(tenant.org_id) if u.email == reviewer.email]
+    server.engine.accounts.delete_user(tenant.org_id, user.user_id)
     expect(page).to_have_url(re.compile(r"/dashboard/login"), timeout=10_000)
 
 

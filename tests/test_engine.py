@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from agentrein_core.commands import Confirmed, Failed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import (
     ApprovalRejectedError,
@@ -77,8 +78,10 @@ def engine(database_url: str, clock: Clock) -> Engine:
 def log(engine: Engine, org_id: str, session_id: str, api_name: str = "things.create", **options: Any) -> LoggedAction:
     """Record one call of the fake connector before it runs."""
     operation = OperationType.DELETE if api_name.endswith(".delete") else OperationType.CREATE
-    return engine.log_action(
-        org_id, session_id, connector="fake", api_name=api_name, operation_type=operation, payload={}, **options
+    return engine.recording.log_action(
+        org_id,
+        session_id,
+        WriteAhead(connector="fake", api_name=api_name, operation_type=operation, payload={}, **options),
     )
 
 
@@ -86,13 +89,17 @@ def run_actions(engine: Engine, org_id: str, session_id: str, n: int, undo: str 
     done = []
     for i in range(n):
         logged = log(engine, org_id, session_id, f"things.create#{i}")
-        done.append(engine.confirm_action(org_id, logged.action.action_id, response={}, undo=UndoConfig(undo)))
+        done.append(
+            engine.recording.confirm_action(
+                org_id, logged.action.action_id, Confirmed(response={}, undo=UndoConfig(undo))
+            )
+        )
     return done
 
 
 def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(engine: Engine, clock: Clock) -> None:
-    org = engine.ensure_organisation("o")
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     logged = log(
         engine,
         org.org_id,
@@ -102,45 +109,48 @@ def test_an_approved_action_not_confirmed_within_an_hour_is_flagged_unconfirmed(
         approval_timeout=timedelta(hours=2),
     )
     assert logged.approval is not None
-    engine.approve(org.org_id, logged.approval.approval_id, "reviewer")
+    engine.reviews.approve(org.org_id, logged.approval.approval_id, "reviewer")
     clock.advance(minutes=59)
-    assert engine.list_approvals(org.org_id)[0].unconfirmed is False
+    assert engine.reviews.list_approvals(org.org_id)[0].unconfirmed is False
     clock.advance(minutes=2)
-    (flagged,) = engine.list_approvals(org.org_id)
+    (flagged,) = engine.reviews.list_approvals(org.org_id)
     assert flagged.unconfirmed is True and flagged.action_status is ActionStatus.CLEARED
-    engine.confirm_action(org.org_id, logged.action.action_id, response={}, undo=None)
-    assert engine.list_approvals(org.org_id)[0].unconfirmed is False
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, Confirmed(response={}, undo=None))
+    assert engine.reviews.list_approvals(org.org_id)[0].unconfirmed is False
 
 
 def test_failing_a_held_action_closes_its_approval_saying_why(engine: Engine) -> None:
-    org = engine.create_organisation(f"held-{uuid.uuid4().hex[:8]}", Plan.TEAM)
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.create_organisation(f"held-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
     assert logged.approval is not None
-    assert engine.fail_action(org.org_id, logged.action.action_id, error="the agent gave up").status == "FAILED"
-    view = engine.get_session(org.org_id, session.session_id)
+    assert (
+        engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="the agent gave up")).status
+        == "FAILED"
+    )
+    view = engine.recording.get_session(org.org_id, session.session_id)
     (closed,) = view.approvals
     assert (closed.status, closed.resolved_by) == (ApprovalStatus.REJECTED, "agentrein")
     assert closed.reason == "the action failed before a decision"
     assert view.display_status == "FAILED"  # no longer AWAITING_APPROVAL
-    assert engine.list_approvals(org.org_id, ApprovalStatus.PENDING) == []
+    assert engine.reviews.list_approvals(org.org_id, ApprovalStatus.PENDING) == []
     with pytest.raises(InvalidTransitionError, match="REJECTED by agentrein: the action failed before a decision"):
-        engine.approve(org.org_id, closed.approval_id, "reviewer")
+        engine.reviews.approve(org.org_id, closed.approval_id, "reviewer")
 
 
 def test_withdrawing_a_request_a_reviewer_decided_meanwhile_says_who_decided_it_and_why(engine: Engine) -> None:
-    org = engine.create_organisation(f"held-{uuid.uuid4().hex[:8]}", Plan.TEAM)
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.create_organisation(f"held-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
     assert logged.approval is not None
-    engine.reject(org.org_id, logged.approval.approval_id, "ada", "too large")
+    engine.reviews.reject(org.org_id, logged.approval.approval_id, "ada", "too large")
     with pytest.raises(InvalidTransitionError, match="already REJECTED by ada: too large"):
-        engine.withdraw(org.org_id, logged.approval.approval_id, "the agent was interrupted")
+        engine.reviews.withdraw(org.org_id, logged.approval.approval_id, "the agent was interrupted")
 
 
 def test_a_wait_that_ends_leaves_alone_what_a_newer_wait_of_the_agent_noted(engine: Engine, clock: Clock) -> None:
-    org = engine.create_organisation(f"waits-{uuid.uuid4().hex[:8]}", Plan.TEAM)
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.create_organisation(f"waits-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
     assert logged.approval is not None
     approval_id = logged.approval.approval_id
@@ -151,86 +161,88 @@ def test_a_wait_that_ends_leaves_alone_what_a_newer_wait_of_the_agent_noted(engi
             assert found is not None
             return found.waited_until
 
-    first = threading.Thread(target=engine.wait_for_decision, args=(org.org_id, approval_id, 1.0))
+    first = threading.Thread(target=engine.reviews.wait_for_decision, args=(org.org_id, approval_id, 1.0))
     first.start()
     while (first_noted := noted()) is None:
         time.sleep(0.01)
-    second = threading.Thread(target=engine.wait_for_decision, args=(org.org_id, approval_id, 60.0))
+    second = threading.Thread(target=engine.reviews.wait_for_decision, args=(org.org_id, approval_id, 60.0))
     second.start()  # the agent asks again (its connection broke, say) while the first wait still runs
     while (second_noted := noted()) == first_noted:
         time.sleep(0.01)
     first.join()
     assert second_noted is not None and second_noted > clock() + timedelta(seconds=50)
     assert noted() == second_noted  # the newer wait is still open: the agent still waits
-    engine.approve(org.org_id, approval_id, "ada")
+    engine.reviews.approve(org.org_id, approval_id, "ada")
     second.join()
     assert noted() == clock()
 
 
 def test_sessions_idle_for_24_hours_are_abandoned(engine: Engine, clock: Clock) -> None:
-    org = engine.ensure_organisation("o")
-    idle = engine.new_session(org.org_id, "agent", "intent")
-    busy = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    idle = engine.recording.new_session(org.org_id, "agent", "intent")
+    busy = engine.recording.new_session(org.org_id, "agent", "intent")
     clock.advance(hours=20)
     run_actions(engine, org.org_id, busy.session_id, 1)
     clock.advance(hours=4, seconds=1)
-    report = engine.maintain()
+    report = engine.maintenance.maintain()
     assert report.abandoned_sessions >= 1  # other tests of this module share the database
-    assert engine.get_session(org.org_id, idle.session_id).status is SessionStatus.ABANDONED
-    assert engine.get_session(org.org_id, busy.session_id).status is SessionStatus.ACTIVE
+    assert engine.recording.get_session(org.org_id, idle.session_id).status is SessionStatus.ABANDONED
+    assert engine.recording.get_session(org.org_id, busy.session_id).status is SessionStatus.ACTIVE
 
 
 def test_after_execution_approvals_expire_without_consequence(engine: Engine, clock: Clock) -> None:
-    org = engine.ensure_organisation("o")
-    engine.add_policy(org.org_id, "review", "REQUIRE_APPROVAL")
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    engine.policies.add_policy(org.org_id, NewPolicy("review", "REQUIRE_APPROVAL"))
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
     clock.advance(hours=24, seconds=1)
-    assert engine.maintain().expired_approvals >= 1
-    view = engine.get_session(org.org_id, session.session_id)
+    assert engine.maintenance.maintain().expired_approvals >= 1
+    view = engine.recording.get_session(org.org_id, session.session_id)
     assert view.approvals[0].status is ApprovalStatus.EXPIRED
     assert view.actions[0].status is ActionStatus.SUCCESS
-    assert engine.rollbacks_to_run(org.org_id) == []
+    assert engine.rollbacks.rollbacks_to_run(org.org_id) == []
 
 
 def test_the_free_plan_has_no_approval_gates(engine: Engine) -> None:
-    org = engine.ensure_organisation("free-org", plan=Plan.FREE)
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("free-org", plan=Plan.FREE)
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
     with pytest.raises(ApprovalRejectedError, match="plan has no approval gates"):
         log(engine, org.org_id, session.session_id, "x.delete", requires_approval=True)
-    view = engine.get_session(org.org_id, session.session_id)
+    view = engine.recording.get_session(org.org_id, session.session_id)
     assert [a.status for a in view.actions] == [ActionStatus.SUCCESS, ActionStatus.FAILED]
     assert view.approvals == []
-    (job,) = engine.rollbacks_to_run(org.org_id)
+    (job,) = engine.rollbacks.rollbacks_to_run(org.org_id)
     assert job.session_id == session.session_id
 
 
 def test_the_free_plan_cannot_add_a_policy_that_holds_calls(engine: Engine) -> None:
-    org = engine.ensure_organisation("free-org", plan=Plan.FREE)
+    org = engine.accounts.ensure_organisation("free-org", plan=Plan.FREE)
     with pytest.raises(ValidationError, match="plan has no approval gates") as raised:
-        engine.add_policy(org.org_id, "hold", "REQUIRE_APPROVAL", before_execution=True)
+        engine.policies.add_policy(org.org_id, NewPolicy("hold", "REQUIRE_APPROVAL", before_execution=True))
     assert raised.value.field == "before_execution"
-    assert engine.list_policies(org.org_id) == []
+    assert engine.policies.list_policies(org.org_id) == []
 
 
 def test_a_rollback_killed_mid_inverse_resumes_and_repeats_that_inverse_with_the_same_key(
     engine: Engine, clock: Clock
 ) -> None:
-    org = engine.ensure_organisation("o")
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     first, second, third = run_actions(engine, org.org_id, session.session_id, 3)
-    job = engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+    job = engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
     executor = RecordingExecutor()
     executor.crash_on = second.action_id
     with pytest.raises(SystemExit):
-        engine.run_rollback(org.org_id, job.rollback_id, executor)
-    view = engine.get_session(org.org_id, session.session_id)
+        engine.rollbacks.run_rollback(org.org_id, job.rollback_id, executor)
+    view = engine.recording.get_session(org.org_id, session.session_id)
     assert [a.undo_status for a in view.actions] == [UndoStatus.NONE, UndoStatus.IN_PROGRESS, UndoStatus.DONE]
     # the crashed worker's lease blocks others until it runs out
-    assert engine.run_rollback(org.org_id, job.rollback_id, RecordingExecutor()).status is RollbackStatus.RUNNING
+    assert (
+        engine.rollbacks.run_rollback(org.org_id, job.rollback_id, RecordingExecutor()).status is RollbackStatus.RUNNING
+    )
     clock.advance(seconds=61)
-    resumed = engine.run_rollback(org.org_id, job.rollback_id, executor)
+    resumed = engine.rollbacks.run_rollback(org.org_id, job.rollback_id, executor)
     assert resumed.status is RollbackStatus.SUCCEEDED
     assert [a for a, _ in executor.undone] == [
         third.action_id,
@@ -239,30 +251,30 @@ def test_a_rollback_killed_mid_inverse_resumes_and_repeats_that_inverse_with_the
         first.action_id,
     ]
     assert executor.undone[1][1] == executor.undone[2][1] == second.undo_idempotency_key
-    assert engine.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
+    assert engine.recording.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
 
 
 def test_an_agent_may_roll_back_only_active_sessions(engine: Engine) -> None:
     from agentrein_core.errors import RollbackRefusedError
 
-    org = engine.ensure_organisation("o")
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
-    engine.complete_session(org.org_id, session.session_id)
+    engine.recording.complete_session(org.org_id, session.session_id)
     with pytest.raises(RollbackRefusedError, match="agent may roll back only sessions that are ACTIVE"):
-        engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
-    job = engine.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="t")
+        engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+    job = engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="t")
     assert job.status is RollbackStatus.RUNNING
 
 
 def test_a_rollbacks_trigger_is_redacted_then_cut_to_what_a_rollback_keeps(engine: Engine) -> None:
-    org = engine.ensure_organisation("o")
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 1)
     card = "4242 4242 4242 4242"
     padding = "x" * 190
     trigger = f"{padding} {card} and more text than a rollback keeps"
-    job = engine.request_rollback(
+    job = engine.rollbacks.request_rollback(
         org.org_id, session.session_id, caller_role="operator", requested_by="t", trigger=trigger
     )
     assert job.trigger == f"{padding} [REDACTED] and more text than a rollback keeps"[:200]
@@ -270,54 +282,54 @@ def test_a_rollbacks_trigger_is_redacted_then_cut_to_what_a_rollback_keeps(engin
 
 
 def test_another_organisations_records_are_not_found(engine: Engine) -> None:
-    mine = engine.ensure_organisation("mine")
-    theirs = engine.ensure_organisation("theirs")
-    session = engine.new_session(theirs.org_id, "agent", "intent")
+    mine = engine.accounts.ensure_organisation("mine")
+    theirs = engine.accounts.ensure_organisation("theirs")
+    session = engine.recording.new_session(theirs.org_id, "agent", "intent")
     with pytest.raises(NotFoundError):
-        engine.get_session(mine.org_id, session.session_id)
+        engine.recording.get_session(mine.org_id, session.session_id)
     with pytest.raises(NotFoundError):
-        engine.request_rollback(mine.org_id, session.session_id, caller_role="operator", requested_by="t")
+        engine.rollbacks.request_rollback(mine.org_id, session.session_id, caller_role="operator", requested_by="t")
 
 
 @pytest.mark.parametrize("chosen", ["ses_1", "ses_" + "A" * 32, "act_" + "a" * 32, "ses_" + "a" * 32 + "/x", ""])
 def test_an_embedded_engine_refuses_a_chosen_session_id_not_of_its_own_shape(engine: Engine, chosen: str) -> None:
-    org = engine.ensure_organisation("mine")
+    org = engine.accounts.ensure_organisation("mine")
     with pytest.raises(ValidationError, match=r"^id: must be an id of AgentRein's shape"):
-        engine.new_session(org.org_id, "agent", "intent", session_id=chosen)
-    assert engine.list_sessions(org.org_id).sessions == []
+        engine.recording.new_session(org.org_id, "agent", "intent", session_id=chosen)
+    assert engine.recording.list_sessions(org.org_id).sessions == []
 
 
 def test_an_embedded_engine_refuses_another_organisations_session_id_as_it_refuses_its_own(engine: Engine) -> None:
-    mine = engine.ensure_organisation("mine")
-    theirs = engine.ensure_organisation("theirs")
+    mine = engine.accounts.ensure_organisation("mine")
+    theirs = engine.accounts.ensure_organisation("theirs")
     their_id, my_id = f"ses_{uuid.uuid4().hex}", f"ses_{uuid.uuid4().hex}"
-    engine.new_session(theirs.org_id, "agent", "intent", session_id=their_id)
-    engine.new_session(mine.org_id, "agent", "intent", session_id=my_id)
+    engine.recording.new_session(theirs.org_id, "agent", "intent", session_id=their_id)
+    engine.recording.new_session(mine.org_id, "agent", "intent", session_id=my_id)
     with pytest.raises(InvalidTransitionError) as taken_there:
-        engine.new_session(mine.org_id, "agent", "intent", session_id=their_id)
+        engine.recording.new_session(mine.org_id, "agent", "intent", session_id=their_id)
     with pytest.raises(InvalidTransitionError) as taken_here:
-        engine.new_session(mine.org_id, "another agent", "intent", session_id=my_id)
+        engine.recording.new_session(mine.org_id, "another agent", "intent", session_id=my_id)
     assert str(taken_there.value) == str(taken_here.value) and their_id not in str(taken_there.value)
-    assert [s.id for s in engine.list_sessions(mine.org_id).sessions] == [my_id]
+    assert [s.id for s in engine.recording.list_sessions(mine.org_id).sessions] == [my_id]
 
 
 def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engine, clock: Clock) -> None:
-    org = engine.ensure_organisation("o")
-    session = engine.new_session(org.org_id, "agent", "intent")
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
     logged = log(engine, org.org_id, session.session_id)
     clock.advance(hours=3)
-    engine.fail_action(org.org_id, logged.action.action_id, error="boom")
-    view = engine.get_session(org.org_id, session.session_id)
+    engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="boom"))
+    view = engine.recording.get_session(org.org_id, session.session_id)
     assert view.status is SessionStatus.FAILED
     assert view.last_activity_at == clock.now
 
 
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
-    team = engine.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
-    free = engine.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)
-    engine.add_policy(free.org_id, "no creates", "BLOCK", operation_type="CREATE")
-    team_session = engine.new_session(team.org_id, "agent")
-    free_session = engine.new_session(free.org_id, "agent")
+    team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)
+    engine.policies.add_policy(free.org_id, NewPolicy("no creates", "BLOCK", operation_type="CREATE"))
+    team_session = engine.recording.new_session(team.org_id, "agent")
+    free_session = engine.recording.new_session(free.org_id, "agent")
     assert log(engine, team.org_id, team_session.session_id, requires_approval=True).approval is not None
     assert log(engine, team.org_id, team_session.session_id).action.status is ActionStatus.CLEARED
     with pytest.raises(PolicyBlockedError):
@@ -328,11 +340,11 @@ def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) 
 
 def test_a_job_that_fails_by_our_own_fault_does_not_hold_up_the_others(own_database_url: str, clock: Clock) -> None:
     engine = Engine(Store(own_database_url), clock=clock)
-    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    stuck, fine = (engine.new_session(org.org_id, "agent") for _ in range(2))
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    stuck, fine = (engine.recording.new_session(org.org_id, "agent") for _ in range(2))
     for session in (stuck, fine):
         run_actions(engine, org.org_id, session.session_id, 1)
-        engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+        engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
         clock.advance(seconds=1)
 
     class Broken(RecordingExecutor):
@@ -343,21 +355,23 @@ def test_a_job_that_fails_by_our_own_fault_does_not_hold_up_the_others(own_datab
 
     executor = Broken()
     with pytest.raises(RuntimeError):
-        engine.run_next_rollback(executor)  # the oldest job first
-    done = engine.run_next_rollback(executor)
+        engine.rollbacks.run_next_rollback(executor)  # the oldest job first
+    done = engine.rollbacks.run_next_rollback(executor)
     assert done is not None and done.session_id == fine.session_id and done.status is RollbackStatus.SUCCEEDED
-    assert engine.run_next_rollback(executor) is None  # the broken one waits a little before it is tried again
+    assert (
+        engine.rollbacks.run_next_rollback(executor) is None
+    )  # the broken one waits a little before it is tried again
     clock.advance(seconds=6)
     with pytest.raises(RuntimeError):
-        engine.run_next_rollback(executor)
+        engine.rollbacks.run_next_rollback(executor)
 
 
 def test_a_slow_inverse_keeps_its_job_so_no_other_worker_repeats_it(own_database_url: str) -> None:
     engine = Engine(Store(own_database_url), rollback_lease=timedelta(seconds=0.3))
-    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    session = engine.new_session(org.org_id, "agent")
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent")
     run_actions(engine, org.org_id, session.session_id, 1)
-    engine.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
+    engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="t")
     started = threading.Event()
 
     class Slow(RecordingExecutor):
@@ -367,62 +381,59 @@ def test_a_slow_inverse_keeps_its_job_so_no_other_worker_repeats_it(own_database
             super().run_undo(action)
 
     slow, other = Slow(), RecordingExecutor()
-    worker = threading.Thread(target=engine.run_next_rollback, args=(slow,))
+    worker = threading.Thread(target=engine.rollbacks.run_next_rollback, args=(slow,))
     worker.start()
     started.wait(timeout=10)
     try:
         while worker.is_alive():
-            assert engine.run_next_rollback(other) is None
+            assert engine.rollbacks.run_next_rollback(other) is None
             time.sleep(0.05)
     finally:
         worker.join()
     assert len(slow.undone) == 1 and other.undone == []
-    assert engine.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
+    assert engine.recording.get_session(org.org_id, session.session_id).status is SessionStatus.ROLLED_BACK
 
 
 def test_reporting_the_failure_of_an_approved_action_twice_records_it_once(engine: Engine) -> None:
-    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    session = engine.new_session(org.org_id, "agent")
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent")
     logged = log(engine, org.org_id, session.session_id, "things.delete", requires_approval=True)
     assert logged.approval is not None
-    engine.approve(org.org_id, logged.approval.approval_id, "lead")
-    first = engine.fail_action(org.org_id, logged.action.action_id, error="boom")
-    again = engine.fail_action(org.org_id, logged.action.action_id, error="boom")
+    engine.reviews.approve(org.org_id, logged.approval.approval_id, "lead")
+    first = engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="boom"))
+    again = engine.recording.fail_action(org.org_id, logged.action.action_id, Failed(error="boom"))
     assert again == first
-    statuses = [a.status for a in engine.get_session(org.org_id, session.session_id).actions]
+    statuses = [a.status for a in engine.recording.get_session(org.org_id, session.session_id).actions]
     assert statuses == [ActionStatus.CLEARED, ActionStatus.FAILED]
 
 
 def test_approved_actions_never_confirmed_are_counted_after_an_hour(own_database_url: str, clock: Clock) -> None:
     engine = Engine(Store(own_database_url), clock=clock)
-    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    session = engine.new_session(org.org_id, "agent")
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent")
     confirmed, forgotten = (log(engine, org.org_id, session.session_id, requires_approval=True) for _ in range(2))
     for logged in (confirmed, forgotten):
         assert logged.approval is not None
-        engine.approve(org.org_id, logged.approval.approval_id, "lead")
-    engine.confirm_action(org.org_id, confirmed.action.action_id, response={})
+        engine.reviews.approve(org.org_id, logged.approval.approval_id, "lead")
+    engine.recording.confirm_action(org.org_id, confirmed.action.action_id, Confirmed(response={}))
     clock.advance(minutes=59)
-    assert engine.count_unconfirmed() == 0
+    assert engine.reviews.count_unconfirmed() == 0
     clock.advance(minutes=2)
-    assert engine.count_unconfirmed() == 1
+    assert engine.reviews.count_unconfirmed() == 1
 
 
 def test_an_embedded_engine_records_no_call_of_a_connector_that_is_not_installed(database_url: str) -> None:
     """A call of an unknown connector could be neither redacted by its rules nor undone: nothing is written."""
     engine = Engine(Store(database_url), connectors=installed_connectors())
-    org = engine.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}")
-    session = engine.new_session(org.org_id, "a", "i")
+    org = engine.accounts.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "a", "i")
     with pytest.raises(UnknownConnectorError, match=r"installed: .*http"):
-        engine.log_action(
+        engine.recording.log_action(
             org.org_id,
             session.session_id,
-            connector="nope",
-            api_name="x",
-            operation_type=OperationType.CREATE,
-            payload={},
+            WriteAhead(connector="nope", api_name="x", operation_type=OperationType.CREATE, payload={}),
         )
-    assert engine.get_session(org.org_id, session.session_id).actions == []
+    assert engine.recording.get_session(org.org_id, session.session_id).actions == []
     engine.store.close()
 
 
@@ -443,18 +454,18 @@ def statements(engine: Engine) -> Iterator[list[str]]:
 
 def awaiting_approval(engine: Engine, org_id: str, sessions: int) -> None:
     for _ in range(sessions):
-        session = engine.new_session(org_id, "agent", "intent")
+        session = engine.recording.new_session(org_id, "agent", "intent")
         log(engine, org_id, session.session_id, "payouts.create", requires_approval=True)
 
 
 @pytest.mark.parametrize("listing", ["sessions", "approvals"])
 def test_a_list_is_read_in_as_many_queries_for_many_sessions_as_for_one(engine: Engine, listing: str) -> None:
-    org = engine.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
 
     def listed() -> list[Any]:
         if listing == "sessions":
-            return list(engine.list_sessions(org.org_id).sessions)
-        return list(engine.list_approvals(org.org_id))
+            return list(engine.recording.list_sessions(org.org_id).sessions)
+        return list(engine.reviews.list_approvals(org.org_id))
 
     awaiting_approval(engine, org.org_id, 1)
     with statements(engine) as one:

@@ -25,8 +25,9 @@ from agentrein import (
     SessionStatus,
 )
 from agentrein.outbox import CallRecorded, Outbox, SessionCompleted, journal_file
-from agentrein.port import ExecutedCall, Recorder
+from agentrein.port import Recorder
 from agentrein_core.clock import utcnow
+from agentrein_core.commands import ExecutedCall
 from agentrein_core.statuses import OperationType
 from agentrein_testing import FakeService
 

@@ -106,7 +106,7 @@ def seeded_ids(server: RunningServer, tenant: Tenant, api: httpx.Client) -> dict
     policy = api.post("/policies", json={"name": "review deletes", "effect": "REQUIRE_APPROVAL"}).json()
     assert api.patch("/settings", json={"webhookHosts": ["127.0.0.1"]}).status_code == 200
     hook = api.post("/webhooks", json={"url": "http://127.0.0.1:9/hook", "events": ["*"]}).json()
-    key, _ = server.engine.create_api_key(tenant.org_id, Role.AGENT)
+    key, _ = server.engine.accounts.create_api_key(tenant.org_id, Role.AGENT)
     return {
         "path.session_id": session_id,
         "path.action_id": waiting,

@@ -25,8 +25,9 @@ from agentrein.outbox import (
     SessionCompleted,
     journal_file,
 )
-from agentrein.port import ExecutedCall, Recorder
+from agentrein.port import Recorder
 from agentrein_core.clock import utcnow
+from agentrein_core.commands import ExecutedCall
 from agentrein_core.converter import undo_from_wire
 from agentrein_core.errors import NotFoundError
 from agentrein_core.statuses import OperationType

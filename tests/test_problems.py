@@ -11,6 +11,7 @@ from serving import RunningServer, Tenant
 
 from agentrein import AgentRein
 from agentrein.admin import AdminClient
+from agentrein_core.commands import NewPolicy
 from agentrein_core.engine import Engine
 from agentrein_core.errors import (
     PROBLEM_TYPES,
@@ -236,23 +237,23 @@ def test_two_error_classes_may_not_claim_one_problem_type() -> None:
 Mistake = tuple[Callable[[Engine, str, str], object], Callable[[AgentRein, AdminClient, str], object]]
 MISTAKES: dict[str, Mistake] = {
     "unknown session": (
-        lambda engine, org_id, _: engine.get_session(org_id, "ses_missing"),
+        lambda engine, org_id, _: engine.recording.get_session(org_id, "ses_missing"),
         lambda ar, _, __: ar.get_session("ses_missing"),
     ),
     "unknown policy": (
-        lambda engine, org_id, _: engine.delete_policy(org_id, "pol_missing"),
+        lambda engine, org_id, _: engine.policies.delete_policy(org_id, "pol_missing"),
         lambda ar, _, __: ar.remove_policy("pol_missing"),
     ),
     "unknown policy effect": (
-        lambda engine, org_id, _: engine.add_policy(org_id, "maybe", "MAYBE"),
+        lambda engine, org_id, _: engine.policies.add_policy(org_id, NewPolicy("maybe", "MAYBE")),
         lambda ar, _, __: ar.add_policy("maybe", "MAYBE"),
     ),
     "unknown approval": (
-        lambda engine, org_id, _: engine.approve(org_id, "apr_missing", "lead"),
+        lambda engine, org_id, _: engine.reviews.approve(org_id, "apr_missing", "lead"),
         lambda ar, _, __: ar.approve("apr_missing", reviewer="lead"),
     ),
     "rollback of a session with nothing executed": (
-        lambda engine, org_id, session_id: engine.request_rollback(
+        lambda engine, org_id, session_id: engine.rollbacks.request_rollback(
             org_id, session_id, caller_role=Role.OPERATOR, requested_by="lead", trigger="requested"
         ),
         lambda _, admin, session_id: admin.request_rollback(session_id),
@@ -274,7 +275,7 @@ def raised(call: Callable[[], object]) -> AgentReinError:
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_through_a_server_the_sdk_raises_the_error_the_engine_raised(server: RunningServer, mistake: str) -> None:
     tenant = server.tenant()
-    session_id = server.engine.new_session(tenant.org_id, "agent").session_id
+    session_id = server.engine.recording.new_session(tenant.org_id, "agent").session_id
     on_engine, through_server = MISTAKES[mistake]
     expected = raised(lambda: on_engine(server.engine, tenant.org_id, session_id))
     with tenant.client() as ar, AdminClient(tenant.url, tenant.key) as admin:

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from test_engine import Clock
 
+from agentrein_core.commands import Confirmed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.errors import ValidationError
 from agentrein_core.plugins import installed_connectors
@@ -21,36 +22,40 @@ from agentrein_core.verifier_plugins import IntentChecks
 def test_settled_records_older_than_the_retention_are_pruned_and_the_work_itself_kept(database_url: str) -> None:
     clock = Clock()
     engine = Engine(Store(database_url), clock, connectors=installed_connectors(), retention=timedelta(days=30))
-    org = engine.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}").org_id
-    engine.update_settings(org, webhook_hosts=["127.0.0.1"])
-    hook = engine.add_webhook(org, "http://127.0.0.1:9/hook", ["*"], secret="token")  # never sent to here
-    session = engine.new_session(org, "agent", "pay invoices").session_id
+    org = engine.accounts.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}").org_id
+    engine.accounts.update_settings(org, webhook_hosts=["127.0.0.1"])
+    hook = engine.outbox.add_webhook(org, "http://127.0.0.1:9/hook", ["*"], secret="token")  # never sent to here
+    session = engine.recording.new_session(org, "agent", "pay invoices").session_id
 
     def review_one_call() -> None:
-        engine.add_policy(org, f"review {uuid.uuid4().hex[:6]}", "REQUIRE_APPROVAL")
-        logged = engine.log_action(
-            org, session, connector="http", api_name="POST /v1/x", operation_type=OperationType.CREATE, payload={}
+        engine.policies.add_policy(org, NewPolicy(f"review {uuid.uuid4().hex[:6]}", "REQUIRE_APPROVAL"))
+        logged = engine.recording.log_action(
+            org,
+            session,
+            WriteAhead(connector="http", api_name="POST /v1/x", operation_type=OperationType.CREATE, payload={}),
         )
-        engine.confirm_action(org, logged.action.action_id)  # an after-execution review opens: an event
+        engine.recording.confirm_action(
+            org, logged.action.action_id, Confirmed()
+        )  # an after-execution review opens: an event
 
     review_one_call()
-    (review,) = engine.list_approvals(org)
-    engine.approve(org, review.approval_id, "lead@example.com")
-    while (claimed := engine.next_delivery()) is not None:
-        engine.record_delivery(claimed[0], status=204, error=None)  # delivered: settled
-    engine.dispatch_events(lambda _event: None)
-    while engine.verify_next(IntentChecks(engine, installed_connectors()), org) is not None:
+    (review,) = engine.reviews.list_approvals(org)
+    engine.reviews.approve(org, review.approval_id, "lead@example.com")
+    while (claimed := engine.outbox.next_delivery()) is not None:
+        engine.outbox.record_delivery(claimed[0], status=204, error=None)  # delivered: settled
+    engine.outbox.dispatch_events(lambda _event: None)
+    while engine.intent_checks.verify_next(IntentChecks(engine, installed_connectors()), org) is not None:
         pass  # no verifier here: every check is settled "no verifier configured"
     clock.advance(days=31)
     review_one_call()  # recent: kept, and its delivery still waits to go out
 
-    report = engine.maintain()
+    report = engine.maintenance.maintain()
 
     assert report.pruned == 5  # the old requested and decided events, their deliveries, the old action's check
-    deliveries = engine.list_deliveries(org, hook.webhook_id)
+    deliveries = engine.outbox.list_deliveries(org, hook.webhook_id)
     assert [d.status for d in deliveries] == [DeliveryStatus.PENDING]
-    assert len(engine.list_events(org)) == 1
-    view = engine.get_session(org, session)
+    assert len(engine.outbox.list_events(org)) == 1
+    view = engine.recording.get_session(org, session)
     assert len(view.actions) == 2 and len(view.approvals) == 2
     assert [a.verification is not None for a in view.actions] == [False, True]
     engine.store.close()

@@ -88,7 +88,7 @@ def test_a_raw_rest_response_and_undo_are_stored_redacted(
     (action,), text = stored(api, session_id)
     assert action["response"] == {"id": "pi_1", "client_secret": "[REDACTED]"}
     assert_no_secret(text)
-    (record,) = server.engine.get_session(tenant.org_id, session_id).actions  # the undo config, as stored
+    (record,) = server.engine.recording.get_session(tenant.org_id, session_id).actions  # the undo config, as stored
     assert record.undo is not None and record.undo.params["url"].endswith("?access_token=[REDACTED]")
 
 
@@ -155,5 +155,5 @@ def test_a_token_in_a_url_path_is_kept_neither_in_the_api_name_nor_in_the_undo_u
     (action,), text = stored(api, session_id)
     assert action["apiName"] == "POST /services/T1/B1/[REDACTED]"
     assert_no_secret(text)
-    (record,) = server.engine.get_session(tenant.org_id, session_id).actions  # the undo config, as stored
+    (record,) = server.engine.recording.get_session(tenant.org_id, session_id).actions  # the undo config, as stored
     assert record.undo is not None and record.undo.params["url"] == undo["url"].replace(SLACK_TOKEN, "[REDACTED]")

@@ -19,7 +19,7 @@ def test_an_undo_through_a_connector_this_server_lacks_fails_saying_to_install_i
         session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
         body = {"connector": "http", "apiName": "POST /v1/x", "operationType": "CREATE", "payload": {}}
         api.post(f"/sessions/{session_id}/actions", json=body)
-    (action,) = server.engine.get_session(tenant.org_id, session_id).actions
+    (action,) = server.engine.recording.get_session(tenant.org_id, session_id).actions
     bare = SettingsUndoExecutor(
         server.engine, Connectors(new_plugin_manager(load_entry_points=False)), server.services.vault.decrypt
     )

@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from agentrein_core import rollback as rollback_rules
 from agentrein_core import rules
+from agentrein_core.commands import Confirmed, Failed, NewPolicy, WriteAhead
 from agentrein_core.engine import SYSTEM, Engine
 from agentrein_core.errors import (
     InvalidTransitionError,
@@ -184,7 +185,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="agentrein-sm-"))
         self.now = T0
         self.engine = Engine(Store(f"sqlite:///{self.tmp / 'agentrein.db'}"), clock=lambda: self.now)
-        self.org_id = self.engine.ensure_organisation("t").org_id
+        self.org_id = self.engine.accounts.ensure_organisation("t").org_id
         self.session_ids: list[str] = []
         self.policies: list[tuple[str, str]] = []  # (effect, api_name glob), as added
         self.effect_at_log: dict[str, str] = {}  # action id -> the policy effect when it was logged
@@ -208,13 +209,13 @@ class EngineMachine(RuleBasedStateMachine):
 
     # reading back ----------------------------------------------------------------------------------------
     def session(self, session_id: str) -> SessionInfo:
-        return self.engine.get_session(self.org_id, session_id)
+        return self.engine.recording.get_session(self.org_id, session_id)
 
     def jobs(self) -> list[Rollback]:
         t = schema.rollbacks
         with self.engine.store.transaction(write=False) as tx:
             ids = list(tx.conn.execute(sa.select(t.c.rollback_id).where(t.c.org_id == self.org_id)).scalars())
-        return [self.engine.get_rollback(self.org_id, rollback_id) for rollback_id in ids]
+        return [self.engine.rollbacks.get_rollback(self.org_id, rollback_id) for rollback_id in ids]
 
     def active_job(self, session_id: str) -> Rollback | None:
         active = [j for j in self.jobs() if j.session_id == session_id and j.status in ACTIVE_JOB]
@@ -265,15 +266,16 @@ class EngineMachine(RuleBasedStateMachine):
         # status a look, each in turn (an absent one must list none).
         self.looks += 1
         shown = list(DisplayStatus)[self.looks % len(DisplayStatus)]
-        page = self.engine.list_sessions(self.org_id, 1000, display_status=shown)
+        page = self.engine.recording.list_sessions(self.org_id, 1000, display_status=shown)
         assert {s.id for s in page.sessions} == {sid for sid, v in views.items() if v.display_status is shown}
         # Each listed session's display status (SQL too) and action count are those of the session read whole.
         listed_as = {
-            s.id: (s.display_status, s.action_count) for s in self.engine.list_sessions(self.org_id, 1000).sessions
+            s.id: (s.display_status, s.action_count)
+            for s in self.engine.recording.list_sessions(self.org_id, 1000).sessions
         }
         assert listed_as == {sid: (v.display_status, len(v.actions)) for sid, v in views.items()}
 
-        listed = {p.approval_id: p for p in self.engine.list_approvals(self.org_id)}
+        listed = {p.approval_id: p for p in self.engine.reviews.list_approvals(self.org_id)}
         assert set(listed) == set(all_approvals)
         for approval_id, info in listed.items():
             record = all_approvals[approval_id]
@@ -417,7 +419,7 @@ class EngineMachine(RuleBasedStateMachine):
 
     # operations (the rules below draw their arguments; the replays at the end call them directly) ----------
     def open_session(self, sandbox: bool) -> str:
-        session = self.engine.new_session(self.org_id, "agent-1", "do things", sandbox=sandbox)
+        session = self.engine.recording.new_session(self.org_id, "agent-1", "do things", sandbox=sandbox)
         assert session.status == S.ACTIVE and session.sandbox == sandbox
         self.session_ids.append(session.session_id)
         return session.session_id
@@ -444,7 +446,7 @@ class EngineMachine(RuleBasedStateMachine):
         }
         if view.status != S.ACTIVE:
             try:
-                self.engine.log_action(self.org_id, session_id, **kwargs)
+                self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
             except InvalidTransitionError:
                 assert len(self.session(session_id).actions) == len(view.actions)
                 return None
@@ -453,20 +455,20 @@ class EngineMachine(RuleBasedStateMachine):
             # The documents do not say whether a session being rolled back takes new actions: refusing is
             # allowed (and one taken must still be rolled back: the ROLLED_BACK check in ``observe``).
             try:
-                self.engine.log_action(self.org_id, session_id, **kwargs)
+                self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
             except InvalidTransitionError:
                 assert len(self.session(session_id).actions) == len(view.actions)
             return None
         effect = self.policy_effect(api_name)
         if effect == "BLOCK":
             try:
-                self.engine.log_action(self.org_id, session_id, **kwargs)
+                self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
             except PolicyBlockedError as exc:
                 blocked = [a for a in self.session(session_id).actions if a.action_id == exc.action_id]
                 assert blocked and blocked[0].status == A.FAILED
                 return None
             raise AssertionError("a BLOCK policy matched but the action was cleared")
-        logged = self.engine.log_action(self.org_id, session_id, **kwargs)
+        logged = self.engine.recording.log_action(self.org_id, session_id, WriteAhead(**kwargs))
         action = logged.action
         self.effect_at_log[action.action_id] = effect
         assert action.seq == max((a.seq for a in view.actions), default=0) + 1
@@ -485,7 +487,9 @@ class EngineMachine(RuleBasedStateMachine):
         return action
 
     def confirm(self, action: Action, undo: UndoConfig) -> None:
-        done = self.engine.confirm_action(self.org_id, action.action_id, response={"id": "x"}, undo=undo)
+        done = self.engine.recording.confirm_action(
+            self.org_id, action.action_id, Confirmed(response={"id": "x"}, undo=undo)
+        )
         assert done.status == A.SUCCESS and done.undo == undo
         # It was SUCCESS: a sandbox session rolled back before the confirmation is rolled back again at once, in
         # the same transaction (a SUCCESS confirmed after the rollback is undone too).
@@ -508,7 +512,7 @@ class EngineMachine(RuleBasedStateMachine):
             p.action_id == action.action_id and p.purpose == ApprovalPurpose.BEFORE_EXECUTION and p.status == P.APPROVED
             for p in before.approvals
         )
-        failed = self.engine.fail_action(self.org_id, action.action_id, error="boom")
+        failed = self.engine.recording.fail_action(self.org_id, action.action_id, Failed(error="boom"))
         assert failed.status == A.FAILED
         after = self.session(action.session_id)
         original = next(a for a in after.actions if a.action_id == action.action_id)
@@ -528,13 +532,13 @@ class EngineMachine(RuleBasedStateMachine):
             assert {j.rollback_id for j in self.jobs()} == {j.rollback_id for j in self.job_list}
 
     def decide_approval(self, approval: Approval, approve: bool) -> None:
-        decide = self.engine.approve if approve else self.engine.reject
+        decide = self.engine.reviews.approve if approve else self.engine.reviews.reject
         decided = decide(self.org_id, approval.approval_id, "reviewer", "because")
         assert decided.status == (P.APPROVED if approve else P.REJECTED)
         assert decided.resolved_by == "reviewer" and decided.resolved_at == self.now
         self.check_decision_effect(approval, approve)
         try:
-            self.engine.approve(self.org_id, approval.approval_id, "second reviewer")
+            self.engine.reviews.approve(self.org_id, approval.approval_id, "second reviewer")
         except InvalidTransitionError:
             pass
         else:
@@ -546,7 +550,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.ticks += 1
         due = [p for p in self.pending_approvals() if p.timeout_at <= self.now + step]
         self.now += step
-        self.engine.maintain()
+        self.engine.maintenance.maintain()
         expired = []
         for approval in due:
             view = self.session(approval.session_id)
@@ -565,7 +569,7 @@ class EngineMachine(RuleBasedStateMachine):
                 assert self.now - view.last_activity_at < rules.ABANDONED_AFTER, "an idle session was not abandoned"
 
     def add_policy(self, effect: str, glob: str) -> None:
-        self.engine.add_policy(self.org_id, f"p{len(self.policies)}", effect, api_name=glob)
+        self.engine.policies.add_policy(self.org_id, NewPolicy(f"p{len(self.policies)}", effect, api_name=glob))
         self.policies.append((effect, glob))
 
     def rollback(self, session_id: str, role: str, fail_at: int | None = None, reachable: bool = True) -> None:
@@ -581,7 +585,7 @@ class EngineMachine(RuleBasedStateMachine):
             or not (succeeded or retryable)
         )
         try:
-            job = self.engine.request_rollback(self.org_id, session_id, caller_role=role, requested_by="x")
+            job = self.engine.rollbacks.request_rollback(self.org_id, session_id, caller_role=role, requested_by="x")
         except RollbackRefusedError:
             assert running is None and (refused or not succeeded), f"refused: {view.status} {view.actions}"
             return
@@ -595,7 +599,7 @@ class EngineMachine(RuleBasedStateMachine):
 
     def run_pending(self, fail_at: int | None = None, reachable: bool = True) -> None:
         """Jobs started by failures and rejections, or resumed by approved rollback approvals."""
-        jobs = self.engine.rollbacks_to_run(self.org_id)
+        jobs = self.engine.rollbacks.rollbacks_to_run(self.org_id)
         for job in sorted(jobs, key=lambda j: (self.session_ids.index(j.session_id), j.whole_session)):
             self.run_job(job, fail_at, reachable)
 
@@ -604,11 +608,11 @@ class EngineMachine(RuleBasedStateMachine):
         executor = FakeExecutor(self, fail_at, reachable)
         try:
             with bounded_rollback_steps(20 + 4 * len(before.actions)):
-                done = self.engine.run_rollback(self.org_id, job.rollback_id, executor)
+                done = self.engine.rollbacks.run_rollback(self.org_id, job.rollback_id, executor)
         except UndoUnavailableError:
             # The service cannot be reached from here: the job stays RUNNING, handed back, to resume later.
             assert not reachable and not executor.seqs
-            done = self.engine.get_rollback(self.org_id, job.rollback_id)
+            done = self.engine.rollbacks.get_rollback(self.org_id, job.rollback_id)
             assert done.status == RollbackStatus.RUNNING and done.lease_token is None, done
         if executor.violations:
             raise executor.violations[0]
@@ -644,7 +648,7 @@ class EngineMachine(RuleBasedStateMachine):
         before = self.session(session_id).status
         rolling_back = self.active_job(session_id) is not None
         try:
-            info = self.engine.complete_session(self.org_id, session_id)
+            info = self.engine.recording.complete_session(self.org_id, session_id)
         except InvalidTransitionError:
             assert rolling_back or before not in (S.ACTIVE, S.COMPLETED), f"complete refused for a {before} session"
             return
@@ -698,7 +702,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.misuses += 1
         action = data.draw(st.sampled_from(self.actions_with(*(set(A) - {A.CLEARED}))), label="action")
         try:
-            self.engine.confirm_action(self.org_id, action.action_id, response={}, undo=UNDO)
+            self.engine.recording.confirm_action(self.org_id, action.action_id, Confirmed(response={}, undo=UNDO))
         except InvalidTransitionError:
             pass
         else:

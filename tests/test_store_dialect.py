@@ -26,7 +26,9 @@ def store(database_url: str) -> Store:
 
 @pytest.fixture
 def org(store: Store) -> Organisation:
-    return Engine(store).create_organisation(new_id("dialect"))  # the PostgreSQL database is shared by the tests
+    return Engine(store).accounts.create_organisation(
+        new_id("dialect")
+    )  # the PostgreSQL database is shared by the tests
 
 
 def test_an_upsert_inserts_a_record_and_then_writes_over_the_row_with_its_key(store: Store, org: Organisation) -> None:
@@ -53,7 +55,7 @@ def test_an_upsert_of_an_organisations_settings_keeps_one_row(store: Store, org:
 
 def test_due_work_is_claimed_once_and_comes_due_again_when_the_lease_runs_out(store: Store, org: Organisation) -> None:
     engine = Engine(store)
-    session = engine.new_session(org.org_id, agent_id="dialect", intent="claim a check")
+    session = engine.recording.new_session(org.org_id, agent_id="dialect", intent="claim a check")
     check = Verification(new_id("ver"), org.org_id, session.session_id, None, created_at=NOW, due_at=NOW)
     with store.transaction() as tx:
         tx.insert(check)

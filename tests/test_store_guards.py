@@ -26,8 +26,8 @@ def store(database_url: str) -> Store:
 @pytest.fixture
 def session(store: Store) -> Session:
     engine = Engine(store)
-    org = engine.create_organisation(new_id("guards"))  # the PostgreSQL database is shared by the tests
-    return engine.new_session(org.org_id, agent_id="guards", intent="pin the guards")
+    org = engine.accounts.create_organisation(new_id("guards"))  # the PostgreSQL database is shared by the tests
+    return engine.recording.new_session(org.org_id, agent_id="guards", intent="pin the guards")
 
 
 def stored(store: Store, session: Session) -> Session:

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action
@@ -31,22 +32,19 @@ VARIED = {
 
 def recorded(engine: Engine, payload: Any, response: Any) -> tuple[str, str, str]:
     """An organisation, a session and a confirmed action of it with ``payload`` and ``response``."""
-    org = engine.create_organisation(new_id("json"))  # the PostgreSQL database is shared by the tests
-    session = engine.new_session(org.org_id, agent_id="json", intent="record some JSON")
-    logged = engine.log_action(
+    org = engine.accounts.create_organisation(new_id("json"))  # the PostgreSQL database is shared by the tests
+    session = engine.recording.new_session(org.org_id, agent_id="json", intent="record some JSON")
+    logged = engine.recording.log_action(
         org.org_id,
         session.session_id,
-        connector="http",
-        api_name="POST /v1/things",
-        operation_type=OperationType.CREATE,
-        payload=payload,
+        WriteAhead(connector="http", api_name="POST /v1/things", operation_type=OperationType.CREATE, payload=payload),
     )
-    engine.confirm_action(org.org_id, logged.action.action_id, response=response)
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, Confirmed(response=response))
     return org.org_id, session.session_id, logged.action.action_id
 
 
 def read_back(engine: Engine, org_id: str, session_id: str) -> Action:
-    (action,) = engine.get_session(org_id, session_id).actions
+    (action,) = engine.recording.get_session(org_id, session_id).actions
     return action
 
 

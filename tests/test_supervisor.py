@@ -14,6 +14,7 @@ from peers import eventually
 from serving import RunningServer
 
 from agentrein import AgentRein
+from agentrein_core.commands import WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.model import Rollback
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, OperationType, Role, SessionStatus, UndoStatus
@@ -41,8 +42,8 @@ def rollback_left_to_run(database_url: str, organisation: str, session_id: str) 
     """A rollback requested by a process killed before it ran an undo (no supervisor of its own)."""
     engine = Engine(Store(database_url))
     try:
-        org_id = engine.ensure_organisation(organisation).org_id
-        return engine.request_rollback(org_id, session_id, caller_role=Role.OPERATOR, requested_by="killed")
+        org_id = engine.accounts.ensure_organisation(organisation).org_id
+        return engine.rollbacks.request_rollback(org_id, session_id, caller_role=Role.OPERATOR, requested_by="killed")
     finally:
         engine.store.close()
 
@@ -54,12 +55,14 @@ def test_an_approval_past_its_time_is_expired_by_the_embedded_supervisor_with_no
     session = embedded.new_session(agent_id="agent", intent="wait for a reviewer")
     logged = mode.log_action(
         session.id,
-        connector="http",
-        api_name="POST /v1/orders",
-        operation_type=OperationType.CREATE,
-        payload={},
-        requires_approval=True,
-        approval_timeout=timedelta(milliseconds=300),
+        WriteAhead(
+            connector="http",
+            api_name="POST /v1/orders",
+            operation_type=OperationType.CREATE,
+            payload={},
+            requires_approval=True,
+            approval_timeout=timedelta(milliseconds=300),
+        ),
     )
     assert logged.approval is not None
     approval_id = logged.approval.approval_id

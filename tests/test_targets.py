@@ -304,7 +304,7 @@ def test_the_targets_a_third_party_connector_declares_are_checked_by_the_engine_
             tenant.org_id, "reaching", enabled=True, config=config, credentials={"token": "t"}
         )
     assert refused.value.field == field and ALLOW_PRIVATE_ENV in str(refused.value)
-    assert server.engine.connector_config(tenant.org_id, "reaching") is None
+    assert server.engine.accounts.connector_config(tenant.org_id, "reaching") is None
 
 
 # server-side undos ------------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_an_undo_under_settings_stored_before_the_rule_that_allow_every_host_is_
     server: RunningServer, tenant: Tenant, api: httpx.Client, service: FakeService
 ) -> None:
     everything = {"allowedHosts": ["*"]}
-    server.engine.configure_connector(tenant.org_id, "http", enabled=True, config=everything, credentials=None)
+    server.engine.accounts.configure_connector(tenant.org_id, "http", enabled=True, config=everything, credentials=None)
     session_id, order_id = session_with_a_created_order(api, service)
     (action,) = rolled_back(api, session_id)["actions"]
     assert action["status"] == ActionStatus.ROLLBACK_FAILED

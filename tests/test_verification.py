@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from agentrein import AgentRein, DisplayStatus, SessionInfo
 from agentrein_cli.main import app
 from agentrein_core import intent
+from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.engine import Engine
 from agentrein_core.openai_verifier import ANSWER_SCHEMA
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, Plan, VerificationOutcome
@@ -320,7 +321,7 @@ def test_drift_on_the_free_plan_says_no_review_was_possible(
     model.answer = lambda _: {"outcome": "DRIFT_DETECTED", "rationale": "off"}
     ar, session = run_agent(tenant, service, calls=1)
     checked(ar, session)
-    (event,) = [e for e in server.engine.list_events(tenant.org_id) if e.type == "drift.detected"]
+    (event,) = [e for e in server.engine.outbox.list_events(tenant.org_id) if e.type == "drift.detected"]
     assert event.data["consequence"] == "recorded only: the free plan has no approvals"
     assert ar.list_approvals() == []
     ar.close()
@@ -332,17 +333,14 @@ def test_an_embedded_client_asks_the_checks_left_waiting_in_its_database(
     url = f"sqlite:///{tmp_path / 'embedded.db'}"
     store = Store(url)  # a process that recorded a call and ended before any check ran
     engine = Engine(store)
-    org = engine.ensure_organisation()
-    session = engine.new_session(org.org_id, "a", "Create an order")
-    logged = engine.log_action(
+    org = engine.accounts.ensure_organisation()
+    session = engine.recording.new_session(org.org_id, "a", "Create an order")
+    logged = engine.recording.log_action(
         org.org_id,
         session.session_id,
-        connector="http",
-        api_name="POST /v1/orders",
-        operation_type="CREATE",
-        payload={},
+        WriteAhead(connector="http", api_name="POST /v1/orders", operation_type="CREATE", payload={}),
     )
-    engine.confirm_action(org.org_id, logged.action.action_id, response={})
+    engine.recording.confirm_action(org.org_id, logged.action.action_id, Confirmed(response={}))
     store.close()
     monkeypatch.setenv(intent.URL_ENV, model.url)
     monkeypatch.setenv(intent.MODEL_ENV, MODEL)

@@ -25,7 +25,7 @@ from agentrein_testing import FakeService
 
 @pytest.fixture
 def tenant(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> Tenant:
-    monkeypatch.setattr(server.engine, "delivery_retry_after", (timedelta(seconds=0.2),) * 3)
+    monkeypatch.setattr(server.engine.outbox, "delivery_retry_after", (timedelta(seconds=0.2),) * 3)
     tenant = server.tenant()
     assert operator(tenant).patch("/settings", json={"webhookHosts": ["127.0.0.1"]}).status_code == 200
     return tenant
@@ -267,7 +267,7 @@ def test_the_secret_is_shown_once_and_other_organisations_see_nothing(
     hook = subscribe(tenant, receiver, ["*"])
     (listed,) = operator(tenant).get("/webhooks").json()
     assert "secret" not in listed and listed["webhookId"] == hook["webhookId"]
-    stored = server.engine.list_webhooks(tenant.org_id)[0].secret
+    stored = server.engine.outbox.list_webhooks(tenant.org_id)[0].secret
     assert hook["secret"] not in stored  # encrypted at rest
     other = operator(server.tenant())
     assert other.get(f"/webhooks/{hook['webhookId']}/deliveries").status_code == 404

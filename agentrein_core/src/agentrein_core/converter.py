@@ -8,7 +8,7 @@ An :class:`UndoConfig` is stored (and sent) in its wire form ``{"type", "require
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import attrs
@@ -82,8 +82,14 @@ wire.register_unstructure_hook(datetime, lambda dt: dt.isoformat())
 wire.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
 
 
+# A duration travels as whole milliseconds (at least one), named so: ``approval_timeout`` -> ``approvalTimeoutMs``.
+wire.register_unstructure_hook(timedelta, lambda duration: max(1, round(duration.total_seconds() * 1000)))
+wire.register_structure_hook(timedelta, lambda ms, _: timedelta(milliseconds=ms))
+
+
 def _camel_names(cls: Any) -> dict[str, Any]:
-    return {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
+    fields = attrs.fields(attrs.resolve_types(cls))
+    return {a.name: override(rename=camel(a.name) + ("Ms" if a.type is timedelta else "")) for a in fields}
 
 
 def _unstructure_camel(cls: Any) -> Any:

@@ -46,7 +46,7 @@ class SettingsUndoExecutor:
 
     def enabled_for(self, action: Action) -> bool:
         """Whether the organisation of ``action`` has its connector enabled (no side effect)."""
-        settings = self.engine.connector_config(action.org_id, action.connector)
+        settings = self.engine.accounts.connector_config(action.org_id, action.connector)
         return settings is not None and settings.enabled
 
     def can_run(self, action: Action) -> bool:
@@ -83,7 +83,7 @@ class SettingsUndoExecutor:
                 "process (embedded mode) or by hand",
                 in_settings=False,
             )
-        settings = self.engine.connector_config(org_id, name)
+        settings = self.engine.accounts.connector_config(org_id, name)
         if settings is None or not settings.enabled:
             return Obstacle(
                 f"connector {name!r} is not enabled for this organisation; an operator enables it on the "

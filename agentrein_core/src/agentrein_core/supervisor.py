@@ -63,7 +63,7 @@ def catch_up(engine: Engine) -> None:
     """What a supervisor would have done by now, once and in this thread, for a host that lives one command
     and runs none (the command line on a database): approvals past their time expired, idle sessions
     abandoned, what is past the retention pruned, so that nothing the command reads is stale."""
-    engine.maintain()
+    engine.maintenance.maintain()
 
 
 class Sender(Protocol):
@@ -270,7 +270,7 @@ class Supervisor:
         due again then, or at the next approval's end if that comes first (an approval opened wakes it)."""
         ends_in = self._next_approval_end()
         if ends_in <= 0 or time.monotonic() >= self._maintain_at:
-            self.engine.maintain()  # the gauges that count records are read by /metrics, when scraped
+            self.engine.maintenance.maintain()  # the gauges that count records are read by /metrics, when scraped
             self._maintain_at = time.monotonic() + self.schedule.maintenance_every
             ends_in = self._next_approval_end()
         return max(0.0, min(self._maintain_at - time.monotonic(), ends_in + PAST_THE_END))
@@ -285,12 +285,12 @@ class Supervisor:
     def _advance_rollbacks(self) -> float:
         """Advance the rollbacks due; due again at once while one was advanced, else after ``idle_poll``."""
         if self.runs is None:
-            job = self.engine.run_next_rollback(self.executor, self.schedule.rollback_approval_timeout)
+            job = self.engine.rollbacks.run_next_rollback(self.executor, self.schedule.rollback_approval_timeout)
             if job is None:
                 return self.schedule.idle_poll
             self._advanced(job)
             return 0.0
-        for job in self.engine.rollbacks_to_run(self.org_id):
+        for job in self.engine.rollbacks.rollbacks_to_run(self.org_id):
             if self.runs(job.session_id):
                 self._advance_here(job)
         return self._until_a_lease_ends(self.runs)
@@ -312,7 +312,7 @@ class Supervisor:
     def _advance_here(self, job: Rollback) -> None:
         """Advance one job of a session this host runs; one it cannot run is remembered, for its waiter."""
         try:
-            advanced = self.engine.run_rollback(
+            advanced = self.engine.rollbacks.run_rollback(
                 job.org_id, job.rollback_id, self.executor, self.schedule.rollback_approval_timeout
             )
         except UndoUnavailableError as exc:
@@ -347,7 +347,7 @@ class Supervisor:
     def _dispatch_events(self) -> float:
         """Events to the notify plugins, in a thread of their own: a slow plugin holds up no webhook."""
         assert self.notify is not None
-        return 0.0 if self.engine.dispatch_events(self.notify) > 0 else self.schedule.idle_poll
+        return 0.0 if self.engine.outbox.dispatch_events(self.notify) > 0 else self.schedule.idle_poll
 
     def _listen(self) -> float:
         """Other replicas' changes reach this one's observers (its long-polls, its rollback threads); blocks

@@ -34,7 +34,7 @@ class IntentChecks:
 
     def run_one(self, org_id: str | None = None) -> Verification | None:
         """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
-        return self.engine.verify_next(self, org_id)
+        return self.engine.intent_checks.verify_next(self, org_id)
 
     def answerable(self, settings: VerifierSettings) -> bool:
         """Whether any verifier could answer: the built-in one needs a URL; another plugin may not."""

@@ -69,7 +69,7 @@ def _configure(target: Target, name: str, enabled: bool, config: JSON | None, cr
 
         with configuration(target) as (configured, org_id):
             if config is None:
-                stored = configured.engine.connector_config(org_id, name)
+                stored = configured.engine.accounts.connector_config(org_id, name)
                 config = stored.config if stored is not None else {}
             stored = configured.configure_connector(
                 org_id, name, enabled=enabled, config=config, credentials=credentials

@@ -64,7 +64,7 @@ def keys_revoke(target: Target, key_id: str) -> None:
     _on(
         target,
         lambda operator: operator.revoke_api_key(key_id),
-        lambda found, org_id: found.revoke_api_key(org_id, key_id),
+        lambda found, org_id: found.accounts.revoke_api_key(org_id, key_id),
     )
     console.print(f"Revoked {key_id}", highlight=False)
 
@@ -73,7 +73,7 @@ def _create(found: Engine, org_id: str, role: Role) -> dict[str, Any]:
     """The new key as ``POST /api-keys`` answers it (its secret in ``key``)."""
     from agentrein_core.read_models import api_key_shown
 
-    key, secret = found.create_api_key(org_id, role)
+    key, secret = found.accounts.create_api_key(org_id, role)
     return api_key_shown(key) | {"key": secret}
 
 
@@ -81,7 +81,7 @@ def _stored(found: Engine, org_id: str) -> list[dict[str, Any]]:
     """The organisation's keys as ``GET /api-keys`` answers them."""
     from agentrein_core.read_models import api_key_shown
 
-    return [api_key_shown(key) for key in found.list_api_keys(org_id)]
+    return [api_key_shown(key) for key in found.accounts.list_api_keys(org_id)]
 
 
 def _on(target: Target, on_server: Callable[[AdminClient], T], on_database: Callable[[Engine, str], T]) -> T:

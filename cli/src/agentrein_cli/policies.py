@@ -75,10 +75,11 @@ def policies_add(
     ] = None,
 ) -> None:
     """Add a policy; it applies to an action when every glob given matches."""
+    from agentrein_core.commands import NewPolicy
     from agentrein_core.policies import describe
 
     with records(target, create_organisation=True) as found:
-        policy = found.add_policy(
+        new = NewPolicy(
             name,
             effect,
             connector=connector,
@@ -88,6 +89,7 @@ def policies_add(
             before_execution=before_execution,
             approval_timeout_ms=round(approval_timeout * 60_000) if approval_timeout is not None else None,
         )
+        policy = found.add_policy(new)
         console.print(f"Added policy {policy.policy_id} {policy.name!r}: {policy.effect}, {describe(policy)}")
 
 

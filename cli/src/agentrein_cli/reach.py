@@ -146,11 +146,11 @@ def organisation(found: Engine, name: str | None, *, create: bool = False) -> Or
 
     name = name or DEFAULT_ORGANISATION
     if create:
-        return found.ensure_organisation(name)
+        return found.accounts.ensure_organisation(name)
     try:
-        return found.organisation_named(name)
+        return found.accounts.organisation_named(name)
     except NotFoundError:
-        there = ", ".join(repr(org.name) for org in found.list_organisations()) or "none"
+        there = ", ".join(repr(org.name) for org in found.accounts.list_organisations()) or "none"
         raise AgentReinError(
             f"no organisation {name!r} in this database (its organisations: {there}); name one with --org, "
             f"or make it with `agentrein orgs create {name}`"

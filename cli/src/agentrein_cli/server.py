@@ -157,8 +157,10 @@ def _refuse_a_former_default() -> None:
 def _embedded_agents_wrote(found: Engine) -> bool:
     """Whether only embedded agents have used this database: organisations, and no API key or dashboard user
     in any (a server makes both the first time it starts, and hands them out)."""
-    listed = found.list_organisations()
-    return bool(listed) and not any(found.list_api_keys(org.org_id) or found.list_users(org.org_id) for org in listed)
+    listed = found.accounts.list_organisations()
+    return bool(listed) and not any(
+        found.accounts.list_api_keys(org.org_id) or found.accounts.list_users(org.org_id) for org in listed
+    )
 
 
 def _bootstrap(found: Engine) -> tuple[str, str] | None:
@@ -167,15 +169,15 @@ def _bootstrap(found: Engine) -> tuple[str, str] | None:
     from agentrein_core.engine import DEFAULT_ORGANISATION
     from agentrein_core.errors import InvalidTransitionError, ValidationError
 
-    if found.list_organisations():
+    if found.accounts.list_organisations():
         return None
     try:
-        org = found.create_organisation(DEFAULT_ORGANISATION, Plan.TEAM)
+        org = found.accounts.create_organisation(DEFAULT_ORGANISATION, Plan.TEAM)
     except (ValidationError, InvalidTransitionError):
         return None  # another replica starting at the same moment created it
     password = secrets.token_urlsafe(12)
-    found.create_user(org.org_id, BOOTSTRAP_ADMIN, UserRole.ADMIN, password)
-    return found.create_api_key(org.org_id, Role.OPERATOR)[1], password
+    found.accounts.create_user(org.org_id, BOOTSTRAP_ADMIN, UserRole.ADMIN, password)
+    return found.accounts.create_api_key(org.org_id, Role.OPERATOR)[1], password
 
 
 @db.command("upgrade")
@@ -201,7 +203,7 @@ def orgs_create(
 ) -> None:
     """Create an organisation (and the database, when it does not exist yet)."""
     with engine(target.database_url, create=True) as found:
-        org = found.create_organisation(name, plan)
+        org = found.accounts.create_organisation(name, plan)
         console.print(f"Created organisation {org.name!r} ({org.org_id}), plan {org.plan}")
 
 
@@ -210,7 +212,7 @@ def orgs_create(
 def orgs_list(target: Target, as_json: AsJson = False) -> None:
     """The organisations and their plans."""
     with engine(target.database_url) as found:
-        listed = found.list_organisations()
+        listed = found.accounts.list_organisations()
     if as_json:
         print_json([wire_fields(org, ("orgId", "name", "plan", "createdAt")) for org in listed])
         return
@@ -233,7 +235,7 @@ def users_create(
     """Add a dashboard user, who signs in with EMAIL and the password at the server's root URL."""
     with engine(target.database_url) as found:
         named = organisation(found, target.org)
-        user = found.create_user(named.org_id, email, role, password)
+        user = found.accounts.create_user(named.org_id, email, role, password)
         console.print(
             f"{user.email} can now sign in to the dashboard as {user.role} of {named.name!r}.", highlight=False
         )
@@ -244,7 +246,7 @@ def users_create(
 def users_list(target: Target, as_json: AsJson = False) -> None:
     """The organisation's dashboard users."""
     with engine(target.database_url) as found:
-        listed = found.list_users(organisation(found, target.org).org_id)
+        listed = found.accounts.list_users(organisation(found, target.org).org_id)
     if as_json:
         print_json([wire_fields(user, ("userId", "email", "role", "createdAt")) for user in listed])
         return
@@ -262,8 +264,8 @@ def users_remove(target: Target, email: str) -> None:
 
     with engine(target.database_url) as found:
         org_id = organisation(found, target.org).org_id
-        matching = [u for u in found.list_users(org_id) if u.email == email.strip().lower()]
+        matching = [u for u in found.accounts.list_users(org_id) if u.email == email.strip().lower()]
         if not matching:
             raise NotFoundError("user", email, key="email")
-        found.delete_user(org_id, matching[0].user_id)
+        found.accounts.delete_user(org_id, matching[0].user_id)
         console.print(f"Removed {matching[0].email}.", highlight=False)

@@ -202,7 +202,7 @@ def _local_rollback(target: Target, session_id: str) -> Started:
         found = in_organisation(engine, org_id)
         before = found.get_session(session_id)
         _check_reachable(undo, org_id, before)
-        job = engine.request_rollback(
+        job = engine.rollbacks.request_rollback(
             org_id, session_id, caller_role=Role.OPERATOR, requested_by="cli", trigger="agentrein rollback"
         )
         supervisor = Supervisor(engine, undo, org_id=org_id, runs={session_id}.__contains__, one_thread=True)
@@ -212,7 +212,7 @@ def _local_rollback(target: Target, session_id: str) -> Started:
             unavailable = supervisor.unavailable(session_id)
             if unavailable is not None:
                 raise unavailable
-            return engine.wait_for_rollback(org_id, session_id, POLL) or job
+            return engine.rollbacks.wait_for_rollback(org_id, session_id, POLL) or job
 
         try:
             yield found, before, job, look

@@ -17,6 +17,7 @@ from agentrein.outbox import Outbox, RollbackRequested
 from agentrein.port import Mode
 from agentrein.proxy import WrappedClient
 from agentrein.served import ServedMode
+from agentrein_core.commands import NewPolicy
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors, installed_connectors
@@ -258,14 +259,16 @@ class AgentRein:
         for every agent whatever its code declares, waiting ``approval_timeout_ms`` (else the wrap's
         ``timeout_ms``)."""
         return self._mode.add_policy(
-            name,
-            effect,
-            connector=connector,
-            api_name=api_name,
-            agent_id=agent_id,
-            operation_type=operation_type,
-            before_execution=before_execution,
-            approval_timeout_ms=approval_timeout_ms,
+            NewPolicy(
+                name,
+                effect,
+                connector=connector,
+                api_name=api_name,
+                agent_id=agent_id,
+                operation_type=operation_type,
+                before_execution=before_execution,
+                approval_timeout_ms=approval_timeout_ms,
+            )
         )
 
     def list_policies(self) -> list[Policy]:

@@ -21,16 +21,16 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from agentrein.executor import ClientUndoExecutor
-from agentrein.port import ExecutedCall
 from agentrein.waiting import after_decision, outlasting, until_rollback_ends
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.database import shown_database_url
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine
 from agentrein_core.errors import AgentReinError, UndoUnavailableError, ValidationError
-from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
+from agentrein_core.model import Action, Approval, Policy, Rollback
 from agentrein_core.plugins import Connectors
 from agentrein_core.read_models import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 from agentrein_core.settings_undo import SettingsUndoExecutor
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect, Role
+from agentrein_core.statuses import ApprovalStatus, Role
 from agentrein_core.store import Store
 from agentrein_core.supervisor import EMBEDDED, Supervisor
 from agentrein_core.vault import reader_of, secret_key_file
@@ -92,41 +92,24 @@ class EmbeddedMode:
         through the clients wrapped here and, for a session that wrapped none for a connector, through the
         organisation's stored settings (credentials read with the key the server and the command line use)."""
         engine = Engine(store, connectors=connectors)
-        org_id = engine.ensure_organisation(organisation).org_id
+        org_id = engine.accounts.ensure_organisation(organisation).org_id
         stored = SettingsUndoExecutor(engine, connectors, reader_of(secret_key_file(store.url)))
         clients = ClientUndoExecutor(connectors, stored)
         checks = IntentChecks(engine, connectors)
         return cls(engine, org_id, clients, checks, organisation=organisation, supervised=True)
 
     # the guard's port ---------------------------------------------------------------------------------
-    def log_action(
-        self,
-        session_id: str,
-        *,
-        connector: str,
-        api_name: str,
-        operation_type: OperationType,
-        payload: JSON,
-        requires_approval: bool,
-        approval_timeout: timedelta,
-    ) -> LoggedAction:
-        return self.engine.log_action(
-            self.org_id,
-            session_id,
-            connector=connector,
-            api_name=api_name,
-            operation_type=operation_type,
-            payload=payload,
-            requires_approval=requires_approval,
-            approval_timeout=approval_timeout,
-        )
+    def log_action(self, session_id: str, call: WriteAhead) -> LoggedAction:
+        return self.engine.recording.log_action(self.org_id, session_id, call)
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """Until the approval is decided, or expired by the supervisor at its end, at most ``timeout`` s."""
         deadline = time.monotonic() + max(0.0, timeout)
         return outlasting(
             deadline,
-            lambda: self.engine.wait_for_decision(self.org_id, approval_id, max(0.0, deadline - time.monotonic())),
+            lambda: self.engine.reviews.wait_for_decision(
+                self.org_id, approval_id, max(0.0, deadline - time.monotonic())
+            ),
         )
 
     def how_to_decide(self, approval_id: str) -> str:
@@ -143,33 +126,19 @@ class EmbeddedMode:
         return f"approve it with `{shlex.join(command)}` (or `agentrein approvals reject …`)"
 
     def withdraw_approval(self, approval_id: str, reason: str) -> None:
-        self.engine.withdraw(self.org_id, approval_id, reason)
+        self.engine.reviews.withdraw(self.org_id, approval_id, reason)
 
-    def confirm_action(
-        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> Action:
-        return self.engine.confirm_action(self.org_id, action_id, response=response, undo=undo, session_id=session_id)
+    def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> Action:
+        return self.engine.recording.confirm_action(self.org_id, action_id, confirmed, session_id=session_id)
 
-    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
-        return self.engine.fail_action(self.org_id, action_id, error=error, session_id=session_id)
+    def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action:
+        return self.engine.recording.fail_action(self.org_id, action_id, failed, session_id=session_id)
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
-        return self.engine.record_executed_action(
-            self.org_id,
-            session_id,
-            idempotency_key=call.idempotency_key,
-            connector=call.connector,
-            api_name=call.api_name,
-            operation_type=call.operation_type,
-            payload=call.payload,
-            succeeded=call.succeeded,
-            response=call.response,
-            undo=call.undo,
-            error=call.error,
-        )
+        return self.engine.recording.record_executed_action(self.org_id, session_id, call)
 
     def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
-        return self.engine.fail_session(self.org_id, session_id, reason=reason, connector=connector)
+        return self.engine.recording.fail_session(self.org_id, session_id, reason=reason, connector=connector)
 
     def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """Wait while this process's supervisor runs the session's rollback through the wrapped clients;
@@ -177,25 +146,25 @@ class EmbeddedMode:
         self._refuse_on_its_own_loop(session_id)
         with self._awaiting(session_id):
             until_rollback_ends(self, session_id, self._while_running, wait=wait)
-        return self.engine.get_session(self.org_id, session_id)
+        return self.engine.recording.get_session(self.org_id, session_id)
 
     # sessions -----------------------------------------------------------------------------------------
     def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
-        session = self.engine.new_session(self.org_id, agent_id, intent, sandbox, session_id=session_id)
-        return self.engine.get_session(self.org_id, session.session_id)
+        session = self.engine.recording.new_session(self.org_id, agent_id, intent, sandbox, session_id=session_id)
+        return self.engine.recording.get_session(self.org_id, session.session_id)
 
     def get_session(self, session_id: str) -> SessionInfo:
-        return self.engine.get_session(self.org_id, session_id)
+        return self.engine.recording.get_session(self.org_id, session_id)
 
     def list_sessions(self, limit: int) -> list[SessionSummary]:
-        return self.engine.list_sessions(self.org_id, limit).sessions
+        return self.engine.recording.list_sessions(self.org_id, limit).sessions
 
     def complete_session(self, session_id: str) -> SessionInfo:
-        return self.engine.complete_session(self.org_id, session_id)
+        return self.engine.recording.complete_session(self.org_id, session_id)
 
     def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback:
         self._refuse_on_its_own_loop(session_id)
-        return self.engine.request_rollback(
+        return self.engine.rollbacks.request_rollback(
             self.org_id,
             session_id,
             caller_role=Role.OPERATOR,
@@ -205,17 +174,17 @@ class EmbeddedMode:
         )
 
     def active_rollback(self, session_id: str) -> Rollback | None:
-        return self.engine.active_rollback(self.org_id, session_id)
+        return self.engine.rollbacks.active_rollback(self.org_id, session_id)
 
     def session_approvals(self, session_id: str) -> list[Approval]:
-        return self.engine.get_session(self.org_id, session_id).approvals
+        return self.engine.recording.get_session(self.org_id, session_id).approvals
 
     # approvals ----------------------------------------------------------------------------------------
     def get_approval(self, approval_id: str) -> ApprovalInfo:
-        return self.engine.get_approval(self.org_id, approval_id)
+        return self.engine.reviews.get_approval(self.org_id, approval_id)
 
     def list_approvals(self, status: ApprovalStatus | None) -> list[ApprovalInfo]:
-        return self.engine.list_approvals(self.org_id, status)
+        return self.engine.reviews.list_approvals(self.org_id, status)
 
     def decide(
         self, approval_id: str, status: ApprovalStatus, reviewer: str | None, reason: str | None
@@ -225,48 +194,27 @@ class EmbeddedMode:
         has moved as far as it can (problems are logged: the decision was made)."""
         if reviewer is None:
             raise ValidationError("reviewer", "name who decides (embedded mode has no API key to name them by)")
-        decide = self.engine.approve if status is ApprovalStatus.APPROVED else self.engine.reject
+        decide = self.engine.reviews.approve if status is ApprovalStatus.APPROVED else self.engine.reviews.reject
         decided = decide(self.org_id, approval_id, reviewer, reason)
         if self.supervisor is not None and self.clients.knows_session(decided.session_id):
             try:
                 after_decision(self, decided.session_id, self._while_running)
             except AgentReinError:
                 log.exception("AgentRein could not go on rolling back session %s", decided.session_id)
-        return self.engine.get_approval(self.org_id, approval_id)
+        return self.engine.reviews.get_approval(self.org_id, approval_id)
 
     # policies -----------------------------------------------------------------------------------------
-    def add_policy(
-        self,
-        name: str,
-        effect: PolicyEffect | str,
-        *,
-        connector: str | None,
-        api_name: str | None,
-        agent_id: str | None,
-        operation_type: str | None,
-        before_execution: bool,
-        approval_timeout_ms: int | None,
-    ) -> Policy:
-        return self.engine.add_policy(
-            self.org_id,
-            name,
-            effect,
-            connector=connector,
-            api_name=api_name,
-            agent_id=agent_id,
-            operation_type=operation_type,
-            before_execution=before_execution,
-            approval_timeout_ms=approval_timeout_ms,
-        )
+    def add_policy(self, policy: NewPolicy) -> Policy:
+        return self.engine.policies.add_policy(self.org_id, policy)
 
     def list_policies(self) -> list[Policy]:
-        return self.engine.list_policies(self.org_id)
+        return self.engine.policies.list_policies(self.org_id)
 
     def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy:
-        return self.engine.set_policy_enabled(self.org_id, policy_id, enabled)
+        return self.engine.policies.set_policy_enabled(self.org_id, policy_id, enabled)
 
     def remove_policy(self, policy_id: str) -> None:
-        self.engine.delete_policy(self.org_id, policy_id)
+        self.engine.policies.delete_policy(self.org_id, policy_id)
 
     def close(self) -> None:
         if self.supervisor is not None:
@@ -308,7 +256,7 @@ class EmbeddedMode:
         """The job once it has ended or paused, or as it stands after ``LOOK_AGAIN``; raises what kept this
         process's supervisor from running it."""
         self._raise_unavailable(job.session_id)
-        moved = self.engine.wait_for_rollback(self.org_id, job.session_id, LOOK_AGAIN) or job
+        moved = self.engine.rollbacks.wait_for_rollback(self.org_id, job.session_id, LOOK_AGAIN) or job
         self._raise_unavailable(job.session_id)
         return moved
 

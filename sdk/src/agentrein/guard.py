@@ -30,9 +30,10 @@ from agentrein.errors import RollbackFailedError
 from agentrein.executor import ClientRef, ClientUndoExecutor
 from agentrein.options import WrapOptions
 from agentrein.outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
-from agentrein.port import ExecutedCall, Recorder
+from agentrein.port import Recorder
 from agentrein.waiting import EXPIRY_GRACE
 from agentrein_core import nesting
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.connector import PreparedCall
 from agentrein_core.errors import (
     AgentReinError,
@@ -156,8 +157,7 @@ class Guard:
         try:
             nesting.check("payload", call.payload)  # before the redactor, which recurses: the call has not run yet
             self.journal.replay(self.recorder)
-            return self.recorder.log_action(
-                self.session_id,
+            write_ahead = WriteAhead(
                 connector=self.connector_name,
                 api_name=call.api_name,
                 operation_type=call.operation_type,
@@ -165,6 +165,7 @@ class Guard:
                 requires_approval=self.options.needs_approval(call.api_name),
                 approval_timeout=timedelta(seconds=self.options.timeout),
             )
+            return self.recorder.log_action(self.session_id, write_ahead)
         except AgentReinUnavailableError as exc:
             if self.options.failure_mode == "open":
                 self.journal.warn_unavailable(exc)
@@ -242,7 +243,7 @@ class Guard:
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
         try:
             response, undo = self._outcome(call, result)
-            self.recorder.confirm_action(self.session_id, action.action_id, response=response, undo=undo)
+            self.recorder.confirm_action(self.session_id, action.action_id, Confirmed(response, undo))
         except AgentReinUnavailableError as exc:
             # The call did happen: the journal confirms it once AgentRein is back.
             self.journal.warn_unavailable(exc)
@@ -259,7 +260,7 @@ class Guard:
     def _record_failure(self, action: Action, error: BaseException) -> None:
         message = _describe(error, self.redactor)
         try:
-            self.recorder.fail_action(self.session_id, action.action_id, error=message)
+            self.recorder.fail_action(self.session_id, action.action_id, Failed(message))
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
             self.journal.append(OutcomeReported(self.session_id, action.action_id, False, error=message))

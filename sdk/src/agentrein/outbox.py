@@ -55,8 +55,9 @@ from uuid import uuid4
 import platformdirs
 from attrs import evolve, field, frozen
 
-from agentrein.port import ExecutedCall, Recorder
+from agentrein.port import Recorder
 from agentrein_core.clock import utcnow
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError
 from agentrein_core.ids import new_id
@@ -614,9 +615,9 @@ def _replay_outcome(recorder: Recorder, outcome: OutcomeReported) -> None:
     session_id = outcome.session_id
     try:
         if outcome.succeeded:
-            recorder.confirm_action(session_id, outcome.action_id, response=outcome.response, undo=outcome.undo)
+            recorder.confirm_action(session_id, outcome.action_id, Confirmed(outcome.response, outcome.undo))
         else:
-            recorder.fail_action(session_id, outcome.action_id, error=outcome.error or "failed")
+            recorder.fail_action(session_id, outcome.action_id, Failed(outcome.error or "failed"))
     except InvalidTransitionError as exc:
         # Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
         log.info("journal outcome of %s already settled: %s", outcome.action_id, exc)

@@ -15,26 +15,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Protocol
 
-from attrs import frozen
-
-from agentrein_core.model import JSON, Action, Policy, Rollback, UndoConfig
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
+from agentrein_core.model import Action, Policy, Rollback
 from agentrein_core.read_models import ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
-
-
-@frozen
-class ExecutedCall:
-    """A call that ran with no write-ahead record (AgentRein was unreachable), and how it ended."""
-
-    idempotency_key: str
-    connector: str
-    api_name: str
-    operation_type: OperationType
-    payload: JSON
-    succeeded: bool
-    response: JSON | None = None
-    undo: UndoConfig | None = None
-    error: str | None = None
+from agentrein_core.statuses import ApprovalStatus
 
 
 class Recorder(Protocol):
@@ -44,17 +28,7 @@ class Recorder(Protocol):
     #: entry only to the recorder that journaled it.
     identity: str
 
-    def log_action(
-        self,
-        session_id: str,
-        *,
-        connector: str,
-        api_name: str,
-        operation_type: OperationType,
-        payload: JSON,
-        requires_approval: bool,
-        approval_timeout: timedelta,
-    ) -> LoggedAction: ...
+    def log_action(self, session_id: str, call: WriteAhead) -> LoggedAction: ...
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """The approval once decided, or as it stands after ``timeout`` seconds. One past its time is
@@ -72,15 +46,13 @@ class Recorder(Protocol):
         """Nobody waits for this before-execution request any more: close it, its action ``FAILED``."""
         ...
 
-    def confirm_action(
-        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> Action | None:
+    def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> Action | None:
         """The call succeeded: ``CLEARED -> SUCCESS``. Embedded, at once (the action as stored); through a
         server, with the session's next request or within moments (``None``: see
         :mod:`agentrein.outbox`)."""
         ...
 
-    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action: ...
+    def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action: ...
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action: ...
 
@@ -117,18 +89,7 @@ class Mode(Recorder, Protocol):
         can here (it may wait for another reviewer)."""
         ...
 
-    def add_policy(
-        self,
-        name: str,
-        effect: PolicyEffect | str,
-        *,
-        connector: str | None,
-        api_name: str | None,
-        agent_id: str | None,
-        operation_type: str | None,
-        before_execution: bool,
-        approval_timeout_ms: int | None,
-    ) -> Policy: ...
+    def add_policy(self, policy: NewPolicy) -> Policy: ...
     def list_policies(self) -> list[Policy]: ...
     def set_policy_enabled(self, policy_id: str, enabled: bool) -> Policy: ...
     def remove_policy(self, policy_id: str) -> None: ...

@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 from agentrein.http import Connection
 from agentrein.http import segment as _seg
 from agentrein.outbox import CallConfirmed, Outbox
-from agentrein.port import ExecutedCall
 from agentrein.waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
+from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
-from agentrein_core.model import JSON, Action, Approval, Policy, Rollback, UndoConfig
+from agentrein_core.model import Action, Approval, Policy, Rollback
 from agentrein_core.read_models import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
-from agentrein_core.statuses import ApprovalStatus, OperationType, PolicyEffect
+from agentrein_core.statuses import ApprovalStatus
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
@@ -89,25 +89,8 @@ class ServedMode:
         return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/complete"), SessionInfo)
 
     # actions ------------------------------------------------------------------------------------------
-    def log_action(
-        self,
-        session_id: str,
-        *,
-        connector: str,
-        api_name: str,
-        operation_type: OperationType,
-        payload: JSON,
-        requires_approval: bool,
-        approval_timeout: timedelta,
-    ) -> LoggedAction:
-        body = {
-            "connector": connector,
-            "apiName": api_name,
-            "operationType": operation_type,
-            "payload": payload,
-            "requiresApproval": requires_approval,
-            "approvalTimeoutMs": max(1, round(approval_timeout.total_seconds() * 1000)),
-        }
+    def log_action(self, session_id: str, call: WriteAhead) -> LoggedAction:
+        body = to_wire(call)
         # The session's earlier successes travel with it, applied first (:mod:`agentrein.outbox`).
         carried = self.outbox.take(session_id)
         if carried:
@@ -131,32 +114,22 @@ class ServedMode:
     def withdraw_approval(self, approval_id: str, reason: str) -> None:
         self._call("POST", f"/approvals/{_seg(approval_id)}/withdraw", json={"reason": reason})
 
-    def confirm_action(
-        self, session_id: str, action_id: str, *, response: JSON | None, undo: UndoConfig | None
-    ) -> None:
+    def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> None:
         """Kept, and sent with the session's next request or within moments (:mod:`agentrein.outbox`)."""
-        self.outbox.keep(session_id, action_id, response, undo)
+        self.outbox.keep(session_id, action_id, confirmed.response, confirmed.undo)
 
     def _send_confirmation(self, outcome: CallConfirmed) -> None:
         body = {"status": "SUCCESS", "response": outcome.response, "undo": to_wire(outcome.undo)}
         self._connection.call("PATCH", _action_path(outcome.session_id, outcome.action_id), json=body)
 
-    def fail_action(self, session_id: str, action_id: str, *, error: str) -> Action:
-        body = {"status": "FAILED", "error": error}
+    def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action:
+        body = {"status": "FAILED", **to_wire(failed)}
         return from_wire(self._call("PATCH", _action_path(session_id, action_id), json=body), Action)
 
     def record_executed_action(self, session_id: str, call: ExecutedCall) -> Action:
-        body = {
-            "idempotencyKey": call.idempotency_key,
-            "connector": call.connector,
-            "apiName": call.api_name,
-            "operationType": call.operation_type,
-            "status": "SUCCESS" if call.succeeded else "FAILED",
-            "payload": call.payload,
-            "response": call.response,
-            "undo": to_wire(call.undo) if call.undo is not None else None,
-            "error": call.error,
-        }
+        # The wire says how the call ended as the outcome of a recorded call does (a status).
+        body = to_wire(call)
+        body["status"] = "SUCCESS" if body.pop("succeeded") else "FAILED"
         return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/journal", json=body), Action)
 
     # approvals ----------------------------------------------------------------------------------------
@@ -205,29 +178,8 @@ class ServedMode:
         return self.get_approval(approval_id)
 
     # policies -----------------------------------------------------------------------------------------
-    def add_policy(
-        self,
-        name: str,
-        effect: PolicyEffect | str,
-        *,
-        connector: str | None,
-        api_name: str | None,
-        agent_id: str | None,
-        operation_type: str | None,
-        before_execution: bool,
-        approval_timeout_ms: int | None,
-    ) -> Policy:
-        body = {
-            "name": name,
-            "effect": effect,
-            "connector": connector,
-            "apiName": api_name,
-            "agentId": agent_id,
-            "operationType": operation_type,
-            "beforeExecution": before_execution,
-            "approvalTimeoutMs": approval_timeout_ms,
-        }
-        return from_wire(self._call("POST", "/policies", json=body), Policy)
+    def add_policy(self, policy: NewPolicy) -> Policy:
+        return from_wire(self._call("POST", "/policies", json=to_wire(policy)), Policy)
 
     def list_policies(self) -> list[Policy]:
         return from_wire(self._call("GET", "/policies"), list[Policy])

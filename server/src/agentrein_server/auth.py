@@ -59,6 +59,6 @@ class Authenticator:
         if cached is not None and cached[0] > time.monotonic():
             key = cached[1]
         else:
-            key = self.engine.authenticate(secret)
+            key = self.engine.accounts.authenticate(secret)
             self._cache[secret] = (time.monotonic() + KEY_CACHE_SECONDS, key)
         return Caller(key.key_id, key.org_id, key.role, f"{key.role} key {key.prefix}…")

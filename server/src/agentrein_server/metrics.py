@@ -27,8 +27,8 @@ ROLLBACKS_FINISHED = Counter(
 def refresh(engine: Engine) -> None:
     """Read the gauges that count records: ``/metrics`` calls this before it answers (counting every approved
     action of every organisation grows with the history, so it is not done every second for nobody)."""
-    APPROVALS_PENDING.set(engine.count_pending_approvals())
-    ACTIONS_UNCONFIRMED.set(engine.count_unconfirmed())
+    APPROVALS_PENDING.set(engine.reviews.count_pending_approvals())
+    ACTIONS_UNCONFIRMED.set(engine.reviews.count_unconfirmed())
 
 
 # Request metrics, labelled by route template (not by the ids in the path): the names, labels and documentation

@@ -34,12 +34,12 @@ class Services:
 
     def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
         """Approve or reject (a decision may start or resume a rollback: its commit wakes the workers)."""
-        decide = self.engine.approve if approve else self.engine.reject
+        decide = self.engine.reviews.approve if approve else self.engine.reviews.reject
         return decide(org_id, approval_id, reviewer, reason)
 
     def revoke_api_key(self, org_id: str, key_id: str) -> ApiKey:
         """The key stops working: at once on this server, within seconds on the others."""
-        revoked = self.engine.revoke_api_key(org_id, key_id)
+        revoked = self.engine.accounts.revoke_api_key(org_id, key_id)
         self.authenticator.forget(key_id)
         return revoked
 

@@ -35,7 +35,7 @@ class WebhookSender:
     def send_one(self) -> bool:
         """Send one due delivery; False when none is due. Whatever fails is recorded on the delivery (and
         tried again later), so no delivery stays taken and unanswered."""
-        taken = self.engine.next_delivery()
+        taken = self.engine.outbox.next_delivery()
         if taken is None:
             return False
         delivery, hook, event, settings = taken
@@ -44,7 +44,7 @@ class WebhookSender:
         except Exception as exc:
             log.exception("webhook delivery %s could not be sent", delivery.delivery_id)
             status, error = None, f"not sent ({type(exc).__name__})"
-        self.engine.record_delivery(delivery, status=status, error=error)
+        self.engine.outbox.record_delivery(delivery, status=status, error=error)
         return True
 
     def _post(self, hook: Webhook, event: Event, delivery_id: str, allowed: list[str]) -> tuple[int | None, str | None]:

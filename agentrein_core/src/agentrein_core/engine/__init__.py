@@ -7,8 +7,9 @@ and :mod:`.facade` gathers the areas. No module here imports this package's ``__
 
 from __future__ import annotations
 
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT
 from agentrein_core.engine.accounts import API_KEY_PREFIX
-from agentrein_core.engine.consequences import DEFAULT_APPROVAL_TIMEOUT, SYSTEM
+from agentrein_core.engine.consequences import SYSTEM
 from agentrein_core.engine.facade import Engine
 from agentrein_core.engine.maintenance import MaintenanceReport
 from agentrein_core.engine.rollbacks import ROLLBACK_LEASE

@@ -1,9 +1,9 @@
 """What every area of use cases works with: how a waiting caller of this process is woken, the policy sets
 recording reads, and the collaborators the engine is given.
 
-:class:`UseCases` declares the collaborators :class:`~agentrein_core.engine.Engine` gives every area (the
-store, the clock, the installed connectors…). Areas never call each other's methods: what one use case
-causes in another area (a rollback, an approval, an event) is a function of
+:class:`UseCases` holds the collaborators :class:`~agentrein_core.engine.Engine` gives each of its areas (the
+store, the clock, the installed connectors…); every area is an object of its own, made with them, and holds no
+other area. What one use case causes in another area (a rollback, an approval, an event) is a function of
 :mod:`~agentrein_core.engine.consequences`, run in the same transaction.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
+
+from attrs import define
 
 from agentrein_core.store import Change, Store, Tx
 
@@ -90,8 +92,10 @@ class RecentConnectors:
             return self._by_action.pop(action_id, None)
 
 
+@define
 class UseCases:
-    """Base of the use-case areas: the collaborators they share, set once by the engine."""
+    """Base of the use-case areas: the collaborators the engine shares among them, given to each area when the
+    engine makes it."""
 
     store: Store
     clock: Clock

@@ -38,17 +38,17 @@ class Configuration:
         connector = self.connectors.get(name)
         if enabled:
             if credentials is None:
-                stored = self.engine.connector_config(org_id, name)
+                stored = self.engine.accounts.connector_config(org_id, name)
                 kept = self.vault.decrypt(stored.credentials) if stored is not None else {}
                 check_settings(connector, config, kept)
             else:
                 check_settings(connector, config, credentials)
         token = self.vault.encrypt(credentials) if credentials is not None else None
-        return self.engine.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
+        return self.engine.accounts.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
 
     def connectors_of(self, org_id: str) -> list[dict[str, Any]]:
         """Every installed connector, with the organisation's settings for it, as :func:`shown`."""
-        stored = {c.connector: c for c in self.engine.list_connector_configs(org_id)}
+        stored = {c.connector: c for c in self.engine.accounts.list_connector_configs(org_id)}
         return [shown(name, stored.get(name)) for name in self.connectors.names()]
 
     def update_settings(self, org_id: str, **changes: object) -> OrganisationSettings:
@@ -58,14 +58,14 @@ class Configuration:
             if not isinstance(key, str) or not key or not key.isascii() or not key.isprintable():
                 raise ValidationError("verifierApiKey", "must be printable ASCII, as API keys are")
             changes["verifier_api_key"] = self.vault.encrypt_text(key)
-        return self.engine.update_settings(org_id, **changes)
+        return self.engine.accounts.update_settings(org_id, **changes)
 
     def add_webhook(
         self, org_id: str, url: str, events: list[str], secret: str | None, fmt: WebhookFormat | str
     ) -> tuple[Webhook, str]:
         """Register a webhook; its signing secret (made when none is given) is returned this once only."""
         secret = secret or WEBHOOK_SECRET_PREFIX + secrets.token_urlsafe(32)
-        return self.engine.add_webhook(org_id, url, events, self.vault.encrypt_text(secret), fmt), secret
+        return self.engine.outbox.add_webhook(org_id, url, events, self.vault.encrypt_text(secret), fmt), secret
 
 
 def shown(name: str, stored: ConnectorConfig | None) -> dict[str, Any]:

@@ -42,8 +42,6 @@ from agentrein_core.store import Change, Tx
 
 #: Who decides approvals that expire or are closed by a rollback, and requests the rollbacks failures start.
 SYSTEM = "agentrein"
-#: How long a reviewer has for an approval the caller gave no timeout for (after-execution, rollback).
-DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
 #: The longest a rollback's trigger (why it started) may be.
 MAX_TRIGGER = 200

@@ -1,7 +1,10 @@
 """The engine: AgentRein's use cases over one :class:`~agentrein_core.store.Store`, the one object the
-embedded SDK, the server and its workers call. It is a thin façade: each area's use cases live in a module
-of their own (:mod:`.accounts`, :mod:`.recording`, :mod:`.reviews`, :mod:`.policies`, :mod:`.rollbacks`,
-:mod:`.outbox`, :mod:`.intent_checks`, :mod:`.maintenance`), and this class gathers them and their collaborators.
+embedded SDK, the server and its workers call. It is composed of its areas, each an object made of the
+collaborators they share and living in a module of its own: ``engine.accounts`` (:mod:`.accounts`),
+``engine.recording`` (:mod:`.recording`), ``engine.reviews`` (:mod:`.reviews`), ``engine.policies``
+(:mod:`.policies`), ``engine.rollbacks`` (:mod:`.rollbacks`), ``engine.outbox`` (:mod:`.outbox`),
+``engine.intent_checks`` (:mod:`.intent_checks`) and ``engine.maintenance`` (:mod:`.maintenance`). No area holds
+another, so what one causes in another is written once, in :mod:`.consequences`.
 
 Each use case is one transaction: it reads the records it needs, asks :mod:`agentrein_core.rules`,
 :mod:`agentrein_core.policies` and :mod:`agentrein_core.rollback` what may happen, and writes the outcome
@@ -12,10 +15,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from attrs import asdict
+
 from agentrein_core import notifications
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.engine.accounts import Accounts
-from agentrein_core.engine.base import PolicySets, RecentConnectors, Waiters
+from agentrein_core.engine.base import PolicySets, RecentConnectors, UseCases, Waiters
 from agentrein_core.engine.intent_checks import IntentChecking
 from agentrein_core.engine.maintenance import Maintenance
 from agentrein_core.engine.outbox import Outbox
@@ -29,7 +34,7 @@ from agentrein_core.retention import from_environment as retention_from_environm
 from agentrein_core.store import Store
 
 
-class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, IntentChecking, Maintenance):
+class Engine:
     """AgentRein's use cases over one :class:`Store`. Thread-safe; share one per process.
 
     ``connectors`` (the installed ones) check the undo configs agents send before they are stored;
@@ -56,10 +61,25 @@ class Engine(Accounts, Recording, Reviews, PolicyRules, Rollbacks, Outbox, Inten
             if connectors is not None
             else Redactors(lambda name: ())
         )
-        self.rollback_lease = rollback_lease
-        self.delivery_retry_after = delivery_retry_after
-        self.retention = retention or retention_from_environment()
-        self.policy_sets = PolicySets()
-        self.recent_connectors = RecentConnectors()
-        self.waiters = Waiters(store)
-        store.observe(self.waiters.observe)
+        shared = UseCases(
+            store=store,
+            clock=clock,
+            connectors=connectors,
+            redactors=self.redactors,
+            rollback_lease=rollback_lease,
+            delivery_retry_after=delivery_retry_after,
+            retention=retention or retention_from_environment(),
+            waiters=Waiters(store),
+            policy_sets=PolicySets(),
+            recent_connectors=RecentConnectors(),
+        )
+        store.observe(shared.waiters.observe)
+        given = asdict(shared, recurse=False)
+        self.accounts = Accounts(**given)
+        self.recording = Recording(**given)
+        self.reviews = Reviews(**given)
+        self.policies = PolicyRules(**given)
+        self.rollbacks = Rollbacks(**given)
+        self.outbox = Outbox(**given)
+        self.intent_checks = IntentChecking(**given)
+        self.maintenance = Maintenance(**given)

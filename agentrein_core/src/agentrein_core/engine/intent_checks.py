@@ -11,9 +11,9 @@ from attrs import evolve
 
 import agentrein_core.engine.validation as validation
 from agentrein_core import intent, rules
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
-    DEFAULT_APPROVAL_TIMEOUT,
     emit,
     may_start_rollback,
     new_approval,

@@ -8,6 +8,7 @@ from datetime import timedelta
 from attrs import evolve
 
 import agentrein_core.engine.validation as validation
+from agentrein_core.commands import NewPolicy
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import NO_GATES_REASON
 from agentrein_core.errors import NotFoundError, ValidationError
@@ -19,38 +20,23 @@ from agentrein_core.statuses import Plan, PolicyEffect
 
 
 class PolicyRules(UseCases):
-    def add_policy(
-        self,
-        org_id: str,
-        name: str,
-        effect: PolicyEffect | str,
-        *,
-        connector: str | None = None,
-        api_name: str | None = None,
-        agent_id: str | None = None,
-        operation_type: str | None = None,
-        enabled: bool = True,
-        before_execution: bool = False,
-        approval_timeout_ms: int | None = None,
-    ) -> Policy:
-        """A new rule. ``before_execution`` (``REQUIRE_APPROVAL`` only) holds a matching call until a reviewer
-        approves it, whatever the agent's code declares, for ``approval_timeout_ms`` if given (else the
-        agent's own approval timeout); otherwise a ``REQUIRE_APPROVAL`` rule reviews the call after it ran.
-        Its name and globs are stored redacted, the globs as the api names and agent ids they match are."""
+    def add_policy(self, org_id: str, new: NewPolicy) -> Policy:
+        """A new rule (:class:`~agentrein_core.commands.NewPolicy` says what its fields mean). Its name and
+        globs are stored redacted, the globs as the api names and agent ids they match are."""
         redactor = self.redactors.common
         policy = Policy(
             policy_id=new_id("pol"),
             org_id=org_id,
-            name=validation.redacted_text("name", name, 200, redactor),
-            effect=parse_effect(effect),
-            enabled=validation.boolean("enabled", enabled),
+            name=validation.redacted_text("name", new.name, 200, redactor),
+            effect=parse_effect(new.effect),
+            enabled=validation.boolean("enabled", new.enabled),
             created_at=self.clock(),
-            connector=validate_glob("connector", connector),
-            api_name=_redacted_glob("api_name", api_name, redactor),
-            agent_id=_redacted_glob("agent_id", agent_id, redactor),
-            operation_type=validate_glob("operation_type", operation_type),
-            before_execution=validation.boolean("before_execution", before_execution),
-            approval_timeout_ms=approval_timeout_ms,
+            connector=validate_glob("connector", new.connector),
+            api_name=_redacted_glob("api_name", new.api_name, redactor),
+            agent_id=_redacted_glob("agent_id", new.agent_id, redactor),
+            operation_type=validate_glob("operation_type", new.operation_type),
+            before_execution=validation.boolean("before_execution", new.before_execution),
+            approval_timeout_ms=new.approval_timeout_ms,
         )
         _check_holding(policy)
         with self.store.transaction() as tx:

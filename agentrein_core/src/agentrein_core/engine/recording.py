@@ -11,9 +11,9 @@ from attrs import evolve
 import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
-    DEFAULT_APPROVAL_TIMEOUT,
     MAX_TRIGGER,
     NO_GATES_REASON,
     SYSTEM,
@@ -202,13 +202,8 @@ class Recording(UseCases):
         self,
         org_id: str,
         session_id: str,
+        call: WriteAhead,
         *,
-        connector: str,
-        api_name: str,
-        operation_type: OperationType,
-        payload: JSON,
-        requires_approval: bool = False,
-        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
         confirm: Sequence[Confirmation] = (),
         agent_key: str | None = None,
     ) -> LoggedAction:
@@ -222,11 +217,12 @@ class Recording(UseCases):
         (the session is being rolled back, say); one that cannot be applied (already settled, unknown,
         invalid) is skipped and named in the answer's ``refused_confirmations``, never a reason to refuse the new
         record."""
-        operation_type = OperationType(operation_type)
-        self._check_connector(connector)
-        validation.json_value("payload", payload)
-        redactor = self.redactors.of(connector)
-        api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
+        operation_type = OperationType(call.operation_type)
+        self._check_connector(call.connector)
+        validation.json_value("payload", call.payload)
+        redactor = self.redactors.of(call.connector)
+        api_name = validation.redacted_text("api_name", call.api_name, 500, redactor)
+        payload = redactor.redact(call.payload)
         checked, refused_confirmations = _checked_all(confirm)
         now = self.clock()
         refused: AgentReinError | None = None
@@ -254,12 +250,12 @@ class Recording(UseCases):
                     tx,
                     now,
                     taken,
-                    Subject(connector, api_name, taken.agent_id, operation_type),
+                    Subject(call.connector, api_name, taken.agent_id, operation_type),
                     org_id=org_id,
                     session_id=session_id,
                     payload=payload,
-                    requires_approval=requires_approval,
-                    approval_timeout=approval_timeout,
+                    requires_approval=call.requires_approval,
+                    approval_timeout=call.approval_timeout,
                 )
         if refused is not None:  # raised after the transaction, so the confirmations carried are kept
             raise refused
@@ -328,9 +324,8 @@ class Recording(UseCases):
         self,
         org_id: str,
         action_id: str,
+        confirmed: Confirmed,
         *,
-        response: JSON | None = None,
-        undo: UndoConfig | None = None,
         session_id: str | None = None,
         agent_key: str | None = None,
     ) -> Action:
@@ -339,7 +334,7 @@ class Recording(UseCases):
         the session was rolled back after the call was recorded, it is rolled back again, this call included
         (:func:`~agentrein_core.engine.consequences.undo_late_success`). ``session_id``, when given, must be
         the action's session."""
-        confirmation = _checked(Confirmation(action_id, response, undo))
+        confirmation = _checked(Confirmation(action_id, confirmed.response, confirmed.undo))
         with self.store.transaction() as tx:
             if agent_key is not None:
                 action_of(tx, org_id, action_id, agent_key=agent_key)
@@ -374,8 +369,8 @@ class Recording(UseCases):
         self,
         org_id: str,
         action_id: str,
+        failure: Failed,
         *,
-        error: str,
         session_id: str | None = None,
         agent_key: str | None = None,
     ) -> Action:
@@ -385,7 +380,7 @@ class Recording(UseCases):
         separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
-        error = validation.text("error", error or "failed", validation.MAX_TEXT)
+        error = validation.text("error", failure.error or "failed", validation.MAX_TEXT)
         with self.store.transaction() as tx:
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:
@@ -425,42 +420,35 @@ class Recording(UseCases):
             return failed
 
     def record_executed_action(
-        self,
-        org_id: str,
-        session_id: str,
-        *,
-        idempotency_key: str,
-        connector: str,
-        api_name: str,
-        operation_type: OperationType,
-        payload: JSON,
-        succeeded: bool,
-        response: JSON | None = None,
-        undo: UndoConfig | None = None,
-        error: str | None = None,
-        agent_key: str | None = None,
+        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None = None
     ) -> Action:
         """Record a call that already ran without a write-ahead record, because AgentRein was unreachable
         (``failure_mode="open"``): the SDK replays it from its local journal once AgentRein answers again.
 
-        It is recorded as it happened, once: a second replay with the same ``idempotency_key`` (the key the
-        call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
+        It is recorded as it happened, once: a second replay with the same ``call.idempotency_key`` (the key
+        the call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
         noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
         A failed call rolls the session back, as it would have online."""
-        operation_type = OperationType(operation_type)
+        connector, idempotency_key, succeeded = call.connector, call.idempotency_key, call.succeeded
+        operation_type = OperationType(call.operation_type)
         self._check_connector(connector)
-        self._check_undo(connector, undo)
-        validation.json_value("payload", payload)
-        validation.json_value("response", response)
-        validation.undo_params(undo)
+        self._check_undo(connector, call.undo)
+        validation.json_value("payload", call.payload)
+        validation.json_value("response", call.response)
+        validation.undo_params(call.undo)
         redactor = self.redactors.of(connector)
         # Refused rather than redacted: the key is sent again with the undo, and two keys redacted alike
         # would be taken for one call.
         validation.secret_free("idempotency_key", idempotency_key, 100, redactor)
-        api_name, payload = validation.redacted_text("api_name", api_name, 500, redactor), redactor.redact(payload)
-        response, undo = redactor.redact(response), redactor.redact_undo(undo)
+        api_name = validation.redacted_text("api_name", call.api_name, 500, redactor)
+        payload, response, undo = (
+            redactor.redact(call.payload),
+            redactor.redact(call.response),
+            redactor.redact_undo(call.undo),
+        )
+        error = None
         if not succeeded:
-            error = redactor.redact_text(validation.text("error", error or "failed", validation.MAX_TEXT))
+            error = redactor.redact_text(validation.text("error", call.error or "failed", validation.MAX_TEXT))
         now = self.clock()
         with self.store.transaction() as tx:
             check_acts_on(tx, org_id, session_id, agent_key)

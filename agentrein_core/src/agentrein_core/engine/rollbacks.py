@@ -20,9 +20,9 @@ from datetime import timedelta
 
 import agentrein_core.engine.validation as validation
 from agentrein_core import rollback, rules
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
-    DEFAULT_APPROVAL_TIMEOUT,
     MAX_TRIGGER,
     close_reviews,
     finished,

@@ -53,7 +53,7 @@ class ApprovalController(Controller):
         confirmed within an hour. At most ``limit`` approvals (100 by default); the ``Link`` header's
         ``rel="next"`` URL fetches the next page. An agent key lists those of the sessions it opened."""
         fields = (*LISTED_FIELDS, *(include or ()))
-        page = services.engine.approval_page(
+        page = services.engine.reviews.approval_page(
             caller.org_id,
             status,
             limit=limit,
@@ -90,8 +90,8 @@ class ApprovalController(Controller):
         one open (or ended moments ago), ``agentStoppedWaitingAt`` says since when nobody waits for it."""
         engine, agent_key = services.engine, caller.agent_key
         if wait > 0:
-            return _wire(engine.wait_for_decision(caller.org_id, approval_id, wait, agent_key=agent_key))
-        return _wire(engine.get_approval(caller.org_id, approval_id, agent_key=agent_key))
+            return _wire(engine.reviews.wait_for_decision(caller.org_id, approval_id, wait, agent_key=agent_key))
+        return _wire(engine.reviews.get_approval(caller.org_id, approval_id, agent_key=agent_key))
 
     @post(
         "/{approval_id:str}/approve",
@@ -152,8 +152,8 @@ class ApprovalController(Controller):
         the sessions they opened. ``409`` if it was decided already."""
         reason = (data or bodies.Withdrawal()).reason
         agent_key = caller.agent_key
-        services.engine.withdraw(caller.org_id, approval_id, f"{reason} ({caller.label})", agent_key=agent_key)
-        return _wire(services.engine.get_approval(caller.org_id, approval_id, agent_key=agent_key))
+        services.engine.reviews.withdraw(caller.org_id, approval_id, f"{reason} ({caller.label})", agent_key=agent_key)
+        return _wire(services.engine.reviews.get_approval(caller.org_id, approval_id, agent_key=agent_key))
 
     @staticmethod
     def _decide(
@@ -171,7 +171,7 @@ class ApprovalController(Controller):
         # The record names the key as well as whoever the caller says decided, so it cannot be forged.
         reviewer = f"{decision.reviewer} ({caller.label})" if decision.reviewer else caller.label
         services.decide(caller.org_id, approval_id, reviewer, decision.reason, approve=approve)
-        return _wire(services.engine.get_approval(caller.org_id, approval_id))
+        return _wire(services.engine.reviews.get_approval(caller.org_id, approval_id))
 
 
 def _with_cursor(request: Request[Any, Any, Any], cursor: str) -> str:

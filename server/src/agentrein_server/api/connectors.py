@@ -34,7 +34,7 @@ class ConnectorController(Controller):
     def show(self, name: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.Connector:
         if name not in services.connectors.names():
             raise NotFoundError("installed connector", name, key="name")
-        return shown(name, services.engine.connector_config(caller.org_id, name))
+        return shown(name, services.engine.accounts.connector_config(caller.org_id, name))
 
     @put(
         "/{name:str}",

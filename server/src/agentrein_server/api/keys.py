@@ -26,7 +26,7 @@ class ApiKeyController(Controller):
         self, data: JSONBody[bodies.NewApiKey], caller: CallerDep, services: ServicesDep
     ) -> answers.CreatedApiKey:
         caller.require_operator("create API keys")
-        key, secret = services.engine.create_api_key(caller.org_id, data.role)
+        key, secret = services.engine.accounts.create_api_key(caller.org_id, data.role)
         return api_key_shown(key) | {"key": secret}
 
     @delete(
@@ -44,4 +44,4 @@ class ApiKeyController(Controller):
     @get(sync_to_thread=True, operation_id="listApiKeys", summary="List API keys", responses=documented(ForbiddenError))
     def list(self, caller: CallerDep, services: ServicesDep) -> answers.ApiKeys:
         caller.require_operator("list API keys")
-        return [api_key_shown(k) for k in services.engine.list_api_keys(caller.org_id)]
+        return [api_key_shown(k) for k in services.engine.accounts.list_api_keys(caller.org_id)]

@@ -3,9 +3,11 @@ execution < ``BLOCK``, the strictest match wins."""
 
 from __future__ import annotations
 
+import msgspec
 from litestar import Controller, delete, get, patch, post
 from litestar.params import FromPath, JSONBody
 
+from agentrein_core.commands import NewPolicy
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import ForbiddenError, NotFoundError, ValidationError
 from agentrein_server.api import answers, bodies
@@ -19,7 +21,7 @@ class PolicyController(Controller):
 
     @get(sync_to_thread=True, operation_id="listPolicies", summary="List policies", responses=documented())
     def list(self, caller: CallerDep, services: ServicesDep) -> answers.Policies:
-        return to_wire(services.engine.list_policies(caller.org_id))  # type: ignore[no-any-return]
+        return to_wire(services.engine.policies.list_policies(caller.org_id))  # type: ignore[no-any-return]
 
     @post(
         sync_to_thread=True,
@@ -33,18 +35,8 @@ class PolicyController(Controller):
         with ``beforeExecution`` it holds the call (``PENDING_APPROVAL``) until a reviewer approves it, for
         ``approvalTimeoutMs`` or the agent's own timeout."""
         caller.require_operator("manage policies")
-        policy = services.engine.add_policy(
-            caller.org_id,
-            data.name,
-            data.effect,
-            connector=data.connector,
-            api_name=data.api_name,
-            agent_id=data.agent_id,
-            operation_type=data.operation_type,
-            enabled=data.enabled,
-            before_execution=data.before_execution,
-            approval_timeout_ms=data.approval_timeout_ms,
-        )
+        # The body has the command's fields, camelCase on the wire.
+        policy = services.engine.policies.add_policy(caller.org_id, NewPolicy(**msgspec.structs.asdict(data)))
         return to_wire(policy)  # type: ignore[no-any-return]
 
     @patch(
@@ -58,7 +50,7 @@ class PolicyController(Controller):
         self, policy_id: FromPath[str], data: JSONBody[bodies.PolicyChange], caller: CallerDep, services: ServicesDep
     ) -> answers.Policy:
         caller.require_operator("manage policies")
-        return to_wire(services.engine.set_policy_enabled(caller.org_id, policy_id, data.enabled))  # type: ignore[no-any-return]
+        return to_wire(services.engine.policies.set_policy_enabled(caller.org_id, policy_id, data.enabled))  # type: ignore[no-any-return]
 
     @delete(
         "/{policy_id:str}",
@@ -69,4 +61,4 @@ class PolicyController(Controller):
     )
     def remove(self, policy_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
         caller.require_operator("manage policies")
-        services.engine.delete_policy(caller.org_id, policy_id)
+        services.engine.policies.delete_policy(caller.org_id, policy_id)

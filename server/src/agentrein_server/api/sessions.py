@@ -11,8 +11,8 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_202_ACCEPTED
 
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
-from agentrein_core.engine import DEFAULT_APPROVAL_TIMEOUT
 from agentrein_core.errors import (
     ApprovalRejectedError,
     ForbiddenError,
@@ -48,10 +48,10 @@ class SessionController(Controller):
         SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken. An agent
         key acts only on the sessions it opened (others answer ``404``, as another organisation's do)."""
         engine = services.engine
-        session = engine.new_session(
+        session = engine.recording.new_session(
             caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id, opened_by_key=caller.key_id
         )
-        return to_wire(engine.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
+        return to_wire(engine.recording.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
 
     @get(
         sync_to_thread=True, operation_id="listSessions", summary="List sessions", responses=documented(ValidationError)
@@ -75,7 +75,7 @@ class SessionController(Controller):
         """Sessions newest first, each with its ``displayStatus`` and ``actionCount`` (``GET /sessions/{id}``
         has its actions); filters combine; ``nextCursor`` (when not null) fetches the next page. An agent key
         lists the sessions it opened."""
-        page = services.engine.list_sessions(
+        page = services.engine.recording.list_sessions(
             caller.org_id,
             limit,
             status=status,
@@ -96,7 +96,7 @@ class SessionController(Controller):
         responses=documented(ValidationError, NotFoundError),
     )
     def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        shown = services.engine.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
         return to_wire(shown)  # type: ignore[no-any-return]
 
     @post(
@@ -108,7 +108,7 @@ class SessionController(Controller):
         responses=documented(ValidationError, NotFoundError, InvalidTransitionError),
     )
     def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        completed = services.engine.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        completed = services.engine.recording.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
         return to_wire(completed)  # type: ignore[no-any-return]
 
     @post(
@@ -125,7 +125,7 @@ class SessionController(Controller):
         """The agent's run failed outside a recorded call: AgentRein could not record one (action logging
         failed). The session is rolled back as after a failed call, while it is ``ACTIVE`` (the server's
         workers run the rollback); with nothing to undo it becomes ``FAILED``."""
-        session = services.engine.fail_session(
+        session = services.engine.recording.fail_session(
             caller.org_id, session_id, reason=data.reason, connector=data.connector, agent_key=caller.agent_key
         )
         return to_wire(session)  # type: ignore[no-any-return]
@@ -148,17 +148,19 @@ class SessionController(Controller):
         ``confirm``: earlier calls of this session that succeeded, confirmed first in the same transaction
         (the SDK sends its confirmations this way, saving a ``PATCH`` each); applied even when the new record
         is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why."""
-        timeout = bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT
+        call = WriteAhead(
+            connector=data.connector,
+            api_name=data.api_name,
+            operation_type=data.operation_type,
+            payload=data.payload,
+            requires_approval=data.requires_approval,
+            approval_timeout=bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT,
+        )
         try:
-            logged = services.engine.log_action(
+            logged = services.engine.recording.log_action(
                 caller.org_id,
                 session_id,
-                connector=data.connector,
-                api_name=data.api_name,
-                operation_type=data.operation_type,
-                payload=data.payload,
-                requires_approval=data.requires_approval,
-                approval_timeout=timeout,
+                call,
                 confirm=[Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm],
                 agent_key=caller.agent_key,
             )
@@ -190,22 +192,20 @@ class SessionController(Controller):
         if data.status == "SUCCESS":
             if data.error is not None:
                 raise ValidationError("error", "only a FAILED outcome has an error")
-            undo = _undo(data.undo)
-            action = engine.confirm_action(
+            action = engine.recording.confirm_action(
                 caller.org_id,
                 action_id,
-                response=data.response,
-                undo=undo,
+                Confirmed(data.response, _undo(data.undo)),
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )
         else:
             if data.response is not None or data.undo is not None:
                 raise ValidationError("status", "a FAILED outcome has an error, not a response or undo")
-            action = engine.fail_action(
+            action = engine.recording.fail_action(
                 caller.org_id,
                 action_id,
-                error=data.error or "failed",
+                Failed(data.error or "failed"),
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )
@@ -223,9 +223,7 @@ class SessionController(Controller):
     ) -> answers.Action:
         """Record a call that already ran while this server was unreachable (the SDK's ``failure_mode="open"``
         journal). Idempotent by ``idempotencyKey``: a repeated replay returns the first record."""
-        action = services.engine.record_executed_action(
-            caller.org_id,
-            session_id,
+        call = ExecutedCall(
             idempotency_key=data.idempotency_key,
             connector=data.connector,
             api_name=data.api_name,
@@ -235,7 +233,9 @@ class SessionController(Controller):
             response=data.response,
             undo=_undo(data.undo),
             error=data.error,
-            agent_key=caller.agent_key,
+        )
+        action = services.engine.recording.record_executed_action(
+            caller.org_id, session_id, call, agent_key=caller.agent_key
         )
         return to_wire(action)  # type: ignore[no-any-return]
 
@@ -259,7 +259,7 @@ class SessionController(Controller):
         ``409 invalid-transition`` when the rules of the status reference §3 refuse it."""
         request = data or bodies.RollbackRequest()
         trigger = f"requested: {request.reason}" if request.reason else "requested"
-        job = services.engine.request_rollback(
+        job = services.engine.rollbacks.request_rollback(
             caller.org_id,
             session_id,
             caller_role=caller.role,
@@ -286,7 +286,7 @@ class SessionController(Controller):
     ) -> answers.Rollback:
         """The session's latest rollback; with ``wait=N`` answers once it has ended or waits for a reviewer
         (or after N seconds)."""
-        job = services.engine.wait_for_rollback(caller.org_id, session_id, wait, agent_key=caller.agent_key)
+        job = services.engine.rollbacks.wait_for_rollback(caller.org_id, session_id, wait, agent_key=caller.agent_key)
         if job is None:
             raise NotFoundError("rollback of session", session_id)
         return _job(job)

@@ -28,7 +28,7 @@ class SettingsController(Controller):
     )
     def show(self, caller: CallerDep, services: ServicesDep) -> answers.Settings:
         caller.require_operator("read the organisation's settings")
-        return _describe(services.engine.settings(caller.org_id))
+        return _describe(services.engine.accounts.settings(caller.org_id))
 
     @patch(
         sync_to_thread=True,

@@ -42,7 +42,7 @@ class WebhookController(Controller):
     )
     def index(self, caller: CallerDep, services: ServicesDep) -> answers.Webhooks:
         caller.require_operator("list webhooks")  # a URL can itself be a secret (Slack's are)
-        return [_describe(h) for h in services.engine.list_webhooks(caller.org_id)]
+        return [_describe(h) for h in services.engine.outbox.list_webhooks(caller.org_id)]
 
     @delete(
         "/{webhook_id:str}",
@@ -53,7 +53,7 @@ class WebhookController(Controller):
     )
     def remove(self, webhook_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> None:
         caller.require_operator("remove webhooks")
-        services.engine.delete_webhook(caller.org_id, webhook_id)
+        services.engine.outbox.delete_webhook(caller.org_id, webhook_id)
 
     @get(
         "/{webhook_id:str}/deliveries",
@@ -71,7 +71,7 @@ class WebhookController(Controller):
     ) -> answers.Deliveries:
         """The delivery log, newest first: each event's attempts, last status or error, and outcome."""
         caller.require_operator("read delivery logs")
-        return [to_wire(d) for d in services.engine.list_deliveries(caller.org_id, webhook_id, limit)]
+        return [to_wire(d) for d in services.engine.outbox.list_deliveries(caller.org_id, webhook_id, limit)]
 
 
 def _describe(hook: Webhook) -> dict[str, Any]:

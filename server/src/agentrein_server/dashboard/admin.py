@@ -16,6 +16,7 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath
 from litestar.response import Redirect, Template
 
+from agentrein_core.commands import NewPolicy
 from agentrein_core.errors import AgentReinError, ValidationError
 from agentrein_core.model import JSON, ConnectorConfig
 from agentrein_core.policies import describe
@@ -54,8 +55,7 @@ class PolicyPages(AdminPages):
         data: Annotated[forms.NewPolicy, URL_ENCODED],
     ) -> Redirect | Template:
         try:
-            policy = services.engine.add_policy(
-                viewer.org_id,
+            new = NewPolicy(
                 data.name.strip(),
                 data.effect,
                 connector=forms.optional(data.connector),
@@ -65,6 +65,7 @@ class PolicyPages(AdminPages):
                 before_execution=bool(data.before_execution),
                 approval_timeout_ms=forms.minutes_in_ms("timeout_minutes", data.timeout_minutes),
             )
+            policy = services.engine.policies.add_policy(viewer.org_id, new)
         except AgentReinError as err:
             context = _policies(services, viewer.org_id, data)
             return refused("policies.html", viewer, err, f"Policy not added: {err}", **context)
@@ -76,7 +77,7 @@ class PolicyPages(AdminPages):
     ) -> Template:
         """Which recent actions the rule being typed would have matched."""
         try:
-            matched = services.engine.preview_policy(
+            matched = services.engine.policies.preview_policy(
                 viewer.org_id,
                 connector=forms.optional(data.connector),
                 api_name=forms.optional(data.api_name),
@@ -97,7 +98,7 @@ class PolicyPages(AdminPages):
         services: ServicesDep,
         data: Annotated[forms.PolicyState, URL_ENCODED],
     ) -> Redirect:
-        policy = services.engine.set_policy_enabled(viewer.org_id, policy_id, data.enabled == "true")
+        policy = services.engine.policies.set_policy_enabled(viewer.org_id, policy_id, data.enabled == "true")
         return redirect(
             request, "/dashboard/policies", f"Policy {policy.name!r} {'enabled' if policy.enabled else 'disabled'}."
         )
@@ -106,7 +107,7 @@ class PolicyPages(AdminPages):
     def delete(
         self, policy_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Redirect:
-        services.engine.delete_policy(viewer.org_id, policy_id)
+        services.engine.policies.delete_policy(viewer.org_id, policy_id)
         return redirect(request, "/dashboard/policies", "Policy deleted.")
 
 
@@ -128,7 +129,7 @@ class ConnectorPages(AdminPages):
     ) -> Redirect | Template:
         """Enable with the settings typed in the connector's form; an empty secret keeps the stored one."""
         connector = services.connectors.get(name)
-        stored = services.engine.connector_config(viewer.org_id, name)
+        stored = services.engine.accounts.connector_config(viewer.org_id, name)
         try:
             config, credentials = settings_from_form(connector, data, _readable(services, stored))
             services.configuration.configure_connector(
@@ -143,7 +144,7 @@ class ConnectorPages(AdminPages):
     def disable(
         self, name: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Redirect:
-        stored = services.engine.connector_config(viewer.org_id, name)
+        stored = services.engine.accounts.connector_config(viewer.org_id, name)
         services.configuration.configure_connector(
             viewer.org_id, name, enabled=False, config=stored.config if stored else {}, credentials=None
         )
@@ -157,7 +158,7 @@ class KeyPages(AdminPages):
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
         """The keys; right after one was made, its secret, this once."""
         new_key = request.session.pop("new_key", None)
-        keys = services.engine.list_api_keys(viewer.org_id)
+        keys = services.engine.accounts.list_api_keys(viewer.org_id)
         return page(request, "keys.html", viewer, keys=keys, roles=list(Role), new_key=new_key)
 
     @post(sync_to_thread=True, status_code=303)
@@ -171,7 +172,7 @@ class KeyPages(AdminPages):
         """Make a key; its secret rides in the (encrypted) session cookie to the next page view, which shows it
         once, so that reloading that page creates no second key."""
         try:
-            key, secret = services.engine.create_api_key(viewer.org_id, data.role)
+            key, secret = services.engine.accounts.create_api_key(viewer.org_id, data.role)
         except AgentReinError as err:
             return redirect(request, "/dashboard/keys", f"Key not created: {err}", error=True)
         request.session["new_key"] = {"role": key.role.value, "secret": secret}
@@ -201,7 +202,7 @@ class UserPages(AdminPages):
         data: Annotated[forms.NewUser, URL_ENCODED],
     ) -> Redirect | Template:
         try:
-            user = services.engine.create_user(viewer.org_id, data.email, data.role, data.password)
+            user = services.engine.accounts.create_user(viewer.org_id, data.email, data.role, data.password)
         except AgentReinError as err:
             context = _users(services, viewer.org_id, data)
             return refused("users.html", viewer, err, f"User not added: {err}", **context)
@@ -212,7 +213,7 @@ class UserPages(AdminPages):
         self, user_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Redirect:
         try:
-            services.engine.delete_user(viewer.org_id, user_id)
+            services.engine.accounts.delete_user(viewer.org_id, user_id)
         except AgentReinError as err:
             return redirect(request, "/dashboard/users", f"User not removed: {err}", error=True)
         return redirect(request, "/dashboard/users", "User removed.")
@@ -223,7 +224,7 @@ class SettingsPages(AdminPages):
 
     @get(sync_to_thread=True)
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
-        settings = services.engine.settings(viewer.org_id)
+        settings = services.engine.accounts.settings(viewer.org_id)
         return page(request, "settings.html", viewer, settings=settings, responses=list(DriftResponse))
 
     @post(sync_to_thread=True, status_code=303)
@@ -258,8 +259,8 @@ class WebhookPages(AdminPages):
     def index(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
         """The webhooks; right after one was made, its signing secret, this once."""
         new_secret = request.session.pop("new_webhook_secret", None)
-        hooks = services.engine.list_webhooks(viewer.org_id)
-        hosts = services.engine.settings(viewer.org_id).webhook_hosts
+        hooks = services.engine.outbox.list_webhooks(viewer.org_id)
+        hosts = services.engine.accounts.settings(viewer.org_id).webhook_hosts
         return page(
             request,
             "webhooks.html",
@@ -293,27 +294,27 @@ class WebhookPages(AdminPages):
         self, webhook_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Template:
         """The webhook's delivery log, newest first."""
-        log = services.engine.list_deliveries(viewer.org_id, webhook_id)
-        (hook,) = [h for h in services.engine.list_webhooks(viewer.org_id) if h.webhook_id == webhook_id]
+        log = services.engine.outbox.list_deliveries(viewer.org_id, webhook_id)
+        (hook,) = [h for h in services.engine.outbox.list_webhooks(viewer.org_id) if h.webhook_id == webhook_id]
         return page(request, "webhook.html", viewer, hook=hook, deliveries=log)
 
     @post("/{webhook_id:str}/delete", sync_to_thread=True, status_code=303)
     def delete(
         self, webhook_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
     ) -> Redirect:
-        services.engine.delete_webhook(viewer.org_id, webhook_id)
+        services.engine.outbox.delete_webhook(viewer.org_id, webhook_id)
         return redirect(request, "/dashboard/webhooks", "Webhook removed.")
 
 
 def _policies(services: ServicesDep, org_id: str, form: forms.NewPolicy) -> dict[str, Any]:
     """The Policies page, its form filled with ``form``."""
-    policies = services.engine.list_policies(org_id)
+    policies = services.engine.policies.list_policies(org_id)
     return {"policies": policies, "effects": list(PolicyEffect), "describe": describe, "form": form}
 
 
 def _users(services: ServicesDep, org_id: str, form: forms.NewUser) -> dict[str, Any]:
     """The Users page, its form filled with ``form`` (its password never)."""
-    return {"users": services.engine.list_users(org_id), "roles": list(UserRole), "form": form}
+    return {"users": services.engine.accounts.list_users(org_id), "roles": list(UserRole), "form": form}
 
 
 def _readable(services: ServicesDep, stored: ConnectorConfig | None) -> JSON:
@@ -342,7 +343,7 @@ def _connector_cards(
 ) -> list[ConnectorCard]:
     """Every installed connector's card; ``typed``: a refused submit (connector, form, error), whose form
     keeps what was typed."""
-    stored = {c.connector: c for c in services.engine.list_connector_configs(org_id)}
+    stored = {c.connector: c for c in services.engine.accounts.list_connector_configs(org_id)}
     cards = []
     for name in services.connectors.names():
         connector, settings = services.connectors.get(name), stored.get(name)

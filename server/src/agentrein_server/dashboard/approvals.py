@@ -81,11 +81,11 @@ def _decide(
         services.decide(viewer.org_id, approval_id, viewer.email, forms.optional(data.reason), approve=approve)
         message, error = f"You {verb} this request.", False
     except InvalidTransitionError as conflict:
-        info = services.engine.get_approval(viewer.org_id, approval_id)
+        info = services.engine.reviews.get_approval(viewer.org_id, approval_id)
         # Still pending: a concurrent change got in the way, and the decision can simply be tried again.
         message = str(conflict) if info.status is ApprovalStatus.PENDING else _already_decided(info)
         error = True
-    info = services.engine.get_approval(viewer.org_id, approval_id)
+    info = services.engine.reviews.get_approval(viewer.org_id, approval_id)
     if request.headers.get("hx-request") != "true":
         return redirect(request, "/dashboard/approvals", message, error=error)
     return fragment("approval_card.html", viewer=viewer, approval=info, message=message, error=error)
@@ -98,7 +98,7 @@ def _already_decided(info: ApprovalInfo) -> str:
 
 
 def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list[ApprovalInfo], int]:
-    return services.engine.approval_queue(org_id, RECENTLY_DECIDED, SHOWN_PENDING)
+    return services.engine.reviews.approval_queue(org_id, RECENTLY_DECIDED, SHOWN_PENDING)
 
 
 def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo], waiting: int) -> str:

@@ -59,7 +59,7 @@ class SessionPages(Controller):
         filters = {"display_status": display_status, "agent": agent.strip(), "since": since, "until": until}
         error = None
         try:
-            found = services.engine.list_sessions(
+            found = services.engine.recording.list_sessions(
                 viewer.org_id,
                 PAGE_SIZE,
                 display_status=display_status or None,
@@ -71,7 +71,7 @@ class SessionPages(Controller):
             sessions, next_cursor = found.sessions, found.next_cursor
         except ValidationError as err:
             sessions, next_cursor, error = [], None, str(err)
-        under_review = services.engine.sessions_under_review(viewer.org_id, sessions)
+        under_review = services.engine.reviews.sessions_under_review(viewer.org_id, sessions)
         query = {k: v for k, v in filters.items() if v}
         return page(
             request,
@@ -99,7 +99,7 @@ class SessionPages(Controller):
     ) -> Template:
         """What rolling back will do, for an admin to confirm."""
         require_admin(viewer)
-        session = services.engine.get_session(viewer.org_id, session_id)
+        session = services.engine.recording.get_session(viewer.org_id, session_id)
         plan = _plan(services, viewer.org_id, session)
         blocked = [step for step in plan if step.obstacle is not None]
         said = _said(services, session)
@@ -112,11 +112,13 @@ class SessionPages(Controller):
         require_admin(viewer)
         here = f"/dashboard/sessions/{session_id}"
         try:
-            services.engine.request_rollback(
+            services.engine.rollbacks.request_rollback(
                 viewer.org_id, session_id, caller_role=Role.OPERATOR, requested_by=viewer.email, trigger="dashboard"
             )
         except AgentReinError as err:
-            services.engine.get_session(viewer.org_id, session_id)  # an unknown session is a 404, not a message
+            services.engine.recording.get_session(
+                viewer.org_id, session_id
+            )  # an unknown session is a 404, not a message
             return redirect(request, here, f"Not rolled back: {err}", error=True)
         return redirect(request, here)  # the page follows the rollback itself, to its end
 
@@ -152,12 +154,12 @@ def _plan(services: Services, org_id: str, session: SessionInfo) -> list[Planned
 def _said(services: Services, session: SessionInfo) -> dict[str, ActionWords]:
     """Each action of ``session`` in its connector's words (what it does, how it is undone), by action id: the
     wording the approvals page and the command line use too."""
-    return {action.action_id: services.engine.words(action) for action in session.actions}
+    return {action.action_id: services.engine.reviews.words(action) for action in session.actions}
 
 
 def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[str, Any]:
-    session = services.engine.get_session(org_id, session_id)
-    job = services.engine.latest_rollback(org_id, session_id)
+    session = services.engine.recording.get_session(org_id, session_id)
+    job = services.engine.rollbacks.latest_rollback(org_id, session_id)
     progress = _progress(session, job)
     under_way = progress is not None and progress["running"]
     return {

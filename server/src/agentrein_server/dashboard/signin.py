@@ -100,7 +100,7 @@ class SignInController(Controller):
         if not throttle.checks.acquire(timeout=5):
             return self._again(request, data, 503, "Too many sign-ins at once; try again in a moment.")
         try:
-            user = services.engine.sign_in(email, data.password)
+            user = services.engine.accounts.sign_in(email, data.password)
         except UnauthorizedError:
             return self._again(request, data, 401, "The email or the password is wrong.")
         finally:
@@ -119,6 +119,6 @@ class SignInController(Controller):
     @post("/logout", sync_to_thread=True, status_code=303)
     def sign_out(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Redirect:
         """Signs out everywhere: every sign-in of this user ends, not only this browser's cookie."""
-        services.engine.end_sign_ins(viewer.org_id, viewer.user.user_id)
+        services.engine.accounts.end_sign_ins(viewer.org_id, viewer.user.user_id)
         request.clear_session()
         return redirect(request, "/dashboard/login")

@@ -63,7 +63,7 @@ def signed_in_user(connection: ASGIConnection[Any, Any, Any, Any], services: Ser
     if not isinstance(since, int | float) or not 0 <= time.time() - since < SIGNED_IN_SECONDS:
         raise SignInRequired
     try:
-        user = services.engine.get_user(org_id, user_id)
+        user = services.engine.accounts.get_user(org_id, user_id)
     except NotFoundError:
         raise SignInRequired from None
     if user.sign_in_epoch != epoch:
