@@ -72,8 +72,8 @@ import httpx
 from cryptography.fernet import Fernet
 
 from agentrein import AgentRein
-from agentrein.outbox import JOURNAL_ENV
-from agentrein.served import ServedMode
+from agentrein._outbox import JOURNAL_ENV
+from agentrein._served import ServedMode
 from agentrein_core.commands import Confirmed, WriteAhead
 from agentrein_core.statuses import ApprovalStatus, OperationType
 from agentrein_testing import FakeService

@@ -26,10 +26,10 @@ from agentrein_testing import FakeService
 KILLED_AGENT = """
 import os, signal, sys
 import httpx
-import agentrein.outbox
+import agentrein._outbox
 from agentrein import AgentRein
 
-agentrein.outbox.FLUSH_DELAY = 60.0
+agentrein._outbox.FLUSH_DELAY = 60.0
 url, key, journal, service = sys.argv[1:]
 ar = AgentRein(base_url=url, api_key=key, journal_path=journal)
 session = ar.new_session(agent_id="killed", intent="one order")
@@ -74,7 +74,7 @@ def rest(tenant: Tenant) -> httpx.Client:
 def test_a_wrapped_call_costs_one_request_to_the_server_and_every_confirmation_arrives(
     agent: AgentRein, slow_relay: Relay, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agentrein.outbox.FLUSH_DELAY", 60.0)  # only the calls themselves send them
+    monkeypatch.setattr("agentrein._outbox.FLUSH_DELAY", 60.0)  # only the calls themselves send them
     session, client = wrapped_in_a_session(agent, service)
     per_call = []
     for n in range(5):

@@ -24,8 +24,8 @@ from agentrein import (
     SessionInfo,
     SessionStatus,
 )
-from agentrein.outbox import CallRecorded, Outbox, SessionCompleted, journal_file
-from agentrein.port import Recorder
+from agentrein._outbox import CallRecorded, Outbox, SessionCompleted, journal_file
+from agentrein._port import Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.commands import ExecutedCall
 from agentrein_core.statuses import OperationType

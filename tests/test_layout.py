@@ -236,3 +236,21 @@ def test_nothing_outside_the_core_runs_a_background_duty_itself() -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DUTIES
     )
     assert called == []
+
+
+def test_every_module_of_the_sdk_but_its_package_is_private() -> None:
+    public = sorted(m for m in MODULES if m.startswith("agentrein.") and not m.split(".")[-1].startswith("_"))
+    assert public == []
+
+
+def test_the_products_built_on_the_sdk_import_it_through_its_package() -> None:
+    """What a user imports is what the testing kit and the demo import: the command line alone, part of the
+    product, drives the SDK's modes directly."""
+    through_internals = sorted(
+        f"{module} imports {other}"
+        for module, imported in GRAPH.items()
+        if distribution(module) in ("testing", "demo")
+        for other in imported
+        if other.startswith("agentrein.")
+    )
+    assert through_internals == []

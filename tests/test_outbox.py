@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import pytest
 
-from agentrein.outbox import (
+from agentrein._outbox import (
     CallConfirmed,
     CallRecorded,
     Outbox,
@@ -25,7 +25,7 @@ from agentrein.outbox import (
     SessionCompleted,
     journal_file,
 )
-from agentrein.port import Recorder
+from agentrein._port import Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.commands import ExecutedCall
 from agentrein_core.converter import undo_from_wire

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from serving import RunningServer, Tenant
 
-from agentrein import AgentRein
-from agentrein.admin import AdminClient
+from agentrein import AdminClient, AgentRein
 from agentrein_core.commands import NewPolicy
 from agentrein_core.engine import Engine
 from agentrein_core.errors import (

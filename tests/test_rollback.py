@@ -220,7 +220,7 @@ def test_a_rollback_approval_whose_time_ends_just_after_the_callers_wait_is_seen
     end falls just past the caller's deadline, and the caller still sees it declined, not left pending."""
     from types import SimpleNamespace
 
-    from agentrein.waiting import until_rollback_ends
+    from agentrein._waiting import until_rollback_ends
     from agentrein_core.statuses import RollbackStatus
 
     opened = time.monotonic()

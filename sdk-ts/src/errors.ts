@@ -1,5 +1,5 @@
 /**
- * The errors an agent may catch: the tree of the Python SDK (`agentrein_core.errors`, `agentrein.errors`).
+ * The errors an agent may catch: the tree of the Python SDK (`agentrein_core.errors`, `agentrein._errors`).
  * Each class has its problem+json `type` slug; `fromProblem` turns a server's answer back into the same
  * named error, with the server's `detail` as its message, so agent code catches what the server meant.
  */

@@ -1,5 +1,5 @@
 /**
- * The guarded call (`agentrein.guard`): what happens, in order, when a wrapped client makes a
+ * The guarded call (`agentrein._guard`): what happens, in order, when a wrapped client makes a
  * side-effecting call.
  *
  * 1. The connector describes the call (`prepare`); reads pass straight through.

@@ -1,4 +1,4 @@
-/** The options of one `wrap()` call, checked once when the client is wrapped (as `agentrein.options`). */
+/** The options of one `wrap()` call, checked once when the client is wrapped (as `agentrein._options`). */
 
 import type { Connector, Json } from './connector.js';
 import { ValidationError } from './errors.js';

@@ -1,5 +1,5 @@
 /**
- * The SDK's local outbox (`agentrein.outbox`): what AgentRein is still to learn, kept in one file until it
+ * The SDK's local outbox (`agentrein._outbox`): what AgentRein is still to learn, kept in one file until it
  * is sent, as one append-only log of typed entries (`Entry`, tagged by `kind`).
  *
  * What happened while AgentRein could not be reached (`failureMode: 'open'`): a warning says once that calls

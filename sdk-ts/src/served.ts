@@ -1,5 +1,5 @@
 /**
- * The server's operations, as the SDK uses them (`agentrein.served.ServedMode`): every request sends the
+ * The server's operations, as the SDK uses them (`agentrein._served.ServedMode`): every request sends the
  * pending confirmations first (`outbox.ts`), except the write-ahead record, which carries its
  * session's. Rollbacks run in the server's workers; this side waits for them.
  */

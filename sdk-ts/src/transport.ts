@@ -1,5 +1,5 @@
 /**
- * The SDK's HTTP to an AgentRein server (`agentrein.http.Connection`): one request at a time with the API
+ * The SDK's HTTP to an AgentRein server (`agentrein._http.Connection`): one request at a time with the API
  * key, answered with its JSON or with the named error its problem+json stands for. A server that cannot
  * be reached, or answers 502/503/504, is `AgentReinUnavailableError` (`failureMode` decides what a wrapped
  * call does then). Reads are retried on connection failures (they change nothing); writes are not.

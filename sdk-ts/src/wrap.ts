@@ -1,5 +1,5 @@
 /**
- * `wrap()`'s proxy (`agentrein.proxy`): the client itself is the Proxy's target, so `wrapped instanceof
+ * `wrap()`'s proxy (`agentrein._proxy`): the client itself is the Proxy's target, so `wrapped instanceof
  * Stripe` stays true and its type is the client's own. Every method reached from it, at any depth the
  * connector descends (`stripe.subscriptions.cancel`, `octokit.rest.issues.create`), is intercepted: the
  * connector prepares the call (`null`: a read or a helper, called as is) and the guard runs it. Methods are

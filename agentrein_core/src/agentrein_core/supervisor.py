@@ -7,7 +7,7 @@ once, and how long it pauses when it found nothing to do. Its hosts only say wha
   the undos, rollback jobs of every organisation are claimed by several threads, intent checks, webhook
   deliveries and the ``agentrein_notify`` plugins have a thread each, and on PostgreSQL a listener turns
   other replicas' NOTIFYs into this process's wake-ups;
-- embedded mode (:mod:`agentrein.embedded`): one daemon thread, one organisation, the undos run through the
+- embedded mode (:mod:`agentrein._embedded`): one daemon thread, one organisation, the undos run through the
   clients the agent wrapped, so only the rollbacks of sessions this process can run are taken (several
   processes on one SQLite file never run each other's sessions' undos). It sleeps until a duty is due, so an
   idle process keeps no busy thread.

@@ -13,7 +13,7 @@ from agentrein_cli.reach import admin, engine, organisation
 from agentrein_core.statuses import Role
 
 if TYPE_CHECKING:
-    from agentrein.admin import AdminClient
+    from agentrein import AdminClient
     from agentrein_core.engine import Engine
 
 T = TypeVar("T")

@@ -1,10 +1,10 @@
 """How a command reaches AgentRein, one way to each target: a server (``--url``) through the SDK, whose
-served mode reads and decides and whose :class:`~agentrein.admin.AdminClient` manages connector settings and
+served mode reads and decides and whose :class:`~agentrein._admin.AdminClient` manages connector settings and
 rollbacks; a database (``--database-url``) through the engine, in the SDK's embedded mode (without the
 background work of an agent's process), with the engine's settings that hold secrets (vault, connectors:
 :mod:`agentrein_core.engine.configuration`), and the undos of the stored connector settings where a rollback
 runs here (the core's supervisor runs it, as a server's workers would). Both modes are the SDK's
-:class:`~agentrein.port.Mode`, and raise the same named errors.
+:class:`~agentrein._port.Mode`, and raise the same named errors.
 
 Only the commands that make a database (``serve``, ``db upgrade``, ``orgs create``) create a missing SQLite
 file: every other one refuses it, so that a command run in the wrong directory does not answer from an empty
@@ -23,8 +23,8 @@ from agentrein_cli.common import API_KEY_ENV, DATABASE_URL_ENV, Target, errors_e
 from agentrein_core.errors import AgentReinError, ValidationError
 
 if TYPE_CHECKING:
-    from agentrein.admin import AdminClient
-    from agentrein.port import Mode
+    from agentrein import AdminClient
+    from agentrein._port import Mode
     from agentrein_core.engine import Engine
     from agentrein_core.engine.configuration import Configuration
     from agentrein_core.model import Organisation
@@ -37,7 +37,7 @@ def records(target: Target, *, create_organisation: bool = False) -> Iterator[Mo
     agent opens it (made when missing), for a command that writes, where a read says it is missing."""
     with errors_exit():
         if target.url:
-            from agentrein.served import ServedMode
+            from agentrein._served import ServedMode
 
             served = ServedMode(target.url, _key(target.api_key))
             try:
@@ -55,8 +55,8 @@ def records(target: Target, *, create_organisation: bool = False) -> Iterator[Mo
 def in_organisation(found: Engine, org_id: str) -> Mode:
     """The engine's use cases in one organisation, with an operator's rights (the SDK's embedded mode). This
     process holds no wrapped client: an undo it cannot run is left for a process that can."""
-    from agentrein.embedded import EmbeddedMode
-    from agentrein.executor import ClientUndoExecutor
+    from agentrein._embedded import EmbeddedMode
+    from agentrein._executor import ClientUndoExecutor
     from agentrein_core.plugins import Connectors, new_plugin_manager
 
     return EmbeddedMode(found, org_id, ClientUndoExecutor(Connectors(new_plugin_manager(load_entry_points=False))))
@@ -120,7 +120,7 @@ def undoing(target: Target) -> Iterator[tuple[Engine, SettingsUndoExecutor, str]
 @contextmanager
 def admin(url: str, api_key: str | None) -> Iterator[AdminClient]:
     """The operator API of the server at ``url``, for one command."""
-    from agentrein.admin import AdminClient
+    from agentrein import AdminClient
 
     with errors_exit(), AdminClient(url, _key(api_key)) as client:
         yield client

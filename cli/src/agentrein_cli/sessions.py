@@ -16,7 +16,7 @@ from agentrein_core.statuses import ApprovalPurpose, ApprovalStatus, Role, Rollb
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from agentrein.port import Mode
+    from agentrein._port import Mode
     from agentrein_core.model import Action, Rollback
     from agentrein_core.read_models import SessionInfo
     from agentrein_core.settings_undo import SettingsUndoExecutor

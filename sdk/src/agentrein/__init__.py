@@ -9,10 +9,10 @@ when the run goes wrong.
 
 from __future__ import annotations
 
-from agentrein.admin import AdminClient
-from agentrein.async_client import AsyncAgentRein
-from agentrein.client import AgentRein
-from agentrein.errors import (
+from agentrein._admin import AdminClient
+from agentrein._async_client import AsyncAgentRein
+from agentrein._client import AgentRein
+from agentrein._errors import (
     AgentReinError,
     AgentReinUnavailableError,
     ApprovalRejectedError,

@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 import attrs
 from attrs import field, frozen
 
-from agentrein.client import AgentRein
+from agentrein import AgentRein
 from agentrein_core.connector import Connector, PreparedCall, Undoable
 from agentrein_core.hookspecs import hookimpl
 from agentrein_core.model import UNDO_NONE, Action, UndoConfig

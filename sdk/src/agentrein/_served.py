@@ -1,11 +1,11 @@
-"""Server mode: the SDK's :class:`~agentrein.port.Mode` over the AgentRein REST API (httpx).
+"""Server mode: the SDK's :class:`~agentrein._port.Mode` over the AgentRein REST API (httpx).
 
 Every answer is turned back into the same records embedded mode returns (``agentrein_core.converter.wire``),
 and every problem+json error into the same named exception, so agent code cannot tell the modes apart. A
 server that cannot be reached, or answers 5xx, is :class:`AgentReinUnavailableError` (``failure_mode``
 decides what the agent's call does then). Rollbacks run in the server's workers; this side waits for them.
 A successful call's confirmation travels with the session's next request (the local outbox,
-:mod:`agentrein.outbox`), and every other request sends the pending ones first.
+:mod:`agentrein._outbox`), and every other request sends the pending ones first.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import time
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from agentrein.http import Connection
-from agentrein.http import segment as _seg
-from agentrein.outbox import CallConfirmed, Outbox
-from agentrein.waiting import after_decision, outlasting, until_rollback_ends
+from agentrein._http import Connection
+from agentrein._http import segment as _seg
+from agentrein._outbox import CallConfirmed, Outbox
+from agentrein._waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
 from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
@@ -59,7 +59,7 @@ class ServedMode:
         self._connection.close()
 
     def _call(self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0) -> Any:
-        """One request, once the confirmations still pending have been sent (:mod:`agentrein.outbox`):
+        """One request, once the confirmations still pending have been sent (:mod:`agentrein._outbox`):
         what it reads or changes comes after the outcomes of the calls made before it."""
         self.outbox.flush()
         return self._connection.call(method, path, json=json, params=params, wait=wait)
@@ -91,7 +91,7 @@ class ServedMode:
     # actions ------------------------------------------------------------------------------------------
     def log_action(self, session_id: str, call: WriteAhead) -> LoggedAction:
         body = to_wire(call)
-        # The session's earlier successes travel with it, applied first (:mod:`agentrein.outbox`).
+        # The session's earlier successes travel with it, applied first (:mod:`agentrein._outbox`).
         carried = self.outbox.take(session_id)
         if carried:
             body["confirm"] = [outcome.wire() for outcome in carried]
@@ -115,7 +115,7 @@ class ServedMode:
         self._call("POST", f"/approvals/{_seg(approval_id)}/withdraw", json={"reason": reason})
 
     def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> None:
-        """Kept, and sent with the session's next request or within moments (:mod:`agentrein.outbox`)."""
+        """Kept, and sent with the session's next request or within moments (:mod:`agentrein._outbox`)."""
         self.outbox.keep(session_id, action_id, confirmed.response, confirmed.undo)
 
     def _send_confirmation(self, outcome: CallConfirmed) -> None:
@@ -139,7 +139,7 @@ class ServedMode:
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """Long-polls: the server answers the moment the approval is decided. A server that goes away (killed,
         restarted, stopping) is reconnected to with backoff until ``timeout`` is up
-        (:func:`~agentrein.waiting.outlasting`); each long-poll is also how the dashboard knows the agent waits."""
+        (:func:`~agentrein._waiting.outlasting`); each long-poll is also how the dashboard knows the agent waits."""
         deadline = time.monotonic() + max(0.0, timeout)
         path = f"/approvals/{_seg(approval_id)}"
 

@@ -3,7 +3,7 @@
 Everything a server's workers would do is done here by the core's supervisor
 (:class:`~agentrein_core.supervisor.Supervisor`), in one daemon thread of this process: the undos of a
 rollback run through the clients wrapped in this process, or the organisation's stored connector settings
-where it wrapped none (:class:`~agentrein.executor.ClientUndoExecutor`), approvals past their time are
+where it wrapped none (:class:`~agentrein._executor.ClientUndoExecutor`), approvals past their time are
 expired, idle sessions abandoned and intent checks run. The agent's calls only wait for what it does. The
 embedded caller owns its database, so it has an operator's rights (it may, for instance, roll back a session
 it already completed).
@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from agentrein.executor import ClientUndoExecutor
-from agentrein.waiting import after_decision, outlasting, until_rollback_ends
+from agentrein._executor import ClientUndoExecutor
+from agentrein._waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.database import shown_database_url
 from agentrein_core.engine import DEFAULT_ORGANISATION, Engine

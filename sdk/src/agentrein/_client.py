@@ -8,15 +8,15 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrein.errors import RollbackFailedError
-from agentrein.executor import ClientRef, ClientUndoExecutor
-from agentrein.guard import Guard
-from agentrein.http import API_KEY_ENV, URL_ENV
-from agentrein.options import WrapOptions, checked_failure_mode
-from agentrein.outbox import Outbox, RollbackRequested
-from agentrein.port import Mode
-from agentrein.proxy import WrappedClient
-from agentrein.served import ServedMode
+from agentrein._errors import RollbackFailedError
+from agentrein._executor import ClientRef, ClientUndoExecutor
+from agentrein._guard import Guard
+from agentrein._http import API_KEY_ENV, URL_ENV
+from agentrein._options import WrapOptions, checked_failure_mode
+from agentrein._outbox import Outbox, RollbackRequested
+from agentrein._port import Mode
+from agentrein._proxy import WrappedClient
+from agentrein._served import ServedMode
 from agentrein_core.commands import NewPolicy
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
@@ -26,7 +26,7 @@ from agentrein_core.redaction import AGENTREIN_LOGGERS, Redactor, redact_logs
 from agentrein_core.statuses import ApprovalStatus, PolicyEffect
 
 if TYPE_CHECKING:
-    from agentrein.embedded import EmbeddedMode
+    from agentrein._embedded import EmbeddedMode
 
 T = TypeVar("T")
 SessionRef = SessionSummary | str  # a session read whole (SessionInfo) or listed, or its id
@@ -79,7 +79,7 @@ class AgentRein:
         """Where the records go in embedded mode (``None`` in server mode)."""
         if isinstance(self._mode, ServedMode):
             return None
-        from agentrein.embedded import EmbeddedMode  # loaded already: this is embedded mode
+        from agentrein._embedded import EmbeddedMode  # loaded already: this is embedded mode
 
         assert isinstance(self._mode, EmbeddedMode)
         return self._mode.engine.store.url
@@ -300,7 +300,7 @@ class AgentRein:
 def _embedded(database_url: str | None, organisation: str, connectors: Connectors) -> EmbeddedMode:
     """Embedded mode, imported only when it is used: an agent of a server never loads the engine's database
     layer (SQLAlchemy and the rest)."""
-    from agentrein.embedded import EmbeddedMode
+    from agentrein._embedded import EmbeddedMode
     from agentrein_core.store import Store
 
     return EmbeddedMode.for_agent(Store(database_url), organisation, connectors)

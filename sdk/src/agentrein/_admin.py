@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrein.http import Connection, segment
+from agentrein._http import Connection, segment
 from agentrein_core.converter import from_wire
 from agentrein_core.model import JSON, Rollback
 from agentrein_core.statuses import Role

@@ -1,5 +1,5 @@
-"""The SDK's HTTP to an AgentRein server, shared by the agent's transport (:class:`~agentrein.served.ServedMode`)
-and the operator's :class:`~agentrein.admin.AdminClient`: one request at a time, answered with its JSON or
+"""The SDK's HTTP to an AgentRein server, shared by the agent's transport (:class:`~agentrein._served.ServedMode`)
+and the operator's :class:`~agentrein._admin.AdminClient`: one request at a time, answered with its JSON or
 with the named error its problem+json stands for (``agentrein_core.errors.from_problem``).
 
 Every wrapped call makes one of these requests, so they go straight to httpx's own connection pool (httpcore):

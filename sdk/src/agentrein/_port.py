@@ -5,8 +5,8 @@ a reviewer, confirm or fail it, report a call that ran while AgentRein was unrea
 could not be recorded, see the session's rollback through), and what the journal replays besides (a session
 opened, completed or rolled back while AgentRein was unreachable). :class:`Mode` is everything
 :class:`~agentrein.AgentRein` offers on top. Each has two implementations, the modes:
-:class:`~agentrein.embedded.EmbeddedMode` (the engine in this process, which runs the undos through the
-wrapped clients) and :class:`~agentrein.served.ServedMode` (a server over HTTP, whose workers run them); who
+:class:`~agentrein._embedded.EmbeddedMode` (the engine in this process, which runs the undos through the
+wrapped clients) and :class:`~agentrein._served.ServedMode` (a server over HTTP, whose workers run them); who
 drives a rollback is the mode's own business, so neither needs a stub of the other's.
 """
 
@@ -22,7 +22,7 @@ from agentrein_core.statuses import ApprovalStatus
 
 
 class Recorder(Protocol):
-    """What a guarded call needs (:mod:`agentrein.guard`), and what the journal replays through."""
+    """What a guarded call needs (:mod:`agentrein._guard`), and what the journal replays through."""
 
     #: Whose records these are (a database and organisation, or a server and key): the journal replays an
     #: entry only to the recorder that journaled it.
@@ -49,7 +49,7 @@ class Recorder(Protocol):
     def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> Action | None:
         """The call succeeded: ``CLEARED -> SUCCESS``. Embedded, at once (the action as stored); through a
         server, with the session's next request or within moments (``None``: see
-        :mod:`agentrein.outbox`)."""
+        :mod:`agentrein._outbox`)."""
         ...
 
     def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action: ...

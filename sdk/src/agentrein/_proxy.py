@@ -1,7 +1,7 @@
 """The transparent proxy ``wrap()`` returns.
 
 It stands in for the client: attribute reads go to the client, method calls go through the
-:class:`~agentrein.guard.Guard`, service objects the connector names (:meth:`Connector.descend`) are wrapped in
+:class:`~agentrein._guard.Guard`, service objects the connector names (:meth:`Connector.descend`) are wrapped in
 turn, whether reached as attributes (``client.v1.customers``) or returned by calls (``gh.get_repo(...)``, and
 the items of a returned list), and ``isinstance(proxy, type(client))`` stays true, so code and type checks
 written for the client keep working.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
-from agentrein.guard import Guard
+from agentrein._guard import Guard
 
 _TARGET = "_agentrein_target"
 _GUARD = "_agentrein_guard"

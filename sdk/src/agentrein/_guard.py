@@ -8,7 +8,7 @@
    :class:`ApprovalRejectedError` / :class:`ApprovalTimeoutError` is raised).
 4. The call runs with its idempotency key, retried on transient failures when the caller said it may be.
 5. Success is confirmed with the redacted response and the undo the connector derives (through a server, with
-   the session's next request: :mod:`agentrein.outbox`); failure is recorded, the session rolled back,
+   the session's next request: :mod:`agentrein._outbox`); failure is recorded, the session rolled back,
    and the original exception re-raised, at once in either mode.
 
 Async clients follow the same steps; the bookkeeping runs in a worker thread so the event loop never waits.
@@ -26,12 +26,12 @@ from typing import Any
 
 from attrs import define, evolve
 
-from agentrein.errors import RollbackFailedError
-from agentrein.executor import ClientRef, ClientUndoExecutor
-from agentrein.options import WrapOptions
-from agentrein.outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
-from agentrein.port import Recorder
-from agentrein.waiting import EXPIRY_GRACE
+from agentrein._errors import RollbackFailedError
+from agentrein._executor import ClientRef, ClientUndoExecutor
+from agentrein._options import WrapOptions
+from agentrein._outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
+from agentrein._port import Recorder
+from agentrein._waiting import EXPIRY_GRACE
 from agentrein_core import nesting
 from agentrein_core.commands import Confirmed, ExecutedCall, Failed, WriteAhead
 from agentrein_core.connector import PreparedCall

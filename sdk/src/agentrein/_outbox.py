@@ -55,7 +55,7 @@ from uuid import uuid4
 import platformdirs
 from attrs import evolve, field, frozen
 
-from agentrein.port import Recorder
+from agentrein._port import Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.commands import Confirmed, ExecutedCall, Failed
 from agentrein_core.converter import from_wire, to_wire

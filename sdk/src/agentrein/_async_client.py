@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from agentrein.client import AgentRein, SessionRef
+from agentrein._client import AgentRein, SessionRef
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
 from agentrein_core.plugins import Connectors
 from agentrein_core.read_models import ApprovalInfo, SessionInfo, SessionSummary
