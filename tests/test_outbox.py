@@ -149,9 +149,9 @@ def assert_sent_in_order(confirmed: list[CallConfirmed], replayed: list[tuple[An
         ("fail_action", "ses_old"),
         ("complete_session", "ses_new"),
         ("request_rollback", "ses_old"),
-        ("settle_rollback", "ses_old"),
+        ("follow_rollback", "ses_old"),
         ("fail_session", "ses_old"),
-        ("settle_rollback", "ses_old"),
+        ("follow_rollback", "ses_old"),
     ]
     assert replayed[0][-1] == ("session_id", "ses_new")
     assert replayed[1][2] == ExecutedCall(
@@ -205,7 +205,7 @@ def test_every_kind_of_entry_is_kept_in_one_file_and_sent_in_the_order_it_was_wr
         "fail_action",
         "complete_session",
         "request_rollback",
-        "settle_rollback",
+        "follow_rollback",
     ]
     outbox.close()
 

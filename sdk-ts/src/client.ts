@@ -197,7 +197,7 @@ export class AgentRein {
         `${error.message}; the rollback of session ${id} is journaled in ${this.journal.path} and requested as soon as AgentRein answers`,
       );
     }
-    const now = await this.served.settleRollback(id, timeoutMs);
+    const now = await this.served.followRollback(id, timeoutMs);
     const failure = RollbackFailedError.of(now);
     if (failure !== null) throw failure;
     return now;
@@ -227,7 +227,7 @@ export class AgentRein {
   private async decide(approvalId: string, verb: 'approve' | 'reject', decision: Decision): Promise<Approval> {
     const decided = await this.served.decide(approvalId, verb, decision.reviewer ?? null, decision.reason ?? null);
     try {
-      await this.served.settleRollback(decided.sessionId, DEFAULT_TIMEOUT_MS, { stopAtReview: true });
+      await this.served.followRollback(decided.sessionId, DEFAULT_TIMEOUT_MS, { stopAtReview: true });
       return await this.served.getApproval(approvalId);
     } catch (error) {
       // The decision was made: following the rollback it started is a courtesy, so its problems are said,
@@ -277,7 +277,7 @@ export class AgentRein {
   }
 
   /** @internal What is pending is sent; what the server does not take goes to the journal. */
-  async settlePending(): Promise<void> {
+  async sendPending(): Promise<void> {
     try {
       await this.served.confirmations.flush();
     } catch {
@@ -303,7 +303,7 @@ const FORGET = new FinalizationRegistry<WeakRef<AgentRein>>((ref) => LIVE.delete
 process.on('beforeExit', () => {
   for (const ref of LIVE) {
     const agentrein = ref.deref();
-    if (agentrein?.hasPending()) void agentrein.settlePending();
+    if (agentrein?.hasPending()) void agentrein.sendPending();
   }
 });
 process.once('exit', () => {

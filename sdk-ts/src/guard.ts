@@ -118,7 +118,7 @@ async function writeAhead(guard: Guard, call: PreparedCall, path: readonly strin
       }
       await loggingFailed(guard, error, error, call.apiName);
     } else if (error instanceof ApprovalRejectedError) {
-      await settle(guard, error); // the plan has no approval gates: the session is being rolled back
+      await seeRollbackThrough(guard, error); // the plan has no approval gates: the session is being rolled back
     } else if (isLoggingFailure(error)) {
       await loggingFailed(guard, error, error, call.apiName);
     }
@@ -157,7 +157,7 @@ async function awaitApproval(guard: Guard, logged: LoggedAction): Promise<void> 
           logged.action.actionId,
         );
   // Out of reach until its time was up: AgentRein expires the request, and rolls the session back, once back.
-  if (decision !== null) await settle(guard, refusal);
+  if (decision !== null) await seeRollbackThrough(guard, refusal);
   throw refusal;
 }
 
@@ -202,7 +202,7 @@ async function recordFailure(guard: Guard, action: WireAction, error: unknown): 
     if (isLoggingFailure(failure)) await loggingFailed(guard, error, failure, action.apiName);
     return;
   }
-  await settle(guard, error);
+  await seeRollbackThrough(guard, error);
 }
 
 /** Recording `apiName` failed with `cause`: roll the session back, as a failed call does, before the call
@@ -221,16 +221,16 @@ async function loggingFailed(guard: Guard, raising: unknown, cause: unknown, api
     }
     return;
   }
-  await settle(guard, raising);
+  await seeRollbackThrough(guard, raising);
 }
 
 /** See the session's rollback through before the call throws `raising`; a rollback that failed is attached
  *  to it (`err.agentreinRollbackFailure`). AgentRein's own problems here are logged: the agent must see its
  *  own error. */
-async function settle(guard: Guard, raising: unknown): Promise<void> {
+async function seeRollbackThrough(guard: Guard, raising: unknown): Promise<void> {
   let session;
   try {
-    session = await guard.served.settleRollback(guard.sessionId, guard.options.timeoutMs, { stopAtReview: true });
+    session = await guard.served.followRollback(guard.sessionId, guard.options.timeoutMs, { stopAtReview: true });
   } catch (error) {
     if (error instanceof AgentReinUnavailableError) guard.journal.warnUnavailable(error);
     else guard.log(`AgentRein could not finish rolling back session ${guard.sessionId}: ${describe(error, guard.redactor)}`);

@@ -269,8 +269,8 @@ export class Outbox {
   /** The lines `ids` are settled: gone from the journal. */
   release(ids: readonly string[]): void {
     if (!ids.length) return;
-    const settled = new Set(ids);
-    locked(this.path, () => this.write(this.read().filter((line) => !settled.has(line.id))));
+    const sent = new Set(ids);
+    locked(this.path, () => this.write(this.read().filter((line) => !sent.has(line.id))));
   }
 
   /** `token` sends what it holds itself from now on, until `letGo(token)`: its lines are not replayed. */
@@ -529,7 +529,7 @@ export class Confirmations {
   }
 
   /** The session's pending confirmations, for its next write-ahead record to carry; the caller then reports them
-   *  `settled` or `putBack`. */
+   *  `delivered` or `putBack`. */
   take(sessionId: string): CallConfirmed[] {
     const taken = this.pending.filter((o) => o.sessionId === sessionId).slice(0, MAX_CONFIRMATIONS);
     this.pending = this.pending.filter((o) => !taken.includes(o));
@@ -538,7 +538,7 @@ export class Confirmations {
   }
 
   /** These are applied, or refused for good. */
-  settled(confirmations: readonly CallConfirmed[]): void {
+  delivered(confirmations: readonly CallConfirmed[]): void {
     this.landed(confirmations);
     const ids = confirmations.flatMap((o) => {
       const id = this.written.get(o);
@@ -601,7 +601,7 @@ export class Confirmations {
           this.warn(`AgentRein refused the confirmation of action ${confirmation.actionId}; it stays CLEARED: ${error.message}`);
         }
       }
-      this.settled([confirmation]);
+      this.delivered([confirmation]);
     }
   }
 

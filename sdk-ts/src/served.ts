@@ -101,13 +101,13 @@ export class Served implements Replayer {
       logged = await this.connection.call<LoggedAction>('POST', `/sessions/${segment(sessionId)}/actions`, { body });
     } catch (error) {
       if (error instanceof PolicyBlockedError || error instanceof ApprovalRejectedError || error instanceof InvalidTransitionError) {
-        this.confirmations.settled(carried); // refused after the confirmations were applied
+        this.confirmations.delivered(carried); // refused after the confirmations were applied
       } else {
         this.confirmations.putBack(carried); // maybe not applied: sent again (a second time is harmless)
       }
       throw error;
     }
-    this.confirmations.settled(carried);
+    this.confirmations.delivered(carried);
     for (const refused of logged.refusedConfirmations ?? []) {
       warn(`AgentRein did not apply the confirmation of action ${refused.actionId}: ${refused.detail}`);
     }
@@ -202,7 +202,7 @@ export class Served implements Replayer {
 
   /** Wait for the server's workers to end the session's rollback (or for it to wait for a reviewer), at
    *  most `waitMs`; the session as it then stands. */
-  async settleRollback(sessionId: string, waitMs: number, { stopAtReview = false } = {}): Promise<WireSession> {
+  async followRollback(sessionId: string, waitMs: number, { stopAtReview = false } = {}): Promise<WireSession> {
     const deadline = Date.now() + waitMs;
     // Reads only, so the whole look is repeated when the server went away meanwhile.
     await outlasting(deadline, async () => {

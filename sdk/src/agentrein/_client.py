@@ -140,7 +140,7 @@ class AgentRein:
                 raise
             self._outbox.warn_unavailable(exc, stacklevel=3)
             return offline
-        self._clients.settled(completed)
+        self._clients.forget_if_ended(completed)
         return completed
 
     def rollback_session(self, session: SessionRef, *, timeout_ms: int | None = None) -> SessionInfo:
@@ -168,8 +168,8 @@ class AgentRein:
                 f"{exc}; the rollback of session {session_id} is journaled in {self._outbox.path} and requested "
                 "as soon as AgentRein answers"
             ) from exc
-        session_now = self._mode.settle_rollback(session_id, wait=timeout)
-        self._clients.settled(session_now)
+        session_now = self._mode.follow_rollback(session_id, wait=timeout)
+        self._clients.forget_if_ended(session_now)
         failure = RollbackFailedError.of(session_now)
         if failure is not None:
             raise failure

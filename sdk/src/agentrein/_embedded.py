@@ -140,7 +140,7 @@ class EmbeddedMode:
     def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
         return self.engine.recording.fail_session(self.org_id, session_id, reason=reason, connector=connector)
 
-    def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
+    def follow_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """Wait while this process's supervisor runs the session's rollback through the wrapped clients;
         raises :class:`~agentrein_core.errors.UndoUnavailableError` when no client here can run an undo."""
         self._refuse_on_its_own_loop(session_id)

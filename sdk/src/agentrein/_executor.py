@@ -41,7 +41,7 @@ class ClientUndoExecutor:
 
     connectors: Connectors
     stored: SettingsUndoExecutor | None = None
-    #: The client that made each action, by session: forgotten when the session ends (:meth:`settled`), so
+    #: The client that made each action, by session: forgotten when the session ends (:meth:`forget_if_ended`), so
     #: that a long-running process keeps nothing per action of its finished sessions.
     _by_action: dict[str, dict[str, ClientRef]] = field(factory=dict)
     #: The clients each session wrapped for each connector, the most recently wrapped or used last.
@@ -58,7 +58,7 @@ class ClientUndoExecutor:
         if new and self.learned is not None:
             self.learned()
 
-    def settled(self, session: SessionInfo) -> None:
+    def forget_if_ended(self, session: SessionInfo) -> None:
         """``session`` as it stands after completing or rolling back: once it is no longer ``ACTIVE`` it takes
         no more actions, so which client made each is forgotten; a later rollback of it runs through the
         newest open client it wrapped for the action's connector (or the stored settings), as for an action

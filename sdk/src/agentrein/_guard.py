@@ -174,7 +174,7 @@ class Guard:
             raise
         except ApprovalRejectedError as exc:
             # The plan has no approval gates: the action is FAILED and the session is being rolled back.
-            self._settle(exc)
+            self._see_rollback_through(exc)
             raise
         except Exception as exc:
             if is_logging_failure(exc):
@@ -214,7 +214,7 @@ class Guard:
             # Nothing to wait for: AgentRein expires the request, and rolls the session back, once it is back.
             refusal.add_note("AgentRein could not be reached until the request's time was up")
             raise refusal
-        self._settle(refusal)
+        self._see_rollback_through(refusal)
         raise refusal
 
     def _decision(self, approval_id: str, left: float) -> ApprovalInfo | None:
@@ -270,7 +270,7 @@ class Guard:
             if is_logging_failure(exc):
                 self._logging_failed(error, exc, action.api_name)
             return
-        self._settle(error)
+        self._see_rollback_through(error)
 
     def _logging_failed(self, raising: BaseException, cause: BaseException, api_name: str) -> None:
         """Recording ``api_name`` failed with ``cause`` (action logging failed, a rollback trigger): roll the
@@ -294,7 +294,7 @@ class Guard:
         except Exception:
             log.exception("AgentRein could not roll back session %s after action logging failed", self.session_id)
             return
-        self._settle(raising)
+        self._see_rollback_through(raising)
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
         """What is recorded of a successful call: its redacted result and how to undo it, redacted too (it may
@@ -334,13 +334,13 @@ class Guard:
         except Exception:
             log.exception("AgentRein could not journal the call %s", call.api_name)
 
-    def _settle(self, raising: BaseException) -> None:
+    def _see_rollback_through(self, raising: BaseException) -> None:
         """See the session's rollback through before the call raises ``raising``. The agent must see that
         error, not ours: AgentRein's problems here are logged, and a rollback that failed is attached to it
         (:data:`ROLLBACK_FAILURE`, and a note the traceback shows)."""
         try:
-            session = self.recorder.settle_rollback(self.session_id, wait=self.options.timeout)
-            self.clients.settled(session)
+            session = self.recorder.follow_rollback(self.session_id, wait=self.options.timeout)
+            self.clients.forget_if_ended(session)
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
             return

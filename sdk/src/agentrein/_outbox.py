@@ -365,7 +365,7 @@ class Outbox:
                         break
                     except AgentReinError as exc:
                         log.error("AgentRein refused journal entry %s (%s): %s", row_id, _what(entry), exc)
-                        self._settle_row("UPDATE outbox SET problem = ? WHERE id = ?", (str(exc), row_id))
+                        self._update_row("UPDATE outbox SET problem = ? WHERE id = ?", (str(exc), row_id))
                     except Exception:
                         # Not AgentRein's named error (a bug, an answer that is not JSON): the agent's call must
                         # not fail for it; the entries are tried again later, in order.
@@ -373,7 +373,7 @@ class Outbox:
                         break
                     else:
                         # A crash before this line replays the entry again, harmlessly.
-                        self._settle_row("DELETE FROM outbox WHERE id = ?", (row_id,))
+                        self._update_row("DELETE FROM outbox WHERE id = ?", (row_id,))
                         replayed += 1
             finally:
                 self._waiting = None
@@ -381,7 +381,7 @@ class Outbox:
             log.warning("AgentRein is back: replayed %d journaled record(s)", replayed)
         return replayed
 
-    def _settle_row(self, statement: str, parameters: tuple[object, ...]) -> None:
+    def _update_row(self, statement: str, parameters: tuple[object, ...]) -> None:
         with self._file() as db:
             db.execute(statement, parameters)
 
@@ -413,7 +413,7 @@ class Outbox:
 
     def take(self, session_id: str) -> list[CallConfirmed]:
         """The session's pending confirmations (at most ``MAX_CONFIRMATIONS``), for its next write-ahead record
-        to carry; the caller then reports them :meth:`settled` or :meth:`put_back`."""
+        to carry; the caller then reports them :meth:`delivered` or :meth:`put_back`."""
         self._load()
         with self._cond:
             taken = [c for c in self._pending if c.session_id == session_id][:MAX_CONFIRMATIONS]
@@ -423,7 +423,7 @@ class Outbox:
                 self._in_flight.update(ids)
             return taken
 
-    def settled(self, confirmations: list[CallConfirmed]) -> None:
+    def delivered(self, confirmations: list[CallConfirmed]) -> None:
         """The server has these (applied, or refused for good): forget them. Their rows are deleted with the
         next confirmation's write (one transaction on the agent's path, not two), or after a background send."""
         if not confirmations:
@@ -468,7 +468,7 @@ class Outbox:
             except BaseException:
                 self.put_back(taken[index:])
                 raise
-            self.settled([confirmed])
+            self.delivered([confirmed])
         with self._cond:
             self._cond.wait_for(lambda: on_the_way.isdisjoint(self._in_flight))
 
@@ -627,7 +627,7 @@ def _see_started(recorder: Recorder, session_id: str) -> None:
     """A rollback the replay started, looked at once: its undos run in the background (embedded mode's
     supervisor, or a server's workers). The request is made either way: what stops it here is logged."""
     try:
-        recorder.settle_rollback(session_id, wait=0)
+        recorder.follow_rollback(session_id, wait=0)
     except AgentReinError as exc:
         log.warning("AgentRein started the journaled rollback of session %s; it goes on later: %s", session_id, exc)
 

@@ -58,7 +58,7 @@ class Recorder(Protocol):
 
     def fail_session(self, session_id: str, *, reason: str, connector: str | None) -> SessionInfo:
         """Action logging failed (a call could not be recorded): roll the session back as a failed call does,
-        while it is ``ACTIVE``. The caller then sees the rollback through (:meth:`settle_rollback`)."""
+        while it is ``ACTIVE``. The caller then sees the rollback through (:meth:`follow_rollback`)."""
         ...
 
     def new_session(self, agent_id: str, intent: str, sandbox: bool, session_id: str | None = None) -> SessionInfo:
@@ -69,7 +69,7 @@ class Recorder(Protocol):
     def complete_session(self, session_id: str) -> SessionInfo: ...
     def request_rollback(self, session_id: str, *, trigger: str, approval_timeout: timedelta) -> Rollback: ...
 
-    def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
+    def follow_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """See the session's rollback (if any) through, waiting at most ``wait`` seconds: until it has ended,
         or until it waits for a reviewer who has not decided in time. Returns the session as it then stands."""
         ...

@@ -98,12 +98,12 @@ class ServedMode:
         try:
             logged = self._connection.call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
         except (errors.PolicyBlockedError, errors.ApprovalRejectedError, errors.InvalidTransitionError):
-            self.outbox.settled(carried)  # refused after the confirmations were applied
+            self.outbox.delivered(carried)  # refused after the confirmations were applied
             raise
         except BaseException:
             self.outbox.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
             raise
-        self.outbox.settled(carried)
+        self.outbox.delivered(carried)
         for refused in logged.get("refusedConfirmations", ()):  # settled already (sent twice), or refused
             log.warning(
                 "AgentRein did not apply the confirmation of action %s: %s", refused["actionId"], refused["detail"]
@@ -205,7 +205,7 @@ class ServedMode:
             return None  # never rolled back
         return job if job.status in ROLLBACK_UNDER_WAY else None
 
-    def settle_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
+    def follow_rollback(self, session_id: str, *, wait: float) -> SessionInfo:
         """The server's workers run the rollback (and expire its approvals): wait for them."""
         deadline = time.monotonic() + wait
         # Reads only, so the whole look is repeated when the server went away meanwhile.
