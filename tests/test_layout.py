@@ -194,6 +194,22 @@ def test_every_import_follows_the_dependency_directions_of_design() -> None:
     assert not wrong, "imports DESIGN §2 does not allow:\n" + "\n".join(wrong)
 
 
+#: The one module of the core a connector imports from (DESIGN §2): the plugin contract.
+PLUGIN_CONTRACT = "agentrein_core.connector"
+
+
+def test_a_connector_imports_nothing_of_the_core_but_the_plugin_contract() -> None:
+    # The built-in connectors are written as a third party's would be, so what they need is what any plugin needs.
+    wrong = sorted(
+        f"{module} imports {other}"
+        for module, imported in GRAPH.items()
+        if distribution(module) == "connector"
+        for other in imported
+        if distribution(other) == "core" and other != PLUGIN_CONTRACT
+    )
+    assert not wrong, f"imports of the core other than {PLUGIN_CONTRACT}:\n" + "\n".join(wrong)
+
+
 def test_no_product_module_is_over_eight_hundred_lines() -> None:
     long = {module: n for module, file in MODULES.items() if (n := len(file.read_text().splitlines())) > MAX_LINES}
     assert long == {}
