@@ -8,9 +8,8 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from agentrein_core.connector import Connector
+from agentrein_core.connector import Connector, hookimpl
 from agentrein_core.errors import UnknownConnectorError, ValidationError
-from agentrein_core.hookspecs import hookimpl
 from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, installed_connectors, new_plugin_manager
 from agentrein_core.statuses import EventType

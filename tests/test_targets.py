@@ -32,9 +32,8 @@ from serving import RunningServer, Tenant, rolled_back, session_with_a_created_o
 
 from agentrein import ActionStatus
 from agentrein_core import targets
-from agentrein_core.connector import Connector, Setting, SettingKind
+from agentrein_core.connector import Connector, Setting, SettingKind, hookimpl
 from agentrein_core.errors import ValidationError
-from agentrein_core.hookspecs import hookimpl
 from agentrein_core.model import JSON, UndoConfig
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import VerificationOutcome

@@ -15,7 +15,7 @@ import pytest
 from peers import FakeModel, WebhookReceiver, eventually, operator
 from serving import RunningServer, Tenant, free_port
 
-from agentrein_core.hookspecs import hookimpl
+from agentrein_core.connector import hookimpl
 from agentrein_core.model import Event
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.statuses import Role

@@ -45,6 +45,23 @@ credentials and settings), closed again once the inverse is through; and when th
 of the session for the connector, through the organisation's stored settings, as the server would. A client
 with no closed state needs neither method: by default a client is never closed, and reopening gives it back
 as it is.
+
+**The plugin contract.** This module is the only one of ``agentrein_core`` a plugin imports from (the built-in
+connectors too, as a third party's would; ``tests/test_layout.py`` holds them to it). It gives:
+
+- registering: :data:`hookimpl`, the marker of ``agentrein_register_connectors()`` (entry-point group
+  ``agentrein``);
+- the connector: :class:`Connector`, :class:`PreparedCall`, :class:`Setting` and :class:`SettingKind`,
+  :class:`Undoable` and :class:`UndoOutlook`; helpers :func:`merge_undo` (a caller's undo override) and
+  :func:`bind_call` (a call's arguments by name), and :data:`REQUIRE_APPROVAL_KEY`;
+- the records it reads and derives: :class:`Action`, :class:`UndoConfig`, :data:`UNDO_NONE`, :data:`JSON`,
+  :class:`OperationType`, :class:`ActionStatus`;
+- the errors it raises: :class:`ValidationError` (bad input or settings, naming the field) and
+  :class:`UndoError` (an inverse that failed);
+- where its requests may go (:mod:`agentrein_core.targets`): :func:`pinned_client` (an httpx client that
+  reaches public addresses only, at the address it checked), :func:`host_entries` and :func:`host_allowed`
+  (an allow-list of hosts and the check against it), :data:`HostEntry`, :data:`DEFAULT_PORTS`;
+- :data:`REDACTED`, what a redacted value reads.
 """
 
 from __future__ import annotations
@@ -56,12 +73,53 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, ClassVar
 
+import pluggy
 from attrs import frozen
 
-from agentrein_core import targets
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
-from agentrein_core.statuses import OperationType
+from agentrein_core.redaction import REDACTED
+from agentrein_core.statuses import ActionStatus, OperationType
+from agentrein_core.targets import (
+    DEFAULT_PORTS,
+    HostEntry,
+    check_allowed_hosts,
+    check_target_url,
+    host_allowed,
+    host_entries,
+    pinned_client,
+)
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "JSON",
+    "REDACTED",
+    "REQUIRE_APPROVAL_KEY",
+    "UNDO_NONE",
+    "Action",
+    "ActionStatus",
+    "Connector",
+    "HostEntry",
+    "OperationType",
+    "PreparedCall",
+    "Setting",
+    "SettingKind",
+    "UndoConfig",
+    "UndoError",
+    "UndoOutlook",
+    "Undoable",
+    "ValidationError",
+    "bind_call",
+    "hookimpl",
+    "host_allowed",
+    "host_entries",
+    "merge_undo",
+    "pinned_client",
+]
+
+#: Marks a plugin's hook implementations. Here rather than beside the hook specifications
+#: (:mod:`agentrein_core.hookspecs`, which names :class:`Connector`), so a plugin needs this module alone.
+hookimpl = pluggy.HookimplMarker("agentrein")
 
 #: The wire key of :attr:`UndoConfig.require_approval` in caller-supplied undo configs.
 REQUIRE_APPROVAL_KEY = "requireApproval"
@@ -212,7 +270,7 @@ class Connector(ABC):
         """A client through which the server runs this connector's inverses, built from the organisation's
         settings (embedded mode too, when the process holds no client of the session). Closed after use if it
         has ``aclose()`` or ``close()``. By default the connector has no server-side undo. Where an undo's
-        address comes from the agent, use :func:`agentrein_core.targets.pinned_client`: it reaches public
+        address comes from the agent, use :func:`pinned_client`: it reaches public
         addresses only, at the address it checked."""
         raise UndoError(f"connector {self.name!r} cannot run inverses in the server")
 
@@ -270,9 +328,9 @@ def check_settings(connector: Connector, config: JSON, credentials: JSON) -> Non
         if value is None:
             continue
         if setting.kind is SettingKind.URL:
-            targets.check_target_url(setting.field, value)
+            check_target_url(setting.field, value)
         elif setting.kind is SettingKind.HOSTS:
-            targets.check_allowed_hosts(setting.field, value)
+            check_allowed_hosts(setting.field, value)
 
 
 def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoConfig:

@@ -4,9 +4,9 @@ built-in connectors exactly like a third party's::
     [project.entry-points.agentrein]
     myservice = "agentrein_myservice"
 
-and mark their implementations with :data:`hookimpl`::
+and mark their implementations with :data:`agentrein_core.connector.hookimpl` (the plugin contract)::
 
-    from agentrein_core.hookspecs import hookimpl
+    from agentrein_core.connector import hookimpl
 
     @hookimpl
     def agentrein_register_connectors():
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from agentrein_core.model import Event
 
 hookspec = pluggy.HookspecMarker("agentrein")
-hookimpl = pluggy.HookimplMarker("agentrein")
 
 
 @hookspec

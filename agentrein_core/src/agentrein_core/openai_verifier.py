@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
+from agentrein_core.connector import hookimpl
 from agentrein_core.errors import ValidationError
-from agentrein_core.hookspecs import hookimpl
 from agentrein_core.intent import IntentCheck, Verdict, VerifierError
 from agentrein_core.statuses import VerificationOutcome
 from agentrein_core.targets import pinned_client

@@ -45,8 +45,7 @@ import attrs
 from attrs import field, frozen
 
 from agentrein import AgentRein
-from agentrein_core.connector import Connector, PreparedCall, Undoable
-from agentrein_core.hookspecs import hookimpl
+from agentrein_core.connector import Connector, PreparedCall, Undoable, hookimpl
 from agentrein_core.model import UNDO_NONE, Action, UndoConfig
 from agentrein_core.plugins import Connectors, installed_connectors, new_plugin_manager
 from agentrein_core.statuses import ActionStatus, OperationType

@@ -31,18 +31,21 @@ from github.GithubObject import GithubObject
 from github.PaginatedList import PaginatedList
 
 from agentrein_core.connector import (
+    JSON,
+    UNDO_NONE,
+    Action,
     Connector,
+    OperationType,
     PreparedCall,
     Setting,
     SettingKind,
     Undoable,
+    UndoConfig,
     UndoOutlook,
+    ValidationError,
     bind_call,
     merge_undo,
 )
-from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
-from agentrein_core.statuses import OperationType
 
 CLOSE_ISSUE = "github-close-issue"
 RESTORE_ISSUE = "github-restore-issue"

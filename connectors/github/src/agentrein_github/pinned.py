@@ -1,4 +1,4 @@
-"""PyGithub's requests through :func:`agentrein_core.targets.pinned_client`, for a ``baseUrl`` an organisation
+"""PyGithub's requests through :func:`agentrein_core.connector.pinned_client`, for a ``baseUrl`` an organisation
 chose: the token goes only to an address checked as each request connects, however the name resolves by then
 (DESIGN §8). Checking the name when the settings are stored and before each undo leaves a moment in which it
 could resolve elsewhere; this closes it, as Stripe's server client does for its ``apiBase``."""
@@ -14,16 +14,16 @@ from github.Requester import Requester
 from requests.adapters import BaseAdapter
 from requests.structures import CaseInsensitiveDict
 
-from agentrein_core import targets
+from agentrein_core.connector import pinned_client
 
 
 class PinnedAdapter(BaseAdapter):
     """A requests transport that sends through a pinned httpx client (a refused address raises the
-    :class:`~agentrein_core.errors.ValidationError` naming ``config.baseUrl``, before anything is sent)."""
+    :class:`~agentrein_core.connector.ValidationError` naming ``config.baseUrl``, before anything is sent)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._http = targets.pinned_client("config.baseUrl", follow_redirects=False)
+        self._http = pinned_client("config.baseUrl", follow_redirects=False)
 
     def send(
         self,

@@ -5,8 +5,7 @@ Registered through the ``agentrein`` entry-point group, exactly as a third party
 
 from __future__ import annotations
 
-from agentrein_core.connector import Connector
-from agentrein_core.hookspecs import hookimpl
+from agentrein_core.connector import Connector, hookimpl
 from agentrein_http.connector import HttpConnector
 
 __all__ = ["HttpConnector"]

@@ -34,12 +34,27 @@ from urllib.parse import parse_qsl
 
 import httpx
 
-from agentrein_core import targets
-from agentrein_core.connector import Connector, PreparedCall, Setting, SettingKind, Undoable, UndoOutlook, merge_undo
-from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
-from agentrein_core.redaction import REDACTED
-from agentrein_core.statuses import OperationType
+from agentrein_core.connector import (
+    DEFAULT_PORTS,
+    JSON,
+    REDACTED,
+    UNDO_NONE,
+    Action,
+    Connector,
+    OperationType,
+    PreparedCall,
+    Setting,
+    SettingKind,
+    Undoable,
+    UndoConfig,
+    UndoError,
+    UndoOutlook,
+    ValidationError,
+    host_allowed,
+    host_entries,
+    merge_undo,
+    pinned_client,
+)
 from agentrein_http.reopen import reopened
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -222,14 +237,14 @@ class HttpConnector(Connector):
 
     def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
         # Checked again: settings stored before the rule on hosts was tightened may allow every host.
-        hosts = targets.host_entries(ALLOWED_HOSTS, config.get("allowedHosts", []))
+        hosts = host_entries(ALLOWED_HOSTS, config.get("allowedHosts", []))
         methods = {m.upper() for m in config.get("allowedMethods", ["DELETE"])}
         paths = tuple(config.get("allowedPaths", ["*"]))
 
         def refuse_what_is_not_allowed(request: httpx.Request) -> None:
             host = request.url.raw_host.decode("ascii")
-            port = request.url.port or targets.DEFAULT_PORTS.get(request.url.scheme, 80)
-            if not targets.host_allowed(hosts, host, port):
+            port = request.url.port or DEFAULT_PORTS.get(request.url.scheme, 80)
+            if not host_allowed(hosts, host, port):
                 raise UndoError(
                     f"undo refused: {host}:{port} is not in the http connector's allowedHosts "
                     f"({', '.join(config.get('allowedHosts', [])) or 'none configured'})"
@@ -241,7 +256,7 @@ class HttpConnector(Connector):
                 raise UndoError(f"undo refused: {request.url.path} is not in allowedPaths ({', '.join(paths)})")
 
         # The pinned client refuses a host whose address is not public, on the very answer it connects to.
-        return targets.pinned_client(
+        return pinned_client(
             "undo.url",
             headers=credentials.get("headers", {}),
             event_hooks={"request": [refuse_what_is_not_allowed]},

@@ -29,20 +29,24 @@ import httpx
 import stripe
 from stripe._stripe_service import StripeService
 
-from agentrein_core import targets
 from agentrein_core.connector import (
+    JSON,
+    UNDO_NONE,
+    Action,
     Connector,
+    OperationType,
     PreparedCall,
     Setting,
     SettingKind,
     Undoable,
+    UndoConfig,
+    UndoError,
     UndoOutlook,
+    ValidationError,
     bind_call,
     merge_undo,
+    pinned_client,
 )
-from agentrein_core.errors import UndoError, ValidationError
-from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
-from agentrein_core.statuses import OperationType
 
 STRIPE_DELETE = "stripe-delete"
 STRIPE_CANCEL = "stripe-cancel"
@@ -404,14 +408,14 @@ class StripeConnector(Connector):
 
 
 class _PinnedHTTPClient(stripe.HTTPClient):
-    """Stripe's HTTP through :func:`agentrein_core.targets.pinned_client`: the key goes only to an address
+    """Stripe's HTTP through :func:`agentrein_core.connector.pinned_client`: the key goes only to an address
     checked as the request connects, however ``apiBase`` resolves by then (DESIGN §8)."""
 
     name = "agentrein-pinned"
 
     def __init__(self) -> None:
         super().__init__()
-        self._http = targets.pinned_client("config.apiBase", timeout=80.0, follow_redirects=False)
+        self._http = pinned_client("config.apiBase", timeout=80.0, follow_redirects=False)
 
     def request(
         self,

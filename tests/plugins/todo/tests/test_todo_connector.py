@@ -9,8 +9,7 @@ import pytest
 from agentrein_todo import TodoClient, TodoConnector
 
 from agentrein import ActionStatus, AgentRein
-from agentrein_core.connector import Connector
-from agentrein_core.statuses import OperationType
+from agentrein_core.connector import Connector, OperationType
 from agentrein_testing import ConnectorContract, Sample
 
 CREATE = Sample(

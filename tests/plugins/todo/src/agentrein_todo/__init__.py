@@ -12,10 +12,7 @@ from typing import Any, ClassVar
 
 from attrs import define, field
 
-from agentrein_core.connector import Connector, PreparedCall, merge_undo
-from agentrein_core.hookspecs import hookimpl
-from agentrein_core.model import JSON, UndoConfig
-from agentrein_core.statuses import OperationType
+from agentrein_core.connector import JSON, Connector, OperationType, PreparedCall, UndoConfig, hookimpl, merge_undo
 
 DELETE_ITEM = "todo-delete"
 
