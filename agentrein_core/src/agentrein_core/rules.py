@@ -78,6 +78,8 @@ BLOCKING_PURPOSES = frozenset({ApprovalPurpose.BEFORE_EXECUTION, ApprovalPurpose
 
 #: A rollback job under way: running, or paused on a rollback approval.
 ROLLBACK_UNDER_WAY = frozenset({RollbackStatus.RUNNING, RollbackStatus.WAITING_APPROVAL})
+#: ...and those of one that has ended.
+ROLLBACK_ENDED = frozenset({RollbackStatus.SUCCEEDED, RollbackStatus.FAILED})
 
 #: An approved action still ``CLEARED`` this long after approval is flagged ``unconfirmed``.
 UNCONFIRMED_AFTER = timedelta(hours=1)

@@ -76,14 +76,14 @@ def run_inverse(
     def worth_again(error: BaseException) -> bool:
         return connector.is_transient(error) or _outcome_unknown(error)
 
-    with _Settler(loop) as settle:
+    with _Awaiter(loop) as await_:
         try:
             for attempt in retrying(worth_again):
                 with attempt:
-                    settle(connector.run_undo(undo, client, action.undo_idempotency_key))
+                    await_(connector.run_undo(undo, client, action.undo_idempotency_key))
         finally:
             if close_after:
-                _close(client, settle)
+                _close(client, await_)
 
 
 def _redacted_param(params: Any, where: str = "") -> str | None:
@@ -104,7 +104,7 @@ def _outcome_unknown(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
 
 
-class _Settler:
+class _Awaiter:
     """Sees an inverse's outcome through: a sync client's has already run; an async client's is awaited on its
     client's running loop, else on a fresh loop kept for the whole inverse, so that the connections an
     attempt opens there are reused and closed on the loop they belong to."""
@@ -113,7 +113,7 @@ class _Settler:
         self._loop = loop
         self._fresh: asyncio.Runner | None = None
 
-    def __enter__(self) -> _Settler:
+    def __enter__(self) -> _Awaiter:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -137,13 +137,13 @@ class _Settler:
         asyncio.run_coroutine_threadsafe(outcome, loop).result()
 
 
-def _close(client: Any, settle: _Settler) -> None:
+def _close(client: Any, await_: _Awaiter) -> None:
     """Close a client made for one inverse: ``aclose()`` awaited where its requests were, else ``close()``.
     The inverse's outcome is known by now, so a failure to close is logged and changes nothing."""
     try:
         aclose = getattr(client, "aclose", None)
         if callable(aclose):
-            settle(aclose())
+            await_(aclose())
             return
         close = getattr(client, "close", None)
         if callable(close):

@@ -7,7 +7,7 @@ once, and how long it pauses when it found nothing to do. Its hosts only say wha
   the undos, rollback jobs of every organisation are claimed by several threads, intent checks, webhook
   deliveries and the ``agentrein_notify`` plugins have a thread each, and on PostgreSQL a listener turns
   other replicas' NOTIFYs into this process's wake-ups;
-- embedded mode (:mod:`agentrein._embedded`): one daemon thread, one organisation, the undos run through the
+- embedded mode (:mod:`agentrein._embedded`): a daemon thread per duty, one organisation, the undos run through the
   clients the agent wrapped, so only the rollbacks of sessions this process can run are taken (several
   processes on one SQLite file never run each other's sessions' undos). It sleeps until a duty is due, so an
   idle process keeps no busy thread.
@@ -36,16 +36,15 @@ from typing import Protocol
 from attrs import define, field, frozen
 
 from agentrein_core.engine import Engine
-from agentrein_core.errors import UndoUnavailableError
+from agentrein_core.errors import AgentReinError, UndoUnavailableError
 from agentrein_core.model import Event, Rollback
 from agentrein_core.rollback import UndoExecutor
-from agentrein_core.statuses import RollbackStatus
+from agentrein_core.rules import ROLLBACK_ENDED
 from agentrein_core.store import Change
 from agentrein_core.verifier_plugins import IntentChecks
 
 log = logging.getLogger("agentrein")
 
-ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
 #: The one loop that advances rollbacks (run by ``rollback_threads`` threads on the server).
 ROLLBACKS = "rollbacks"
 #: An approval is expired this long after its end, so that the clock the rules read has passed it too.
@@ -124,7 +123,8 @@ class _Thread:
         self._wake.set()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"agentrein-{self.name}", daemon=True)
+        named = "agentrein-supervisor" + (f"-{self.name}" if self.name != "supervisor" else "")
+        self._thread = threading.Thread(target=self._run, name=named, daemon=True)
         self._thread.start()
 
     def join(self, timeout: float) -> None:
@@ -196,9 +196,8 @@ class Supervisor:
         self._lock = threading.Lock()
         #: Why the last round could not run each session's rollback here (embedded mode's waiting caller
         #: raises it), until a round runs it.
-        self._unavailable: dict[str, UndoUnavailableError] = {}
+        self._unavailable: dict[str, AgentReinError] = {}
         self._maintain_at = 0.0  # at once
-        engine.store.observe(self._observe)
 
     # the host's controls ------------------------------------------------------------------------------
     def start(self, *, background: bool = True) -> None:
@@ -220,10 +219,12 @@ class Supervisor:
             self._threads = [_Thread(name, group, self._stopping, pause) for name, group in groups]
             for thread in self._threads:
                 thread.start()
+        self.engine.store.observe(self._observe)  # until stop(): a change wakes the duties it concerns
 
     def stop(self, wait: float = 10.0) -> None:
         """Stop every thread, waiting up to ``wait`` seconds for each (an inverse or a verifier call under way
         may take longer: it is then left to finish, and its job is taken again when its lease runs out)."""
+        self.engine.store.unobserve(self._observe)
         with self._lock:
             self._stopping.set()
             threads, self._threads = self._threads, []
@@ -240,8 +241,9 @@ class Supervisor:
         for thread in threads:
             thread.wake({ROLLBACKS})
 
-    def unavailable(self, session_id: str) -> UndoUnavailableError | None:
-        """Why the session's rollback could not run here in the last round, if it could not."""
+    def unavailable(self, session_id: str) -> AgentReinError | None:
+        """Why the session's rollback could not go on here in the last round (no client here can run an undo,
+        the database failed…), if it could not: the waiter raises it."""
         with self._lock:
             return self._unavailable.get(session_id)
 
@@ -273,6 +275,8 @@ class Supervisor:
             self.engine.maintenance.maintain()  # the gauges that count records are read by /metrics, when scraped
             self._maintain_at = time.monotonic() + self.schedule.maintenance_every
             ends_in = self._next_approval_end()
+            if ends_in <= 0:  # still pending past its end (decided elsewhere meanwhile, or beyond this batch)
+                ends_in = float("inf")  # left to the next maintenance, rather than run again at once
         return max(0.0, min(self._maintain_at - time.monotonic(), ends_in + PAST_THE_END))
 
     def _next_approval_end(self) -> float:
@@ -315,16 +319,18 @@ class Supervisor:
             advanced = self.engine.rollbacks.run_rollback(
                 job.org_id, job.rollback_id, self.executor, self.schedule.rollback_approval_timeout
             )
-        except UndoUnavailableError as exc:
+        except AgentReinError as exc:
             with self._lock:
                 self._unavailable[job.session_id] = exc
+            if not isinstance(exc, UndoUnavailableError):
+                log.warning("AgentRein could not go on rolling back session %s: %s", job.session_id, exc)
             return
         with self._lock:
             self._unavailable.pop(job.session_id, None)
         self._advanced(advanced)
 
     def _advanced(self, job: Rollback) -> None:
-        if job.status in ENDED and self.rollback_ended is not None:
+        if job.status in ROLLBACK_ENDED and self.rollback_ended is not None:
             self.rollback_ended(job)
 
     def _check_intents(self) -> float:

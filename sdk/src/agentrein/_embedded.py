@@ -1,7 +1,7 @@
 """Embedded mode: the engine runs in this process, on the database given to it (no server).
 
 Everything a server's workers would do is done here by the core's supervisor
-(:class:`~agentrein_core.supervisor.Supervisor`), in one daemon thread of this process: the undos of a
+(:class:`~agentrein_core.supervisor.Supervisor`), in daemon threads of this process (one per duty): the undos of a
 rollback run through the clients wrapped in this process, or the organisation's stored connector settings
 where it wrapped none (:class:`~agentrein._executor.ClientUndoExecutor`), approvals past their time are
 expired, idle sessions abandoned and intent checks run. The agent's calls only wait for what it does. The
@@ -80,7 +80,7 @@ class EmbeddedMode:
                 schedule=EMBEDDED,
                 org_id=org_id,
                 runs=self._runs_here,
-                one_thread=True,
+                rollback_threads=1,  # a thread per duty: a slow verifier call holds up no expiry or undo
                 checks=intent_checks,
             )
             clients.learned = self.supervisor.look_again
@@ -198,6 +198,7 @@ class EmbeddedMode:
         decided = decide(self.org_id, approval_id, reviewer, reason)
         if self.supervisor is not None and self.clients.knows_session(decided.session_id):
             try:
+                self._refuse_on_its_own_loop(decided.session_id)  # the supervisor's inverses need that loop
                 after_decision(self, decided.session_id, self._while_running)
             except AgentReinError:
                 log.exception("AgentRein could not go on rolling back session %s", decided.session_id)
@@ -263,4 +264,4 @@ class EmbeddedMode:
     def _raise_unavailable(self, session_id: str) -> None:
         unavailable = self.supervisor.unavailable(session_id) if self.supervisor is not None else None
         if unavailable is not None:
-            raise UndoUnavailableError(str(unavailable))
+            raise unavailable

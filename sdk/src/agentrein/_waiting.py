@@ -12,11 +12,11 @@ from agentrein_core.errors import AgentReinUnavailableError
 from agentrein_core.model import Approval, Rollback
 from agentrein_core.read_models import ApprovalInfo
 from agentrein_core.retry import retrying_until
+from agentrein_core.rules import ROLLBACK_ENDED
 from agentrein_core.statuses import ApprovalStatus, RollbackStatus
 
 T = TypeVar("T")
 
-ENDED = (RollbackStatus.SUCCEEDED, RollbackStatus.FAILED)
 #: How long an approval past its time is waited for: whoever runs the expiries (a server's maintenance runs
 #: every second; embedded mode's supervisor wakes at its end) does it within this.
 EXPIRY_GRACE = 1.0
@@ -45,7 +45,7 @@ def until_rollback_ends(
         if job is None:
             return
         job = while_running(job)
-        if job.status in ENDED:
+        if job.status in ROLLBACK_ENDED:
             continue  # another rollback may have been started meanwhile
         remaining = deadline - time.monotonic()
         if job.status is RollbackStatus.WAITING_APPROVAL:

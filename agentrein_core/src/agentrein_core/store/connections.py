@@ -81,11 +81,16 @@ class Store:
         :meth:`listen` runs) of those other processes commit on the same PostgreSQL database."""
         self._observers.append(observer)
 
+    def unobserve(self, observer: Observer) -> None:
+        """Stop calling ``observer`` (one that stops before the store closes: a supervisor, say)."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+
     def changed(self, changes: frozenset[Change]) -> None:
         """Tell the observers; one that fails is logged, and the others are told all the same."""
         if not changes:
             return
-        for observer in self._observers:
+        for observer in list(self._observers):  # a copy: an observer may be removed meanwhile
             try:
                 observer(changes)
             except Exception:
