@@ -45,6 +45,6 @@ def test_what_a_failed_savepoint_announced_is_undone_with_it(store: Store) -> No
         with pytest.raises(ValidationError), tx.savepoint():
             tx.announce(Change.ROLLBACK)
             raise ValidationError("field", "refused")
-        tx.announce(Change.CHECK)
-    assert told == [frozenset({Change.CHECK})]
+        tx.announce(Change.DECISION)
+    assert told == [frozenset({Change.DECISION})]
     store.close()

@@ -81,12 +81,19 @@ class Schedule:
     idle_poll: float
     #: How long rollback approvals opened by the supervisor wait for a reviewer.
     rollback_approval_timeout: timedelta
+    #: Queued intent checks are looked for this often and then run together: every recorded call queues one,
+    #: so a wake-up per check would put a verifier round beside every call (the agent never waits for them).
+    checks_every: float
 
 
 #: The server's: other replicas' work is seen within a second.
-SERVER = Schedule(maintenance_every=1.0, idle_poll=0.5, rollback_approval_timeout=ROLLBACK_APPROVAL_TIMEOUT)
+SERVER = Schedule(
+    maintenance_every=1.0, idle_poll=0.5, rollback_approval_timeout=ROLLBACK_APPROVAL_TIMEOUT, checks_every=0.5
+)
 #: Embedded mode's: an idle agent's process wakes twice a minute; what this process changes wakes it at once.
-EMBEDDED = Schedule(maintenance_every=30.0, idle_poll=30.0, rollback_approval_timeout=DEFAULT_APPROVAL_WAIT)
+EMBEDDED = Schedule(
+    maintenance_every=30.0, idle_poll=30.0, rollback_approval_timeout=DEFAULT_APPROVAL_WAIT, checks_every=5.0
+)
 
 
 @frozen
@@ -260,7 +267,7 @@ class Supervisor:
             Duty(ROLLBACKS, self._advance_rollbacks, frozenset({Change.ROLLBACK, Change.DECISION})),
         ]
         if self.checks is not None:
-            duties.append(Duty("verifier", self._check_intents, frozenset({Change.CHECK})))
+            duties.append(Duty("verifier", self._check_intents))
         if self.sender is not None:
             duties.append(Duty("webhooks", self._send_webhooks))
         if self.notify is not None:
@@ -334,17 +341,20 @@ class Supervisor:
             self.rollback_ended(job)
 
     def _check_intents(self) -> float:
+        """Run the checks due one after the other; then look again after ``checks_every``, or when the next
+        check to be asked again comes due if that is sooner."""
         checks = self.checks
         assert checks is not None
+        every = self.schedule.checks_every
         if checks.run_one(self.org_id) is not None:
             return 0.0
         if self.org_id is None:
-            return self.schedule.idle_poll
+            return every
         with self.engine.store.transaction(write=False) as tx:
             due = tx.verifications.next_due(self.org_id)
         if due is None:
-            return self.schedule.idle_poll  # a check queued here wakes it (Change.CHECK)
-        return min(self.schedule.idle_poll, max(0.0, (due - self.engine.clock()).total_seconds()))
+            return every
+        return min(every, max(0.0, (due - self.engine.clock()).total_seconds()))
 
     def _send_webhooks(self) -> float:
         assert self.sender is not None

@@ -112,7 +112,6 @@ def rollback_ended(tx: Tx, now: datetime, job: Rollback) -> None:
 def queue_check(tx: Tx, now: datetime, org_id: str, session_id: str, action_id: str | None) -> None:
     """Queue a check of an action (or, ``action_id`` None, of a whole session) against the intent, due now."""
     tx.insert(Verification(new_id("ver"), org_id, session_id, action_id, created_at=now, due_at=now))
-    tx.announce(Change.CHECK)
 
 
 # rollbacks ----------------------------------------------------------------------------------------------

@@ -13,8 +13,6 @@ class Change(StrEnum):
     DECISION = "decision"
     #: A rollback started, resumed, paused or ended: rollback workers and waiters look again.
     ROLLBACK = "rollback"
-    #: An intent check was queued.
-    CHECK = "check"
     #: An approval was opened: whoever expires approvals looks at when it ends.
     APPROVAL = "approval"
 
