@@ -34,7 +34,7 @@ export class Connection {
   /** One request; its JSON answer (`null` for 204), or the named error its problem+json describes. */
   async call<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const response = await this.request(method, this.url(path, options.query), options);
-    return (response.status === 204 ? null : await response.json()) as T;
+    return (response.status === 204 ? null : await this.answer(response)) as T;
   }
 
   /** Every item of a list the server answers in pages (a JSON array each, the next one named by the `Link`
@@ -44,11 +44,22 @@ export class Connection {
     let following: string | null = this.url(path, query);
     while (following !== null) {
       const response = await this.request('GET', following, {});
-      items.push(...((await response.json()) as T[]));
+      items.push(...((await this.answer(response)) as T[]));
       const next = nextLink(response.headers.get('link'));
       following = next === null ? null : new URL(next, following).toString();
     }
     return items;
+  }
+
+  /** The answer's JSON. Its body cut off (the server went away while answering: a restart under a long-poll)
+   *  is an outage, as a connection that fails before the answer is. */
+  private async answer(response: Response): Promise<unknown> {
+    try {
+      return await response.json();
+    } catch (error) {
+      if (error instanceof SyntaxError) throw error;
+      throw new AgentReinUnavailableError(`AgentRein server ${this.baseUrl} went away while answering: ${describe(error)}`);
+    }
   }
 
   private url(path: string, query?: Query): string {
