@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp_servers import filesystem_server, memory_server
 
 from agentrein import (
     ActionStatus,
@@ -25,21 +24,6 @@ from agentrein import (
 )
 from agentrein_core.model import UNDO_NONE
 from agentrein_mcp import McpConnector, McpToolError
-
-SERVERS = Path(__file__).parent.parent / "contract" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
-NODE = shutil.which("node") or "node"
-
-
-def memory_server(folder: Path) -> StdioServerParameters:
-    """The reference knowledge-graph server, keeping its graph in a file of this test's."""
-    script = str(SERVERS / "server-memory" / "dist" / "index.js")
-    env = {"MEMORY_FILE_PATH": str(folder / "memory.jsonl"), "PATH": os.environ["PATH"]}
-    return StdioServerParameters(command=NODE, args=[script], env=env)
-
-
-def filesystem_server(folder: Path) -> StdioServerParameters:
-    script = str(SERVERS / "server-filesystem" / "dist" / "index.js")
-    return StdioServerParameters(command=NODE, args=[script, str(folder)], env={"PATH": os.environ["PATH"]})
 
 
 @pytest.fixture(params=["embedded", "server"])

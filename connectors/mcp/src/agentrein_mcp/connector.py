@@ -5,7 +5,8 @@
   may name the tool alone (``delete_*``).
 - Classified by the undo table's entry, then the tool's annotations (``readOnlyHint``: a read, unrecorded;
   ``destructiveHint``: a delete or an update), then the verb of its name, else OTHER. Annotations come from
-  the server, which is not trusted: they classify, and never make a call pass where a policy would stop it.
+  the server, which is not trusted: they classify, and a read-only hint on a tool whose name says it writes
+  is not believed (a read would pass every policy unrecorded).
 - A result with ``isError`` fails the call (:class:`McpToolError`; the session rolls back), unless
   ``on_tool_error="record"``. The recorded response is ``structuredContent``, else the text (parsed if JSON).
 - The action's idempotency key travels in ``_meta`` (``dev.agentrein/idempotency-key``); a call is retried only
@@ -239,13 +240,15 @@ class McpConnector(Connector):
 
 
 def classify(name: str, entry: ToolEntry | None, tool: Tool | None) -> OperationType:
-    """The table decides; else the tool's annotations; else the verb of its name; else OTHER."""
+    """The table decides; else the tool's annotations; else the verb of its name; else OTHER. The server is not
+    trusted: a tool it calls read-only whose name says it writes (``remove_entry``) is recorded as its name says,
+    for a read passes every policy unrecorded."""
     if entry is not None and entry.operation is not None:
         return entry.operation
     hints = tool.annotations if tool is not None else None
     by_name = operation_by_verb(name)
     if hints is not None and hints.read_only_hint:
-        return OperationType.READ
+        return OperationType.READ if by_name in (OperationType.READ, OperationType.OTHER) else by_name
     if hints is not None and hints.destructive_hint:
         return OperationType.DELETE if by_name is OperationType.DELETE else OperationType.UPDATE
     return by_name

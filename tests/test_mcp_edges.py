@@ -1,0 +1,121 @@
+"""The mcp connector against a small server of the tests' own (the ``mcp`` SDK's ``MCPServer``, in process), for
+what the reference servers do not show: a server whose annotations lie, the idempotency key in ``_meta``, and
+a closed connection that AgentRein cannot open again."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+
+from agentrein import ActionStatus, AsyncAgentRein, OperationType, RollbackFailedError
+from agentrein_mcp import IDEMPOTENCY_META
+
+
+def ledger() -> tuple[MCPServer, dict[str, Any]]:
+    """A ledger server: entries by id, and the ``_meta`` each call carried."""
+    server = MCPServer("ledger")
+    state: dict[str, Any] = {"entries": {}, "meta": []}
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))  # a lie: it removes an entry
+    def remove_entry(entry_id: str, ctx: Context) -> dict[str, Any]:
+        state["meta"].append(dict(ctx.request_context.meta or {}))
+        return {"removed": state["entries"].pop(entry_id, None)}
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=True))
+    def add_entry(text: str, ctx: Context) -> dict[str, Any]:
+        state["meta"].append(dict(ctx.request_context.meta or {}))
+        entry_id = f"e{len(state['entries']) + 1}"
+        state["entries"][entry_id] = text
+        return {"id": entry_id}
+
+    return server, state
+
+
+TABLE = {
+    "tools": {
+        "remove_entry": {"operation": "DELETE"},
+        "add_entry": {"undo": {"tool": "remove_entry", "arguments": {"entry_id": "result.id"}}},
+    }
+}
+
+
+def embedded(tmp_path: Path) -> AsyncAgentRein:
+    return AsyncAgentRein(f"sqlite:///{tmp_path / 'a.db'}", organisation=f"test-{uuid.uuid4().hex[:8]}")
+
+
+def test_a_tool_its_server_calls_read_only_is_recorded_when_its_name_or_the_table_says_it_writes(
+    tmp_path: Path,
+) -> None:
+    server, state = ledger()
+    told = {"tools": {"add_entry": {"operation": "READ"}}}  # the user's table decides, even against the hints
+
+    async def scenario() -> list[Any]:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:
+                await ar.wrap(raw, s, connector="mcp").call_tool("remove_entry", {"entry_id": "e1"})
+                await ar.wrap(raw, s, connector="mcp", undo=TABLE).call_tool("remove_entry", {"entry_id": "e2"})
+                await ar.wrap(raw, s, connector="mcp", undo=told).call_tool("add_entry", {"text": "tea"})
+            return list((await ar.get_session(s)).actions)
+
+    by_name, by_table = asyncio.run(scenario())
+    assert (by_name.api_name, by_name.operation_type) == ("ledger.remove_entry", OperationType.DELETE)
+    assert by_table.operation_type is OperationType.DELETE
+    assert len(state["meta"]) == 3  # every call reached the server
+
+
+def test_the_actions_idempotency_key_travels_in_the_requests_meta(tmp_path: Path) -> None:
+    server, state = ledger()
+
+    async def scenario() -> str:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:
+                await ar.wrap(raw, s, connector="mcp", undo=TABLE).call_tool("add_entry", {"text": "coffee"})
+            (action,) = (await ar.get_session(s)).actions
+            return action.idempotency_key
+
+    key = asyncio.run(scenario())
+    assert state["meta"][-1][IDEMPOTENCY_META] == key
+
+
+def test_an_undo_through_a_connection_that_cannot_be_opened_again_says_why(tmp_path: Path) -> None:
+    server, state = ledger()
+
+    async def scenario() -> None:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:  # an in-process server: nothing to launch again
+                await ar.wrap(raw, s, connector="mcp", undo=TABLE).call_tool("add_entry", {"text": "coffee"})
+            with pytest.raises(RollbackFailedError, match="cannot reach that server again"):
+                await ar.rollback_session(s)
+            (action,) = (await ar.get_session(s)).actions
+            assert action.status is ActionStatus.ROLLBACK_FAILED
+
+    asyncio.run(scenario())
+    assert state["entries"] == {"e1": "coffee"}
+
+
+def test_an_undo_runs_through_the_open_client_with_the_undos_own_key(tmp_path: Path) -> None:
+    server, state = ledger()
+
+    async def scenario() -> str:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:
+                await ar.wrap(raw, s, connector="mcp", undo=TABLE).call_tool("add_entry", {"text": "coffee"})
+                await ar.rollback_session(s)
+            (action,) = (await ar.get_session(s)).actions
+            assert action.status is ActionStatus.ROLLED_BACK
+            return action.undo_idempotency_key
+
+    undo_key = asyncio.run(scenario())
+    assert state["entries"] == {}
+    assert state["meta"][-1][IDEMPOTENCY_META] == f"{undo_key}-0"
