@@ -373,3 +373,21 @@ def test_the_built_in_tables_are_the_ones_in_the_cross_language_contract() -> No
     contract = Path(__file__).parent.parent / "contract" / "mcp"
     names = {json.loads(p.read_text())["serverInfo"] for p in contract.glob("*.json")}
     assert {t.server_info for t in built_in_tables()} == names == {"memory-server", "secure-filesystem-server"}
+
+
+def test_an_mcp_client_session_is_wrapped_the_same_way(mode: Callable[[], AsyncAgentRein], tmp_path: Path) -> None:
+    params = memory_server(tmp_path)
+
+    async def scenario() -> None:
+        async with mode() as ar:
+            s = await ar.new_session(agent_id="notes-agent")
+            async with Client(params) as raw:
+                memory = ar.wrap(raw.session, s, connector="mcp", server="memory")
+                await memory.call_tool("create_entities", ADA_AND_BOB)
+                await memory.call_tool("read_graph", {})
+                (action,) = (await ar.get_session(s)).actions
+                assert action.api_name == "memory.create_entities"
+                await ar.rollback_session(s)  # while the session is open: through it
+        assert (await graph(params))["entities"] == []
+
+    run(scenario)

@@ -1,0 +1,138 @@
+"""How much latency AgentRein adds to an MCP tool call, on the embedded SQLite store (DESIGN §4a).
+
+What it measures
+    The reference memory server (``contract/mcp-servers``, ``@modelcontextprotocol/server-memory``) over stdio,
+    one ``tools/call`` of ``add_observations`` at a time (a write: recorded before it runs, confirmed with its
+    undo after), the same call made three ways in one run:
+
+    - DIRECT: through an ``mcp.Client`` connected to the server.
+    - WRAPPED: through the same kind of client wrapped with ``AsyncAgentRein.wrap(..., connector="mcp")``
+      (embedded, ``sqlite:///<tmp>/bench.db``): the write-ahead record, the call, the confirmation.
+    - PROXIED: through an ``mcp.Client`` connected to ``agentrein mcp proxy -- node <server>`` (the proxy a host
+      launches instead of the server; embedded on its own SQLite file), both hops over stdio.
+
+    added = median(way) - median(DIRECT). Aim for PROXIED: <= 1 ms added. Figures are printed, never asserted.
+
+Run: ``uv run python bench/mcp.py [--calls 200] [--rounds 3]`` (needs Node and ``npm ci`` in
+``contract/mcp-servers``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this file's folder comes first on sys.path, and this file (mcp.py) would stand in for the
+# mcp package: look past it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from agentrein import AsyncAgentRein  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+SERVER = ROOT / "contract" / "mcp-servers" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
+AIM_MS = 1.0
+
+Call = Callable[[int], Awaitable[Any]]
+
+
+def memory_server(folder: Path) -> StdioServerParameters:
+    node = shutil.which("node")
+    if node is None or not (SERVER / "index.js").exists():
+        sys.exit("needs Node and the reference servers: (cd contract/mcp-servers && npm ci)")
+    env = {"MEMORY_FILE_PATH": str(folder / "memory.jsonl"), "PATH": os.environ["PATH"]}
+    return StdioServerParameters(command=node, args=[str(SERVER / "index.js")], env=env)
+
+
+def proxy(folder: Path, upstream: StdioServerParameters) -> StdioServerParameters:
+    """``agentrein mcp proxy`` in front of ``upstream``, recording embedded on a SQLite file of its own."""
+    env = {**upstream.env, "AGENTREIN_DATABASE_URL": f"sqlite:///{folder / 'proxy.db'}"} if upstream.env else {}
+    args = ["-m", "agentrein_cli", "mcp", "proxy", "--name", "memory", "--agent-id", "bench", "--"]
+    return StdioServerParameters(command=sys.executable, args=[*args, upstream.command, *upstream.args], env=env)
+
+
+async def seed(client: Any, entity: str) -> None:
+    await client.call_tool(
+        "create_entities", {"entities": [{"name": entity, "entityType": "bench", "observations": []}]}
+    )
+
+
+def observing(client: Any, entity: str) -> Call:
+    async def call(i: int) -> Any:
+        return await client.call_tool(
+            "add_observations", {"observations": [{"entityName": entity, "contents": [f"o{i}"]}]}
+        )
+
+    return call
+
+
+async def timed(call: Call, calls: int, warmup: int, start: int) -> list[float]:
+    for i in range(warmup):
+        await call(start - warmup + i)
+    out = []
+    for i in range(calls):
+        began = time.perf_counter()
+        await call(start + i)
+        out.append(time.perf_counter() - began)
+    return out
+
+
+async def run(calls: int, rounds: int, warmup: int, proxied_too: bool) -> dict[str, list[float]]:
+    folder = Path(tempfile.mkdtemp(prefix="agentrein-bench-mcp-"))
+    upstream = memory_server(folder)
+    samples: dict[str, list[float]] = {"DIRECT": [], "WRAPPED": []}
+    ar = AsyncAgentRein(f"sqlite:///{folder / 'bench.db'}")
+    try:
+        session = await ar.new_session(agent_id="bench", intent="time MCP tool calls")
+        async with AsyncExitStack() as clients:
+            direct = await clients.enter_async_context(Client(upstream))
+            raw = await clients.enter_async_context(Client(upstream))
+            wrapped = ar.wrap(raw, session, connector="mcp", server="memory")
+            ways = {"DIRECT": (direct, "d"), "WRAPPED": (wrapped, "w")}
+            if proxied_too:
+                ways["PROXIED"] = (await clients.enter_async_context(Client(proxy(folder, upstream))), "p")
+                samples["PROXIED"] = []
+            for _, entity in ways.values():
+                await seed(direct, entity)
+            n = warmup
+            for _ in range(rounds):  # interleaved, so a slow stretch of the machine falls on every way alike
+                for name, (client, entity) in ways.items():
+                    samples[name] += await timed(observing(client, entity), calls, warmup, n)
+                n += calls + warmup
+    finally:
+        await ar.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--without-proxy", action="store_true", help="leave out the PROXIED way")
+    options = parser.parse_args()
+    samples = asyncio.run(run(options.calls, options.rounds, options.warmup, not options.without_proxy))
+    direct = statistics.median(samples["DIRECT"])
+    print(f"{'way':<8} {'p50 ms':>8} {'p90 ms':>8} {'added p50 ms':>13}   (tools/call add_observations, stdio)")
+    for name, values in samples.items():
+        p50 = statistics.median(values)
+        p90 = statistics.quantiles(values, n=10)[-1]
+        added = "" if name == "DIRECT" else f"{(p50 - direct) * 1000:13.3f}"
+        print(f"{name:<8} {p50 * 1000:8.3f} {p90 * 1000:8.3f} {added:>13}")
+    print(f"aim: PROXIED added <= {AIM_MS:g} ms; {len(samples['DIRECT'])} calls each way, interleaved in rounds")
+
+
+if __name__ == "__main__":
+    main()
