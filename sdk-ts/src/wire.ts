@@ -3230,15 +3230,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not-found`: No such record in this organisation (another organisation's ids are reported the same way) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
             /** @description `payload-too-large`: the body is larger than the server takes */
             413: {
                 headers: {

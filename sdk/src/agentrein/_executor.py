@@ -93,10 +93,12 @@ class ClientUndoExecutor:
                 sid == session_id and ref.loop is running for (sid, _), refs in self._by_session.items() for ref in refs
             )
 
-    def sessions_of(self, connectors: list[str]) -> list[str]:
-        """The sessions this process wrapped a client of one of ``connectors`` for."""
+    def sessions_of(self, connectors: list[str], most: int) -> list[str]:
+        """The sessions this process wrapped a client of one of ``connectors`` for, at most the ``most`` it
+        wrapped one for last."""
         with self._lock:
-            return sorted({sid for sid, name in self._by_session if name in connectors})
+            found = dict.fromkeys(sid for sid, name in self._by_session if name in connectors)
+        return list(found)[-most:]
 
     def knows_session(self, session_id: str) -> bool:
         with self._lock:

@@ -25,6 +25,8 @@ log = logging.getLogger("agentrein")
 #: How long one claim waits at the server for an undo to be offered: short, for a server that stops waits for
 #: the requests it is answering, this one too.
 CLAIM_WAIT = 5.0
+#: The most sessions one claim names (the server takes up to 1,000): those wrapped for last.
+MOST_SESSIONS = 1000
 #: The pause after the server could not be reached (or refused a claim) before the next claim.
 AFTER_TROUBLE = 2.0
 
@@ -58,7 +60,7 @@ class UndoTaker:
         while not self._stopped.is_set():
             with self._lock:
                 connectors = sorted(self._connectors)
-            sessions = self.clients.sessions_of(connectors)
+            sessions = self.clients.sessions_of(connectors, MOST_SESSIONS)
             try:
                 taken = self.served.claim_undo(sessions, connectors, CLAIM_WAIT) if sessions else None
             except AgentReinUnavailableError:

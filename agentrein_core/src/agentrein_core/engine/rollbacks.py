@@ -34,7 +34,6 @@ from agentrein_core.engine.consequences import (
 )
 from agentrein_core.engine.records import (
     action_of,
-    check_acts_on,
     read_session,
     session_of,
     set_action,
@@ -323,15 +322,16 @@ class Rollbacks(UseCases):
     ) -> HandedUndo | None:
         """Take, for the calling agent process, the oldest undo offered for these sessions and connectors (the
         ones it holds clients of), waiting up to ``wait`` seconds for one; it holds it for
-        :attr:`agent_undo_lease` to run it and :meth:`report_handed_undo`."""
+        :attr:`agent_undo_lease` to run it and :meth:`report_handed_undo`. An agent key takes the undos of the
+        sessions it opened only; the others it names are passed over, as unknown ones are."""
         deadline = time.monotonic() + max(0.0, wait)
         sessions, names = sorted(set(session_ids)), sorted(set(connectors))
         while True:
             now = self.clock()
             with self.store.transaction() as tx:
-                for session_id in sessions:
-                    check_acts_on(tx, org_id, session_id, agent_key)
-                offered = tx.rollbacks.open_handoff(org_id, sessions, names, now) if sessions and names else None
+                offered = (
+                    tx.rollbacks.open_handoff(org_id, sessions, names, now, agent_key) if sessions and names else None
+                )
                 taken = None
                 if offered is not None:
                     values = {"lease_id": secrets.token_hex(16), "leased_until": now + self.agent_undo_lease}

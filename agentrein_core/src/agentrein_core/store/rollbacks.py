@@ -107,9 +107,15 @@ class Rollbacks:
         self.rows.insert(handoff)
 
     def open_handoff(
-        self, org_id: str, session_ids: Sequence[str], connectors: Sequence[str], now: datetime
+        self,
+        org_id: str,
+        session_ids: Sequence[str],
+        connectors: Sequence[str],
+        now: datetime,
+        opened_by_key: str | None = None,
     ) -> UndoHandoff | None:
-        """The oldest handoff of these sessions and connectors that no process has taken and may still be."""
+        """The oldest handoff of these sessions and connectors that no process has taken and may still be; with
+        ``opened_by_key``, of the sessions that key opened only (:func:`agentrein_core.rules.acts_on`)."""
         stmt = (
             sa.select(_H)
             .where(
@@ -123,6 +129,9 @@ class Rollbacks:
             .order_by(_H.c.offered_at)
             .limit(1)
         )
+        if opened_by_key is not None:
+            _S = schema.sessions
+            stmt = stmt.join(_S, _S.c.session_id == _H.c.session_id).where(_S.c.opened_by_key == opened_by_key)
         return self.rows.first(UndoHandoff, stmt)
 
     def update_handoff(self, handoff_id: str, values: dict[str, Any], **expected: Any) -> UndoHandoff | None:

@@ -19,12 +19,15 @@ from agentrein_server.api import bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
 
+#: The most sessions one claim names (a process names those it wrapped clients for most recently).
+MAX_CLAIMED_SESSIONS = 1000
+
 
 class ClaimUndos(bodies.Body):
     """The sessions and connectors the calling process holds clients of."""
 
-    sessions: list[bodies.Text]
-    connectors: list[bodies.Text]
+    sessions: Annotated[list[bodies.Text], msgspec.Meta(max_length=MAX_CLAIMED_SESSIONS)]
+    connectors: Annotated[list[bodies.Text], msgspec.Meta(max_length=100)]
 
 
 class UndoOutcome(bodies.Body):
@@ -69,7 +72,7 @@ class UndoController(Controller):
         operation_id="claimUndo",
         summary="Take an undo handed to the agent's process",
         status_code=200,
-        responses=documented(NotFoundError, body=True),
+        responses=documented(body=True),
     )
     def claim(
         self,
@@ -80,8 +83,8 @@ class UndoController(Controller):
     ) -> Claimed:
         """The oldest undo offered for one of ``sessions`` through one of ``connectors``, taken by the caller
         under a lease (``leaseExpiresAt``) to run it and report (``POST /undos/{actionId}/outcome``); with
-        ``wait=N``, waits up to N seconds for one. An agent key names only the sessions it opened (another
-        answers ``404``)."""
+        ``wait=N``, waits up to N seconds for one. An agent key takes the undos of the sessions it opened only
+        (it may name at most 1,000 sessions; others and unknown ones are passed over)."""
         taken = services.engine.rollbacks.claim_handed_undo(
             caller.org_id, data.sessions, data.connectors, wait, agent_key=caller.agent_key
         )
