@@ -52,8 +52,9 @@ connectors too, as a third party's would; ``tests/test_layout.py`` holds them to
 - registering: :data:`hookimpl`, the marker of ``agentrein_register_connectors()`` (entry-point group
   ``agentrein``);
 - the connector: :class:`Connector`, :class:`PreparedCall`, :class:`Setting` and :class:`SettingKind`,
-  :class:`Undoable` and :class:`UndoOutlook`; helpers :func:`merge_undo` (a caller's undo override) and
-  :func:`bind_call` (a call's arguments by name), and :data:`REQUIRE_APPROVAL_KEY`;
+  :class:`Undoable` and :class:`UndoOutlook`; helpers :func:`merge_undo` (a caller's undo override),
+  :func:`bind_call` (a call's arguments by name) and :func:`operation_by_verb` (the generic classification of a
+  method by its name), and :data:`REQUIRE_APPROVAL_KEY`;
 - the records it reads and derives: :class:`Action`, :class:`UndoConfig`, :data:`UNDO_NONE`, :data:`JSON`,
   :class:`OperationType`, :class:`ActionStatus`;
 - the errors it raises: :class:`ValidationError` (bad input or settings, naming the field) and
@@ -68,9 +69,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
+from fnmatch import fnmatchcase
 from typing import Any, ClassVar
 
 import pluggy
@@ -114,6 +117,7 @@ __all__ = [
     "host_allowed",
     "host_entries",
     "merge_undo",
+    "operation_by_verb",
     "pinned_client",
 ]
 
@@ -140,6 +144,9 @@ class PreparedCall:
     run: Callable[[str], Any]
     is_async: bool = False
     context: Any = None
+    #: Whether running the call again cannot do it twice (the service honours the idempotency key, or the call
+    #: is idempotent): only then is it retried, however the agent's ``retryable`` reads.
+    retry_safe: bool = True
 
 
 class SettingKind(StrEnum):
@@ -207,16 +214,33 @@ class Connector(ABC):
     #: What :meth:`check_config` and :meth:`server_client` take, declared for the dashboard's form: keys of
     #: ``config`` and, for secret ones, of ``credentials``. None: the dashboard asks for raw JSON instead.
     settings: ClassVar[tuple[Setting, ...]] = ()
+    #: The keyword options of ``wrap()`` this connector takes for itself (``server=``, say), handed to
+    #: :meth:`bind`. When it names ``undo``, ``wrap(undo=...)`` is the connector's own (an undo table) rather than
+    #: api-name overrides.
+    wrap_options: ClassVar[frozenset[str]] = frozenset()
 
     def accepts(self, client: Any) -> bool:
         """Whether ``client`` is an object this connector knows how to wrap (checked by ``wrap()``)."""
         return True
 
+    def bind(self, client: Any, options: Mapping[str, Any]) -> Any:
+        """The wrapped ``client`` as this connector's other methods receive it (:meth:`prepare`, :meth:`run_undo`,
+        :meth:`is_closed`, :meth:`reopen`), given the ``wrap()`` options named in :attr:`wrap_options` (only those
+        the agent passed). Raise :class:`ValidationError` for a value it cannot use. By default the client itself."""
+        return client
+
+    def glob_matches(self, glob: str, api_name: str) -> bool:
+        """Whether a glob of ``wrap(requires_approval=..., retryable=...)`` names ``api_name``. By default a
+        glob over the whole api name."""
+        return fnmatchcase(api_name, glob)
+
     @abstractmethod
     def prepare(
         self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> PreparedCall | None:
-        """Describe the call ``client.<path>(*args, **kwargs)``, or return ``None`` to pass it through."""
+    ) -> PreparedCall | Awaitable[PreparedCall | None] | None:
+        """Describe the call ``client.<path>(*args, **kwargs)``, or return ``None`` to pass it through. For an
+        async client whose calls cannot be described without asking the service (an MCP tool's annotations),
+        an awaitable of either, awaited on the client's loop before anything is recorded."""
 
     def descend(self, value: Any) -> bool:
         """Whether an attribute value of the wrapped client is a service object to wrap in turn
@@ -343,6 +367,28 @@ def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoC
     if "type" in override and override["type"] != derived.type:
         return UndoConfig(str(override["type"]), params, require_approval)
     return UndoConfig(derived.type, {**derived.params, **params}, require_approval)
+
+
+#: The generic fallback of DESIGN §4: the first word of a method's name says what kind of call it is.
+_VERBS: Mapping[str, OperationType] = {
+    **dict.fromkeys(("create", "add", "post", "insert", "new"), OperationType.CREATE),
+    **dict.fromkeys(
+        ("update", "edit", "put", "patch", "modify", "set", "write", "move", "rename"), OperationType.UPDATE
+    ),
+    **dict.fromkeys(("delete", "del", "remove", "cancel", "close", "drop"), OperationType.DELETE),
+    **dict.fromkeys(
+        ("get", "list", "retrieve", "search", "read", "find", "open", "query", "fetch"), OperationType.READ
+    ),
+}
+_FIRST_WORD = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
+
+
+def operation_by_verb(name: str) -> OperationType:
+    """What a method or tool named ``name`` does, by its first word (``create_entities``, ``deleteFile``,
+    ``list-issues``): create/add/post → CREATE, update/edit/put/patch/modify/set → UPDATE,
+    delete/del/remove/cancel/close → DELETE, get/list/retrieve/search → READ, anything else → OTHER."""
+    match = _FIRST_WORD.search(name)
+    return _VERBS.get(match.group(0).lower(), OperationType.OTHER) if match else OperationType.OTHER
 
 
 def bind_call(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:

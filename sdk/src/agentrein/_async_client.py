@@ -79,7 +79,8 @@ class AsyncAgentRein:
         timeout_ms: int = 300_000,
         retryable: Iterable[str] = (),
         failure_mode: str = "open",
-        undo: Mapping[str, Mapping[str, Any]] | None = None,
+        undo: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        **connector_options: Any,
     ) -> T:
         return self.sync.wrap(
             client,
@@ -91,6 +92,7 @@ class AsyncAgentRein:
             retryable=retryable,
             failure_mode=failure_mode,
             undo=undo,
+            **connector_options,
         )
 
     async def list_approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:

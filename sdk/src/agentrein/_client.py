@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentrein._errors import RollbackFailedError
 from agentrein._executor import ClientRef, ClientUndoExecutor
@@ -187,16 +187,25 @@ class AgentRein:
         timeout_ms: int = 300_000,
         retryable: Iterable[str] = (),
         failure_mode: str = "open",
-        undo: Mapping[str, Mapping[str, Any]] | None = None,
+        undo: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        **connector_options: Any,
     ) -> T:
         """Return ``client`` guarded by AgentRein within ``session``; use it exactly as the client.
 
         ``requires_approval`` and ``retryable`` are globs over api names (``"DELETE *"``); ``undo`` maps api
         names (or globs) to undo configs that set or override the connector's, e.g.
-        ``{"POST /v1/payouts": {"requireApproval": True}}``."""
+        ``{"POST /v1/payouts": {"requireApproval": True}}`` (for the ``mcp`` connector: its undo table, or the
+        path of one). Any other keyword is the connector's own (``server=`` for ``mcp``)."""
         found = self._connectors.get(connector)
         if not found.accepts(client):
             raise ValidationError("client", f"connector {connector!r} cannot wrap a {type(client).__name__}")
+        own = {"undo": undo} if "undo" in found.wrap_options and undo is not None else {}
+        for name in connector_options:
+            if name not in found.wrap_options:
+                raise ValidationError(name, f"wrap() takes no option {name!r} for connector {connector!r}")
+        bound = found.bind(client, {**own, **connector_options})
+        if isinstance(undo, str | os.PathLike) and not own:
+            raise ValidationError("undo", f"connector {connector!r} takes undo overrides by api name, not a file")
         options = WrapOptions.build(
             found,
             requires_approval=requires_approval,
@@ -204,7 +213,7 @@ class AgentRein:
             poll_interval_ms=poll_interval_ms,
             timeout_ms=timeout_ms,
             failure_mode=failure_mode,
-            undo=undo,
+            undo=None if own or undo is None else cast(Mapping[str, Mapping[str, Any]], undo),
         )
         session_id = _session_id(session)
         try:
@@ -215,9 +224,9 @@ class AgentRein:
                 raise
             self._outbox.warn_unavailable(exc)  # checked when AgentRein is back, as the journal is replayed
         # This client can undo the session's actions of this connector, even ones made by another process.
-        self._clients.remember_session(session_id, connector, ClientRef(client))
+        self._clients.remember_session(session_id, connector, ClientRef(bound))
         redactor = Redactor(found.sensitive_fields)
-        guard = Guard(self._mode, self._outbox, self._clients, session_id, client, options, redactor)
+        guard = Guard(self._mode, self._outbox, self._clients, session_id, bound, options, redactor)
         return WrappedClient(client, guard)  # type: ignore[return-value]
 
     # approvals ----------------------------------------------------------------------------------------

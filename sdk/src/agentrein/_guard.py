@@ -20,7 +20,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -86,9 +86,23 @@ class Guard:
         prepared = self.options.connector.prepare(self.client, path, args, kwargs)
         if prepared is None:
             return method(*args, **kwargs)
+        if not isinstance(prepared, PreparedCall):  # described once the service answered (an MCP tool's hints)
+            return self._prepared_later(prepared, method, args, kwargs)
         if prepared.is_async:
             return self._call_async(prepared)
         return self._call_sync(prepared)
+
+    async def _prepared_later(
+        self,
+        preparing: Awaitable[PreparedCall | None],
+        method: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        prepared = await preparing
+        if prepared is None:
+            return await method(*args, **kwargs)
+        return await self._call_async(prepared)
 
     # sync ---------------------------------------------------------------------------------------------
     def _call_sync(self, call: PreparedCall) -> Any:
@@ -113,7 +127,7 @@ class Guard:
         return result
 
     def _execute(self, call: PreparedCall, key: str) -> Any:
-        return run_call(self.options.connector, call, key, retryable=self.options.is_retryable(call.api_name))
+        return run_call(self.options.connector, call, key, retryable=self.options.is_retryable(call))
 
     # async --------------------------------------------------------------------------------------------
     async def _call_async(self, call: PreparedCall) -> Any:
@@ -145,7 +159,7 @@ class Guard:
         return result
 
     async def _execute_async(self, call: PreparedCall, key: str) -> Any:
-        retryable = self.options.is_retryable(call.api_name)
+        retryable = self.options.is_retryable(call)
         return await run_call_async(self.options.connector, call, key, retryable=retryable)
 
     # the steps both share -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from attrs import frozen
 
 from agentrein_core import nesting
-from agentrein_core.connector import Connector
+from agentrein_core.connector import Connector, PreparedCall
 from agentrein_core.errors import ValidationError
 from agentrein_core.policies import validate_glob
 
@@ -51,7 +51,7 @@ class WrapOptions:
         for name, value in (("poll_interval_ms", poll_interval_ms), ("timeout_ms", timeout_ms)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ValidationError(name, f"must be a positive number of milliseconds, not {value!r}")
-        overrides = dict(undo or {})
+        overrides = {} if "undo" in connector.wrap_options else dict(undo or {})
         for glob, override in overrides.items():
             validate_glob(f"undo[{glob!r}]", glob)
             if not isinstance(override, Mapping):
@@ -69,10 +69,10 @@ class WrapOptions:
         )
 
     def needs_approval(self, api_name: str) -> bool:
-        return any(fnmatchcase(api_name, g) for g in self.requires_approval)
+        return any(self.connector.glob_matches(g, api_name) for g in self.requires_approval)
 
-    def is_retryable(self, api_name: str) -> bool:
-        return any(fnmatchcase(api_name, g) for g in self.retryable)
+    def is_retryable(self, call: PreparedCall) -> bool:
+        return call.retry_safe and any(self.connector.glob_matches(g, call.api_name) for g in self.retryable)
 
     def undo_override(self, api_name: str) -> Mapping[str, Any] | None:
         """The caller's undo override for ``api_name``: an exact key first, else the first matching glob."""
