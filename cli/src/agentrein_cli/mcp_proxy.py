@@ -17,10 +17,10 @@ import contextvars
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from mcp.client.session import IncomingMessage
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.session import ServerSession
+    from mcp.shared.dispatcher import ProgressFnT
 
     from agentrein import AsyncAgentRein, SessionInfo
 
@@ -53,6 +54,8 @@ log = logging.getLogger("agentrein.mcp_proxy")
 
 #: How often a held call tells the host it is still waiting (MCP progress), so that the host does not time out.
 HEARTBEAT_SECONDS = 5.0
+#: What the host is told once the upstream's connection has closed under the proxy.
+GONE = "the upstream MCP server closed its connection (it exited or crashed): restart this MCP server"
 #: The environment variables of AgentRein itself, which the upstream (another program) is not given.
 OWN_ENVIRONMENT_PREFIX = "AGENTREIN_"
 
@@ -109,9 +112,16 @@ class Host:
         self.session: ServerSession | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """A middleware: remembers the session of every message the host sends."""
+        """A middleware: remembers the session of every message the host sends; says so, in words, when the
+        upstream has gone (rather than "Connection closed", which a host would take for its own connection)."""
         self.session = ctx.session
-        return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            if exc.code != types.CONNECTION_CLOSED:
+                raise
+            log.warning("%s (%s)", GONE, ctx.method)
+            raise MCPError(code=types.INTERNAL_ERROR, message=GONE) from None
 
     async def _ask(self, request: Any, result_type: type[Any]) -> Any:
         if self.session is None:
@@ -171,9 +181,6 @@ class Notices(logging.Handler):
         waiting = _waiting.get()
         if waiting is not None:
             waiting.tell(record.getMessage())
-
-
-Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class CallProgress:
@@ -237,7 +244,7 @@ class Guard:
         self._opening = anyio.Lock()
 
     async def call(
-        self, params: types.CallToolRequestParams, agent_id: str, progress: Progress | None
+        self, params: types.CallToolRequestParams, agent_id: str, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         from agentrein_mcp import McpToolError
 
@@ -252,20 +259,19 @@ class Guard:
                 guarded = await self._guarded(agent_id, renew=True)
                 return await self._send(guarded, params, progress)
         except McpToolError as exc:
-            return exc.result  # type: ignore[no-any-return]
+            return exc.result
         except AgentReinError as exc:
             log.warning("AgentRein did not run %s: %s", params.name, exc)
             return refused(refusal(exc, params.name))
 
     async def _send(
-        self, guarded: Client, params: types.CallToolRequestParams, progress: Progress | None
+        self, guarded: Client, params: types.CallToolRequestParams, progress: ProgressFnT | None
     ) -> types.CallToolResult:
-        meta = (
-            params.meta.model_dump(by_alias=True, exclude_none=True, exclude={"progress_token"})
-            if params.meta
-            else None
+        # the host's progress token stays here: the upstream gets its own (see CallProgress)
+        meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
+        return await guarded.call_tool(
+            params.name, params.arguments, progress_callback=progress, meta=cast(types.RequestParamsMeta, meta) or None
         )
-        return await guarded.call_tool(params.name, params.arguments, progress_callback=progress, meta=meta or None)
 
     @property
     def agentrein(self) -> AsyncAgentRein:
@@ -288,8 +294,7 @@ class Guard:
                     agent_id=agent_id, intent=options.intent, failure_mode=options.failure_mode
                 )
                 log.warning("AgentRein session %s records this host's tool calls", self.session.id)
-                wrap: Any = self.agentrein.wrap
-                self.guarded = wrap(
+                self.guarded = self.agentrein.wrap(
                     self.upstream,
                     self.session,
                     connector="mcp",
@@ -335,7 +340,7 @@ def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptio
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         client = ctx.session.client_params
         agent_id = options.agent_id or (client.client_info.name if client else None) or "mcp-host"
-        token = params.meta.progress_token if params.meta else None
+        token = (params.meta or {}).get("progress_token")
         if token is None:
             return await _upstream_errors(guard.call(params, agent_id, None))
         progress = CallProgress(ctx.session, token)
@@ -412,8 +417,11 @@ async def _upstream_errors(call: Awaitable[types.CallToolResult]) -> types.CallT
     upstream itself (it crashed, its connection broke) is an ``isError`` result that says so."""
     try:
         return await call
-    except MCPError:
-        raise
+    except MCPError as exc:
+        if exc.code != types.CONNECTION_CLOSED:
+            raise
+        log.warning("%s during a tool call", GONE)
+        return refused(f"The tool may or may not have run: {GONE}.")
     except Exception as exc:
         log.warning("the upstream MCP server failed during a tool call: %r", exc)
         return refused(f"The upstream MCP server failed during this call ({type(exc).__name__}: {exc}).")

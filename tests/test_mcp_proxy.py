@@ -1,0 +1,266 @@
+"""``agentrein mcp proxy`` as a host uses it: a subprocess launched by the official stdio client, in front of the
+reference memory server (run with node, as ``.ci/run`` installs it in contract/mcp-servers), embedded on a
+database the tests read with their own AgentRein. One proxy serves the scenarios of a whole host session, in
+order, on each database; a disconnect and an upstream that crashes have their own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import textwrap
+import threading
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from agentrein import ActionStatus, AgentRein, ApprovalStatus, SessionStatus
+
+T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMORY_SERVER = ROOT / "contract/mcp-servers/node_modules/@modelcontextprotocol/server-memory/dist/index.js"
+#: The ``agentrein`` command, as the environment that runs the tests installed it.
+AGENTREIN = Path(sys.executable).parent / "agentrein"
+HOST = types.Implementation(name="test-host", version="1.0")
+
+#: A server that exits in the middle of its one tool call (an upstream that crashes).
+CRASHING_SERVER = """
+import os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("crashing")
+
+@server.tool()
+def explode(target: str) -> str:
+    os._exit(3)
+
+server.run()
+"""
+
+
+class Host:
+    """An MCP host connected to a proxy: its client lives on a loop of its own (a thread), so that one
+    connection serves several tests; ``run`` awaits a coroutine there."""
+
+    def __init__(self, params: StdioServerParameters, errlog: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.errlog = errlog
+        self._connected = threading.Event()
+        self._stop = asyncio.Event()
+        self._life = asyncio.run_coroutine_threadsafe(self._connection(params), self.loop)
+        while not self._connected.wait(0.1):
+            if self._life.done():
+                self._life.result()  # the connection failed: say why
+
+    async def _connection(self, params: StdioServerParameters) -> None:
+        """The client's whole life in one task, as anyio requires: connected, then closed when told."""
+        with self.errlog.open("w") as errors:
+            async with Client(stdio_client(params, errlog=errors), mode="legacy", client_info=HOST) as client:
+                self.client = client
+                self._connected.set()
+                await self._stop.wait()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return future.result(timeout)
+
+    def call(self, tool: str, arguments: dict[str, Any], **options: Any) -> types.CallToolResult:
+        return self.run(self.client.call_tool(tool, arguments, **options))
+
+    def graph(self) -> dict[str, Any]:
+        result = self.call("read_graph", {})
+        assert not result.is_error, result
+        return result.structured_content or json.loads(text_of(result))
+
+    def disconnect(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._stop.set)
+            self._life.result(60)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+def proxy(database_url: str, tmp_path: Path, *options: str, upstream: list[str] | None = None) -> Host:
+    """A host connected to ``agentrein mcp proxy`` in front of the memory server (or ``upstream``)."""
+    assert MEMORY_SERVER.exists(), "the reference MCP servers are missing: (cd contract/mcp-servers && npm ci)"
+    command = upstream or ["node", str(MEMORY_SERVER)]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTREIN_")},
+        "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl"),
+    }
+    args = ["mcp", "proxy", "--database-url", database_url, *options, "--", *command]
+    return Host(StdioServerParameters(command=str(AGENTREIN), args=args, env=env), tmp_path / "proxy.stderr")
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def entities(*names: str) -> dict[str, Any]:
+    return {"entities": [{"name": n, "entityType": "person", "observations": [f"{n} was here"]} for n in names]}
+
+
+def names_in(graph: dict[str, Any]) -> set[str]:
+    return {entity["name"] for entity in graph["entities"]}
+
+
+def sessions_of(agentrein: AgentRein) -> list[str]:
+    """The host's sessions, oldest first."""
+    return [s.id for s in sorted(agentrein.list_sessions(), key=lambda s: s.created_at) if s.agent_id == HOST.name]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def memory_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{tmp_path_factory.mktemp('proxy') / 'agentrein.db'}"
+
+
+@pytest.fixture(scope="module")
+def agentrein(memory_database: str) -> Iterator[AgentRein]:
+    with AgentRein(memory_database) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def host(memory_database: str, agentrein: AgentRein, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    connected = proxy(
+        memory_database, tmp_path_factory.mktemp("host"), "--name", "memory", "--requires-approval", "delete_entities"
+    )
+    yield connected
+    connected.disconnect()
+
+
+# One host session, in order ----------------------------------------------------------------------------------
+
+
+def test_the_host_sees_the_upstream_s_name_and_its_tools_with_their_annotations_untouched(
+    host: Host, tmp_path: Path
+) -> None:
+    async def listed_directly() -> types.ListToolsResult:
+        params = StdioServerParameters(
+            command="node", args=[str(MEMORY_SERVER)], env={"MEMORY_FILE_PATH": str(tmp_path / "direct.jsonl")}
+        )
+        async with Client(params, mode="legacy") as direct:
+            return await direct.list_tools()
+
+    assert host.client.server_info is not None and host.client.server_info.name == "memory"
+    through_proxy = host.run(host.client.list_tools())
+    assert through_proxy.tools == asyncio.run(listed_directly()).tools
+    assert any(tool.annotations and tool.annotations.read_only_hint for tool in through_proxy.tools)
+
+
+def test_a_write_is_recorded_in_the_host_s_session_and_a_read_passes_unrecorded(
+    host: Host, agentrein: AgentRein
+) -> None:
+    created = host.call("create_entities", entities("ada", "bob"))
+    assert not created.is_error, created
+    assert {"ada", "bob"} <= names_in(host.graph())
+    [session_id] = sessions_of(agentrein)
+    session = agentrein.get_session(session_id)
+    assert session.status == SessionStatus.ACTIVE
+    assert [(a.api_name, a.status) for a in session.actions] == [("memory.create_entities", ActionStatus.SUCCESS)]
+
+
+def test_a_held_call_tells_the_host_it_waits_and_runs_once_a_reviewer_approves_it(
+    host: Host, agentrein: AgentRein
+) -> None:
+    told: list[str] = []
+    waiting = threading.Event()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        told.append(message or "")
+        waiting.set()
+
+    call = asyncio.run_coroutine_threadsafe(
+        host.client.call_tool("delete_entities", {"entityNames": ["bob"]}, progress_callback=progress), host.loop
+    )
+    assert waiting.wait(60), "the host was never told that the call waits"
+    [pending] = agentrein.list_approvals(ApprovalStatus.PENDING)
+    assert pending.approval_id in told[0] and "delete_entities" in told[0]
+    assert not call.done()
+    agentrein.approve(pending.approval_id, reviewer="oncall", reason="bob left")
+    result = call.result(60)
+    assert not result.is_error, result
+    assert names_in(host.graph()) == {"ada"}
+
+
+def test_a_blocked_call_answers_the_host_in_words_naming_the_policy_and_never_reaches_the_upstream(
+    host: Host, agentrein: AgentRein
+) -> None:
+    policy = agentrein.add_policy("no relations", "BLOCK", connector="mcp", api_name="memory.create_relations")
+    try:
+        relation = {"relations": [{"from": "ada", "to": "ada", "relationType": "knows"}]}
+        result = host.call("create_relations", relation)
+    finally:
+        agentrein.remove_policy(policy.policy_id)
+    assert result.is_error
+    assert "blocked by policy 'no relations'" in text_of(result)
+    assert host.graph()["relations"] == []
+
+
+def test_a_failing_call_answers_the_upstream_s_error_rolls_back_the_session_and_the_next_call_opens_another(
+    host: Host, agentrein: AgentRein
+) -> None:
+    assert not host.call("create_entities", entities("cy")).is_error
+    failed = host.call("add_observations", {"observations": [{"entityName": "nobody", "contents": ["hello"]}]})
+    assert failed.is_error and "nobody" in text_of(failed)
+    [rolled_back] = sessions_of(agentrein)
+    assert agentrein.get_session(rolled_back).status == SessionStatus.ROLLED_BACK
+    assert names_in(host.graph()) == set()  # what the session created is gone (bob was deleted, then restored)
+
+    assert not host.call("create_entities", entities("dee")).is_error
+    first, second = sessions_of(agentrein)
+    assert first == rolled_back
+    assert [a.api_name for a in agentrein.get_session(second).actions] == ["memory.create_entities"]
+    assert names_in(host.graph()) == {"dee"}
+
+
+# A connection of its own -------------------------------------------------------------------------------------
+
+
+def test_a_host_that_disconnects_completes_its_session(tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = proxy(database_url, tmp_path, "--agent-id", "desktop", "--intent", "Keep my notes")
+    try:
+        assert not host.call("create_entities", entities("eve")).is_error
+    finally:
+        host.disconnect()
+    with AgentRein(database_url) as agentrein:
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    assert (session.agent_id, session.intent, session.status) == ("desktop", "Keep my notes", SessionStatus.COMPLETED)
+    assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]
+
+
+def test_an_upstream_that_crashes_mid_call_answers_the_host_an_error_and_says_why_on_stderr_only(
+    tmp_path: Path,
+) -> None:
+    server = tmp_path / "crashing.py"
+    server.write_text(textwrap.dedent(CRASHING_SERVER))
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = proxy(database_url, tmp_path, "--name", "crashing", upstream=[sys.executable, str(server)])
+    try:
+        result = host.call("explode", {"target": "everything"})
+        with pytest.raises(MCPError) as next_request:  # the next request fails at once too, saying why
+            host.run(host.client.list_tools(), timeout=30)
+    finally:
+        host.disconnect()
+    assert result.is_error
+    assert "the upstream MCP server closed its connection" in text_of(result)
+    assert "the upstream MCP server closed its connection" in str(next_request.value)
+    said = host.errlog.read_text()
+    assert "closed its connection" in said and "Traceback" not in said
