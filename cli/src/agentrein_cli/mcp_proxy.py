@@ -246,8 +246,6 @@ class Guard:
     async def call(
         self, params: types.CallToolRequestParams, agent_id: str, progress: ProgressFnT | None
     ) -> types.CallToolResult:
-        from agentrein_mcp import McpToolError
-
         try:
             try:
                 guarded = await self._guarded(agent_id, renew=False)
@@ -258,11 +256,18 @@ class Guard:
                 # a rollback ended the session: the call was refused before it ran, so it runs in a new one
                 guarded = await self._guarded(agent_id, renew=True)
                 return await self._send(guarded, params, progress)
-        except McpToolError as exc:
-            return exc.result
         except AgentReinError as exc:
             log.warning("AgentRein did not run %s: %s", params.name, exc)
             return refused(refusal(exc, params.name))
+        except Exception as exc:
+            # The connector's McpToolError (the tool answered isError, and the session rolls back) carries the
+            # upstream's own answer, which the host gets as it is; found by its result, as the CLI imports no
+            # connector (DESIGN §2).
+            result = getattr(exc, "result", None)
+            if isinstance(result, types.CallToolResult):
+                log.warning("%s", exc)
+                return result
+            raise
 
     async def _send(
         self, guarded: Client, params: types.CallToolRequestParams, progress: ProgressFnT | None
