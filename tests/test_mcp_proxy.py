@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
 import textwrap
 import threading
@@ -93,15 +94,17 @@ class Host:
             self.loop.close()
 
 
-def proxy(database_url: str, tmp_path: Path, *options: str, upstream: list[str] | None = None) -> Host:
-    """A host connected to ``agentrein mcp proxy`` in front of the memory server (or ``upstream``)."""
+def proxy(database_url: str | None, tmp_path: Path, *options: str, upstream: list[str] | None = None) -> Host:
+    """A host connected to ``agentrein mcp proxy`` in front of the memory server (or ``upstream``), embedded on
+    ``database_url`` (else ``options`` name a server)."""
     assert MEMORY_SERVER.exists(), "the reference MCP servers are missing: (cd contract/mcp-servers && npm ci)"
     command = upstream or ["node", str(MEMORY_SERVER)]
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTREIN_")},
         "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl"),
     }
-    args = ["mcp", "proxy", "--database-url", database_url, *options, "--", *command]
+    target = ["--database-url", database_url] if database_url else []
+    args = ["mcp", "proxy", *target, *options, "--", *command]
     return Host(StdioServerParameters(command=str(AGENTREIN), args=args, env=env), tmp_path / "proxy.stderr")
 
 
@@ -229,6 +232,23 @@ def test_a_failing_call_answers_the_upstream_s_error_rolls_back_the_session_and_
     assert names_in(host.graph()) == {"dee"}
 
 
+def test_a_rejected_call_answers_the_host_with_the_reviewer_s_reason_and_rolls_the_session_back(
+    host: Host, agentrein: AgentRein
+) -> None:
+    call = asyncio.run_coroutine_threadsafe(
+        host.client.call_tool("delete_entities", {"entityNames": ["dee"]}), host.loop
+    )
+    pending: list[Any] = []
+    while not pending and not call.done():
+        pending = agentrein.list_approvals(ApprovalStatus.PENDING)
+    agentrein.reject(pending[0].approval_id, reviewer="oncall", reason="wrong customer")
+    result = call.result(60)
+    assert result.is_error
+    assert "rejected by a reviewer: wrong customer" in text_of(result)
+    assert agentrein.get_session(sessions_of(agentrein)[-1]).status == SessionStatus.ROLLED_BACK
+    assert names_in(host.graph()) == set()  # dee, created in that session, is undone; the delete never ran
+
+
 # A connection of its own -------------------------------------------------------------------------------------
 
 
@@ -244,6 +264,23 @@ def test_a_host_that_disconnects_completes_its_session(tmp_path: Path) -> None:
         session = agentrein.get_session(summary.id)
     assert (session.agent_id, session.intent, session.status) == ("desktop", "Keep my notes", SessionStatus.COMPLETED)
     assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]
+
+
+def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upstream_sees_the_call(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", "--failure-mode", "closed")
+    try:
+        result = host.call("create_entities", entities("fay"))
+    finally:
+        host.disconnect()
+    assert result.is_error
+    assert "AgentRein could not be reached, and this proxy runs closed" in text_of(result)
+    memory = tmp_path / "memory.jsonl"
+    assert not memory.exists() or "fay" not in memory.read_text()  # the server's own file: nothing was made
 
 
 def test_an_upstream_that_crashes_mid_call_answers_the_host_an_error_and_says_why_on_stderr_only(

@@ -350,13 +350,16 @@ def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptio
             return await _upstream_errors(guard.call(params, agent_id, None))
         progress = CallProgress(ctx.session, token)
         waiting = Waiting(asyncio.get_running_loop())
-        _waiting.set(waiting)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(progress.heartbeat, waiting)
-            try:
-                return await _upstream_errors(guard.call(params, agent_id, progress.upstream))
-            finally:
-                tasks.cancel_scope.cancel()
+        watched = _waiting.set(waiting)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(progress.heartbeat, waiting)
+                try:
+                    return await _upstream_errors(guard.call(params, agent_id, progress.upstream))
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            _waiting.reset(watched)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams) -> types.ListToolsResult:
         return await session.list_tools(params=params)
