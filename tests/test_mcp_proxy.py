@@ -33,6 +33,35 @@ MEMORY_SERVER = ROOT / "contract/mcp-servers/node_modules/@modelcontextprotocol/
 AGENTREIN = Path(sys.executable).parent / "agentrein"
 HOST = types.Implementation(name="test-host", version="1.0")
 
+#: A server that uses what the memory server does not: instructions, a resource, a prompt, and a tool that
+#: reports progress, logs, and asks the host for a completion and for its roots.
+ASKING_SERVER = """
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("asking", instructions="Ask the host first.")
+
+@server.resource("note://today")
+def today() -> str:
+    return "buy milk"
+
+@server.prompt()
+def greet(name: str) -> str:
+    return f"Say hello to {name}"
+
+@server.tool()
+async def ask_host(question: str, ctx: Context) -> str:
+    await ctx.report_progress(1, 2, "asking")
+    await ctx.info("asking the host")
+    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))
+    answer = await ctx.session.create_message([message], max_tokens=10)
+    roots = await ctx.session.list_roots()
+    await ctx.report_progress(2, 2, "answered")
+    return f"{answer.content.text} under {roots.roots[0].uri}"
+
+server.run()
+"""
+
 #: A server that exits in the middle of its one tool call (an upstream that crashes).
 CRASHING_SERVER = """
 import os
@@ -52,22 +81,23 @@ class Host:
     """An MCP host connected to a proxy: its client lives on a loop of its own (a thread), so that one
     connection serves several tests; ``run`` awaits a coroutine there."""
 
-    def __init__(self, params: StdioServerParameters, errlog: Path) -> None:
+    def __init__(self, params: StdioServerParameters, errlog: Path, **client_options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.errlog = errlog
         self._connected = threading.Event()
         self._stop = asyncio.Event()
-        self._life = asyncio.run_coroutine_threadsafe(self._connection(params), self.loop)
+        self._life = asyncio.run_coroutine_threadsafe(self._connection(params, client_options), self.loop)
         while not self._connected.wait(0.1):
             if self._life.done():
                 self._life.result()  # the connection failed: say why
 
-    async def _connection(self, params: StdioServerParameters) -> None:
+    async def _connection(self, params: StdioServerParameters, options: dict[str, Any]) -> None:
         """The client's whole life in one task, as anyio requires: connected, then closed when told."""
         with self.errlog.open("w") as errors:
-            async with Client(stdio_client(params, errlog=errors), mode="legacy", client_info=HOST) as client:
+            transport = stdio_client(params, errlog=errors)
+            async with Client(transport, mode="legacy", client_info=HOST, **options) as client:
                 self.client = client
                 self._connected.set()
                 await self._stop.wait()
@@ -94,7 +124,9 @@ class Host:
             self.loop.close()
 
 
-def proxy(database_url: str | None, tmp_path: Path, *options: str, upstream: list[str] | None = None) -> Host:
+def proxy(
+    database_url: str | None, tmp_path: Path, *options: str, upstream: list[str] | None = None, **client_options: Any
+) -> Host:
     """A host connected to ``agentrein mcp proxy`` in front of the memory server (or ``upstream``), embedded on
     ``database_url`` (else ``options`` name a server)."""
     assert MEMORY_SERVER.exists(), "the reference MCP servers are missing: (cd contract/mcp-servers && npm ci)"
@@ -105,11 +137,17 @@ def proxy(database_url: str | None, tmp_path: Path, *options: str, upstream: lis
     }
     target = ["--database-url", database_url] if database_url else []
     args = ["mcp", "proxy", *target, *options, "--", *command]
-    return Host(StdioServerParameters(command=str(AGENTREIN), args=args, env=env), tmp_path / "proxy.stderr")
+    params = StdioServerParameters(command=str(AGENTREIN), args=args, env=env)
+    return Host(params, tmp_path / "proxy.stderr", **client_options)
 
 
 def text_of(result: types.CallToolResult) -> str:
     return " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def text_of_message(message: Any) -> str:
+    content = message.content
+    return content.text if isinstance(content, types.TextContent) else str(content)
 
 
 def entities(*names: str) -> dict[str, Any]:
@@ -264,6 +302,57 @@ def test_a_host_that_disconnects_completes_its_session(tmp_path: Path) -> None:
         session = agentrein.get_session(summary.id)
     assert (session.agent_id, session.intent, session.status) == ("desktop", "Keep my notes", SessionStatus.COMPLETED)
     assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]
+
+
+def test_resources_prompts_progress_logs_and_what_the_upstream_asks_of_the_host_pass_through(tmp_path: Path) -> None:
+    asked: list[str] = []
+    logged: list[Any] = []
+    progress: list[str | None] = []
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(text_of_message(params.messages[0]))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="yes"), model="host-model"
+        )
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///home/ada")])
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+
+    async def progressed(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    server = tmp_path / "asking.py"
+    server.write_text(textwrap.dedent(ASKING_SERVER))
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = proxy(
+        database_url,
+        tmp_path,
+        upstream=[sys.executable, str(server)],
+        sampling_callback=sampling,
+        list_roots_callback=roots,
+        logging_callback=log,
+    )
+    try:
+        instructions = host.client.instructions
+        resources = host.run(host.client.list_resources())
+        note = host.run(host.client.read_resource("note://today"))
+        prompt = host.run(host.client.get_prompt("greet", {"name": "ada"}))
+        answer = host.call("ask_host", {"question": "may I?"}, progress_callback=progressed)
+    finally:
+        host.disconnect()
+    assert instructions == "Ask the host first."
+    assert [str(r.uri) for r in resources.resources] == ["note://today"]
+    assert [c.text for c in note.contents if isinstance(c, types.TextResourceContents)] == ["buy milk"]
+    assert "ada" in text_of_message(prompt.messages[0])
+    assert not answer.is_error and text_of(answer) == "yes under file:///home/ada"
+    assert (asked, logged, progress) == (["may I?"], ["asking the host"], ["asking", "answered"])
+    with AgentRein(database_url) as agentrein:
+        [summary] = agentrein.list_sessions()
+        [action] = agentrein.get_session(summary.id).actions
+    assert (action.api_name, action.status) == ("asking.ask_host", ActionStatus.SUCCESS)
 
 
 def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upstream_sees_the_call(

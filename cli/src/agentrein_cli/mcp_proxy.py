@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
     from agentrein import AsyncAgentRein, SessionInfo
 
-log = logging.getLogger("agentrein.mcp_proxy")
+#: What the proxy itself says (on stderr); not under "agentrein", whose warnings are news for a held call.
+log = logging.getLogger("agentrein_cli.mcp_proxy")
 
 #: How often a held call tells the host it is still waiting (MCP progress), so that the host does not time out.
 HEARTBEAT_SECONDS = 5.0
