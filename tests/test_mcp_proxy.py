@@ -9,9 +9,11 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -60,6 +62,20 @@ async def ask_host(question: str, ctx: Context) -> str:
     return f"{answer.content.text} under {roots.roots[0].uri}"
 
 server.run()
+"""
+
+#: A server over streamable HTTP whose tool answers the credentials it was sent.
+HTTP_SERVER = """
+import sys
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("remote")
+
+@server.tool()
+def whoami(ctx: Context) -> str:
+    return ctx.request_context.request.headers.get("authorization", "nobody")
+
+server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
 """
 
 #: A server that exits in the middle of its one tool call (an upstream that crashes).
@@ -130,13 +146,13 @@ def proxy(
     """A host connected to ``agentrein mcp proxy`` in front of the memory server (or ``upstream``), embedded on
     ``database_url`` (else ``options`` name a server)."""
     assert MEMORY_SERVER.exists(), "the reference MCP servers are missing: (cd contract/mcp-servers && npm ci)"
-    command = upstream or ["node", str(MEMORY_SERVER)]
+    command = ["--", *(upstream or ["node", str(MEMORY_SERVER)])] if "--upstream-url" not in options else []
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTREIN_")},
         "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl"),
     }
     target = ["--database-url", database_url] if database_url else []
-    args = ["mcp", "proxy", *target, *options, "--", *command]
+    args = ["mcp", "proxy", *target, *options, *command]
     params = StdioServerParameters(command=str(AGENTREIN), args=args, env=env)
     return Host(params, tmp_path / "proxy.stderr", **client_options)
 
@@ -353,6 +369,32 @@ def test_resources_prompts_progress_logs_and_what_the_upstream_asks_of_the_host_
         [summary] = agentrein.list_sessions()
         [action] = agentrein.get_session(summary.id).actions
     assert (action.api_name, action.status) == ("asking.ask_host", ActionStatus.SUCCESS)
+
+
+def test_an_upstream_reached_by_url_gets_the_headers_given(tmp_path: Path) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    script = tmp_path / "remote.py"
+    script.write_text(textwrap.dedent(HTTP_SERVER))
+    remote = subprocess.Popen([sys.executable, str(script), str(port)], stderr=subprocess.DEVNULL)
+    try:
+        while remote.poll() is None:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}/mcp"
+        options = ["--upstream-url", url, "--upstream-header", "Authorization: Bearer t0ken"]
+        host = proxy(f"sqlite:///{tmp_path / 'agentrein.db'}", tmp_path, *options)
+        try:
+            answer = host.call("whoami", {})
+        finally:
+            host.disconnect()
+    finally:
+        remote.terminate()
+        remote.wait(10)
+    assert not answer.is_error and text_of(answer) == "Bearer t0ken"
 
 
 def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upstream_sees_the_call(
