@@ -81,17 +81,21 @@ class ProxyOptions:
     failure_mode: str = "open"
 
 
-def upstream_transport(options: ProxyOptions) -> Any:
+@asynccontextmanager
+async def upstream_transport(options: ProxyOptions) -> AsyncIterator[Any]:
     """How to reach the upstream: its command (with this process's environment, less AgentRein's own, so that
-    the credentials a host configures for the server reach it), or its URL with the headers given."""
+    the credentials a host configures for the server reach it), or its URL with the headers given (over an
+    HTTP client closed with the proxy)."""
     if options.upstream_url:
         import httpx2
 
-        http = httpx2.AsyncClient(headers=options.upstream_headers, timeout=httpx2.Timeout(30, read=300))
-        return streamable_http_client(options.upstream_url, http_client=http)
+        timeout = httpx2.Timeout(30, read=300)  # the mcp SDK's own: a server may hold a response stream open
+        async with httpx2.AsyncClient(headers=options.upstream_headers, timeout=timeout) as http:
+            yield streamable_http_client(options.upstream_url, http_client=http)
+        return
     command, *args = options.upstream_command
     env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_ENVIRONMENT_PREFIX)}
-    return StdioServerParameters(command=command, args=args, env=env)
+    yield StdioServerParameters(command=command, args=args, env=env)
 
 
 def header(text: str) -> tuple[str, str]:
@@ -232,31 +236,37 @@ def refusal(exc: AgentReinError, tool: str) -> str:
     return f"The tool {tool} was not run: {why}. Do not retry it unchanged."
 
 
+@dataclass(frozen=True)
+class Guarded:
+    """One AgentRein session of the host's, and the upstream client wrapped in it."""
+
+    session: SessionInfo
+    client: Client
+
+
 class Guard:
     """This host connection's AgentRein session and the upstream client wrapped in it: opened at the first tool
     call, opened anew after a rollback ended it."""
 
     def __init__(self, upstream: Client, options: ProxyOptions) -> None:
-        self._agentrein: AsyncAgentRein | None = None
         self.upstream = upstream
         self.options = options
-        self.session: SessionInfo | None = None
-        self.guarded: Client | None = None
+        self.current: Guarded | None = None
+        self._agentrein: AsyncAgentRein | None = None
         self._opening = anyio.Lock()
 
     async def call(
         self, params: types.CallToolRequestParams, agent_id: str, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         try:
+            guarded = await self._guarded(agent_id)
             try:
-                guarded = await self._guarded(agent_id, renew=False)
                 return await self._send(guarded, params, progress)
             except InvalidTransitionError:
-                if not await self._ended():
+                if not await self._ended(guarded.session):
                     raise
                 # a rollback ended the session: the call was refused before it ran, so it runs in a new one
-                guarded = await self._guarded(agent_id, renew=True)
-                return await self._send(guarded, params, progress)
+                return await self._send(await self._guarded(agent_id, ended=guarded), params, progress)
         except AgentReinError as exc:
             log.warning("AgentRein did not run %s: %s", params.name, exc)
             return refused(refusal(exc, params.name))
@@ -271,11 +281,11 @@ class Guard:
             raise
 
     async def _send(
-        self, guarded: Client, params: types.CallToolRequestParams, progress: ProgressFnT | None
+        self, guarded: Guarded, params: types.CallToolRequestParams, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         # the host's progress token stays here: the upstream gets its own (see CallProgress)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
-        return await guarded.call_tool(
+        return await guarded.client.call_tool(
             params.name, params.arguments, progress_callback=progress, meta=cast(types.RequestParamsMeta, meta) or None
         )
 
@@ -292,17 +302,19 @@ class Guard:
                 self._agentrein = AsyncAgentRein(options.database_url)
         return self._agentrein
 
-    async def _guarded(self, agent_id: str, *, renew: bool) -> Client:
+    async def _guarded(self, agent_id: str, *, ended: Guarded | None = None) -> Guarded:
+        """The current session's client; a new session's when there is none yet, or when ``ended`` (whose
+        session a rollback ended) is still the current one (calls that find it ended together open one)."""
         async with self._opening:
-            if self.guarded is None or renew:
+            if self.current is None or self.current is ended:
                 options = self.options
-                self.session = await self.agentrein.new_session(
+                session = await self.agentrein.new_session(
                     agent_id=agent_id, intent=options.intent, failure_mode=options.failure_mode
                 )
-                log.warning("AgentRein session %s records this host's tool calls", self.session.id)
-                self.guarded = self.agentrein.wrap(
+                log.warning("AgentRein session %s records this host's tool calls", session.id)
+                client = self.agentrein.wrap(
                     self.upstream,
-                    self.session,
+                    session,
                     connector="mcp",
                     server=options.name,
                     requires_approval=options.requires_approval,
@@ -311,25 +323,25 @@ class Guard:
                     on_tool_error=options.on_tool_error,
                     failure_mode=options.failure_mode,
                 )
-            assert self.guarded is not None
-            return self.guarded
+                self.current = Guarded(session, client)
+            return self.current
 
-    async def _ended(self) -> bool:
+    async def _ended(self, session: SessionInfo) -> bool:
         from agentrein import SessionStatus
 
-        assert self.session is not None
-        return (await self.agentrein.get_session(self.session)).status != SessionStatus.ACTIVE
+        return (await self.agentrein.get_session(session)).status != SessionStatus.ACTIVE
 
     async def complete(self) -> None:
         """The host disconnected cleanly: its session is completed (unless a rollback ended it)."""
-        if self.session is None:
+        if self.current is None:
             return
+        session = self.current.session
         try:
-            if not await self._ended():
-                await self.agentrein.complete_session(self.session)
-                log.warning("AgentRein session %s completed: the host disconnected", self.session.id)
+            if not await self._ended(session):
+                await self.agentrein.complete_session(session)
+                log.warning("AgentRein session %s completed: the host disconnected", session.id)
         except AgentReinError as exc:
-            log.warning("AgentRein session %s could not be completed: %s", self.session.id, exc)
+            log.warning("AgentRein session %s could not be completed: %s", session.id, exc)
 
     async def close(self) -> None:
         if self._agentrein is not None:
@@ -454,17 +466,18 @@ def initialization(upstream: Client, options: ProxyOptions) -> InitializationOpt
 @asynccontextmanager
 async def connected(options: ProxyOptions, host: Host) -> AsyncIterator[Client]:
     """The upstream, started and initialised (handshake era), whatever it asks of the host sent to the host."""
-    client = Client(
-        upstream_transport(options),
-        mode="legacy",
-        sampling_callback=host.sampling,
-        elicitation_callback=host.elicitation,
-        list_roots_callback=host.roots,
-        message_handler=host.notification,
-        cache=None,
-    )
-    async with client:
-        yield client
+    async with upstream_transport(options) as transport:
+        client = Client(
+            transport,
+            mode="legacy",
+            sampling_callback=host.sampling,
+            elicitation_callback=host.elicitation,
+            list_roots_callback=host.roots,
+            message_handler=host.notification,
+            cache=None,
+        )
+        async with client:
+            yield client
 
 
 async def run(options: ProxyOptions) -> None:
