@@ -24,6 +24,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
+from serving import RunningServer
 
 from agentrein import ActionStatus, AgentRein, ApprovalStatus, SessionStatus
 
@@ -395,6 +396,26 @@ def test_an_upstream_reached_by_url_gets_the_headers_given(tmp_path: Path) -> No
         remote.terminate()
         remote.wait(10)
     assert not answer.is_error and text_of(answer) == "Bearer t0ken"
+
+
+def test_a_proxy_on_an_agentrein_server_records_there_and_runs_the_undos_the_server_hands_back(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    tenant = server.tenant()
+    host = proxy(None, tmp_path, "--url", tenant.url, "--api-key", tenant.key, "--name", "memory")
+    try:
+        assert not host.call("create_entities", entities("gus")).is_error
+        failed = host.call("add_observations", {"observations": [{"entityName": "nobody", "contents": ["hi"]}]})
+        graph = host.graph()
+    finally:
+        host.disconnect()
+    assert failed.is_error
+    assert names_in(graph) == set()  # the server handed the undo of create_entities to the proxy, which ran it
+    with tenant.client() as agentrein:
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    assert session.status == SessionStatus.ROLLED_BACK
+    assert [a.api_name for a in session.actions] == ["memory.create_entities", "memory.add_observations"]
 
 
 def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upstream_sees_the_call(
