@@ -25,8 +25,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from serving import RunningServer
+from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, ApprovalStatus, SessionStatus
+from agentrein_cli.main import app
 
 T = TypeVar("T")
 
@@ -302,6 +304,18 @@ def test_a_rejected_call_answers_the_host_with_the_reviewer_s_reason_and_rolls_t
     assert "rejected by a reviewer: wrong customer" in text_of(result)
     assert agentrein.get_session(sessions_of(agentrein)[-1]).status == SessionStatus.ROLLED_BACK
     assert names_in(host.graph()) == set()  # dee, created in that session, is undone; the delete never ran
+
+
+# The command ---------------------------------------------------------------------------------------------------
+
+
+def test_help_prints_a_host_configuration_that_parses_and_launches_the_proxy() -> None:
+    shown = CliRunner().invoke(app, ["mcp", "proxy", "--help"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    configuration = json.loads(shown.output[shown.output.index("{") : shown.output.rindex("}") + 1])
+    [server] = configuration["mcpServers"].values()
+    assert server["command"] == "agentrein" and server["args"][:2] == ["mcp", "proxy"]
+    assert server["args"][server["args"].index("--") + 1 :] == ["npx", "-y", "@modelcontextprotocol/server-memory"]
 
 
 # A connection of its own -------------------------------------------------------------------------------------

@@ -13,16 +13,22 @@ from agentrein_core.errors import ValidationError
 
 mcp = typer.Typer(help="MCP servers behind AgentRein: a proxy any MCP host can launch.", no_args_is_help=True)
 
-#: What ``--help`` shows a user to paste into a host's configuration (Claude Desktop, Claude Code, Cursor).
+#: What ``--help`` shows a user to paste into a host's configuration (Claude Desktop, Claude Code, Cursor); its
+#: lines are short enough that an 80-column help wraps none (a wrap inside a string would break the JSON).
 HOST_CONFIGURATION = """\
 {
   "mcpServers": {
     "memory": {
       "command": "agentrein",
-      "args": ["mcp", "proxy", "--name", "memory", "--agent-id", "desktop", "--intent", "Keep my notes",
-               "--requires-approval", "delete_*",
-               "--", "npx", "-y", "@modelcontextprotocol/server-memory"],
-      "env": {"AGENTREIN_DATABASE_URL": "sqlite:////home/me/agentrein.db"}
+      "args": [
+        "mcp", "proxy", "--name", "memory",
+        "--agent-id", "desktop", "--intent", "Keep my notes",
+        "--requires-approval", "delete_*",
+        "--", "npx", "-y", "@modelcontextprotocol/server-memory"
+      ],
+      "env": {
+        "AGENTREIN_DATABASE_URL": "sqlite:////home/me/agentrein.db"
+      }
     }
   }
 }"""
