@@ -306,6 +306,24 @@ def test_a_rejected_call_answers_the_host_with_the_reviewer_s_reason_and_rolls_t
     assert names_in(host.graph()) == set()  # dee, created in that session, is undone; the delete never ran
 
 
+def test_an_approval_nobody_decides_answers_the_host_that_it_expired(host: Host, agentrein: AgentRein) -> None:
+    policy = agentrein.add_policy(
+        "ask first",
+        "REQUIRE_APPROVAL",
+        connector="mcp",
+        api_name="memory.create_relations",
+        before_execution=True,
+        approval_timeout_ms=200,
+    )
+    try:
+        result = host.call("create_relations", {"relations": [{"from": "dee", "to": "dee", "relationType": "is"}]})
+    finally:
+        agentrein.remove_policy(policy.policy_id)
+    assert result.is_error
+    assert "the approval request expired" in text_of(result)
+    assert host.graph()["relations"] == []
+
+
 # The command ---------------------------------------------------------------------------------------------------
 
 
