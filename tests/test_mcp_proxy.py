@@ -336,6 +336,22 @@ def test_help_prints_a_host_configuration_that_parses_and_launches_the_proxy() -
     assert server["args"][server["args"].index("--") + 1 :] == ["npx", "-y", "@modelcontextprotocol/server-memory"]
 
 
+def test_an_upstream_that_cannot_be_started_is_a_clear_error_and_the_proxy_exits(tmp_path: Path) -> None:
+    database = ["--database-url", f"sqlite:///{tmp_path / 'agentrein.db'}"]
+    missing = tmp_path / "no-such-server"
+    done = subprocess.run(
+        [str(AGENTREIN), "mcp", "proxy", *database, "--", str(missing)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "500"},
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert "the upstream MCP server could not be started" in done.stderr and str(missing) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 # A connection of its own -------------------------------------------------------------------------------------
 
 

@@ -99,21 +99,21 @@ def proxy(
             headers = dict(header(text) for text in upstream_header or [])
         except ValueError as exc:
             raise ValidationError("--upstream-header", str(exc)) from None
-    serve(
-        ProxyOptions(
-            upstream_command=upstream or [],
-            upstream_url=upstream_url,
-            upstream_headers=headers,
-            name=name,
-            agent_id=agent_id,
-            intent=intent,
-            undo=undo,
-            database_url=target.database_url,
-            url=target.url,
-            api_key=target.api_key,
-            requires_approval=requires_approval or [],
-            retryable=retryable or [],
-            on_tool_error=on_tool_error.value,
-            failure_mode=failure_mode.value,
+        serve(
+            ProxyOptions(
+                upstream_command=upstream or [],
+                upstream_url=upstream_url,
+                upstream_headers=headers,
+                name=name,
+                agent_id=agent_id,
+                intent=intent,
+                undo=undo,
+                database_url=target.database_url,
+                url=target.url,
+                api_key=target.api_key,
+                requires_approval=requires_approval or [],
+                retryable=retryable or [],
+                on_tool_error=on_tool_error.value,
+                failure_mode=failure_mode.value,
+            )
         )
-    )

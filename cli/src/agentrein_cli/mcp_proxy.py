@@ -485,8 +485,10 @@ async def run(options: ProxyOptions) -> None:
     notices = Notices()
     logging.getLogger("agentrein").addHandler(notices)
     host = Host()
+    started = False
     try:
         async with connected(options, host) as upstream:
+            started = True
             guard = Guard(upstream, options)
             server = proxy_server(upstream, guard, host, options)
             try:
@@ -496,8 +498,20 @@ async def run(options: ProxyOptions) -> None:
                 await guard.complete()
             finally:
                 await guard.close()
+    except Exception as exc:
+        if started:
+            raise
+        reasons = "; ".join(f"{type(e).__name__}: {e}" for e in _leaves(exc))
+        raise AgentReinError(f"the upstream MCP server could not be started ({reasons})") from None
     finally:
         logging.getLogger("agentrein").removeHandler(notices)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The errors an exception group (anyio's task groups raise them) holds, else the error itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 def serve(options: ProxyOptions) -> None:
