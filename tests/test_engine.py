@@ -58,6 +58,8 @@ class RecordingExecutor:
     def can_run(self, action: Action) -> bool:
         return True
 
+    hands_over = False
+
     def run_undo(self, action: Action) -> None:
         self.undone.append((action.action_id, action.undo_idempotency_key))
         if action.action_id == self.crash_on:

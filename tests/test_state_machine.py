@@ -147,6 +147,8 @@ class FakeExecutor:
     def can_run(self, action: Action) -> bool:
         return self.reachable
 
+    hands_over = False  # an unreachable service is left for another process of the agent's, as embedded
+
     def run_undo(self, action: Action) -> None:
         # The engine treats any exception from here as a failed inverse: keep our own findings apart, so
         # that ``run_job`` re-raises them instead of seeing them turned into a ROLLBACK_FAILED action.

@@ -602,8 +602,6 @@ export interface components {
         ClaimUndos: {
             connectors: string[];
             sessions: string[];
-            /** @default 20 */
-            waitSeconds: number;
         };
         /** Confirmation */
         Confirmation: {
@@ -3192,7 +3190,9 @@ export interface operations {
     };
     claimUndo: {
         parameters: {
-            query?: never;
+            query?: {
+                wait?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;

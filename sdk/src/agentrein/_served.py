@@ -229,8 +229,8 @@ class ServedMode:
     def claim_undo(self, session_ids: list[str], connectors: list[str], wait: float) -> HandedUndo | None:
         """Take an undo the server hands to this process (of one of these sessions, through one of these
         connectors), waiting up to ``wait`` seconds for one; ``None`` when none was offered."""
-        body = {"sessions": session_ids, "connectors": connectors, "waitSeconds": wait}
-        answer = self._connection.call("POST", "/undos/claim", json=body, wait=wait)["undo"]
+        body = {"sessions": session_ids, "connectors": connectors}
+        answer = self._connection.call("POST", "/undos/claim", json=body, params={"wait": wait}, wait=wait)["undo"]
         return None if answer is None else HandedUndo.from_wire(answer)
 
     def report_undo(self, taken: HandedUndo, error: str | None) -> None:

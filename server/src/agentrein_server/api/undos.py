@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, post
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 
 from agentrein_core.converter import to_wire
 from agentrein_core.errors import LeaseLostError, NotFoundError
@@ -21,11 +21,10 @@ from agentrein_server.services import CallerDep, ServicesDep
 
 
 class ClaimUndos(bodies.Body):
-    """The sessions and connectors the calling process holds clients of, and how long to wait for an undo."""
+    """The sessions and connectors the calling process holds clients of."""
 
     sessions: list[bodies.Text]
     connectors: list[bodies.Text]
-    wait_seconds: Annotated[float, msgspec.Meta(ge=0, le=bodies.MAX_WAIT)] = 20.0
 
 
 class UndoOutcome(bodies.Body):
@@ -72,12 +71,19 @@ class UndoController(Controller):
         status_code=200,
         responses=documented(NotFoundError, body=True),
     )
-    def claim(self, data: JSONBody[ClaimUndos], caller: CallerDep, services: ServicesDep) -> Claimed:
+    def claim(
+        self,
+        data: JSONBody[ClaimUndos],
+        caller: CallerDep,
+        services: ServicesDep,
+        wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
+    ) -> Claimed:
         """The oldest undo offered for one of ``sessions`` through one of ``connectors``, taken by the caller
-        under a lease (``leaseExpiresAt``) to run it and report (``POST /undos/{actionId}/outcome``); waits up to
-        ``waitSeconds`` for one. An agent key names only the sessions it opened (another answers ``404``)."""
+        under a lease (``leaseExpiresAt``) to run it and report (``POST /undos/{actionId}/outcome``); with
+        ``wait=N``, waits up to N seconds for one. An agent key names only the sessions it opened (another
+        answers ``404``)."""
         taken = services.engine.rollbacks.claim_handed_undo(
-            caller.org_id, data.sessions, data.connectors, data.wait_seconds, agent_key=caller.agent_key
+            caller.org_id, data.sessions, data.connectors, wait, agent_key=caller.agent_key
         )
         return Claimed(undo=None if taken is None else _answer(taken))
 

@@ -1,0 +1,127 @@
+"""Undos the server hands to the agent process that holds the client (DESIGN §4a), at the engine: offered by the
+rollback, taken under a lease, reported; or failing with the reason when nobody takes or reports them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from test_engine import Clock, run_actions
+
+from agentrein_core.engine import Engine
+from agentrein_core.errors import LeaseLostError, NotFoundError
+from agentrein_core.model import Action
+from agentrein_core.statuses import ActionStatus, Plan, Role, RollbackStatus, UndoStatus
+from agentrein_core.store import Store
+
+
+class AgentsOnly:
+    """The server's executor for a connector with no server side: it runs nothing, and hands every undo over."""
+
+    hands_over = True
+
+    def can_run(self, action: Action) -> bool:
+        return False
+
+    def run_undo(self, action: Action) -> None:
+        raise AssertionError("a handed undo is run by the agent's process, never here")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(database_url: str, clock: Clock) -> Engine:
+    return Engine(Store(database_url), clock=clock, agent_undo_wait=timedelta(seconds=30))
+
+
+def started(engine: Engine, n: int = 2) -> tuple[str, str, str, list[Action]]:
+    """An organisation, an agent key's session with ``n`` undoable actions, and its rollback requested."""
+    org = engine.accounts.create_organisation(f"handoff-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    key, _ = engine.accounts.create_api_key(org.org_id, Role.AGENT)
+    session = engine.recording.new_session(org.org_id, "notes-agent", opened_by_key=key.key_id)
+    actions = run_actions(engine, org.org_id, session.session_id, n)
+    engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="agent", requested_by="agent")
+    return org.org_id, key.key_id, session.session_id, actions
+
+
+def test_a_handed_undo_is_taken_by_the_agent_process_and_the_rollback_goes_on_once_it_reports(engine: Engine) -> None:
+    org_id, key, session_id, (first, second) = started(engine)
+    job = engine.rollbacks.run_next_rollback(AgentsOnly())
+    assert job is not None and job.status is RollbackStatus.RUNNING  # waits for the agent's process
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.action.action_id == second.action_id  # last first
+    assert taken.action.undo_status is UndoStatus.IN_PROGRESS
+    assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key) is None  # once
+    assert taken.handoff.lease_id is not None
+    engine.rollbacks.report_handed_undo(org_id, second.action_id, taken.handoff.lease_id, True, agent_key=key)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.action.action_id == first.action_id and taken.handoff.lease_id
+    engine.rollbacks.report_handed_undo(org_id, first.action_id, taken.handoff.lease_id, True, agent_key=key)
+    job = engine.rollbacks.run_next_rollback(AgentsOnly())
+    assert job is not None and job.status is RollbackStatus.SUCCEEDED
+    view = engine.recording.get_session(org_id, session_id)
+    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK] * 2
+
+
+def test_an_undo_no_agent_process_takes_in_time_fails_the_rollback_with_that_reason(
+    engine: Engine, clock: Clock
+) -> None:
+    org_id, _, session_id, _ = started(engine, 1)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    clock.advance(seconds=29)
+    assert engine.rollbacks.run_next_rollback(AgentsOnly()) is None  # not due before the offer ends
+    clock.advance(seconds=2)
+    job = engine.rollbacks.run_next_rollback(AgentsOnly())
+    assert job is not None and job.status is RollbackStatus.FAILED
+    assert "no agent process took its undo within 30 s" in (job.error or "")
+    (action,) = engine.recording.get_session(org_id, session_id).actions
+    assert (action.status, action.undo_status) == (ActionStatus.ROLLBACK_FAILED, UndoStatus.FAILED)
+
+
+def test_an_undo_taken_and_never_reported_fails_once_its_lease_ends_and_a_late_report_is_refused(
+    engine: Engine, clock: Clock
+) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    clock.advance(seconds=121)
+    job = engine.rollbacks.run_next_rollback(AgentsOnly())
+    assert job is not None and job.status is RollbackStatus.FAILED
+    assert "did not report the outcome before its lease ended" in (job.error or "")
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+
+
+def test_a_report_under_another_lease_is_refused(engine: Engine) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key) is not None
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.report_handed_undo(org_id, action.action_id, "not-the-lease", True, agent_key=key)
+
+
+def test_an_undo_the_agent_process_could_not_run_fails_the_rollback_with_its_error(engine: Engine) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    error = "UndoError: memory.delete_entities answered an error: gone"
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, False, error, agent_key=key)
+    job = engine.rollbacks.run_next_rollback(AgentsOnly())
+    assert job is not None and job.status is RollbackStatus.FAILED
+    assert "the agent's process could not undo it: UndoError: memory.delete_entities" in (job.error or "")
+
+
+def test_an_agent_key_takes_only_the_undos_of_its_own_sessions(engine: Engine) -> None:
+    org_id, _, session_id, _ = started(engine, 1)
+    other, _ = engine.accounts.create_api_key(org_id, Role.AGENT)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    with pytest.raises(NotFoundError):
+        engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=other.key_id)
+    assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["stripe"], 0) is None  # not its connector
