@@ -369,6 +369,24 @@ def test_a_host_that_disconnects_completes_its_session(tmp_path: Path) -> None:
     assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]
 
 
+def test_with_on_tool_error_record_a_tool_error_is_recorded_and_nothing_is_rolled_back(tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = proxy(database_url, tmp_path, "--name", "memory", "--on-tool-error", "record")
+    try:
+        assert not host.call("create_entities", entities("hal")).is_error
+        failed = host.call("add_observations", {"observations": [{"entityName": "nobody", "contents": ["hi"]}]})
+        graph = host.graph()
+    finally:
+        host.disconnect()
+    assert failed.is_error and "nobody" in text_of(failed)
+    assert names_in(graph) == {"hal"}
+    with AgentRein(database_url) as agentrein:
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    assert session.status == SessionStatus.COMPLETED
+    assert [a.status for a in session.actions] == [ActionStatus.SUCCESS, ActionStatus.FAILED]
+
+
 def test_resources_prompts_progress_logs_and_what_the_upstream_asks_of_the_host_pass_through(tmp_path: Path) -> None:
     asked: list[str] = []
     logged: list[Any] = []
