@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
+from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,7 +146,12 @@ class Host:
 
 
 def proxy(
-    database_url: str | None, tmp_path: Path, *options: str, upstream: list[str] | None = None, **client_options: Any
+    database_url: str | None,
+    tmp_path: Path,
+    *options: str,
+    upstream: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    **client_options: Any,
 ) -> Host:
     """A host connected to ``agentrein mcp proxy`` in front of the memory server (or ``upstream``), embedded on
     ``database_url`` (else ``options`` name a server)."""
@@ -153,6 +160,7 @@ def proxy(
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTREIN_")},
         "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl"),
+        **(env or {}),
     }
     target = ["--database-url", database_url] if database_url else []
     args = ["mcp", "proxy", *target, *options, *command]
@@ -499,6 +507,24 @@ def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upst
     assert "AgentRein could not be reached, and this proxy runs closed" in text_of(result)
     memory = tmp_path / "memory.jsonl"
     assert not memory.exists() or "fay" not in memory.read_text()  # the server's own file: nothing was made
+
+
+def test_agentrein_out_of_reach_lets_a_proxy_that_runs_open_make_the_call_and_journal_it(tmp_path: Path) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    journal = tmp_path / "journal.db"
+    host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", env={"AGENTREIN_JOURNAL": str(journal)})
+    try:
+        result = host.call("create_entities", entities("ivy"))
+        graph = host.graph()
+    finally:
+        host.disconnect()
+    assert not result.is_error, result
+    assert names_in(graph) == {"ivy"}
+    with closing(sqlite3.connect(journal)) as outbox:  # the SDK's journal of what the server has yet to hear
+        journaled = str(outbox.execute("SELECT * FROM outbox").fetchall())
+    assert "memory-server.create_entities" in journaled  # no --name: the server's own name
 
 
 def test_an_upstream_that_crashes_mid_call_answers_the_host_an_error_and_says_why_on_stderr_only(
