@@ -215,7 +215,7 @@ def host(memory_database: str, agentrein: AgentRein, tmp_path_factory: pytest.Te
 # One host session, in order ----------------------------------------------------------------------------------
 
 
-def test_the_host_sees_the_upstream_s_name_and_its_tools_with_their_annotations_untouched(
+def test_the_host_sees_the_upstream_s_own_name_and_its_tools_with_their_annotations_untouched(
     host: Host, tmp_path: Path
 ) -> None:
     async def listed_directly() -> types.ListToolsResult:
@@ -225,7 +225,7 @@ def test_the_host_sees_the_upstream_s_name_and_its_tools_with_their_annotations_
         async with Client(params, mode="legacy") as direct:
             return await direct.list_tools()
 
-    assert host.client.server_info is not None and host.client.server_info.name == "memory"
+    assert host.client.server_info is not None and host.client.server_info.name == "memory-server"
     through_proxy = host.run(host.client.list_tools())
     assert through_proxy.tools == asyncio.run(listed_directly()).tools
     assert any(tool.annotations and tool.annotations.read_only_hint for tool in through_proxy.tools)

@@ -449,10 +449,11 @@ async def _upstream_errors(call: Awaitable[types.CallToolResult]) -> types.CallT
 
 
 def initialization(upstream: Client, options: ProxyOptions) -> InitializationOptions:
-    """What the host is told at ``initialize``: the upstream's own identity, capabilities and instructions."""
+    """What the host is told at ``initialize``: the upstream's own identity, capabilities and instructions (its
+    name too: ``--name`` names its calls in AgentRein, not the server the host sees)."""
     info = upstream.server_info
     return InitializationOptions(
-        server_name=options.name or (info.name if info else "agentrein-mcp-proxy"),
+        server_name=info.name if info else (options.name or "agentrein-mcp-proxy"),
         server_version=info.version if info else "",
         title=info.title if info else None,
         description=info.description if info else None,
