@@ -57,9 +57,10 @@ def memory_server(folder: Path) -> StdioServerParameters:
 
 def proxy(folder: Path, upstream: StdioServerParameters) -> StdioServerParameters:
     """``agentrein mcp proxy`` in front of ``upstream``, recording embedded on a SQLite file of its own."""
-    env = {**upstream.env, "AGENTREIN_DATABASE_URL": f"sqlite:///{folder / 'proxy.db'}"} if upstream.env else {}
-    args = ["-m", "agentrein_cli", "mcp", "proxy", "--name", "memory", "--agent-id", "bench", "--"]
-    return StdioServerParameters(command=sys.executable, args=[*args, upstream.command, *upstream.args], env=env)
+    agentrein = str(Path(sys.executable).parent / "agentrein")
+    database = f"sqlite:///{folder / 'proxy.db'}"
+    args = ["mcp", "proxy", "--name", "memory", "--agent-id", "bench", "--database-url", database, "--"]
+    return StdioServerParameters(command=agentrein, args=[*args, upstream.command, *upstream.args], env=upstream.env)
 
 
 async def seed(client: Any, entity: str) -> None:

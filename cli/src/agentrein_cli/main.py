@@ -19,6 +19,7 @@ from agentrein_cli.approvals import approvals
 from agentrein_cli.common import reported
 from agentrein_cli.connectors import connectors
 from agentrein_cli.keys import keys
+from agentrein_cli.mcp import mcp
 from agentrein_cli.policies import policies
 from agentrein_cli.server import db, orgs, serve, users
 from agentrein_cli.sessions import rollback, sessions
@@ -67,3 +68,4 @@ app.add_typer(orgs, name="orgs")
 app.add_typer(keys, name="keys")
 app.add_typer(users, name="users")
 app.add_typer(db, name="db")
+app.add_typer(mcp, name="mcp")
