@@ -391,3 +391,25 @@ def test_an_mcp_client_session_is_wrapped_the_same_way(mode: Callable[[], AsyncA
         assert (await graph(params))["entities"] == []
 
     run(scenario)
+
+
+def test_an_undo_goes_to_the_server_its_call_went_to_among_the_sessions_clients(
+    mode: Callable[[], AsyncAgentRein], tmp_path: Path
+) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "todo").mkdir()
+    notes, todo = memory_server(tmp_path / "notes"), memory_server(tmp_path / "todo")
+
+    async def scenario() -> None:
+        async with mode() as ar:
+            s = await ar.new_session(agent_id="notes-agent")
+            async with Client(notes) as raw:
+                await ar.wrap(raw, s, connector="mcp", server="notes").call_tool("create_entities", ADA_AND_BOB)
+            async with Client(todo) as raw:  # open while the rollback runs: not the server of that call
+                ar.wrap(raw, s, connector="mcp", server="todo")
+                await raw.call_tool("create_entities", ADA_AND_BOB)  # made unwrapped: the same names, not undone
+                await ar.rollback_session(s)
+        assert (await graph(notes))["entities"] == []
+        assert len((await graph(todo))["entities"]) == 2
+
+    run(scenario)

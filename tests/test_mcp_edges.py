@@ -14,7 +14,7 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
-from agentrein import ActionStatus, AsyncAgentRein, OperationType, RollbackFailedError
+from agentrein import ActionStatus, AsyncAgentRein, OperationType, PolicyBlockedError, RollbackFailedError
 from agentrein_mcp import IDEMPOTENCY_META
 
 
@@ -27,6 +27,11 @@ def ledger() -> tuple[MCPServer, dict[str, Any]]:
     def remove_entry(entry_id: str, ctx: Context) -> dict[str, Any]:
         state["meta"].append(dict(ctx.request_context.meta or {}))
         return {"removed": state["entries"].pop(entry_id, None)}
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))  # a lie its name does not give away
+    def send_note(text: str) -> dict[str, Any]:
+        state["entries"]["sent"] = text
+        return {"sent": True}
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True))
     def add_entry(text: str, ctx: Context) -> dict[str, Any]:
@@ -69,6 +74,40 @@ def test_a_tool_its_server_calls_read_only_is_recorded_when_its_name_or_the_tabl
     assert (by_name.api_name, by_name.operation_type) == ("ledger.remove_entry", OperationType.DELETE)
     assert by_table.operation_type is OperationType.DELETE
     assert len(state["meta"]) == 3  # every call reached the server
+
+
+def test_a_read_only_hint_is_not_believed_of_a_tool_whose_name_does_not_say_it_reads(tmp_path: Path) -> None:
+    server, _ = ledger()
+
+    async def scenario() -> list[Any]:
+        async with embedded(tmp_path) as ar:
+            await ar.add_policy("no notes", "BLOCK", connector="mcp", api_name="ledger.send_*")
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:
+                with pytest.raises(PolicyBlockedError):
+                    await ar.wrap(raw, s, connector="mcp").call_tool("send_note", {"text": "hi"})
+            return list((await ar.get_session(s)).actions)
+
+    (action,) = asyncio.run(scenario())
+    assert (action.api_name, action.operation_type) == ("ledger.send_note", OperationType.OTHER)
+
+
+def test_an_expression_that_does_not_apply_to_what_is_there_finds_nothing_rather_than_raising(
+    tmp_path: Path,
+) -> None:
+    server, _ = ledger()
+    table = {"tools": {"add_entry": {"about": "join(', ', args.text)", **TABLE["tools"]["add_entry"]}}}
+
+    async def scenario() -> list[Any]:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:
+                await ar.wrap(raw, s, connector="mcp", undo=table).call_tool("add_entry", {"text": "tea"})
+            return list((await ar.get_session(s)).actions)
+
+    (action,) = asyncio.run(scenario())
+    assert action.status is ActionStatus.SUCCESS
+    assert "about" not in action.payload  # join() of a string, not a list: nothing to name
 
 
 def test_the_actions_idempotency_key_travels_in_the_requests_meta(tmp_path: Path) -> None:

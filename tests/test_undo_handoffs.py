@@ -124,3 +124,29 @@ def test_an_agent_key_takes_only_the_undos_of_its_own_sessions(engine: Engine) -
     engine.rollbacks.run_next_rollback(AgentsOnly())
     assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=other.key_id) is None
     assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["stripe"], 0) is None  # not its connector
+
+
+def test_the_same_report_again_is_answered_as_the_first_was(engine: Engine) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    engine.rollbacks.run_next_rollback(AgentsOnly())
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    first = engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+    again = engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+    assert again == first
+    with pytest.raises(LeaseLostError):  # a different outcome is not the same report
+        engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, False, agent_key=key)
+
+
+def test_a_claim_waits_only_while_one_of_its_sessions_is_being_rolled_back(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org = engine.accounts.create_organisation(f"idle-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session = engine.recording.new_session(org.org_id, "notes-agent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+
+    def no_waiting(remaining: float) -> None:
+        raise AssertionError("an idle process's claim must not hold the server")
+
+    monkeypatch.setattr(engine.rollbacks.waiters, "wait", no_waiting)
+    assert engine.rollbacks.claim_handed_undo(org.org_id, [session.session_id], ["fake"], 30) is None

@@ -723,6 +723,8 @@ export interface components {
             response?: {
                 [key: string]: unknown;
             } | null;
+            /** @default true */
+            rollsBack: boolean;
             /** @enum {string} */
             status: "SUCCESS" | "FAILED";
             undo?: {

@@ -52,7 +52,8 @@ class WriteAhead:
 @frozen
 class ExecutedCall:
     """A call that ran with no write-ahead record (AgentRein was unreachable), and how it ended: when it
-    ``succeeded``, its ``response`` and ``undo``; otherwise its ``error``."""
+    ``succeeded``, its ``response`` and ``undo``; otherwise its ``error``, and whether that rolls the session
+    back (:attr:`Failed.rolls_back`)."""
 
     idempotency_key: str
     connector: str
@@ -63,6 +64,7 @@ class ExecutedCall:
     response: JSON | None = None
     undo: UndoConfig | None = None
     error: str | None = None
+    rolls_back: bool = True
 
 
 @frozen

@@ -271,6 +271,12 @@ class Connector(ABC):
         client has no closed state."""
         return False
 
+    def serves(self, client: Any, action: Action) -> bool:
+        """Whether ``client`` (as :meth:`bind` made it) reaches the service ``action`` was made on, for a
+        connector whose clients reach different services (each MCP server is one): an undo runs through a
+        client of its own service only. By default every client of the connector does."""
+        return True
+
     def reopen(self, client: Any) -> Any:
         """A client that reaches the service as the closed ``client`` did (its address, credentials and
         connection settings), to run an inverse through; AgentRein closes it after that inverse (``aclose()``
@@ -382,17 +388,17 @@ _VERBS: Mapping[str, OperationType] = {
         ("update", "edit", "put", "patch", "modify", "set", "write", "move", "rename"), OperationType.UPDATE
     ),
     **dict.fromkeys(("delete", "del", "remove", "cancel", "close", "drop"), OperationType.DELETE),
-    **dict.fromkeys(
-        ("get", "list", "retrieve", "search", "read", "find", "open", "query", "fetch"), OperationType.READ
-    ),
+    # Reads, narrowly: a read passes every policy unrecorded, so a name in doubt is left to OTHER (recorded).
+    **dict.fromkeys(("get", "list", "retrieve", "search", "read"), OperationType.READ),
 }
-_FIRST_WORD = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
+_FIRST_WORD = re.compile(r"[A-Za-z][a-z]*")
 
 
 def operation_by_verb(name: str) -> OperationType:
     """What a method or tool named ``name`` does, by its first word (``create_entities``, ``deleteFile``,
-    ``list-issues``): create/add/post → CREATE, update/edit/put/patch/modify/set → UPDATE,
-    delete/del/remove/cancel/close → DELETE, get/list/retrieve/search → READ, anything else → OTHER."""
+    ``list-issues``): create/add/post/insert/new → CREATE, update/edit/put/patch/modify/set/write/move/rename →
+    UPDATE, delete/del/remove/cancel/close/drop → DELETE, get/list/retrieve/search/read → READ, anything else →
+    OTHER."""
     match = _FIRST_WORD.search(name)
     return _VERBS.get(match.group(0).lower(), OperationType.OTHER) if match else OperationType.OTHER
 

@@ -122,9 +122,11 @@ class AgentFailed:
 
 
 Handed = Offer | AwaitAgent | AgentUndid | AgentFailed
-#: A handoff's ``outcome`` once the agent process reports.
+#: A handoff's ``outcome``: as the agent process reported it, or ``EXPIRED`` when the rollback gave up on it first
+#: (written before the undo is failed, so that a claim or a report racing that decision loses, or wins it).
 HANDOFF_DONE = "DONE"
 HANDOFF_FAILED = "FAILED"
+HANDOFF_EXPIRED = "EXPIRED"
 
 
 def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> Handed:
@@ -136,8 +138,9 @@ def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> H
         return AgentUndid(action)
     if handoff.outcome == HANDOFF_FAILED:
         return AgentFailed(action, f"the agent's process could not undo it: {handoff.error or 'no reason given'}")
+    expired = handoff.outcome == HANDOFF_EXPIRED
     if handoff.lease_id is None:
-        if now < handoff.claim_by:
+        if not expired and now < handoff.claim_by:
             return AwaitAgent(action, handoff.claim_by)
         waited = round((handoff.claim_by - handoff.offered_at).total_seconds())
         return AgentFailed(
@@ -147,7 +150,7 @@ def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> H
             "has ended?); run the agent again and roll back again, or undo it by hand",
         )
     assert handoff.leased_until is not None  # taken: leased until then
-    if now < handoff.leased_until:
+    if not expired and now < handoff.leased_until:
         return AwaitAgent(action, handoff.leased_until)
     return AgentFailed(action, "the agent process that took its undo did not report the outcome before its lease ended")
 

@@ -34,12 +34,13 @@ class Obstacle:
 class SettingsUndoExecutor:
     """An :class:`~agentrein_core.rollback.UndoExecutor` over the organisations' connector settings.
 
-    It takes on every undo of a connector that has a server side (in the server no other process could reach
-    the service either, so a job left for one would never end); an undo it cannot run fails with its
-    :meth:`obstacle`, which says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to
+    It takes on every undo of an installed connector that has a server side (in the server no other process
+    could reach the service either, so a job left for one would never end); an undo it cannot run fails with
+    its :meth:`obstacle`, which says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to
     see; the dashboard shows the same obstacles before a rollback is confirmed. The undos of a connector with
-    no server side (an MCP server the agent reaches over stdio) it hands to the agent process that holds the
-    client (:attr:`hands_over`). ``decrypt`` reads the stored credentials (:class:`~agentrein_core.vault.Vault`)."""
+    no server side here (an MCP server the agent reaches over stdio, a plugin this server lacks) it hands to
+    the agent process that holds the client (:attr:`hands_over`). ``decrypt`` reads the stored credentials
+    (:class:`~agentrein_core.vault.Vault`)."""
 
     engine: Engine
     connectors: Connectors
@@ -52,7 +53,7 @@ class SettingsUndoExecutor:
 
     def can_run(self, action: Action) -> bool:
         name = action.connector
-        return name not in self.connectors.names() or self.connectors.get(name).undoes_in_server()
+        return name in self.connectors.names() and self.connectors.get(name).undoes_in_server()
 
     @property
     def hands_over(self) -> bool:

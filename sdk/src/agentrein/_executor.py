@@ -110,7 +110,9 @@ class ClientUndoExecutor:
         with self._lock:
             own = self._by_action.get(action.session_id, {}).get(action.action_id)
             wrapped = reversed(self._by_session.get((action.session_id, action.connector), []))
-            return [own] + [ref for ref in wrapped if ref.client is not own.client] if own else list(wrapped)
+            found = [own] + [ref for ref in wrapped if ref.client is not own.client] if own else list(wrapped)
+        connector = self.connectors.get(action.connector)
+        return [ref for ref in found if connector.serves(ref.client, action)]
 
     def can_run(self, action: Action) -> bool:
         if action.connector not in self.connectors.names():

@@ -343,17 +343,22 @@ class Guard:
     ) -> None:
         """A call that ran while AgentRein was unavailable: keep it for replay (never fail the agent's call)."""
         try:
-            response, undo = self._outcome(call, result) if error is None else (None, None)
+            # A failure the agent reads as its result (and chose to only record) is journaled as a failure too.
+            failure = self.options.connector.failure_in(call, result) if error is None else None
+            response, undo = self._outcome(call, result) if error is None and failure is None else (None, None)
+            if error is not None:
+                failure = _describe(error, self.redactor)
             executed = ExecutedCall(
                 idempotency_key=key,
                 connector=self.connector_name,
                 api_name=self.redactor.redact_text(call.api_name),  # the journal is on disk: a path's token too
                 operation_type=call.operation_type,
                 payload=self.redactor.redact(call.payload),
-                succeeded=error is None,
+                succeeded=failure is None,
                 response=response,
                 undo=undo,
-                error=_describe(error, self.redactor) if error is not None else None,
+                error=self.redactor.redact_text(failure) if failure is not None else None,
+                rolls_back=failure is None or error is not None,  # a failure only recorded rolls nothing back
             )
             self.journal.append(CallRecorded(self.session_id, executed))
         except Exception:

@@ -226,21 +226,21 @@ class ServedMode:
         return from_wire(answer, Rollback)
 
     # undos handed to this process -------------------------------------------------------------------------
-    def claim_undo(self, session_ids: list[str], connectors: list[str], wait: float) -> HandedUndo | None:
+    def claim_undo(self, session_ids: list[str], connectors: list[str], wait: float) -> TakenUndo | None:
         """Take an undo the server hands to this process (of one of these sessions, through one of these
         connectors), waiting up to ``wait`` seconds for one; ``None`` when none was offered."""
         body = {"sessions": session_ids, "connectors": connectors}
         answer = self._connection.call("POST", "/undos/claim", json=body, params={"wait": wait}, wait=wait)["undo"]
-        return None if answer is None else HandedUndo.from_wire(answer)
+        return None if answer is None else TakenUndo.from_wire(answer)
 
-    def report_undo(self, taken: HandedUndo, error: str | None) -> None:
+    def report_undo(self, taken: TakenUndo, error: str | None) -> None:
         """How the undo this process took went (``error``: why it failed)."""
         body = {"leaseId": taken.lease_id, "succeeded": error is None, "error": error}
         self._connection.call("POST", f"/undos/{_seg(taken.action.action_id)}/outcome", json=body)
 
 
 @frozen
-class HandedUndo:
+class TakenUndo:
     """An undo the server handed to this process: the action, as much of it as its undo needs, and the lease
     under which this process runs it and reports."""
 
@@ -248,7 +248,7 @@ class HandedUndo:
     lease_id: str
 
     @classmethod
-    def from_wire(cls, answer: dict[str, Any]) -> HandedUndo:
+    def from_wire(cls, answer: dict[str, Any]) -> TakenUndo:
         now = datetime.now(UTC)
         action = Action(
             action_id=answer["actionId"],

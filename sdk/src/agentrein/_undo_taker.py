@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from attrs import define, field
 
 from agentrein._executor import ClientUndoExecutor
-from agentrein._served import HandedUndo, ServedMode
+from agentrein._served import ServedMode, TakenUndo
 from agentrein_core.connector import Connector
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError
 from agentrein_core.redaction import Redactor
 
 log = logging.getLogger("agentrein")
 
-#: How long one claim waits at the server for an undo to be offered: short, for a server that stops waits for
-#: the requests it is answering, this one too.
+#: How long one claim waits at the server for an undo to be offered (while a rollback of the sessions named is
+#: under way), and how often an idle process asks: short, for a server that stops waits for the requests it is
+#: answering, this one too.
 CLAIM_WAIT = 5.0
 #: The most sessions one claim names (the server takes up to 1,000): those wrapped for last.
 MOST_SESSIONS = 1000
+#: How often an outcome is sent while the server cannot be reached (a pause of AFTER_TROUBLE between), well
+#: within the lease the undo was taken under.
+REPORT_ATTEMPTS = 10
 #: The pause after the server could not be reached (or refused a claim) before the next claim.
 AFTER_TROUBLE = 2.0
 
@@ -61,7 +66,9 @@ class UndoTaker:
             with self._lock:
                 connectors = sorted(self._connectors)
             sessions = self.clients.sessions_of(connectors, MOST_SESSIONS)
+            began = time.monotonic()
             try:
+                # The server waits with the claim only while one of these sessions is being rolled back.
                 taken = self.served.claim_undo(sessions, connectors, CLAIM_WAIT) if sessions else None
             except AgentReinUnavailableError:
                 self._stopped.wait(AFTER_TROUBLE)
@@ -71,13 +78,11 @@ class UndoTaker:
                 self._stopped.wait(AFTER_TROUBLE)
                 continue
             if taken is None:
-                if not sessions:
-                    self._stopped.wait(AFTER_TROUBLE)
-                continue
-            if not self._stopped.is_set():
-                self._run(taken)
+                self._stopped.wait(max(0.0, CLAIM_WAIT - (time.monotonic() - began)))
+            else:
+                self._run(taken)  # taken: run and reported even if this process is closing meanwhile
 
-    def _run(self, taken: HandedUndo) -> None:
+    def _run(self, taken: TakenUndo) -> None:
         action = taken.action
         error: str | None = None
         try:
@@ -91,7 +96,14 @@ class UndoTaker:
             action.session_id,
             error or "done",
         )
-        try:
-            self.served.report_undo(taken, error)
-        except AgentReinError as exc:
-            log.warning("AgentRein could not report the undo of %s: %s", action.api_name, exc)
+        for attempt in range(REPORT_ATTEMPTS):  # the same report again is answered as the first was
+            try:
+                self.served.report_undo(taken, error)
+                return
+            except AgentReinUnavailableError as exc:
+                if attempt == REPORT_ATTEMPTS - 1:
+                    log.warning("AgentRein could not report the undo of %s: %s", action.api_name, exc)
+                time.sleep(AFTER_TROUBLE)
+            except AgentReinError as exc:
+                log.warning("AgentRein could not report the undo of %s: %s", action.api_name, exc)
+                return

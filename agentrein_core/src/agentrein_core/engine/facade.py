@@ -41,7 +41,8 @@ class Engine:
     ``rollback_lease`` is how long a worker holds a rollback job between steps (a crashed worker's job waits
     this long); ``delivery_retry_after`` are the pauses between attempts of a webhook delivery; ``retention``
     is how long settled events, deliveries and intent checks are kept (default: ``$AGENTREIN_RETENTION_DAYS``,
-    else 30 days); ``agent_undo_wait`` how long an undo handed to the agent's process waits to be taken."""
+    else 30 days); ``agent_undo_wait`` how long an undo handed to the agent's process waits to be taken, and
+    ``agent_undo_lease`` how long the process that took it has to report."""
 
     def __init__(
         self,
@@ -53,6 +54,7 @@ class Engine:
         delivery_retry_after: tuple[timedelta, ...] = notifications.RETRY_AFTER,
         retention: timedelta | None = None,
         agent_undo_wait: timedelta = rules.AGENT_UNDO_WAIT,
+        agent_undo_lease: timedelta = rules.AGENT_UNDO_LEASE,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -74,6 +76,7 @@ class Engine:
             policy_sets=PolicySets(),
             recent_connectors=RecentConnectors(),
             agent_undo_wait=agent_undo_wait,
+            agent_undo_lease=agent_undo_lease,
         )
         store.observe(shared.waiters.observe)
         given = asdict(shared, recurse=False)

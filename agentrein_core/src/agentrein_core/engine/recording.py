@@ -484,7 +484,7 @@ class Recording(UseCases):
                 existing = tx.actions.by_key(org_id, session_id, idempotency_key)
                 assert existing is not None
                 return existing
-            if not succeeded:
+            if not succeeded and call.rolls_back:
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action
             if decision.effect is not PolicyEffect.ALLOW:

@@ -289,7 +289,8 @@ class Rollbacks(UseCases):
         waits meanwhile (still ``RUNNING``, its lease let go until the offer or the lease that took it ends; a
         reported outcome makes it due at once)."""
         now = self.clock()
-        handed = rollback.handed_step(action, tx.rollbacks.handoff(job.rollback_id, action.action_id), now)
+        handoff = tx.rollbacks.handoff(job.rollback_id, action.action_id)
+        handed = rollback.handed_step(action, handoff, now)
         if isinstance(handed, rollback.Offer):
             until = now + self.agent_undo_wait
             tx.rollbacks.offer(
@@ -309,6 +310,16 @@ class Rollbacks(UseCases):
             return self._renew(tx, job, token, lease_token=None, lease_until=until), handed
         if isinstance(handed, rollback.AwaitAgent):
             return self._renew(tx, job, token, lease_token=None, lease_until=handed.until), handed
+        if isinstance(handed, rollback.AgentFailed) and handoff is not None and handoff.outcome is None:
+            # Given up on for want of a taker or a report: settle the handoff first. A claim or a report that
+            # got there meanwhile wins, and the job looks again at once.
+            expired = {"outcome": rollback.HANDOFF_EXPIRED}
+            if (
+                tx.rollbacks.update_handoff(handoff.handoff_id, expired, outcome=None, lease_id=handoff.lease_id)
+                is None
+            ):
+                again = rollback.AwaitAgent(action, now)
+                return self._renew(tx, job, token, lease_token=None, lease_until=now), again
         return job, handed
 
     def claim_handed_undo(
@@ -326,23 +337,25 @@ class Rollbacks(UseCases):
         sessions it opened only; the others it names are passed over, as unknown ones are."""
         deadline = time.monotonic() + max(0.0, wait)
         sessions, names = sorted(set(session_ids)), sorted(set(connectors))
+        if not sessions or not names:
+            return None
         while True:
-            now = self.clock()
             with self.store.transaction() as tx:
-                offered = (
-                    tx.rollbacks.open_handoff(org_id, sessions, names, now, agent_key) if sessions and names else None
-                )
-                taken = None
+                now = self.clock()  # read in the transaction: the rollback's decisions are before it or after
+                offered = tx.rollbacks.open_handoff(org_id, sessions, names, now, agent_key)
                 if offered is not None:
                     values = {"lease_id": secrets.token_hex(16), "leased_until": now + self.agent_undo_lease}
                     taken = tx.rollbacks.update_handoff(offered.handoff_id, values, lease_id=None, outcome=None)
-                if taken is not None:
-                    return HandedUndo(taken, action_of(tx, org_id, taken.action_id))
+                    if taken is not None:
+                        return HandedUndo(taken, action_of(tx, org_id, taken.action_id))
+                    continue  # another process took it first: look again
+                # Nothing to wait for unless one of these sessions is being rolled back: an idle process's
+                # claim holds no server thread.
+                rolling_back = tx.rollbacks.any_active(sessions)
             remaining = deadline - time.monotonic()
-            if offered is None and remaining <= 0:
+            if remaining <= 0 or not rolling_back:
                 return None
-            if offered is None:
-                self.waiters.wait(remaining)
+            self.waiters.wait(remaining)
 
     def report_handed_undo(
         self,
@@ -355,11 +368,15 @@ class Rollbacks(UseCases):
         agent_key: str | None = None,
     ) -> UndoHandoff:
         """The agent process that took a handed undo (holding ``lease_id``) reports how it went; the rollback
-        job is due at once. :class:`LeaseLostError` when that lease has ended or is not the one held."""
-        now = self.clock()
+        job is due at once. The same report again answers as the first did (its answer may have been lost);
+        :class:`LeaseLostError` when that lease has ended or is not the one held."""
         with self.store.transaction() as tx:
+            now = self.clock()
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             handoff = tx.rollbacks.leased_handoff(org_id, action.action_id, lease_id)
+            outcome = rollback.HANDOFF_DONE if succeeded else rollback.HANDOFF_FAILED
+            if handoff is not None and handoff.outcome == outcome:
+                return handoff
             lost = f"the lease on the undo of action {action_id} has ended, or another process holds it"
             if (
                 handoff is None
@@ -367,7 +384,6 @@ class Rollbacks(UseCases):
                 or (handoff.leased_until is not None and handoff.leased_until <= now)
             ):
                 raise LeaseLostError(lost)
-            outcome = rollback.HANDOFF_DONE if succeeded else rollback.HANDOFF_FAILED
             if error is not None:
                 error = self.redactors.of(handoff.connector).redact_text(
                     validation.text("error", error[: validation.MAX_TEXT], validation.MAX_TEXT)

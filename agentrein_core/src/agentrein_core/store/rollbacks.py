@@ -134,6 +134,13 @@ class Rollbacks:
             stmt = stmt.join(_S, _S.c.session_id == _H.c.session_id).where(_S.c.opened_by_key == opened_by_key)
         return self.rows.first(UndoHandoff, stmt)
 
+    def any_active(self, session_ids: Sequence[str]) -> bool:
+        """Whether one of these sessions has a rollback under way."""
+        stmt = sa.select(_R.c.rollback_id).where(
+            _R.c.session_id.in_(session_ids), _R.c.status.in_(rules.ROLLBACK_UNDER_WAY)
+        )
+        return self.rows.conn.execute(stmt.limit(1)).first() is not None
+
     def update_handoff(self, handoff_id: str, values: dict[str, Any], **expected: Any) -> UndoHandoff | None:
         """Set ``values`` on the handoff if it still has the ``expected`` column values (compare-and-set)."""
         return self.rows.update(UndoHandoff, handoff_id, values, **expected)

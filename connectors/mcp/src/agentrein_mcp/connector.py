@@ -162,7 +162,7 @@ class McpConnector(Connector):
         if not entry.undo:
             return UndoConfig(UNDO_NONE, {"why": entry.why or "its server's undo table says it has no undo"})
         data = {"args": context.arguments, "result": recorded_result(result), "before": context.before}
-        if entry.undo_if is not None and not entry.undo_if.over(data):
+        if entry.undo_if is not None and not truthy(entry.undo_if.over(data)):
             why = entry.why or f"the undo table's condition ({entry.undo_if.source}) did not hold"
             return UndoConfig(UNDO_NONE, {"why": why})
         calls: list[JSON] = []
@@ -203,6 +203,10 @@ class McpConnector(Connector):
         binding: McpBinding = client
         return binding.is_closed()
 
+    def serves(self, client: Any, action: Action) -> bool:
+        binding: McpBinding = client
+        return action.undo is None or binding.server == action.undo.params.get("server")
+
     def reopen(self, client: Any) -> McpBinding:
         binding: McpBinding = client
         return binding.reopened()
@@ -241,17 +245,26 @@ class McpConnector(Connector):
 
 def classify(name: str, entry: ToolEntry | None, tool: Tool | None) -> OperationType:
     """The table decides; else the tool's annotations; else the verb of its name; else OTHER. The server is not
-    trusted: a tool it calls read-only whose name says it writes (``remove_entry``) is recorded as its name says,
-    for a read passes every policy unrecorded."""
+    trusted, and a read passes every policy unrecorded: its read-only hint is believed only of a tool whose name
+    says it reads (``read_graph``, not ``send_email``) and that the table gives no undo or before-read."""
     if entry is not None and entry.operation is not None:
         return entry.operation
     hints = tool.annotations if tool is not None else None
     by_name = operation_by_verb(name)
     if hints is not None and hints.read_only_hint:
-        return OperationType.READ if by_name in (OperationType.READ, OperationType.OTHER) else by_name
+        declared = entry is not None and (entry.undo is not None or entry.before is not None or entry.require_approval)
+        if by_name is OperationType.READ and not declared:
+            return OperationType.READ
+        return OperationType.OTHER if by_name is OperationType.READ else by_name
     if hints is not None and hints.destructive_hint:
         return OperationType.DELETE if by_name is OperationType.DELETE else OperationType.UPDATE
     return by_name
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath's truth (the same in both languages): false, null, and empty text, lists and objects are false;
+    0 is true."""
+    return not (value is None or value is False or (isinstance(value, str | list | dict) and not value))
 
 
 def recorded_result(result: CallToolResult) -> Any:
@@ -280,6 +293,8 @@ async def _run_undo(undo: UndoConfig, binding: McpBinding, key: str) -> None:
     if isinstance(undo.params.get("fails"), str):
         raise UndoError(str(undo.params["fails"]))
     server = str(undo.params["server"])
+    if binding.server != server:  # each MCP server is a service of its own
+        raise UndoError(f"the undo of a call to {server!r} cannot run through a client of {binding.server!r}")
     async with binding.connected() as client:
         for i, call in enumerate(undo.params["calls"]):
             answer = await call_tool(client, call["tool"], call["arguments"], f"{key}-{i}")

@@ -18,13 +18,14 @@ Per tool, every key optional:
   ``arguments`` (each value an expression) and ``optional`` (a call whose list arguments all come out empty is
   skipped: nothing to restore). An expression that finds nothing (``null``) fails the undo with the reason.
 - ``before``: a read made just before the tool runs, whose result is ``before`` (``null`` when it failed).
-- ``undoIf``: an expression; when it comes out false or empty the call is recorded with no undo, and ``why``
-  says why to a reviewer (``"before != null"``: a new file had nothing to restore).
+- ``undoIf``: an expression; when it comes out false (JMESPath's falsy: false, null, empty; 0 is true) the call
+  is recorded with no undo, and ``why`` says why to a reviewer (``"before != null"``: a new file had nothing
+  to restore).
 - ``why``: the words a reviewer reads when the call has no undo.
 - ``idempotent``: running it twice does it once (retries are allowed); ``requireApproval``: its undo waits for
   a reviewer's approval during a rollback.
-- ``about``: an expression over ``{args, result}`` naming what the call acts on, for its description ("Create
-  entities ada, bob on memory"); by default the first argument that names something.
+- ``about``: an expression over ``{args}`` naming what the call acts on, for its description ("Create entities
+  ada, bob on memory"); by default the first argument that names something.
 
 ``serverInfo`` (the name an upstream gives itself) lets a built-in table find its server; a user's table
 extends or overrides the built-in one entry by entry (:func:`combined`).
@@ -60,7 +61,12 @@ class Expression:
     compiled: jmespath.parser.ParsedResult
 
     def over(self, data: Mapping[str, Any]) -> Any:
-        return self.compiled.search(data)
+        """What the expression finds in ``data``; ``None`` (found nothing) where it does not apply to what is
+        there (a function given the wrong type, say), as where a path is missing."""
+        try:
+            return self.compiled.search(data)
+        except jmespath.exceptions.JMESPathError:
+            return None
 
 
 @frozen

@@ -198,6 +198,7 @@ class ExecutedAction(Body):
     response: dict[str, Any] | None = None
     undo: dict[str, Any] | None = None
     error: str | None = None
+    rolls_back: bool = True
 
 
 class RollbackRequest(Body):

@@ -235,6 +235,7 @@ class SessionController(Controller):
             response=data.response,
             undo=_undo(data.undo),
             error=data.error,
+            rolls_back=data.rolls_back,
         )
         action = services.engine.recording.record_executed_action(
             caller.org_id, session_id, call, agent_key=caller.agent_key

@@ -19,6 +19,8 @@ from agentrein_server.api import bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
 
+#: A session id or a connector's name.
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 #: The most sessions one claim names (a process names those it wrapped clients for most recently).
 MAX_CLAIMED_SESSIONS = 1000
 
@@ -26,8 +28,8 @@ MAX_CLAIMED_SESSIONS = 1000
 class ClaimUndos(bodies.Body):
     """The sessions and connectors the calling process holds clients of."""
 
-    sessions: Annotated[list[bodies.Text], msgspec.Meta(max_length=MAX_CLAIMED_SESSIONS)]
-    connectors: Annotated[list[bodies.Text], msgspec.Meta(max_length=100)]
+    sessions: Annotated[list[Name], msgspec.Meta(max_length=MAX_CLAIMED_SESSIONS)]
+    connectors: Annotated[list[Name], msgspec.Meta(max_length=100)]
 
 
 class UndoOutcome(bodies.Body):
