@@ -126,11 +126,13 @@ export class AgentRein {
     if (!checked.connector.accepts(client)) {
       throw new ValidationError('connector', `the '${checked.connector.name}' connector cannot wrap this client`);
     }
+    const bound = checked.connector.bind ? checked.connector.bind(client, checked.own) : client;
     return wrapClient(client, {
       served: this.served,
       journal: this.journal,
       sessionId: sessionId(session),
       options: checked,
+      bound,
       redactor: new Redactor(checked.connector.sensitiveFields),
       log: warn,
     });

@@ -50,6 +50,8 @@ export interface Guard {
   readonly journal: Outbox;
   readonly sessionId: string;
   readonly options: Options;
+  /** The wrapped client as its connector sees it (`Connector.bind`; else the client itself). */
+  readonly bound: unknown;
   readonly redactor: Redactor;
   readonly log: (message: string) => void;
 }
@@ -57,7 +59,7 @@ export interface Guard {
 /** `client.<path>(...args)`, prepared by the connector, through the guard's steps; resolves to its result. */
 export async function guardedCall(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<unknown> {
   const logged = await writeAhead(guard, call, path);
-  const retryable = guard.options.isRetryable(call.apiName, path);
+  const retryable = guard.options.isRetryable(call, path);
   if (logged === null) {
     const key = `agentrein-journal-${randomBytes(16).toString('hex')}`;
     let result: unknown;
