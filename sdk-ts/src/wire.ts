@@ -385,6 +385,40 @@ export interface paths {
         patch: operations["changeSettings"];
         trace?: never;
     };
+    "/undos/{action_id}/outcome": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Report how a handed undo went */
+        post: operations["reportUndo"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/undos/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Take an undo handed to the agent's process */
+        post: operations["claimUndo"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhooks": {
         parameters: {
             query?: never;
@@ -476,6 +510,8 @@ export interface components {
             response?: {
                 [key: string]: unknown;
             } | null;
+            /** @default true */
+            rollsBack: boolean;
             /** @enum {string} */
             status: "SUCCESS" | "FAILED";
             undo?: {
@@ -558,6 +594,17 @@ export interface components {
          * @enum {string}
          */
         ApprovalStatus: "PENDING" | "APPROVED" | "REJECTED" | "EXPIRED";
+        /** Claimed */
+        Claimed: {
+            undo: components["schemas"]["HandedUndoAnswer"] | null;
+        };
+        /** ClaimUndos */
+        ClaimUndos: {
+            connectors: string[];
+            sessions: string[];
+            /** @default 20 */
+            waitSeconds: number;
+        };
         /** Confirmation */
         Confirmation: {
             actionId: string;
@@ -683,6 +730,21 @@ export interface components {
             undo?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /** HandedUndoAnswer */
+        HandedUndoAnswer: {
+            actionId: string;
+            apiName: string;
+            connector: string;
+            idempotencyKey: string;
+            /** Format: date-time */
+            leaseExpiresAt: string;
+            leaseId: string;
+            sessionId: string;
+            undo: {
+                [key: string]: unknown;
+            };
+            undoIdempotencyKey: string;
         };
         /** Health */
         Health: {
@@ -829,6 +891,10 @@ export interface components {
             actionId: string;
             detail: string;
         };
+        /** Reported */
+        Reported: {
+            outcome: string;
+        };
         /**
          * Role
          * @description What an API key may do: an ``agent`` records its own work and rolls back ``ACTIVE`` sessions; an
@@ -932,6 +998,12 @@ export interface components {
         UndoConfig: {
             requireApproval: boolean;
             type: string;
+        };
+        /** UndoOutcome */
+        UndoOutcome: {
+            error?: string | null;
+            leaseId: string;
+            succeeded: boolean;
         };
         /**
          * UndoStatus
@@ -2993,6 +3065,173 @@ export interface operations {
             };
             /** @description `forbidden`: The API key is valid but its role may not do this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `payload-too-large`: the body is larger than the server takes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer now; try again later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+        };
+    };
+    reportUndo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                action_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UndoOutcome"];
+            };
+        };
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reported"];
+                };
+            };
+            /** @description `validation-error`: Bad input, naming the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unauthorized`: No API key, or one that is unknown or revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `not-found`: No such record in this organisation (another organisation's ids are reported the same way) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `lease-lost`: A lease ran out: a rollback worker's on its job (another worker took the job over), or an agent process's     on an undo it was handed (its outcome comes too late) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `payload-too-large`: the body is larger than the server takes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer now; try again later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+        };
+    };
+    claimUndo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClaimUndos"];
+            };
+        };
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Claimed"];
+                };
+            };
+            /** @description `validation-error`: Bad input, naming the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unauthorized`: No API key, or one that is unknown or revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `not-found`: No such record in this organisation (another organisation's ids are reported the same way) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

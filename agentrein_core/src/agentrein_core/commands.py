@@ -75,6 +75,9 @@ class Confirmed:
 
 @frozen
 class Failed:
-    """A recorded call failed, and why."""
+    """A recorded call failed, and why. ``rolls_back``: whether the failure rolls the session back, as a failed
+    call does unless the agent chose to only record it (an MCP tool's error with ``on_tool_error="record"``:
+    models often recover from one)."""
 
     error: str
+    rolls_back: bool = True

@@ -251,6 +251,12 @@ class Connector(ABC):
         """What to store of a successful call's result (redacted afterwards by AgentRein)."""
         return {}
 
+    def failure_in(self, call: PreparedCall, result: Any) -> str | None:
+        """Why ``result``, which the call returned rather than raised, is a failed call the agent reads as a
+        result (an MCP tool's ``isError`` answer, when the agent chose to only record those): it is recorded
+        ``FAILED`` and rolls nothing back. ``None`` (the default): the call succeeded."""
+        return None
+
     def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
         """How to undo ``call`` now that it returned ``result``; ``override`` is the caller's
         ``wrap(undo={api_name: {...}})`` entry, if any. By default nothing can be undone."""

@@ -112,7 +112,10 @@ class InvalidTransitionError(AgentReinError):
 
 
 class LeaseLostError(InvalidTransitionError):
-    """A rollback worker's lease on its job ran out and another worker took the job over."""
+    """A lease ran out: a rollback worker's on its job (another worker took the job over), or an agent process's
+    on an undo it was handed (its outcome comes too late)."""
+
+    problem_type = "lease-lost"
 
 
 class RollbackRefusedError(InvalidTransitionError):

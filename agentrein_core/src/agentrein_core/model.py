@@ -213,6 +213,29 @@ class Rollback:
 
 
 @frozen
+class UndoHandoff:
+    """An undo the server cannot run (its connector reaches the service only through the client the agent
+    wrapped: an MCP server over stdio), handed to the agent process that holds that client.
+
+    The rollback job waits while it is offered (until ``claim_by``) and while a process holds it (``lease_id``,
+    until ``leased_until``); the process reports ``outcome`` (``DONE`` or ``FAILED`` with ``error``), and the
+    job goes on. Offered and never taken, or taken and never reported, the undo fails with that reason."""
+
+    handoff_id: str
+    org_id: str
+    session_id: str
+    rollback_id: str
+    action_id: str
+    connector: str
+    offered_at: datetime
+    claim_by: datetime
+    lease_id: str | None = None
+    leased_until: datetime | None = None
+    outcome: str | None = None
+    error: str | None = None
+
+
+@frozen
 class ApiKey:
     """An API key: only ``key_hash`` (sha256 of the secret) is stored; the secret is shown once, at creation.
     ``prefix`` is the secret's first characters, so a human can tell keys apart in a list."""

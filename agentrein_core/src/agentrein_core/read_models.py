@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 from attrs import Factory, asdict, evolve, field, frozen
 
 from agentrein_core import rules
-from agentrein_core.model import JSON, Action, ApiKey, Approval, Session, UndoConfig, Verification
+from agentrein_core.model import JSON, Action, ApiKey, Approval, Session, UndoConfig, UndoHandoff, Verification
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -177,6 +177,15 @@ LISTED_FIELDS = (
     "actionStatus",
     "unconfirmed",
 )
+
+
+@frozen
+class HandedUndo:
+    """An undo handed to the calling agent process (DESIGN §4a), as it takes it: the action to undo and the
+    lease under which it runs the undo and reports (``handoff.lease_id``, until ``handoff.leased_until``)."""
+
+    handoff: UndoHandoff
+    action: Action
 
 
 @frozen

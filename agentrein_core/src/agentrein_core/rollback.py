@@ -2,17 +2,20 @@
 
 The engine applies each step in its own transaction and runs inverses through an :class:`UndoExecutor`, the
 one small interface behind which "how to reach the service" lives: in embedded mode the SDK's executor uses
-the very client the agent wrapped; in the server, one built from the organisation's stored credentials.
+the very client the agent wrapped; in the server, one built from the organisation's stored credentials. An undo
+the server cannot run (its connector has no server side) is handed to the agent process that holds the client
+(:func:`handed_step`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Protocol
 
 from attrs import frozen
 
-from agentrein_core.model import Action, Approval, Rollback
+from agentrein_core.model import Action, Approval, Rollback, UndoHandoff
 from agentrein_core.rules import UNDOABLE
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, UndoStatus
 
@@ -27,6 +30,13 @@ class UndoExecutor(Protocol):
 
     def run_undo(self, action: Action) -> None:
         """Undo ``action``; return once its effect is gone (or was already gone), raise otherwise."""
+        ...
+
+    @property
+    def hands_over(self) -> bool:
+        """Whether an undo this executor cannot run is handed to the agent process that holds the action's
+        client (the server's executor: no other server process could run it either), rather than left for
+        another process of the agent's own (embedded mode)."""
         ...
 
 
@@ -78,6 +88,68 @@ class RunUndo:
 
 
 Step = Finish | Skip | AskApproval | WaitForApproval | WaitForConfirmation | Declined | RunUndo
+
+
+@frozen
+class Offer:
+    """Hand the undo to the agent processes: none has been offered for this job yet."""
+
+    action: Action
+
+
+@frozen
+class AwaitAgent:
+    """The handed undo is offered, or taken by a process, until ``until``: look again then, or when its outcome
+    is reported."""
+
+    action: Action
+    until: datetime
+
+
+@frozen
+class AgentUndid:
+    """The agent process that took the undo reports it done."""
+
+    action: Action
+
+
+@frozen
+class AgentFailed:
+    """The handed undo failed, or no process took it or reported in time: the chain stops here."""
+
+    action: Action
+    reason: str
+
+
+Handed = Offer | AwaitAgent | AgentUndid | AgentFailed
+#: A handoff's ``outcome`` once the agent process reports.
+HANDOFF_DONE = "DONE"
+HANDOFF_FAILED = "FAILED"
+
+
+def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> Handed:
+    """Where an undo that the server hands to the agent's process stands (``handoff``: this job's offer of
+    it, if any)."""
+    if handoff is None:
+        return Offer(action)
+    if handoff.outcome == HANDOFF_DONE:
+        return AgentUndid(action)
+    if handoff.outcome == HANDOFF_FAILED:
+        return AgentFailed(action, f"the agent's process could not undo it: {handoff.error or 'no reason given'}")
+    if handoff.lease_id is None:
+        if now < handoff.claim_by:
+            return AwaitAgent(action, handoff.claim_by)
+        waited = round((handoff.claim_by - handoff.offered_at).total_seconds())
+        return AgentFailed(
+            action,
+            f"no agent process took its undo within {waited} s: connector {action.connector!r} runs undos through "
+            "the client the agent wrapped, and no process holding one for this session asked for it (the agent "
+            "has ended?); run the agent again and roll back again, or undo it by hand",
+        )
+    assert handoff.leased_until is not None  # taken: leased until then
+    if now < handoff.leased_until:
+        return AwaitAgent(action, handoff.leased_until)
+    return AgentFailed(action, "the agent process that took its undo did not report the outcome before its lease ended")
 
 
 def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:

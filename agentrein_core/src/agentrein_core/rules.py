@@ -81,6 +81,11 @@ ROLLBACK_UNDER_WAY = frozenset({RollbackStatus.RUNNING, RollbackStatus.WAITING_A
 #: ...and those of one that has ended.
 ROLLBACK_ENDED = frozenset({RollbackStatus.SUCCEEDED, RollbackStatus.FAILED})
 
+#: How long an undo the server hands to the agent's process (DESIGN §4a) waits for a process to take it, and
+#: how long the process that took it has to report its outcome; past either, the undo fails with that reason.
+AGENT_UNDO_WAIT = timedelta(seconds=60)
+AGENT_UNDO_LEASE = timedelta(seconds=120)
+
 #: An approved action still ``CLEARED`` this long after approval is flagged ``unconfirmed``.
 UNCONFIRMED_AFTER = timedelta(hours=1)
 #: A session's rollback undoes nothing recorded before a call that was cleared to run until that call's outcome

@@ -34,11 +34,12 @@ class Obstacle:
 class SettingsUndoExecutor:
     """An :class:`~agentrein_core.rollback.UndoExecutor` over the organisations' connector settings.
 
-    It takes every undo on (``can_run`` is always true: in the server no other process could reach the service
-    either, so a job left for one would never end). An undo it cannot run fails with its :meth:`obstacle`,
-    which says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to see; the dashboard
-    shows the same obstacles before a rollback is confirmed. ``decrypt`` reads the stored credentials
-    (:class:`~agentrein_core.vault.Vault`)."""
+    It takes on every undo of a connector that has a server side (in the server no other process could reach
+    the service either, so a job left for one would never end); an undo it cannot run fails with its
+    :meth:`obstacle`, which says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to
+    see; the dashboard shows the same obstacles before a rollback is confirmed. The undos of a connector with
+    no server side (an MCP server the agent reaches over stdio) it hands to the agent process that holds the
+    client (:attr:`hands_over`). ``decrypt`` reads the stored credentials (:class:`~agentrein_core.vault.Vault`)."""
 
     engine: Engine
     connectors: Connectors
@@ -50,6 +51,11 @@ class SettingsUndoExecutor:
         return settings is not None and settings.enabled
 
     def can_run(self, action: Action) -> bool:
+        name = action.connector
+        return name not in self.connectors.names() or self.connectors.get(name).undoes_in_server()
+
+    @property
+    def hands_over(self) -> bool:
         return True
 
     def obstacle(self, org_id: str, connector: str) -> Obstacle | None:
@@ -79,8 +85,9 @@ class SettingsUndoExecutor:
         connector = self.connectors.get(name)
         if not connector.undoes_in_server():
             return Obstacle(
-                f"connector {name!r} cannot run undos in the server; undo these actions from the agent's own "
-                "process (embedded mode) or by hand",
+                f"connector {name!r} cannot run undos in the server: each is handed to the agent process that "
+                "holds the client it wrapped, and fails if no such process takes it (the agent has ended); "
+                "undo those by hand",
                 in_settings=False,
             )
         settings = self.engine.accounts.connector_config(org_id, name)

@@ -17,6 +17,7 @@ from agentrein._outbox import Outbox, RollbackRequested
 from agentrein._port import Mode
 from agentrein._proxy import WrappedClient
 from agentrein._served import ServedMode
+from agentrein._undo_taker import UndoTaker
 from agentrein_core.commands import NewPolicy
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, ValidationError
 from agentrein_core.model import DEFAULT_ORGANISATION, Policy
@@ -68,10 +69,13 @@ class AgentRein:
         if base_url:
             served = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""), journal_path=journal_path)
             self._mode, self._outbox = served, served.outbox  # one outbox: its confirmations travel there too
-            self._clients = ClientUndoExecutor(self._connectors)  # remembered only: the server runs the undos
+            # The server runs the undos, but for connectors with no server side: it hands those back here.
+            self._clients = ClientUndoExecutor(self._connectors)
+            self._undo_taker: UndoTaker | None = UndoTaker(served, self._clients, self._redactor)
         else:
             embedded = _embedded(database_url, organisation, self._connectors)
             self._mode, self._clients = embedded, embedded.clients
+            self._undo_taker = None
             self._outbox = Outbox(embedded.identity, journal_path)
 
     @property
@@ -225,6 +229,8 @@ class AgentRein:
             self._outbox.warn_unavailable(exc)  # checked when AgentRein is back, as the journal is replayed
         # This client can undo the session's actions of this connector, even ones made by another process.
         self._clients.remember_session(session_id, connector, ClientRef(bound))
+        if self._undo_taker is not None:
+            self._undo_taker.wrapped(found)
         redactor = Redactor(found.sensitive_fields)
         guard = Guard(self._mode, self._outbox, self._clients, session_id, bound, options, redactor)
         return WrappedClient(client, guard)  # type: ignore[return-value]
@@ -296,6 +302,8 @@ class AgentRein:
             self._outbox.replay(self._mode)
         except AgentReinError as exc:
             log.warning("AgentRein journal not replayed at close: %s", exc)
+        if self._undo_taker is not None:
+            self._undo_taker.close()
         self._mode.close()
         self._outbox.close()  # closed with a served mode already: closing again does nothing
 

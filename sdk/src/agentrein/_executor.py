@@ -93,6 +93,11 @@ class ClientUndoExecutor:
                 sid == session_id and ref.loop is running for (sid, _), refs in self._by_session.items() for ref in refs
             )
 
+    def sessions_of(self, connectors: list[str]) -> list[str]:
+        """The sessions this process wrapped a client of one of ``connectors`` for."""
+        with self._lock:
+            return sorted({sid for sid, name in self._by_session if name in connectors})
+
     def knows_session(self, session_id: str) -> bool:
         with self._lock:
             return any(sid == session_id for sid, _ in self._by_session)
@@ -109,6 +114,10 @@ class ClientUndoExecutor:
         if action.connector not in self.connectors.names():
             return False
         return bool(self._candidates(action)) or (self.stored is not None and self.stored.enabled_for(action))
+
+    @property
+    def hands_over(self) -> bool:
+        return False  # another process of the agent's (one that wrapped a client for the session) runs it
 
     def run_undo(self, action: Action) -> None:
         connector = self.connectors.get(action.connector)

@@ -255,6 +255,10 @@ class Guard:
             log.warning("AgentRein could not withdraw approval request %s: %s", approval_id, exc)
 
     def _record_success(self, call: PreparedCall, action: Action, result: Any, ref: ClientRef) -> None:
+        failure = self.options.connector.failure_in(call, result)
+        if failure is not None:  # a failure the agent reads as its result, and chose to only record
+            self._record_failure(action, failure, rolls_back=False)
+            return
         try:
             response, undo = self._outcome(call, result)
             self.recorder.confirm_action(self.session_id, action.action_id, Confirmed(response, undo))
@@ -271,20 +275,27 @@ class Guard:
             return
         self.clients.remember(action, ref)
 
-    def _record_failure(self, action: Action, error: BaseException) -> None:
-        message = _describe(error, self.redactor)
+    def _record_failure(self, action: Action, error: BaseException | str, *, rolls_back: bool = True) -> None:
+        """``error``: what the call raised (the session rolls back); or why a result it returned is a failure
+        the agent chose to only record (``rolls_back`` false)."""
+        if isinstance(error, BaseException):
+            message = _describe(error, self.redactor)
+        else:
+            message = self.redactor.redact_text(error)
         try:
-            self.recorder.fail_action(self.session_id, action.action_id, Failed(message))
+            self.recorder.fail_action(self.session_id, action.action_id, Failed(message, rolls_back))
         except AgentReinUnavailableError as exc:
             self.journal.warn_unavailable(exc)
-            self.journal.append(OutcomeReported(self.session_id, action.action_id, False, error=message))
+            outcome = OutcomeReported(self.session_id, action.action_id, False, error=message, rolls_back=rolls_back)
+            self.journal.append(outcome)
             return
         except Exception as exc:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
-            if is_logging_failure(exc):
+            if is_logging_failure(exc) and isinstance(error, BaseException):
                 self._logging_failed(error, exc, action.api_name)
             return
-        self._see_rollback_through(error)
+        if isinstance(error, BaseException):  # a failure only recorded (a result, not raised) rolls nothing back
+            self._see_rollback_through(error)
 
     def _logging_failed(self, raising: BaseException, cause: BaseException, api_name: str) -> None:
         """Recording ``api_name`` failed with ``cause`` (action logging failed, a rollback trigger): roll the

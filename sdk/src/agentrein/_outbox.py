@@ -131,6 +131,7 @@ class OutcomeReported:
     response: JSON | None = None
     undo: UndoConfig | None = None
     error: str | None = None
+    rolls_back: bool = True
 
 
 @frozen
@@ -617,7 +618,7 @@ def _replay_outcome(recorder: Recorder, outcome: OutcomeReported) -> None:
         if outcome.succeeded:
             recorder.confirm_action(session_id, outcome.action_id, Confirmed(outcome.response, outcome.undo))
         else:
-            recorder.fail_action(session_id, outcome.action_id, Failed(outcome.error or "failed"))
+            recorder.fail_action(session_id, outcome.action_id, Failed(outcome.error or "failed", outcome.rolls_back))
     except InvalidTransitionError as exc:
         # Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
         log.info("journal outcome of %s already settled: %s", outcome.action_id, exc)

@@ -14,8 +14,10 @@ import hashlib
 import logging
 import os
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
+
+from attrs import frozen
 
 from agentrein._http import Connection
 from agentrein._http import segment as _seg
@@ -24,10 +26,10 @@ from agentrein._waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
 from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead
 from agentrein_core.converter import from_wire, to_wire
-from agentrein_core.model import Action, Approval, Policy, Rollback
+from agentrein_core.model import Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.read_models import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
-from agentrein_core.statuses import ApprovalStatus
+from agentrein_core.statuses import ActionStatus, ApprovalStatus, OperationType
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
@@ -222,6 +224,48 @@ class ServedMode:
         params = {"wait": ROLLBACK_POLL}
         answer = self._call("GET", f"/sessions/{_seg(job.session_id)}/rollback", params=params, wait=ROLLBACK_POLL)
         return from_wire(answer, Rollback)
+
+    # undos handed to this process -------------------------------------------------------------------------
+    def claim_undo(self, session_ids: list[str], connectors: list[str], wait: float) -> HandedUndo | None:
+        """Take an undo the server hands to this process (of one of these sessions, through one of these
+        connectors), waiting up to ``wait`` seconds for one; ``None`` when none was offered."""
+        body = {"sessions": session_ids, "connectors": connectors, "waitSeconds": wait}
+        answer = self._connection.call("POST", "/undos/claim", json=body, wait=wait)["undo"]
+        return None if answer is None else HandedUndo.from_wire(answer)
+
+    def report_undo(self, taken: HandedUndo, error: str | None) -> None:
+        """How the undo this process took went (``error``: why it failed)."""
+        body = {"leaseId": taken.lease_id, "succeeded": error is None, "error": error}
+        self._connection.call("POST", f"/undos/{_seg(taken.action.action_id)}/outcome", json=body)
+
+
+@frozen
+class HandedUndo:
+    """An undo the server handed to this process: the action, as much of it as its undo needs, and the lease
+    under which this process runs it and reports."""
+
+    action: Action
+    lease_id: str
+
+    @classmethod
+    def from_wire(cls, answer: dict[str, Any]) -> HandedUndo:
+        now = datetime.now(UTC)
+        action = Action(
+            action_id=answer["actionId"],
+            session_id=answer["sessionId"],
+            org_id="",  # the server's to know; the undo runs in this process's organisation
+            seq=0,
+            connector=answer["connector"],
+            api_name=answer["apiName"],
+            operation_type=OperationType.OTHER,
+            payload={},
+            status=ActionStatus.SUCCESS,
+            idempotency_key=answer["idempotencyKey"],
+            created_at=now,
+            updated_at=now,
+            undo=from_wire(answer["undo"], UndoConfig),
+        )
+        return cls(action, answer["leaseId"])
 
 
 def _action_path(session_id: str, action_id: str) -> str:

@@ -39,6 +39,7 @@ from agentrein_server.api.policies import PolicyController
 from agentrein_server.api.sessions import SessionController
 from agentrein_server.api.settings import SettingsController
 from agentrein_server.api.system import healthz, prometheus_metrics
+from agentrein_server.api.undos import UndoController
 from agentrein_server.api.webhooks import WebhookController
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.dashboard.rendering import template_config
@@ -135,6 +136,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
                 "/",
                 route_handlers=[
                     SessionController,
+                    UndoController,
                     ApprovalController,
                     PolicyController,
                     ConnectorController,

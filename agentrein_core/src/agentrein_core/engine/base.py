@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define
 
+from agentrein_core import rules
 from agentrein_core.store import Change, Store, Tx
 
 if TYPE_CHECKING:
@@ -112,3 +113,6 @@ class UseCases:
     waiters: Waiters
     policy_sets: PolicySets
     recent_connectors: RecentConnectors
+    #: How long an undo handed to the agent's process waits to be taken, and how long its taker has.
+    agent_undo_wait: timedelta = rules.AGENT_UNDO_WAIT
+    agent_undo_lease: timedelta = rules.AGENT_UNDO_LEASE

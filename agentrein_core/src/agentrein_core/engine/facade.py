@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from attrs import asdict
 
-from agentrein_core import notifications
+from agentrein_core import notifications, rules
 from agentrein_core.clock import Clock, utcnow
 from agentrein_core.engine.accounts import Accounts
 from agentrein_core.engine.base import PolicySets, RecentConnectors, UseCases, Waiters
@@ -41,7 +41,7 @@ class Engine:
     ``rollback_lease`` is how long a worker holds a rollback job between steps (a crashed worker's job waits
     this long); ``delivery_retry_after`` are the pauses between attempts of a webhook delivery; ``retention``
     is how long settled events, deliveries and intent checks are kept (default: ``$AGENTREIN_RETENTION_DAYS``,
-    else 30 days)."""
+    else 30 days); ``agent_undo_wait`` how long an undo handed to the agent's process waits to be taken."""
 
     def __init__(
         self,
@@ -52,6 +52,7 @@ class Engine:
         rollback_lease: timedelta = ROLLBACK_LEASE,
         delivery_retry_after: tuple[timedelta, ...] = notifications.RETRY_AFTER,
         retention: timedelta | None = None,
+        agent_undo_wait: timedelta = rules.AGENT_UNDO_WAIT,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -72,6 +73,7 @@ class Engine:
             waiters=Waiters(store),
             policy_sets=PolicySets(),
             recent_connectors=RecentConnectors(),
+            agent_undo_wait=agent_undo_wait,
         )
         store.observe(shared.waiters.observe)
         given = asdict(shared, recurse=False)

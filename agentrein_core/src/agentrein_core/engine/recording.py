@@ -374,7 +374,8 @@ class Recording(UseCases):
         session_id: str | None = None,
         agent_key: str | None = None,
     ) -> Action:
-        """The call failed: record why and roll the session back (a job the caller then runs).
+        """The call failed: record why and roll the session back (a job the caller then runs), unless
+        ``failure.rolls_back`` says the agent only records it.
 
         An action a reviewer approved stays ``CLEARED`` (status reference §1): its failure is recorded as a
         separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
@@ -415,8 +416,9 @@ class Recording(UseCases):
                 if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
                     close_reviews(tx, now, failed, "the action failed before a decision")
             # Read after the writes above, so the session's new activity time is not written back stale.
-            session = session_of(tx, org_id, action.session_id)
-            after_agent_failure(tx, now, session, f"action {action.api_name} failed")
+            if failure.rolls_back:
+                session = session_of(tx, org_id, action.session_id)
+                after_agent_failure(tx, now, session, f"action {action.api_name} failed")
             return failed
 
     def record_executed_action(

@@ -14,7 +14,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -32,10 +32,19 @@ from agentrein_core.engine.consequences import (
     rollback_under_way,
     start_rollback,
 )
-from agentrein_core.engine.records import read_session, session_of, set_action, set_session_status
+from agentrein_core.engine.records import (
+    action_of,
+    check_acts_on,
+    read_session,
+    session_of,
+    set_action,
+    set_session_status,
+)
 from agentrein_core.environment import positive_number
-from agentrein_core.errors import LeaseLostError, NotFoundError, UndoUnavailableError
-from agentrein_core.model import Action, Rollback
+from agentrein_core.errors import LeaseLostError, NotFoundError, UndoError, UndoUnavailableError
+from agentrein_core.ids import new_id
+from agentrein_core.model import Action, Rollback, UndoHandoff
+from agentrein_core.read_models import HandedUndo
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, RollbackStatus, SessionStatus, UndoStatus
 from agentrein_core.store import Change, Tx
 
@@ -167,7 +176,7 @@ class Rollbacks(UseCases):
         try:
             with self._lease_kept(job, token):
                 while True:
-                    runnable = False
+                    runnable, handed = False, None
                     with self.store.transaction() as tx:
                         if undone is not None:
                             self._record_undone(tx, undone)
@@ -176,9 +185,16 @@ class Rollbacks(UseCases):
                             tx.announce(Change.ROLLBACK)
                         elif runnable := executor.can_run(step.action):
                             action = self._in_progress(tx, step.action)
+                        elif executor.hands_over:
+                            job, handed = self._hand_over(tx, job, token, step.action)
                     undone = None
-                    if step is None:
+                    if step is None or isinstance(handed, rollback.Offer | rollback.AwaitAgent):
                         return job
+                    if isinstance(handed, rollback.AgentUndid):
+                        undone = handed.action
+                        continue
+                    if isinstance(handed, rollback.AgentFailed):
+                        return self._undo_failed(job, token, handed.action, UndoError(handed.reason))
                     if not runnable:
                         job = self._release(job, token)
                         raise UndoUnavailableError(
@@ -268,6 +284,107 @@ class Rollbacks(UseCases):
                     after = rules.session_status_after_rollback(session, tx.actions.of_session(job.session_id))
                     set_session_status(tx, session, after)
                 return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
+
+    def _hand_over(self, tx: Tx, job: Rollback, token: str, action: Action) -> tuple[Rollback, rollback.Handed]:
+        """The undo of ``action`` runs in the agent's process: offer it, or see where its offer stands. The job
+        waits meanwhile (still ``RUNNING``, its lease let go until the offer or the lease that took it ends; a
+        reported outcome makes it due at once)."""
+        now = self.clock()
+        handed = rollback.handed_step(action, tx.rollbacks.handoff(job.rollback_id, action.action_id), now)
+        if isinstance(handed, rollback.Offer):
+            until = now + self.agent_undo_wait
+            tx.rollbacks.offer(
+                UndoHandoff(
+                    handoff_id=new_id("hnd"),
+                    org_id=job.org_id,
+                    session_id=job.session_id,
+                    rollback_id=job.rollback_id,
+                    action_id=action.action_id,
+                    connector=action.connector,
+                    offered_at=now,
+                    claim_by=until,
+                )
+            )
+            self._in_progress(tx, action)
+            tx.announce(Change.ROLLBACK)  # wakes the agent processes waiting to take an undo
+            return self._renew(tx, job, token, lease_token=None, lease_until=until), handed
+        if isinstance(handed, rollback.AwaitAgent):
+            return self._renew(tx, job, token, lease_token=None, lease_until=handed.until), handed
+        return job, handed
+
+    def claim_handed_undo(
+        self,
+        org_id: str,
+        session_ids: Sequence[str],
+        connectors: Sequence[str],
+        wait: float,
+        *,
+        agent_key: str | None = None,
+    ) -> HandedUndo | None:
+        """Take, for the calling agent process, the oldest undo offered for these sessions and connectors (the
+        ones it holds clients of), waiting up to ``wait`` seconds for one; it holds it for
+        :attr:`agent_undo_lease` to run it and :meth:`report_handed_undo`."""
+        deadline = time.monotonic() + max(0.0, wait)
+        sessions, names = sorted(set(session_ids)), sorted(set(connectors))
+        while True:
+            now = self.clock()
+            with self.store.transaction() as tx:
+                for session_id in sessions:
+                    check_acts_on(tx, org_id, session_id, agent_key)
+                offered = tx.rollbacks.open_handoff(org_id, sessions, names, now) if sessions and names else None
+                taken = None
+                if offered is not None:
+                    values = {"lease_id": secrets.token_hex(16), "leased_until": now + self.agent_undo_lease}
+                    taken = tx.rollbacks.update_handoff(offered.handoff_id, values, lease_id=None, outcome=None)
+                if taken is not None:
+                    return HandedUndo(taken, action_of(tx, org_id, taken.action_id))
+            remaining = deadline - time.monotonic()
+            if offered is None and remaining <= 0:
+                return None
+            if offered is None:
+                self.waiters.wait(remaining)
+
+    def report_handed_undo(
+        self,
+        org_id: str,
+        action_id: str,
+        lease_id: str,
+        succeeded: bool,
+        error: str | None = None,
+        *,
+        agent_key: str | None = None,
+    ) -> UndoHandoff:
+        """The agent process that took a handed undo (holding ``lease_id``) reports how it went; the rollback
+        job is due at once. :class:`LeaseLostError` when that lease has ended or is not the one held."""
+        now = self.clock()
+        with self.store.transaction() as tx:
+            action = action_of(tx, org_id, action_id, agent_key=agent_key)
+            handoff = tx.rollbacks.leased_handoff(org_id, action.action_id, lease_id)
+            lost = f"the lease on the undo of action {action_id} has ended, or another process holds it"
+            if (
+                handoff is None
+                or handoff.outcome is not None
+                or (handoff.leased_until is not None and handoff.leased_until <= now)
+            ):
+                raise LeaseLostError(lost)
+            outcome = rollback.HANDOFF_DONE if succeeded else rollback.HANDOFF_FAILED
+            if error is not None:
+                error = self.redactors.of(handoff.connector).redact_text(
+                    validation.text("error", error[: validation.MAX_TEXT], validation.MAX_TEXT)
+                )
+            reported = tx.rollbacks.update_handoff(
+                handoff.handoff_id,
+                {"outcome": outcome, "error": None if succeeded else error or "failed"},
+                lease_id=lease_id,
+                outcome=None,
+            )
+            if reported is None:
+                raise LeaseLostError(lost)
+            job = tx.rollbacks.get(org_id, handoff.rollback_id)
+            if job is not None and job.status is RollbackStatus.RUNNING and job.lease_token is None:
+                tx.rollbacks.update(job.rollback_id, {"lease_until": None}, lease_token=None)
+            tx.announce(Change.ROLLBACK)
+            return reported
 
     def _in_progress(self, tx: Tx, action: Action) -> Action:
         """Record that the inverse is about to run: a crash from here on leaves ``IN_PROGRESS``, and the

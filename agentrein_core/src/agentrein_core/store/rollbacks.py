@@ -1,4 +1,5 @@
-"""Rollback jobs: at most one under way per session, advanced by whichever worker holds its lease."""
+"""Rollback jobs: at most one under way per session, advanced by whichever worker holds its lease; and the undos
+they hand to agent processes (:class:`~agentrein_core.model.UndoHandoff`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from sqlalchemy.exc import IntegrityError
 
 import agentrein_core.store.schema as schema
 from agentrein_core import rules
-from agentrein_core.model import Rollback
+from agentrein_core.model import Rollback, UndoHandoff
 from agentrein_core.statuses import RollbackStatus
 from agentrein_core.store.prepared import Prepared
 from agentrein_core.store.rows import Rows, of_sessions
 
 _R = schema.rollbacks
+_H = schema.undo_handoffs
 # Prepared: a confirmed call reads the session's latest rollback (a SUCCESS after a rollback began is undone
 # too); 12 us against 63 us through SQLAlchemy's execute, on SQLite under load.
 _LATEST = Prepared(
@@ -89,3 +91,40 @@ class Rollbacks:
         if org_id is not None:
             stmt = stmt.where(_R.c.org_id == org_id)
         return self.rows.all(Rollback, stmt.order_by(_R.c.created_at).limit(limit))
+
+    # undos handed to agent processes ---------------------------------------------------------------------
+    def handoff(self, rollback_id: str, action_id: str) -> UndoHandoff | None:
+        """The job's handoff of ``action_id``, if it offered one."""
+        stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.action_id == action_id)
+        return self.rows.first(UndoHandoff, stmt)
+
+    def leased_handoff(self, org_id: str, action_id: str, lease_id: str) -> UndoHandoff | None:
+        """The handoff of ``action_id`` that ``lease_id`` took."""
+        stmt = sa.select(_H).where(_H.c.org_id == org_id, _H.c.action_id == action_id, _H.c.lease_id == lease_id)
+        return self.rows.first(UndoHandoff, stmt)
+
+    def offer(self, handoff: UndoHandoff) -> None:
+        self.rows.insert(handoff)
+
+    def open_handoff(
+        self, org_id: str, session_ids: Sequence[str], connectors: Sequence[str], now: datetime
+    ) -> UndoHandoff | None:
+        """The oldest handoff of these sessions and connectors that no process has taken and may still be."""
+        stmt = (
+            sa.select(_H)
+            .where(
+                _H.c.org_id == org_id,
+                _H.c.session_id.in_(session_ids),
+                _H.c.connector.in_(connectors),
+                _H.c.outcome.is_(None),
+                _H.c.lease_id.is_(None),
+                _H.c.claim_by > now,
+            )
+            .order_by(_H.c.offered_at)
+            .limit(1)
+        )
+        return self.rows.first(UndoHandoff, stmt)
+
+    def update_handoff(self, handoff_id: str, values: dict[str, Any], **expected: Any) -> UndoHandoff | None:
+        """Set ``values`` on the handoff if it still has the ``expected`` column values (compare-and-set)."""
+        return self.rows.update(UndoHandoff, handoff_id, values, **expected)

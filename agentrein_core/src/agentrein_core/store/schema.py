@@ -196,6 +196,27 @@ rollbacks = Table(
     Index("ix_rollbacks_session_created", "session_id", "created_at"),
 )
 
+undo_handoffs = Table(
+    "undo_handoffs",
+    metadata,
+    Column("handoff_id", ID, primary_key=True),
+    Column("org_id", ID, nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("rollback_id", ID, ForeignKey("rollbacks.rollback_id"), nullable=False),
+    Column("action_id", ID, ForeignKey("actions.action_id"), nullable=False),
+    Column("connector", String(100), nullable=False),
+    Column("offered_at", UTCDateTime, nullable=False),
+    Column("claim_by", UTCDateTime, nullable=False),
+    Column("lease_id", String(64)),
+    Column("leased_until", UTCDateTime),
+    Column("outcome", String(20)),
+    Column("error", Text),
+    # One handoff of an action per rollback job: the job that offered it finds it again.
+    Index("ux_undo_handoffs_rollback_action", "rollback_id", "action_id", unique=True),
+    # An agent's claim looks for the open handoffs of its sessions.
+    Index("ix_undo_handoffs_session", "session_id", "outcome"),
+)
+
 api_keys = Table(
     "api_keys",
     metadata,

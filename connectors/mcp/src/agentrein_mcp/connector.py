@@ -138,6 +138,12 @@ class McpConnector(Connector):
             retry_safe=idempotent,
         )
 
+    def failure_in(self, call: PreparedCall, result: Any) -> str | None:
+        answer: CallToolResult = result
+        if not answer.is_error:  # with on_tool_error="rollback", an error was raised as McpToolError instead
+            return None
+        return f"{McpToolError.__name__}: {call.api_name} answered an error: {_text(answer) or 'no reason given'}"
+
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         answer: CallToolResult = result
         recorded: JSON = {"result": recorded_result(answer)}

@@ -176,12 +176,14 @@ class NewAction(Body):
 
 
 class ActionOutcome(Body):
-    """``SUCCESS`` with the call's (redacted) response and undo config, or ``FAILED`` with its error."""
+    """``SUCCESS`` with the call's (redacted) response and undo config, or ``FAILED`` with its error; a failure
+    rolls the session back unless ``rollsBack`` is false (the agent only records it)."""
 
     status: Literal["SUCCESS", "FAILED"]
     response: dict[str, Any] | None = None
     undo: dict[str, Any] | None = None
     error: str | None = None
+    rolls_back: bool = True
 
 
 class ExecutedAction(Body):

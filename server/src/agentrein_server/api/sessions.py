@@ -192,6 +192,8 @@ class SessionController(Controller):
         if data.status == "SUCCESS":
             if data.error is not None:
                 raise ValidationError("error", "only a FAILED outcome has an error")
+            if not data.rolls_back:
+                raise ValidationError("rollsBack", "only a FAILED outcome rolls the session back, or not")
             action = engine.recording.confirm_action(
                 caller.org_id,
                 action_id,
@@ -205,7 +207,7 @@ class SessionController(Controller):
             action = engine.recording.fail_action(
                 caller.org_id,
                 action_id,
-                Failed(data.error or "failed"),
+                Failed(data.error or "failed", data.rolls_back),
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )

@@ -1,0 +1,95 @@
+"""Served mode's side of the undos the server hands back (DESIGN §4a).
+
+The server cannot run every undo: an MCP server the agent reaches over stdio is reachable from the agent's
+process alone. The server offers such an undo to the process that holds the client, and this taker, running
+while this process holds clients of a connector with no server side, takes it (``POST /undos/claim``, a
+long-poll), runs it through the client the session wrapped (:class:`~agentrein._executor.ClientUndoExecutor`:
+the open one, or one reopened as it was) and reports the outcome. The rollback waits for it meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from attrs import define, field
+
+from agentrein._executor import ClientUndoExecutor
+from agentrein._served import HandedUndo, ServedMode
+from agentrein_core.connector import Connector
+from agentrein_core.errors import AgentReinError, AgentReinUnavailableError
+from agentrein_core.redaction import Redactor
+
+log = logging.getLogger("agentrein")
+
+#: How long one claim waits at the server for an undo to be offered: short, for a server that stops waits for
+#: the requests it is answering, this one too.
+CLAIM_WAIT = 5.0
+#: The pause after the server could not be reached (or refused a claim) before the next claim.
+AFTER_TROUBLE = 2.0
+
+
+@define
+class UndoTaker:
+    served: ServedMode
+    clients: ClientUndoExecutor
+    redactor: Redactor
+    #: The connectors with no server side that this process wrapped a client of: the undos it takes.
+    _connectors: set[str] = field(factory=set)
+    _thread: threading.Thread | None = None
+    _stopped: threading.Event = field(factory=threading.Event)
+    _lock: threading.Lock = field(factory=threading.Lock)
+
+    def wrapped(self, connector: Connector) -> None:
+        """A client of ``connector`` was wrapped: take the undos of its sessions, if the server cannot run them."""
+        if connector.undoes_in_server():
+            return
+        with self._lock:
+            self._connectors.add(connector.name)
+            if self._thread is None and not self._stopped.is_set():
+                self._thread = threading.Thread(target=self._take, name="agentrein-undo-taker", daemon=True)
+                self._thread.start()
+
+    def close(self) -> None:
+        """Take no more undos (a claim under way ends on its own, its answer unused)."""
+        self._stopped.set()
+
+    def _take(self) -> None:
+        while not self._stopped.is_set():
+            with self._lock:
+                connectors = sorted(self._connectors)
+            sessions = self.clients.sessions_of(connectors)
+            try:
+                taken = self.served.claim_undo(sessions, connectors, CLAIM_WAIT) if sessions else None
+            except AgentReinUnavailableError:
+                self._stopped.wait(AFTER_TROUBLE)
+                continue
+            except AgentReinError as exc:
+                log.warning("AgentRein could not take the undos handed to this process: %s", exc)
+                self._stopped.wait(AFTER_TROUBLE)
+                continue
+            if taken is None:
+                if not sessions:
+                    self._stopped.wait(AFTER_TROUBLE)
+                continue
+            if not self._stopped.is_set():
+                self._run(taken)
+
+    def _run(self, taken: HandedUndo) -> None:
+        action = taken.action
+        error: str | None = None
+        try:
+            self.clients.run_undo(action)
+        except Exception as exc:  # the rollback stops here and says why; this process goes on
+            error = self.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "AgentRein %s the undo of %s (session %s), handed to this process: %s",
+            "ran" if error is None else "could not run",
+            action.api_name,
+            action.session_id,
+            error or "done",
+        )
+        try:
+            self.served.report_undo(taken, error)
+        except AgentReinError as exc:
+            log.warning("AgentRein could not report the undo of %s: %s", action.api_name, exc)
