@@ -78,6 +78,10 @@ export interface Connector {
   prepare(client: unknown, path: readonly string[], args: readonly unknown[]): PreparedCall | null | Promise<PreparedCall | null>;
   /** What is kept of the call's result in the record (the server redacts it again). */
   recordResult(call: PreparedCall, result: unknown): Json;
+  /** Why `result`, which the call returned rather than threw, is a failed call the agent reads as a result (an
+   *  MCP tool's `isError` answer, when the agent chose to only record those): it is recorded `FAILED` and rolls
+   *  nothing back. `null` (or no such method): the call succeeded. */
+  failureIn?(call: PreparedCall, result: unknown): string | null;
   /** The undo the call's result calls for, merged with the agent's `override` (`undo` option of `wrap`). */
   undoFor(call: PreparedCall, result: unknown, override?: { readonly [key: string]: Json }): UndoConfig;
   /** Whether `error` (thrown by `run`) is worth retrying with the same key. */

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
-import { McpToolError, PolicyBlockedError, ValidationError, type AgentRein, type Session, type SessionAction, type WrapOptions } from '../src/index.js';
+import { McpToolError, PolicyBlockedError, RollbackFailedError, ValidationError, type AgentRein, type Session, type SessionAction, type WrapOptions } from '../src/index.js';
 import { pendingApprovals, unique, useHarness } from './harness.js';
 
 const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
@@ -32,9 +32,8 @@ interface Expected {
 
 const harness = useHarness();
 
-/** A memory server over stdio with a knowledge graph of its own, and a connected Client. */
-async function memoryServer(): Promise<Client> {
-  const file = join(mkdtempSync(join(tmpdir(), 'agentrein-memory-')), 'memory.jsonl');
+/** A memory server over stdio with a knowledge graph of its own (in `file`), and a connected Client. */
+async function memoryServer(file = join(mkdtempSync(join(tmpdir(), 'agentrein-memory-')), 'memory.jsonl')): Promise<Client> {
   const client = new Client({ name: 'agentrein-tests', version: '1.0.0' });
   await client.connect(
     new StdioClientTransport({ command: process.execPath, args: [MEMORY_SERVER], env: { MEMORY_FILE_PATH: file }, stderr: 'ignore' }),
@@ -148,7 +147,8 @@ describe('the mcp connector', () => {
   });
 
   it('fails a call whose tool answers isError, with the result on the error, records it FAILED and rolls the session back', async () => {
-    await withMemory({}, async (memory, _raw, session, agentrein) => {
+    await withMemory({}, async (memory, raw, session, agentrein) => {
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
       const refused = memory.callTool({ name: 'add_observations', arguments: { observations: [{ entityName: 'nobody', contents: ['x'] }] } });
       const error = await refused.then(
         () => assert.fail('an isError answer was handed back as a success'),
@@ -160,21 +160,88 @@ describe('the mcp connector', () => {
       assert.match(error.message, /nobody/);
       const now = await agentrein.getSession(session);
       assert.deepEqual(
-        now.actions.map((a) => [a.apiName, a.status]),
-        [['memory.add_observations', 'FAILED']],
+        now.actions.map((a) => [a.apiName, a.status, a.undoStatus]),
+        [
+          ['memory.create_entities', 'ROLLED_BACK', 'DONE'],
+          ['memory.add_observations', 'FAILED', 'NONE'],
+        ],
       );
-      assert.notEqual(now.status, 'ACTIVE');
+      assert.equal(now.status, 'ROLLED_BACK');
+      assert.deepEqual(await entityNames(raw), []);
     });
   });
 
-  it("records a tool's isError answer as the call's response and hands it back with onToolError 'record'", async () => {
-    await withMemory({ onToolError: 'record' }, async (memory, _raw, session, agentrein) => {
+  it('rolls a session back through the wrapped client: deleted entities and their relations come back', async () => {
+    await withMemory({}, async (memory, raw, session, agentrein) => {
+      await raw.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
+      await raw.callTool({ name: 'create_relations', arguments: { relations: [{ from: 'ada', to: 'bob', relationType: 'admires' }] } });
+      await memory.callTool({ name: 'delete_entities', arguments: { entityNames: ['bob'] } });
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [{ name: 'cy', entityType: 'person', observations: [] }] } });
+      const rolledBack = await agentrein.rollbackSession(session);
+      assert.equal(rolledBack.status, 'ROLLED_BACK');
+      const graph = (await raw.callTool({ name: 'read_graph', arguments: {} })).structuredContent as {
+        entities: { name: string; observations: string[] }[];
+        relations: unknown[];
+      };
+      assert.deepEqual(graph.entities.map((e) => [e.name, e.observations]).sort(), [
+        ['ada', ['wrote the first program']],
+        ['bob', ['builds bridges']],
+      ]);
+      assert.deepEqual(graph.relations, [{ from: 'ada', to: 'bob', relationType: 'admires' }]);
+    });
+  });
+
+  it('undoes the calls of a client closed since by starting its server again the same way', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'agentrein-memory-')), 'memory.jsonl');
+    const agentrein = harness().client();
+    try {
+      const session = await agentrein.newSession({ agentId: unique('mcp-agent') });
+      const raw = await memoryServer(file);
+      const memory = agentrein.wrap(raw, session, { connector: 'mcp', server: 'memory' });
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
+      await raw.close();
+      assert.equal((await agentrein.rollbackSession(session)).status, 'ROLLED_BACK');
+      const again = await memoryServer(file);
+      try {
+        assert.deepEqual(await entityNames(again), []);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await agentrein.close();
+    }
+  });
+
+  it('fails the rollback with the reason when the undo tool answers an error', async () => {
+    const undo = { tools: { create_entities: { undo: { tool: 'no_such_tool', arguments: { names: 'result.entities[].name' } } } } };
+    await withMemory({ undo }, async (memory, _raw, session, agentrein) => {
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
+      const error = await agentrein.rollbackSession(session).then(
+        () => assert.fail('the rollback succeeded'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof RollbackFailedError);
+      assert.equal(error.action.apiName, 'memory.create_entities');
+      assert.match(error.message, /memory\.no_such_tool answered an error/);
+    });
+  });
+
+  it("hands a tool's isError answer back with onToolError 'record', recorded FAILED with no rollback", async () => {
+    await withMemory({ onToolError: 'record' }, async (memory, raw, session, agentrein) => {
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
       const answer = await memory.callTool({ name: 'add_observations', arguments: { observations: [{ entityName: 'nobody', contents: ['x'] }] } });
       assert.equal(answer.isError, true);
-      const [action] = await actionsOf(agentrein, session);
-      assert.equal(action?.status, 'SUCCESS');
-      assert.equal(action?.response?.['isError'], true);
-      assert.equal((await agentrein.getSession(session)).status, 'ACTIVE');
+      const now = await agentrein.getSession(session);
+      assert.deepEqual(
+        now.actions.map((a) => [a.apiName, a.status]),
+        [
+          ['memory.create_entities', 'SUCCESS'],
+          ['memory.add_observations', 'FAILED'],
+        ],
+      );
+      assert.match(now.actions[1]?.error ?? '', /^McpToolError: memory.add_observations answered an error: .*nobody/);
+      assert.equal(now.status, 'ACTIVE');
+      assert.deepEqual(await entityNames(raw), ['ada']);
     });
   });
 

@@ -89,6 +89,12 @@ export const mcpConnector: Connector = {
     return prepared(client as McpBinding, params.name, given as { [key: string]: Json }, params._meta, args.slice(1));
   },
 
+  failureIn(call: PreparedCall, result: unknown): string | null {
+    const answer = result as McpToolResult;
+    // With onToolError 'rollback', an error was thrown as McpToolError instead.
+    return answer.isError ? `McpToolError: ${call.apiName} answered an error: ${textOf(answer) || 'no reason given'}` : null;
+  },
+
   recordResult(_call: PreparedCall, result: unknown): Json {
     const answer = result as McpToolResult;
     return { result: recordedResult(answer), ...(answer.isError ? { isError: true } : {}) };

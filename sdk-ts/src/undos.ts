@@ -1,0 +1,127 @@
+/**
+ * The undos the server hands back to this process (DESIGN §4a; the twin of `agentrein._undo_taker`).
+ *
+ * The server cannot run every undo: an MCP server the agent reaches over stdio is reachable from the agent's
+ * process alone. The server offers such an undo to the process that holds the client, and this taker, running
+ * while this process holds clients of a connector that runs its own undos (`Connector.runUndo`), takes it
+ * (`POST /undos/claim`, a long-poll under a lease), runs it through the client the session wrapped (the newest
+ * open one, else one `reopen`ed as it was) and reports the outcome (`POST /undos/{actionId}/outcome`). The
+ * rollback waits for it meanwhile. The long-poll never keeps the process alive (`background` requests,
+ * unref'd pauses), and `close()` stops it.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import type { Connector, Json, UndoConfig } from './connector.js';
+import { AgentReinError, AgentReinUnavailableError, UndoError } from './errors.js';
+import { REDACTED, type Redactor } from './redaction.js';
+import type { Served } from './served.js';
+import { segment } from './transport.js';
+import type { components } from './wire.js';
+
+type HandedUndo = components['schemas']['HandedUndoAnswer'];
+
+/** How long one claim waits at the server for an undo to be offered (s): short, for a server that stops waits
+ *  for the requests it is answering, this one too. */
+export const CLAIM_WAIT_SECONDS = 5;
+/** The pause after the server could not be reached (or refused a claim) before the next claim. */
+const AFTER_TROUBLE_MS = 2000;
+
+/** A wrapped client as the taker runs undos through it. */
+interface Held {
+  readonly connector: Connector;
+  readonly bound: unknown;
+}
+
+export class UndoTaker {
+  /** session id -> the clients wrapped for it, oldest first. */
+  readonly #held = new Map<string, Held[]>();
+  readonly #stop = new AbortController();
+  #running = false;
+
+  constructor(
+    private readonly served: Served,
+    private readonly redactor: Redactor,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  /** A client was wrapped for `sessionId`: take the undos of the session its connector runs itself. */
+  wrapped(sessionId: string, connector: Connector, bound: unknown): void {
+    if (connector.runUndo === undefined || this.#stop.signal.aborted) return;
+    this.#held.set(sessionId, [...(this.#held.get(sessionId) ?? []), { connector, bound }]);
+    if (!this.#running) {
+      this.#running = true;
+      void this.take().finally(() => (this.#running = false));
+    }
+  }
+
+  /** The session ended (completed): no undo of it will be offered. */
+  forget(sessionId: string): void {
+    this.#held.delete(sessionId);
+  }
+
+  /** Take no more undos (a claim under way is ended). */
+  close(): void {
+    this.#stop.abort();
+  }
+
+  private async take(): Promise<void> {
+    while (!this.#stop.signal.aborted && this.#held.size > 0) {
+      const sessions = [...this.#held.keys()].sort();
+      const connectors = [...new Set([...this.#held.values()].flat().map((h) => h.connector.name))].sort();
+      let taken: HandedUndo | null;
+      try {
+        const body = { sessions, connectors, waitSeconds: CLAIM_WAIT_SECONDS };
+        const options = { body, waitMs: CLAIM_WAIT_SECONDS * 1000, background: true, signal: this.#stop.signal };
+        taken = (await this.served.connection.call<{ undo: HandedUndo | null }>('POST', '/undos/claim', options)).undo;
+      } catch (error) {
+        if (this.#stop.signal.aborted) return;
+        if (!(error instanceof AgentReinUnavailableError)) {
+          this.log(`AgentRein could not take the undos handed to this process: ${String(error)}`);
+        }
+        await sleep(AFTER_TROUBLE_MS, undefined, { ref: false });
+        continue;
+      }
+      if (taken !== null && !this.#stop.signal.aborted) await this.run(taken);
+    }
+  }
+
+  private async run(taken: HandedUndo): Promise<void> {
+    let error: string | null = null;
+    try {
+      await this.undo(taken);
+    } catch (failure) {
+      // The rollback stops here and says why; this process goes on.
+      const text = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
+      error = this.redactor.redactText(text);
+    }
+    const how = error === null ? 'ran' : 'could not run';
+    this.log(`AgentRein ${how} the undo of ${taken.apiName} (session ${taken.sessionId}), handed to this process: ${error ?? 'done'}`);
+    try {
+      const body = { leaseId: taken.leaseId, succeeded: error === null, error };
+      await this.served.call('POST', `/undos/${segment(taken.actionId)}/outcome`, { body });
+    } catch (failure) {
+      if (!(failure instanceof AgentReinError)) throw failure;
+      this.log(`AgentRein could not report the undo of ${taken.apiName}: ${failure.message}`);
+    }
+  }
+
+  /** Through the newest open client of the session for the undo's connector, else one reopened as it was. */
+  private async undo(taken: HandedUndo): Promise<void> {
+    const held = (this.#held.get(taken.sessionId) ?? []).filter((h) => h.connector.name === taken.connector);
+    const newest = held[held.length - 1];
+    if (newest?.connector.runUndo === undefined) {
+      throw new UndoError(`this process holds no '${taken.connector}' client of session ${taken.sessionId} any more`);
+    }
+    const { type, requireApproval, ...params } = taken.undo as { type: string; requireApproval?: boolean } & { [key: string]: Json };
+    if (JSON.stringify(params).includes(JSON.stringify(REDACTED))) {
+      // Sent as stored, it would not be the undo the agent's call described.
+      throw new UndoError(`the undo of ${taken.apiName} cannot run: it held a secret, which AgentRein does not store; undo this action by hand`);
+    }
+    const undo: UndoConfig = { type, params, requireApproval: requireApproval ?? false };
+    const connector = newest.connector;
+    const open = [...held].reverse().find((h) => !(connector.isClosed?.(h.bound) ?? false));
+    const client = open?.bound ?? (connector.reopen ? connector.reopen(newest.bound) : newest.bound);
+    await connector.runUndo!(undo, client, taken.undoIdempotencyKey);
+  }
+}
