@@ -3,7 +3,9 @@
  *  `Client`: what is recorded, policies and approvals, tool errors, and the undo each call records. */
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
@@ -13,14 +15,19 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
 import { McpToolError, PolicyBlockedError, RollbackFailedError, ValidationError, type AgentRein, type Session, type SessionAction, type WrapOptions } from '../src/index.js';
+import { classify, mcpConnector } from '../src/connectors/mcp.js';
+import { parseTable } from '../src/connectors/mcp-tables.js';
 import { pendingApprovals, unique, useHarness } from './harness.js';
 
 const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
-const MEMORY_SERVER = join(ROOT, 'contract/mcp-servers/node_modules/@modelcontextprotocol/server-memory/dist/index.js');
-/** Calls to the memory server and the undo each must record: the Python connector derives the same. */
+const SERVERS = join(ROOT, 'contract/mcp-servers/node_modules/@modelcontextprotocol');
+const MEMORY_SERVER = join(SERVERS, 'server-memory/dist/index.js');
+const FILESYSTEM_SERVER = join(SERVERS, 'server-filesystem/dist/index.js');
+/** Calls to the reference servers and the undo each must record: the Python connector derives the same. */
 const CASES = JSON.parse(readFileSync(join(ROOT, 'contract/mcp-calls.json'), 'utf8')) as {
   readonly cases: readonly {
     readonly name: string;
+    readonly server: 'memory' | 'filesystem';
     readonly calls: readonly { readonly tool: string; readonly arguments: Record<string, unknown>; readonly recorded: Expected | null }[];
   }[];
 };
@@ -32,23 +39,33 @@ interface Expected {
 
 const harness = useHarness();
 
-/** A memory server over stdio with a knowledge graph of its own (in `file`), and a connected Client. */
-async function memoryServer(file = join(mkdtempSync(join(tmpdir(), 'agentrein-memory-')), 'memory.jsonl')): Promise<Client> {
+/** A Client connected to a reference server started over stdio with `args` (after node) and `env`. */
+async function stdioServer(args: string[], env: Record<string, string> = {}): Promise<Client> {
   const client = new Client({ name: 'agentrein-tests', version: '1.0.0' });
-  await client.connect(
-    new StdioClientTransport({ command: process.execPath, args: [MEMORY_SERVER], env: { MEMORY_FILE_PATH: file }, stderr: 'ignore' }),
-  );
+  await client.connect(new StdioClientTransport({ command: process.execPath, args, env, stderr: 'ignore' }));
   return client;
 }
 
-/** A fresh session, a memory server, and the client wrapped with `options` (its calls recorded as `memory.*`
- *  unless they say otherwise); everything closed after `use`. */
-async function withMemory(
+/** A memory server with a knowledge graph of its own (in `file`). */
+function memoryServer(file = join(folder('memory'), 'memory.jsonl')): Promise<Client> {
+  return stdioServer([MEMORY_SERVER], { MEMORY_FILE_PATH: file });
+}
+
+/** A new empty folder (its real path, as the filesystem server names it). Its name is kept short: a path segment
+ *  of 20 characters or more that looks random is redacted as a credential would be. */
+function folder(purpose: string): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), `ar-${purpose.slice(0, 3)}-`)));
+}
+
+/** A fresh session, a reference server (`raw`), and the client wrapped with `options` (its calls recorded as
+ *  `memory.*` unless they say otherwise); everything closed after `use`. */
+async function withServer(
   options: Omit<WrapOptions, 'connector'>,
   use: (memory: Client, raw: Client, session: Session, agentrein: AgentRein) => Promise<void>,
+  server: Promise<Client> = memoryServer(),
 ): Promise<void> {
   const agentrein = harness().client();
-  const raw = await memoryServer();
+  const raw = await server;
   try {
     const session = await agentrein.newSession({ agentId: unique('mcp-agent'), intent: 'Keep notes' });
     await use(agentrein.wrap(raw, session, { connector: 'mcp', server: 'memory', ...options }), raw, session, agentrein);
@@ -56,6 +73,11 @@ async function withMemory(
     await raw.close();
     await agentrein.close();
   }
+}
+
+/** `value` with `{dir}` in its strings replaced by `dir`. */
+function placed<T>(value: T, dir: string): T {
+  return JSON.parse(JSON.stringify(value).replaceAll('{dir}', dir)) as T;
 }
 
 async function actionsOf(agentrein: AgentRein, session: Session): Promise<SessionAction[]> {
@@ -73,21 +95,24 @@ const BOB = { name: 'bob', entityType: 'person', observations: ['builds bridges'
 describe('the mcp connector', () => {
   for (const contractCase of CASES.cases) {
     it(`records each call as the shared contract says: ${contractCase.name}`, async () => {
-      await withMemory({}, async (memory, _raw, session, agentrein) => {
-        for (const call of contractCase.calls) await memory.callTool({ name: call.tool, arguments: call.arguments });
+      const dir = folder(contractCase.server);
+      const server = contractCase.server === 'memory' ? memoryServer(join(dir, 'memory.jsonl')) : stdioServer([FILESYSTEM_SERVER, dir]);
+      await withServer({ server: contractCase.server }, async (wrapped, _raw, session, agentrein) => {
+        const calls = placed(contractCase.calls, dir);
+        for (const call of calls) await wrapped.callTool({ name: call.tool, arguments: call.arguments });
         const recorded = (await actionsOf(agentrein, session)).map((a) => ({
           apiName: a.apiName,
           operationType: a.operationType,
           undo: a.undo,
         }));
-        const expected = contractCase.calls.flatMap((c) => (c.recorded === null ? [] : [c.recorded]));
+        const expected = calls.flatMap((c) => (c.recorded === null ? [] : [c.recorded]));
         assert.deepEqual(recorded, expected);
-      });
+      }, server);
     });
   }
 
   it('passes a read-only tool through unrecorded and hands back its result', async () => {
-    await withMemory({}, async (memory, _raw, session, agentrein) => {
+    await withServer({}, async (memory, _raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
       const found = await memory.callTool({ name: 'search_nodes', arguments: { query: 'ada' } });
       assert.deepEqual((found.structuredContent as { entities: { name: string }[] }).entities.map((e) => e.name), ['ada']);
@@ -134,7 +159,7 @@ describe('the mcp connector', () => {
   });
 
   it('holds a call named by its tool alone until a reviewer approves it, then runs it', async () => {
-    await withMemory({ requiresApproval: ['delete_*'] }, async (memory, raw, session, agentrein) => {
+    await withServer({ requiresApproval: ['delete_*'] }, async (memory, raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
       const held = memory.callTool({ name: 'delete_entities', arguments: { entityNames: ['bob'] } });
       const [approvalId] = await pendingApprovals(agentrein, session, held);
@@ -147,7 +172,7 @@ describe('the mcp connector', () => {
   });
 
   it('fails a call whose tool answers isError, with the result on the error, records it FAILED and rolls the session back', async () => {
-    await withMemory({}, async (memory, raw, session, agentrein) => {
+    await withServer({}, async (memory, raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
       const refused = memory.callTool({ name: 'add_observations', arguments: { observations: [{ entityName: 'nobody', contents: ['x'] }] } });
       const error = await refused.then(
@@ -172,7 +197,7 @@ describe('the mcp connector', () => {
   });
 
   it('rolls a session back through the wrapped client: deleted entities and their relations come back', async () => {
-    await withMemory({}, async (memory, raw, session, agentrein) => {
+    await withServer({}, async (memory, raw, session, agentrein) => {
       await raw.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
       await raw.callTool({ name: 'create_relations', arguments: { relations: [{ from: 'ada', to: 'bob', relationType: 'admires' }] } });
       await memory.callTool({ name: 'delete_entities', arguments: { entityNames: ['bob'] } });
@@ -192,7 +217,7 @@ describe('the mcp connector', () => {
   });
 
   it('undoes the calls of a client closed since by starting its server again the same way', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'agentrein-memory-')), 'memory.jsonl');
+    const file = join(folder('memory'), 'memory.jsonl');
     const agentrein = harness().client();
     try {
       const session = await agentrein.newSession({ agentId: unique('mcp-agent') });
@@ -212,9 +237,41 @@ describe('the mcp connector', () => {
     }
   });
 
+  it('lets the agent process end while its client waits for undos to take', { timeout: 120_000 }, async () => {
+    // An agent that leaves its AgentRein open: the long-poll for handed undos must not keep it alive.
+    const agent = `
+      import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+      import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+      import { AgentRein } from './dist-test/src/index.js';
+      const agentrein = new AgentRein({ journalPath: ${JSON.stringify(harness().journalPath())} });
+      const session = await agentrein.newSession({ agentId: 'mcp-exits' });
+      const raw = new Client({ name: 'agent', version: '1.0.0' });
+      await raw.connect(new StdioClientTransport({ command: process.execPath, args: [${JSON.stringify(MEMORY_SERVER)}],
+        env: { MEMORY_FILE_PATH: ${JSON.stringify(join(folder('memory'), 'memory.jsonl'))} }, stderr: 'ignore' }));
+      const memory = agentrein.wrap(raw, session, { connector: 'mcp', server: 'memory' });
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [{ name: 'ada', entityType: 'person', observations: [] }] } });
+      await raw.close();
+      console.log(session.id);`;
+    const { serverUrl, operatorKey } = harness().peers;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', agent], {
+      cwd: resolve(ROOT, 'sdk-ts'),
+      env: { ...process.env, AGENTREIN_URL: serverUrl, AGENTREIN_API_KEY: operatorKey },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let printed = '';
+    child.stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    assert.equal(code, 0);
+    const session = await harness().client().getSession(printed.trim());
+    assert.deepEqual(
+      session.actions.map((a) => [a.apiName, a.status]),
+      [['memory.create_entities', 'SUCCESS']],
+    );
+  });
+
   it('fails the rollback with the reason when the undo tool answers an error', async () => {
     const undo = { tools: { create_entities: { undo: { tool: 'no_such_tool', arguments: { names: 'result.entities[].name' } } } } };
-    await withMemory({ undo }, async (memory, _raw, session, agentrein) => {
+    await withServer({ undo }, async (memory, _raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
       const error = await agentrein.rollbackSession(session).then(
         () => assert.fail('the rollback succeeded'),
@@ -227,7 +284,7 @@ describe('the mcp connector', () => {
   });
 
   it("hands a tool's isError answer back with onToolError 'record', recorded FAILED with no rollback", async () => {
-    await withMemory({ onToolError: 'record' }, async (memory, raw, session, agentrein) => {
+    await withServer({ onToolError: 'record' }, async (memory, raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
       const answer = await memory.callTool({ name: 'add_observations', arguments: { observations: [{ entityName: 'nobody', contents: ['x'] }] } });
       assert.equal(answer.isError, true);
@@ -246,10 +303,9 @@ describe('the mcp connector', () => {
   });
 
   it("derives the undo from the user's table, which overrides the built-in entry of its tool", async () => {
-    const folder = mkdtempSync(join(tmpdir(), 'agentrein-table-'));
-    const table = join(folder, 'memory.json');
+    const table = join(folder('table'), 'memory.json');
     writeFileSync(table, JSON.stringify({ tools: { create_entities: { undo: 'none', why: 'kept on purpose' } } }));
-    await withMemory({ undo: table }, async (memory, _raw, session, agentrein) => {
+    await withServer({ undo: table }, async (memory, _raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
       await memory.callTool({ name: 'create_relations', arguments: { relations: [{ from: 'ada', to: 'ada', relationType: 'admires' }] } });
       const undos = (await actionsOf(agentrein, session)).map((a) => a.undo);
@@ -260,7 +316,7 @@ describe('the mcp connector', () => {
 
   it('classifies a tool of a table given as an object, its operation before its name', async () => {
     const undo = { server: 'memory', tools: { create_entities: { operation: 'READ' } } };
-    await withMemory({ undo }, async (memory, _raw, session, agentrein) => {
+    await withServer({ undo }, async (memory, _raw, session, agentrein) => {
       await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
       assert.deepEqual(await actionsOf(agentrein, session), []);
     });
@@ -268,7 +324,7 @@ describe('the mcp connector', () => {
 
   it('refuses an undo table with an unknown key, naming it', async () => {
     await assert.rejects(
-      withMemory({ undo: { tools: { create_entities: { undon: 'none' } } } }, async () => assert.fail('wrapped')),
+      withServer({ undo: { tools: { create_entities: { undon: 'none' } } } }, async () => assert.fail('wrapped')),
       (error: unknown) => error instanceof ValidationError && error.field === 'undo.tools.create_entities.undon',
     );
   });
@@ -278,6 +334,45 @@ describe('the mcp connector', () => {
     assert.throws(
       () => agentrein.wrap(fetch, 'ses_x', { connector: 'http', server: 'memory' }),
       (error: unknown) => error instanceof ValidationError && error.field === 'server',
+    );
+  });
+});
+
+describe('the mcp connector, before any call', () => {
+  it('lets a glob name the tool alone, whatever dots the server name holds', () => {
+    const matches = (glob: string, apiName: string) => mcpConnector.globMatches!(glob, apiName);
+    assert.deepEqual(
+      [matches('delete_*', 'memory.delete_entities'), matches('memory.delete_*', 'memory.delete_entities'), matches('delete_*', 'my.notes.delete_x')],
+      [true, true, true],
+    );
+    assert.equal(matches('delete_*', 'memory.create_entities'), false);
+  });
+
+  it('classifies by the table first, then the annotations, then the verb of the name', () => {
+    const readOnly = { name: 'create_entities', annotations: { readOnlyHint: true } };
+    assert.equal(classify('create_entities', undefined, readOnly), 'READ');
+    // A server that calls a tool read-only while the table says otherwise is recorded.
+    const entry = parseTable({ tools: { create_entities: { operation: 'CREATE' } } }).tools.get('create_entities');
+    assert.equal(classify('create_entities', entry, readOnly), 'CREATE');
+    const destructive = { annotations: { destructiveHint: true } };
+    assert.equal(classify('reset_cache', undefined, { name: 'reset_cache', ...destructive }), 'UPDATE');
+    assert.equal(classify('remove_cache', undefined, { name: 'remove_cache', ...destructive }), 'DELETE');
+    assert.equal(classify('frobnicate', undefined, undefined), 'OTHER');
+  });
+
+  it('refuses a table whose expression is not JMESPath, naming where it is', () => {
+    assert.throws(
+      () => parseTable({ tools: { create_x: { undo: { tool: 'delete_x', arguments: { ids: 'result.[' } } } } }),
+      (error: unknown) => error instanceof ValidationError && error.field === 'undo.tools.create_x.undo.arguments.ids',
+    );
+  });
+
+  it('refuses a table file that is not JSON, naming the file', async () => {
+    const table = join(folder('table'), 'memory.json');
+    writeFileSync(table, '{"tools": ');
+    await assert.rejects(
+      withServer({ undo: table }, async () => assert.fail('wrapped')),
+      (error: unknown) => error instanceof ValidationError && error.field === 'undo' && error.message.includes(table),
     );
   });
 });
