@@ -34,6 +34,8 @@ const CASES = JSON.parse(readFileSync(join(ROOT, 'contract/mcp-calls.json'), 'ut
 interface Expected {
   readonly apiName: string;
   readonly operationType: string;
+  /** What the call acts on, in its description ("Create entities ada, bob on memory"). */
+  readonly about: readonly string[];
   readonly undo: Record<string, unknown>;
 }
 
@@ -103,6 +105,7 @@ describe('the mcp connector', () => {
         const recorded = (await actionsOf(agentrein, session)).map((a) => ({
           apiName: a.apiName,
           operationType: a.operationType,
+          about: a.payload['about'] ?? [],
           undo: a.undo,
         }));
         const expected = calls.flatMap((c) => (c.recorded === null ? [] : [c.recorded]));
