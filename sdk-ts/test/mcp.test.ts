@@ -17,12 +17,14 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { McpToolError, PolicyBlockedError, RollbackFailedError, ValidationError, type AgentRein, type Session, type SessionAction, type WrapOptions } from '../src/index.js';
 import { classify, mcpConnector } from '../src/connectors/mcp.js';
 import { parseTable } from '../src/connectors/mcp-tables.js';
-import { pendingApprovals, unique, useHarness } from './harness.js';
+import { pendingApprovals, unique, useHarness, type Harness } from './harness.js';
 
 const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
 const SERVERS = join(ROOT, 'contract/mcp-servers/node_modules/@modelcontextprotocol');
 const MEMORY_SERVER = join(SERVERS, 'server-memory/dist/index.js');
 const FILESYSTEM_SERVER = join(SERVERS, 'server-filesystem/dist/index.js');
+/** `mcp-edge-server.ts`, built beside this file. */
+const EDGE_SERVER = fileURLToPath(new URL('./mcp-edge-server.js', import.meta.url));
 /** Calls to the reference servers and the undo each must record: the Python connector derives the same. */
 const CASES = JSON.parse(readFileSync(join(ROOT, 'contract/mcp-calls.json'), 'utf8')) as {
   readonly cases: readonly {
@@ -59,14 +61,15 @@ function folder(purpose: string): string {
   return realpathSync(mkdtempSync(join(tmpdir(), `ar-${purpose.slice(0, 3)}-`)));
 }
 
-/** A fresh session, a reference server (`raw`), and the client wrapped with `options` (its calls recorded as
- *  `memory.*` unless they say otherwise); everything closed after `use`. */
+/** A fresh session (on `peers`' server), a reference server (`raw`), and the client wrapped with `options` (its
+ *  calls recorded as `memory.*` unless they say otherwise); everything closed after `use`. */
 async function withServer(
   options: Omit<WrapOptions, 'connector'>,
   use: (memory: Client, raw: Client, session: Session, agentrein: AgentRein) => Promise<void>,
   server: Promise<Client> = memoryServer(),
+  peers: () => Harness = harness,
 ): Promise<void> {
-  const agentrein = harness().client();
+  const agentrein = peers().client();
   const raw = await server;
   try {
     const session = await agentrein.newSession({ agentId: unique('mcp-agent'), intent: 'Keep notes' });
@@ -174,69 +177,31 @@ describe('the mcp connector', () => {
     });
   });
 
-  it('fails a call whose tool answers isError, with the result on the error, records it FAILED and rolls the session back', async () => {
-    await withServer({}, async (memory, raw, session, agentrein) => {
-      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
-      const refused = memory.callTool({ name: 'add_observations', arguments: { observations: [{ entityName: 'nobody', contents: ['x'] }] } });
-      const error = await refused.then(
-        () => assert.fail('an isError answer was handed back as a success'),
-        (e: unknown) => e,
-      );
-      assert.ok(error instanceof McpToolError);
-      assert.equal(error.apiName, 'memory.add_observations');
-      assert.equal(error.result.isError, true);
-      assert.match(error.message, /nobody/);
-      const now = await agentrein.getSession(session);
-      assert.deepEqual(
-        now.actions.map((a) => [a.apiName, a.status, a.undoStatus]),
-        [
-          ['memory.create_entities', 'ROLLED_BACK', 'DONE'],
-          ['memory.add_observations', 'FAILED', 'NONE'],
-        ],
-      );
-      assert.equal(now.status, 'ROLLED_BACK');
-      assert.deepEqual(await entityNames(raw), []);
-    });
+  it("sends the action's idempotency key in the request's _meta and records a text answer parsed as JSON", async () => {
+    await withServer(
+      { server: 'edge' },
+      async (edge, _raw, session, agentrein) => {
+        await edge.callTool({ name: 'create_note', arguments: {} });
+        const [action] = await actionsOf(agentrein, session);
+        assert.equal(action?.apiName, 'edge.create_note');
+        assert.deepEqual(action?.response, { result: { seen: action?.idempotencyKey } });
+        assert.equal(action?.payload['title'], 'Create note');
+      },
+      stdioServer([EDGE_SERVER]),
+    );
   });
 
-  it('rolls a session back through the wrapped client: deleted entities and their relations come back', async () => {
-    await withServer({}, async (memory, raw, session, agentrein) => {
-      await raw.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
-      await raw.callTool({ name: 'create_relations', arguments: { relations: [{ from: 'ada', to: 'bob', relationType: 'admires' }] } });
-      await memory.callTool({ name: 'delete_entities', arguments: { entityNames: ['bob'] } });
-      await memory.callTool({ name: 'create_entities', arguments: { entities: [{ name: 'cy', entityType: 'person', observations: [] }] } });
-      const rolledBack = await agentrein.rollbackSession(session);
-      assert.equal(rolledBack.status, 'ROLLED_BACK');
-      const graph = (await raw.callTool({ name: 'read_graph', arguments: {} })).structuredContent as {
-        entities: { name: string; observations: string[] }[];
-        relations: unknown[];
-      };
-      assert.deepEqual(graph.entities.map((e) => [e.name, e.observations]).sort(), [
-        ['ada', ['wrote the first program']],
-        ['bob', ['builds bridges']],
-      ]);
-      assert.deepEqual(graph.relations, [{ from: 'ada', to: 'bob', relationType: 'admires' }]);
-    });
-  });
-
-  it('undoes the calls of a client closed since by starting its server again the same way', async () => {
-    const file = join(folder('memory'), 'memory.jsonl');
-    const agentrein = harness().client();
-    try {
-      const session = await agentrein.newSession({ agentId: unique('mcp-agent') });
-      const raw = await memoryServer(file);
-      const memory = agentrein.wrap(raw, session, { connector: 'mcp', server: 'memory' });
-      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
-      await raw.close();
-      assert.equal((await agentrein.rollbackSession(session)).status, 'ROLLED_BACK');
-      const again = await memoryServer(file);
-      try {
-        assert.deepEqual(await entityNames(again), []);
-      } finally {
-        await again.close();
-      }
-    } finally {
-      await agentrein.close();
+  it('lets a tool its server calls read-only through unrecorded, unless the table says what it does', async () => {
+    const undo = { tools: { delete_all_notes: { operation: 'DELETE' } } };
+    for (const [options, recorded] of [[{}, []], [{ undo }, ['edge.delete_all_notes']]] as const) {
+      await withServer(
+        { server: 'edge', ...options },
+        async (edge, _raw, session, agentrein) => {
+          await edge.callTool({ name: 'delete_all_notes', arguments: {} });
+          assert.deepEqual((await actionsOf(agentrein, session)).map((a) => a.apiName), recorded);
+        },
+        stdioServer([EDGE_SERVER]),
+      );
     }
   });
 
@@ -270,20 +235,6 @@ describe('the mcp connector', () => {
       session.actions.map((a) => [a.apiName, a.status]),
       [['memory.create_entities', 'SUCCESS']],
     );
-  });
-
-  it('fails the rollback with the reason when the undo tool answers an error', async () => {
-    const undo = { tools: { create_entities: { undo: { tool: 'no_such_tool', arguments: { names: 'result.entities[].name' } } } } };
-    await withServer({ undo }, async (memory, _raw, session, agentrein) => {
-      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
-      const error = await agentrein.rollbackSession(session).then(
-        () => assert.fail('the rollback succeeded'),
-        (e: unknown) => e,
-      );
-      assert.ok(error instanceof RollbackFailedError);
-      assert.equal(error.action.apiName, 'memory.create_entities');
-      assert.match(error.message, /memory\.no_such_tool answered an error/);
-    });
   });
 
   it("hands a tool's isError answer back with onToolError 'record', recorded FAILED with no rollback", async () => {
@@ -340,6 +291,95 @@ describe('the mcp connector', () => {
     );
   });
 });
+
+for (const database of ['sqlite', 'postgresql'] as const) {
+  const skip = database === 'postgresql' && !process.env['AGENTREIN_TEST_POSTGRES_URL'] ? 'AGENTREIN_TEST_POSTGRES_URL is not set' : false;
+
+  // The undos the server hands back to this process: leased, long-polled, reported (both databases' waits).
+  describe(`the mcp connector's undos, run by the agent's process, the server on ${database}`, { skip }, () => {
+    const onDatabase = useHarness(database);
+
+    it('fails a call whose tool answers isError, with the result on the error, records it FAILED and rolls the session back', async () => {
+      await withServer({}, async (memory, raw, session, agentrein) => {
+        await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
+        const refused = memory.callTool({ name: 'add_observations', arguments: { observations: [{ entityName: 'nobody', contents: ['x'] }] } });
+        const error = await refused.then(
+          () => assert.fail('an isError answer was handed back as a success'),
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof McpToolError);
+        assert.equal(error.apiName, 'memory.add_observations');
+        assert.equal(error.result.isError, true);
+        assert.match(error.message, /nobody/);
+        const now = await agentrein.getSession(session);
+        assert.deepEqual(
+          now.actions.map((a) => [a.apiName, a.status, a.undoStatus]),
+          [
+            ['memory.create_entities', 'ROLLED_BACK', 'DONE'],
+            ['memory.add_observations', 'FAILED', 'NONE'],
+          ],
+        );
+        assert.equal(now.status, 'ROLLED_BACK');
+        assert.deepEqual(await entityNames(raw), []);
+      }, memoryServer(), onDatabase);
+    });
+
+    it('rolls a session back through the wrapped client: deleted entities and their relations come back', async () => {
+      await withServer({}, async (memory, raw, session, agentrein) => {
+        await raw.callTool({ name: 'create_entities', arguments: { entities: [ADA, BOB] } });
+        await raw.callTool({ name: 'create_relations', arguments: { relations: [{ from: 'ada', to: 'bob', relationType: 'admires' }] } });
+        await memory.callTool({ name: 'delete_entities', arguments: { entityNames: ['bob'] } });
+        await memory.callTool({ name: 'create_entities', arguments: { entities: [{ name: 'cy', entityType: 'person', observations: [] }] } });
+        const rolledBack = await agentrein.rollbackSession(session);
+        assert.equal(rolledBack.status, 'ROLLED_BACK');
+        const graph = (await raw.callTool({ name: 'read_graph', arguments: {} })).structuredContent as {
+          entities: { name: string; observations: string[] }[];
+          relations: unknown[];
+        };
+        assert.deepEqual(graph.entities.map((e) => [e.name, e.observations]).sort(), [
+          ['ada', ['wrote the first program']],
+          ['bob', ['builds bridges']],
+        ]);
+        assert.deepEqual(graph.relations, [{ from: 'ada', to: 'bob', relationType: 'admires' }]);
+      }, memoryServer(), onDatabase);
+    });
+
+    it('undoes the calls of a client closed since by starting its server again the same way', async () => {
+      const file = join(folder('memory'), 'memory.jsonl');
+      const agentrein = onDatabase().client();
+      try {
+        const session = await agentrein.newSession({ agentId: unique('mcp-agent') });
+        const raw = await memoryServer(file);
+        const memory = agentrein.wrap(raw, session, { connector: 'mcp', server: 'memory' });
+        await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
+        await raw.close();
+        assert.equal((await agentrein.rollbackSession(session)).status, 'ROLLED_BACK');
+        const again = await memoryServer(file);
+        try {
+          assert.deepEqual(await entityNames(again), []);
+        } finally {
+          await again.close();
+        }
+      } finally {
+        await agentrein.close();
+      }
+    });
+
+    it('fails the rollback with the reason when the undo tool answers an error', async () => {
+      const undo = { tools: { create_entities: { undo: { tool: 'no_such_tool', arguments: { names: 'result.entities[].name' } } } } };
+      await withServer({ undo }, async (memory, _raw, session, agentrein) => {
+        await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
+        const error = await agentrein.rollbackSession(session).then(
+          () => assert.fail('the rollback succeeded'),
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof RollbackFailedError);
+        assert.equal(error.action.apiName, 'memory.create_entities');
+        assert.match(error.message, /memory\.no_such_tool answered an error/);
+      }, memoryServer(), onDatabase);
+    });
+  });
+}
 
 describe('the mcp connector, before any call', () => {
   it('lets a glob name the tool alone, whatever dots the server name holds', () => {
