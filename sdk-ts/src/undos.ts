@@ -114,9 +114,12 @@ export class UndoTaker {
       throw new UndoError(`this process holds no '${taken.connector}' client of session ${taken.sessionId} any more`);
     }
     const { type, requireApproval, ...params } = taken.undo as { type: string; requireApproval?: boolean } & { [key: string]: Json };
-    if (JSON.stringify(params).includes(JSON.stringify(REDACTED))) {
+    const redacted = redactedParam(params);
+    if (redacted !== null) {
       // Sent as stored, it would not be the undo the agent's call described.
-      throw new UndoError(`the undo of ${taken.apiName} cannot run: it held a secret, which AgentRein does not store; undo this action by hand`);
+      throw new UndoError(
+        `the undo of ${taken.apiName} cannot run: its ${redacted} held a secret, which AgentRein does not store; undo this action by hand`,
+      );
     }
     const undo: UndoConfig = { type, params, requireApproval: requireApproval ?? false };
     const connector = newest.connector;
@@ -124,4 +127,19 @@ export class UndoTaker {
     const client = open?.bound ?? (connector.reopen ? connector.reopen(newest.bound) : newest.bound);
     await connector.runUndo!(undo, client, taken.undoIdempotencyKey);
   }
+}
+
+/** The name of the first parameter (`calls[0].arguments.path`) whose stored value was redacted, if any (as
+ *  `agentrein_core.runner` refuses such an undo). */
+function redactedParam(value: Json, where = ''): string | null {
+  if (typeof value === 'string') return value.includes(REDACTED) ? where || 'parameters' : null;
+  if (typeof value !== 'object' || value === null) return null;
+  const entries: [string, Json][] = Array.isArray(value)
+    ? value.map((v, i) => [`${where}[${i}]`, v])
+    : Object.entries(value).map(([k, v]) => [where ? `${where}.${k}` : k, v]);
+  for (const [name, v] of entries) {
+    const found = redactedParam(v, name);
+    if (found !== null) return found;
+  }
+  return null;
 }

@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -234,6 +234,28 @@ describe('the mcp connector', () => {
     assert.deepEqual(
       session.actions.map((a) => [a.apiName, a.status]),
       [['memory.create_entities', 'SUCCESS']],
+    );
+  });
+
+  it('fails the rollback, saying why, rather than run an undo whose arguments were redacted', async () => {
+    const dir = folder('filesystem');
+    // A path segment that looks like a token is redacted wherever it is stored, the undo's arguments too.
+    const file = join(dir, 'q7Xk2mZp9LwR4tYb8NcV', 'notes.txt');
+    mkdirSync(dirname(file));
+    writeFileSync(file, 'one');
+    await withServer(
+      { server: 'filesystem' },
+      async (files, _raw, session, agentrein) => {
+        await files.callTool({ name: 'write_file', arguments: { path: file, content: 'two' } });
+        const error = await agentrein.rollbackSession(session).then(
+          () => assert.fail('the rollback succeeded'),
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof RollbackFailedError);
+        assert.match(error.message, /its calls\[0\]\.arguments\.path held a secret/);
+        assert.equal(readFileSync(file, 'utf8'), 'two');
+      },
+      stdioServer([FILESYSTEM_SERVER, dir]),
     );
   });
 
