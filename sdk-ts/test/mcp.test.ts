@@ -205,6 +205,23 @@ describe('the mcp connector', () => {
     }
   });
 
+  it('retries a retryable call that timed out only when its tool may run twice', async () => {
+    await withServer(
+      { server: 'edge', retryable: ['*_flag'] },
+      async (edge, _raw, session, agentrein) => {
+        const answer = await edge.callTool({ name: 'set_flag', arguments: {} }, undefined, { timeout: 2000 });
+        assert.deepEqual(answer.content, [{ type: 'text', text: 'flag set' }]);
+        await assert.rejects(edge.callTool({ name: 'add_flag', arguments: {} }, undefined, { timeout: 2000 }), /Request timed out/);
+        const statuses = (await actionsOf(agentrein, session)).map((a) => [a.apiName, a.status]);
+        assert.deepEqual(statuses, [
+          ['edge.set_flag', 'SUCCESS'],
+          ['edge.add_flag', 'FAILED'],
+        ]);
+      },
+      stdioServer([EDGE_SERVER]),
+    );
+  });
+
   it('lets the agent process end while its client waits for undos to take', { timeout: 120_000 }, async () => {
     // An agent that leaves its AgentRein open: the long-poll for handed undos must not keep it alive.
     const agent = `
