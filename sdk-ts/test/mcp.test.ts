@@ -192,17 +192,29 @@ describe('the mcp connector', () => {
   });
 
   it('lets a tool its server calls read-only through unrecorded, unless the table says what it does', async () => {
-    const undo = { tools: { delete_all_notes: { operation: 'DELETE' } } };
-    for (const [options, recorded] of [[{}, []], [{ undo }, ['edge.delete_all_notes']]] as const) {
+    const undo = { tools: { purge_notes: { operation: 'DELETE' } } };
+    for (const [options, recorded] of [[{}, []], [{ undo }, ['edge.purge_notes']]] as const) {
       await withServer(
         { server: 'edge', ...options },
         async (edge, _raw, session, agentrein) => {
-          await edge.callTool({ name: 'delete_all_notes', arguments: {} });
+          await edge.callTool({ name: 'purge_notes', arguments: {} });
           assert.deepEqual((await actionsOf(agentrein, session)).map((a) => a.apiName), recorded);
         },
         stdioServer([EDGE_SERVER]),
       );
     }
+  });
+
+  it('records a tool its server calls read-only when its name says it writes', async () => {
+    await withServer(
+      { server: 'edge' },
+      async (edge, _raw, session, agentrein) => {
+        await edge.callTool({ name: 'remove_notes', arguments: {} });
+        const recorded = (await actionsOf(agentrein, session)).map((a) => [a.apiName, a.operationType]);
+        assert.deepEqual(recorded, [['edge.remove_notes', 'DELETE']]);
+      },
+      stdioServer([EDGE_SERVER]),
+    );
   });
 
   it('retries a retryable call that timed out only when its tool may run twice', async () => {
@@ -431,11 +443,12 @@ describe('the mcp connector, before any call', () => {
   });
 
   it('classifies by the table first, then the annotations, then the verb of the name', () => {
-    const readOnly = { name: 'create_entities', annotations: { readOnlyHint: true } };
-    assert.equal(classify('create_entities', undefined, readOnly), 'READ');
-    // A server that calls a tool read-only while the table says otherwise is recorded.
-    const entry = parseTable({ tools: { create_entities: { operation: 'CREATE' } } }).tools.get('create_entities');
-    assert.equal(classify('create_entities', entry, readOnly), 'CREATE');
+    const readOnly = { annotations: { readOnlyHint: true } };
+    assert.equal(classify('summarise', undefined, { name: 'summarise', ...readOnly }), 'READ');
+    // A server that calls a tool read-only while the table, or its name, says otherwise is recorded.
+    const entry = parseTable({ tools: { summarise: { operation: 'UPDATE' } } }).tools.get('summarise');
+    assert.equal(classify('summarise', entry, { name: 'summarise', ...readOnly }), 'UPDATE');
+    assert.equal(classify('create_entities', undefined, { name: 'create_entities', ...readOnly }), 'CREATE');
     const destructive = { annotations: { destructiveHint: true } };
     assert.equal(classify('reset_cache', undefined, { name: 'reset_cache', ...destructive }), 'UPDATE');
     assert.equal(classify('remove_cache', undefined, { name: 'remove_cache', ...destructive }), 'DELETE');

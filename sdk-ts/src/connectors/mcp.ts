@@ -7,7 +7,8 @@
  *   of `requiresApproval`/`retryable` may name the tool alone (`delete_*`).
  * - Classified by the undo table's entry, then the tool's annotations (`readOnlyHint`: a read, unrecorded;
  *   `destructiveHint`: a delete or an update), then the verb of its name, else OTHER. Annotations come from the
- *   server, which is not trusted: they classify, and never make a call pass where a policy would stop it.
+ *   server, which is not trusted: they classify, and a read-only hint on a tool whose name says it writes is not
+ *   believed (a read would pass every policy unrecorded).
  * - A result with `isError` fails the call (`McpToolError`; the session rolls back), unless `onToolError:
  *   'record'`. The recorded response is `structuredContent`, else the text (parsed if JSON).
  * - The action's idempotency key travels in `_meta` (`dev.agentrein/idempotency-key`); a call is retried only
@@ -203,12 +204,14 @@ async function prepared(
   };
 }
 
-/** The table decides; else the tool's annotations; else the verb of its name; else OTHER. */
+/** The table decides; else the tool's annotations; else the verb of its name; else OTHER. The server is not
+ *  trusted: a tool it calls read-only whose name says it writes (`remove_entry`) is recorded as its name says, for
+ *  a read passes every policy unrecorded. */
 export function classify(name: string, entry: ToolEntry | undefined, tool: McpTool | undefined): ToolOperation {
   if (entry?.operation !== undefined) return entry.operation;
   const hints = tool?.annotations;
   const byName = operationByVerb(name);
-  if (hints?.readOnlyHint) return 'READ';
+  if (hints?.readOnlyHint) return byName === 'READ' || byName === 'OTHER' ? 'READ' : byName;
   if (hints?.destructiveHint) return byName === 'DELETE' ? 'DELETE' : 'UPDATE';
   return byName;
 }
