@@ -18,6 +18,7 @@ import { Redactor } from './redaction.js';
 import { ConnectorRegistry } from './registry.js';
 import { Served, type WireListedApproval, type WireApproval, type WirePolicy, type WireSession } from './served.js';
 import type { ApprovalStatus, PolicyEffect, PolicyOperationType } from './statuses.js';
+import { UndoTaker } from './undos.js';
 import { wrapClient } from './wrap.js';
 
 export const URL_ENV = 'AGENTREIN_URL';
@@ -84,6 +85,8 @@ export class AgentRein {
   private readonly live = new WeakRef(this);
   /** This client's name on the outcomes it writes to the journal until the server has them. */
   private readonly holder = randomBytes(8).toString('hex');
+  /** Runs the undos the server hands back to this process (those of a connector with `runUndo`). */
+  private readonly undos: UndoTaker;
 
   constructor(options: AgentReinOptions = {}) {
     const baseUrl = options.baseUrl ?? process.env[URL_ENV];
@@ -102,6 +105,7 @@ export class AgentRein {
     for (const connector of options.connectors ?? []) this.registerConnector(connector);
     this.served = new Served(baseUrl, apiKey, timeoutMs, warn);
     this.journal = new Outbox(this.served.identity, options.journalPath);
+    this.undos = new UndoTaker(this.served, new Redactor(), warn);
     const journal = this.journal;
     const holder = this.holder;
     journal.holding(holder);
@@ -126,11 +130,15 @@ export class AgentRein {
     if (!checked.connector.accepts(client)) {
       throw new ValidationError('connector', `the '${checked.connector.name}' connector cannot wrap this client`);
     }
+    const bound = checked.connector.bind ? checked.connector.bind(client, checked.own) : client;
+    const id = sessionId(session);
+    this.undos.wrapped(id, checked.connector, bound);
     return wrapClient(client, {
       served: this.served,
       journal: this.journal,
-      sessionId: sessionId(session),
+      sessionId: id,
       options: checked,
+      bound,
       redactor: new Redactor(checked.connector.sensitiveFields),
       log: warn,
     });
@@ -169,7 +177,9 @@ export class AgentRein {
     const id = sessionId(session);
     try {
       await this.journal.replay(this.served);
-      return await this.served.completeSession(id);
+      const completed = await this.served.completeSession(id);
+      this.undos.forget(id);
+      return completed;
     } catch (error) {
       const opened = this.journal.entries().find((e) => e.sessionId === id && e.kind === 'SessionStarted');
       if (!(error instanceof AgentReinUnavailableError) || opened?.kind !== 'SessionStarted') throw error;
@@ -260,6 +270,7 @@ export class AgentRein {
    *  stays in the journal. */
   async close(): Promise<void> {
     LIVE.delete(this.live);
+    this.undos.close();
     try {
       await this.journal.replay(this.served);
       await this.served.confirmations.flush();

@@ -158,6 +158,12 @@ export class RollbackFailedError extends AgentReinError {
   }
 }
 
+/** An undo this process ran for the server (one the server cannot run: an MCP tool over the agent's stdio)
+ *  failed; its message is the reason the session's record shows. */
+export class UndoError extends AgentReinError {
+  static override readonly problemType: string = 'undo-failed';
+}
+
 const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
 
 /** The error a problem+json answer stands for (the rules of `agentrein_core.errors.from_problem`), with the

@@ -50,6 +50,8 @@ export interface Guard {
   readonly journal: Outbox;
   readonly sessionId: string;
   readonly options: Options;
+  /** The wrapped client as its connector sees it (`Connector.bind`; else the client itself). */
+  readonly bound: unknown;
   readonly redactor: Redactor;
   readonly log: (message: string) => void;
 }
@@ -57,7 +59,7 @@ export interface Guard {
 /** `client.<path>(...args)`, prepared by the connector, through the guard's steps; resolves to its result. */
 export async function guardedCall(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<unknown> {
   const logged = await writeAhead(guard, call, path);
-  const retryable = guard.options.isRetryable(call.apiName, path);
+  const retryable = guard.options.isRetryable(call, path);
   if (logged === null) {
     const key = `agentrein-journal-${randomBytes(16).toString('hex')}`;
     let result: unknown;
@@ -67,7 +69,8 @@ export async function guardedCall(guard: Guard, call: PreparedCall, path: readon
       journalCall(guard, call, key, { error });
       throw error;
     }
-    journalCall(guard, call, key, { result });
+    const failure = guard.options.connector.failureIn?.(call, result) ?? null;
+    journalCall(guard, call, key, failure === null ? { result } : { error: failure });
     return result;
   }
   if (logged.approval !== null) await awaitApproval(guard, logged);
@@ -78,7 +81,9 @@ export async function guardedCall(guard: Guard, call: PreparedCall, path: readon
     await recordFailure(guard, logged.action, error);
     throw error;
   }
-  recordSuccess(guard, call, logged.action, result);
+  const failure = guard.options.connector.failureIn?.(call, result) ?? null;
+  if (failure !== null) await recordFailure(guard, logged.action, failure, false);
+  else recordSuccess(guard, call, logged.action, result);
   return result;
 }
 
@@ -188,21 +193,24 @@ function recordSuccess(guard: Guard, call: PreparedCall, action: WireAction, res
   }
 }
 
-async function recordFailure(guard: Guard, action: WireAction, error: unknown): Promise<void> {
+/** `error`: what the call threw (the session rolls back); or, `rollsBack` false, why a result it returned is a
+ *  failure the agent chose to only record (`Connector.failureIn`). */
+async function recordFailure(guard: Guard, action: WireAction, error: unknown, rollsBack = true): Promise<void> {
   const message = describe(error, guard.redactor);
   try {
-    await guard.served.failAction(guard.sessionId, action.actionId, message);
+    await guard.served.failAction(guard.sessionId, action.actionId, message, rollsBack);
   } catch (failure) {
     if (failure instanceof AgentReinUnavailableError) {
       guard.journal.warnUnavailable(failure);
-      guard.journal.append({ kind: 'OutcomeReported', sessionId: guard.sessionId, actionId: action.actionId, succeeded: false, error: message });
+      const outcome = { actionId: action.actionId, succeeded: false, error: message, ...(rollsBack ? {} : { rollsBack }) };
+      guard.journal.append({ kind: 'OutcomeReported', sessionId: guard.sessionId, ...outcome });
       return;
     }
     guard.log(`AgentRein could not record the failure of action ${action.actionId}: ${describe(failure, guard.redactor)}`);
-    if (isLoggingFailure(failure)) await loggingFailed(guard, error, failure, action.apiName);
+    if (rollsBack && isLoggingFailure(failure)) await loggingFailed(guard, error, failure, action.apiName);
     return;
   }
-  await seeRollbackThrough(guard, error);
+  if (rollsBack) await seeRollbackThrough(guard, error);
 }
 
 /** Recording `apiName` failed with `cause`: roll the session back, as a failed call does, before the call

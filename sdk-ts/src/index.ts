@@ -11,9 +11,11 @@ export type {
   SessionAction,
   SessionRef,
 } from './client.js';
+export { operationByVerb } from './connector.js';
 export type { Connector, Json, OperationType, PreparedCall, UndoConfig } from './connector.js';
 export { connectorNamed, registerConnector } from './connectors/index.js';
 export { HttpStatusError, httpConnector } from './connectors/http.js';
+export { McpToolError, mcpConnector } from './connectors/mcp.js';
 export {
   AgentReinError,
   AgentReinUnavailableError,
@@ -26,11 +28,12 @@ export {
   RollbackFailedError,
   RollbackRefusedError,
   UnauthorizedError,
+  UndoError,
   ValidationError,
 } from './errors.js';
 export { ROLLBACK_FAILURE } from './guard.js';
 export { JOURNAL_ENV } from './outbox.js';
-export type { FailureMode, UndoOverride, WrapOptions } from './options.js';
+export type { FailureMode, UndoOverride, UndoOverrides, UndoTableSource, WrapOptions } from './options.js';
 export { DEFAULT_SENSITIVE_FIELDS, REDACTED, Redactor } from './redaction.js';
 export type {
   ActionStatus,

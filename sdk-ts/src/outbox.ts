@@ -103,6 +103,8 @@ export interface OutcomeReported {
   readonly response?: Json;
   readonly undo?: WireUndo | null;
   readonly error?: string;
+  /** false: a failure the agent only records (`Connector.failureIn`), which rolls nothing back. */
+  readonly rollsBack?: boolean;
 }
 
 /** The agent completed a session opened while AgentRein could not be reached. */

@@ -124,13 +124,14 @@ export class Served implements Replayer {
     await this.connection.call('PATCH', actionPath(outcome.sessionId, outcome.actionId), { body });
   }
 
-  failAction(sessionId: string, actionId: string, error: string): Promise<WireAction> {
-    return this.call('PATCH', actionPath(sessionId, actionId), { body: { status: 'FAILED', error } });
+  /** `rollsBack` false: a failure the agent only records, which does not roll the session back. */
+  failAction(sessionId: string, actionId: string, error: string, rollsBack = true): Promise<WireAction> {
+    return this.call('PATCH', actionPath(sessionId, actionId), { body: { status: 'FAILED', error, ...(rollsBack ? {} : { rollsBack }) } });
   }
 
   async sendOutcome(outcome: OutcomeReported | CallConfirmed): Promise<unknown> {
     const { sessionId, actionId } = outcome;
-    if (outcome.kind === 'OutcomeReported' && !outcome.succeeded) return this.failAction(sessionId, actionId, outcome.error ?? 'failed');
+    if (outcome.kind === 'OutcomeReported' && !outcome.succeeded) return this.failAction(sessionId, actionId, outcome.error ?? 'failed', outcome.rollsBack ?? true);
     const body = { status: 'SUCCESS', response: outcome.response ?? null, undo: outcome.undo ?? null };
     return this.call('PATCH', actionPath(sessionId, actionId), { body });
   }

@@ -5,6 +5,9 @@
  * call does then). Reads are retried on connection failures (they change nothing); writes are not.
  */
 
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+
 import { AgentReinUnavailableError, fromProblem } from './errors.js';
 
 export type Query = Readonly<Record<string, string | number | boolean | readonly string[] | undefined>>;
@@ -14,6 +17,10 @@ export interface RequestOptions {
   readonly query?: Query;
   /** How long the server may hold the answer back (a long-poll), on top of the timeout, in ms. */
   readonly waitMs?: number;
+  /** A request nobody waits on (the undo taker's long-poll): its connection never keeps the process alive. */
+  readonly background?: boolean;
+  /** Ends the request early (the client was closed). */
+  readonly signal?: AbortSignal;
 }
 
 const READ_ATTEMPTS = 3;
@@ -80,9 +87,10 @@ export class Connection {
     const attempts = method === 'GET' ? READ_ATTEMPTS : 1;
     let response: Response | undefined;
     for (let attempt = 1; response === undefined; attempt++) {
-      const signal = AbortSignal.timeout(this.timeoutMs + (options.waitMs ?? 0)); // a bad timeout is no outage
+      const timeout = AbortSignal.timeout(this.timeoutMs + (options.waitMs ?? 0)); // a bad timeout is no outage
+      const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
       try {
-        response = await fetch(url, { ...init, signal });
+        response = await (options.background ? unrefFetch(url, init, signal) : fetch(url, { ...init, signal }));
       } catch (error) {
         if (attempt >= attempts) {
           throw new AgentReinUnavailableError(`AgentRein server ${this.baseUrl} unreachable: ${describe(error)}`);
@@ -98,6 +106,32 @@ export class Connection {
     }
     throw fromProblem(response.status, body);
   }
+}
+
+/** `fetch(url, init)` over a connection of its own whose socket is unref'd: a long-poll made in the background
+ *  must not keep an agent's process alive once its work is done (fetch's pooled sockets would). */
+function unrefFetch(url: string, init: RequestInit, signal: AbortSignal): Promise<Response> {
+  const send = url.startsWith('https:') ? httpsRequest : httpRequest;
+  const body = typeof init.body === 'string' ? init.body : undefined;
+  const headers = { ...(init.headers as Record<string, string>), ...(body === undefined ? {} : { 'Content-Length': String(Buffer.byteLength(body)) }) };
+  return new Promise((resolve, reject) => {
+    const request = send(url, { method: init.method ?? 'GET', headers, agent: false, signal }, (answer: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+      answer.on('error', reject);
+      answer.on('end', () => {
+        const answered = new Headers();
+        for (const [name, value] of Object.entries(answer.headers)) {
+          for (const one of Array.isArray(value) ? value : value === undefined ? [] : [value]) answered.append(name, one);
+        }
+        const status = answer.statusCode ?? 500;
+        resolve(new Response(status === 204 ? null : Buffer.concat(chunks), { status, headers: answered }));
+      });
+    });
+    request.on('socket', (socket) => socket.unref());
+    request.on('error', reject);
+    request.end(body);
+  });
 }
 
 /** The `rel="next"` target of a `Link` header, if any. */

@@ -12,8 +12,8 @@ import { guardedCall, type Guard } from './guard.js';
 
 /** `client` wrapped: the same object, seen through the guard. */
 export function wrapClient<T>(client: T, guard: Guard): T {
-  if (typeof client === 'function') return functionProxy(client as AnyFunction, undefined, client, [], guard) as T;
-  return objectProxy(client as object, client, [], guard) as T;
+  if (typeof client === 'function') return functionProxy(client as AnyFunction, undefined, guard.bound, [], guard) as T;
+  return objectProxy(client as object, guard.bound, [], guard) as T;
 }
 
 type AnyFunction = (...args: unknown[]) => unknown;
@@ -50,6 +50,10 @@ function functionProxy(fn: AnyFunction, owner: object | undefined, root: unknown
       } catch (error) {
         // As the raw client would answer a call it cannot make (fetch rejects a bad URL): through the promise.
         return Promise.reject(error);
+      }
+      if (call instanceof Promise) {
+        // Described once the service answered (an MCP tool's listing): a promise either way.
+        return call.then((prepared) => (prepared === null ? Reflect.apply(fn, self, args) : guardedCall(guard, prepared, path)));
       }
       if (call === null) {
         const result = Reflect.apply(fn, self, args);

@@ -16,34 +16,34 @@ import { ValidationError } from '../src/errors.js';
 const octokit = new Octokit({ baseUrl: 'http://127.0.0.1:9' });
 
 describe('the github connector', () => {
-  it('records an octokit.request write to an endpoint the Python connector does not name, as the request it sends', () => {
-    const call = githubConnector.prepare(octokit, ['request'], ['POST /repos/{owner}/{repo}/labels', { owner: 'acme', repo: 'shop', name: 'bug' }]);
+  it('records an octokit.request write to an endpoint the Python connector does not name, as the request it sends', async () => {
+    const call = await githubConnector.prepare(octokit, ['request'], ['POST /repos/{owner}/{repo}/labels', { owner: 'acme', repo: 'shop', name: 'bug' }]);
     assert.ok(call !== null);
     assert.equal(call.apiName, 'request POST /repos/{owner}/{repo}/labels');
     assert.equal(call.operationType, 'OTHER');
     assert.deepEqual(githubConnector.undoFor(call, { data: { id: 1 } }), { type: 'none', params: {} });
   });
 
-  it('derives the undo of a call whose issue number or file path is written into the URL', () => {
-    const update = githubConnector.prepare(octokit, ['request'], ['PATCH /repos/acme/shop/issues/7', { title: 'New' }]);
+  it('derives the undo of a call whose issue number or file path is written into the URL', async () => {
+    const update = await githubConnector.prepare(octokit, ['request'], ['PATCH /repos/acme/shop/issues/7', { title: 'New' }]);
     assert.ok(update !== null);
     assert.equal(update.apiName, 'issues.update');
     assert.equal(githubConnector.undoFor(update, { data: { number: 7 } }).params['number'], 7);
-    const file = githubConnector.prepare(octokit, ['request'], ['PUT /repos/acme/shop/contents/docs/a.md', { message: 'm', content: 'eA==' }]);
+    const file = await githubConnector.prepare(octokit, ['request'], ['PUT /repos/acme/shop/contents/docs/a.md', { message: 'm', content: 'eA==' }]);
     assert.ok(file !== null);
     assert.equal(file.apiName, 'files.create');
     assert.deepEqual(githubConnector.undoFor(file, { data: {} }).params, { repo: 'acme/shop', path: 'docs/a.md', branch: null });
   });
 
-  it('records a graphql mutation and lets a query through', () => {
+  it('records a graphql mutation and lets a query through', async () => {
     const mutation = '# star it\nmutation AddStar($id: ID!) { addStar(input: { starrableId: $id }) { clientMutationId } }';
-    const call = githubConnector.prepare(octokit, ['graphql'], [mutation, { id: 'R_1' }]);
+    const call = await githubConnector.prepare(octokit, ['graphql'], [mutation, { id: 'R_1' }]);
     assert.ok(call !== null);
     assert.equal(call.apiName, 'graphql mutation');
     assert.deepEqual(call.payload['id'], 'R_1');
     const query = 'query { viewer { login } } # no mutation here, "mutation" in a string neither';
-    assert.equal(githubConnector.prepare(octokit, ['graphql'], [query]), null);
-    assert.equal(githubConnector.prepare(octokit, ['graphql'], [{ query: '{ viewer { login } }' }]), null);
+    assert.equal(await githubConnector.prepare(octokit, ['graphql'], [query]), null);
+    assert.equal(await githubConnector.prepare(octokit, ['graphql'], [{ query: '{ viewer { login } }' }]), null);
   });
 });
 
@@ -59,8 +59,8 @@ describe('the stripe connector', () => {
 });
 
 describe('the http connector', () => {
-  it('names a call as httpx does: its method upper case and its path percent-decoded', () => {
-    const call = httpConnector.prepare(fetch, [], ['http://127.0.0.1:9/v1/caf%C3%A9/a%20b', { method: 'patch', body: '{}' }]);
+  it('names a call as httpx does: its method upper case and its path percent-decoded', async () => {
+    const call = await httpConnector.prepare(fetch, [], ['http://127.0.0.1:9/v1/caf%C3%A9/a%20b', { method: 'patch', body: '{}' }]);
     assert.ok(call !== null);
     assert.equal(call.apiName, 'PATCH /v1/café/a b');
     assert.equal(call.operationType, 'UPDATE');

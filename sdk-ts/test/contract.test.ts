@@ -179,7 +179,7 @@ for (const contractCase of CONTRACT.cases) {
       await given(name, contractCase.given ?? [], values);
       const client = clientFor(name);
       assert.ok(connector.accepts(client));
-      const prepared = connector.prepare(client, form.path, values.resolve(form.args ?? []));
+      const prepared = await connector.prepare(client, form.path, values.resolve(form.args ?? []));
       if (contractCase.apiName === null) {
         assert.equal(prepared, null, `a read was recorded as ${prepared?.apiName}`);
         return;
@@ -220,7 +220,7 @@ for (const fault of CONTRACT.faults) {
     await world();
     const values = new Values(fakeUrl(fault.connector));
     const form = CONTRACT.faultCalls[fault.connector]!.typescript;
-    const prepared = connector.prepare(clientFor(fault.connector), form.path, values.resolve(form.args ?? []));
+    const prepared = await connector.prepare(clientFor(fault.connector), form.path, values.resolve(form.args ?? []));
     assert.ok(prepared !== null);
     // stripe-node retries a closed connection once by itself (under the same key), whatever maxNetworkRetries says.
     const times = fault.connector === 'stripe' && status === null ? 2 : 1;

@@ -44,7 +44,7 @@ describe('the connectors of a client', () => {
     assert.throws(
       () => second.wrap(shop(), 'ses_2', { connector: 'shop' }),
       (error: unknown) =>
-        error instanceof ValidationError && /no connector named 'shop' is registered \(registered: .*github, http, stripe/.test(error.message),
+        error instanceof ValidationError && /no connector named 'shop' is registered \(registered: .*github, http, mcp, stripe/.test(error.message),
     );
   });
 

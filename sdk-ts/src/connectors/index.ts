@@ -4,13 +4,14 @@ import type { Connector } from '../connector.js';
 import { ConnectorRegistry } from '../registry.js';
 import { githubConnector } from './github.js';
 import { httpConnector } from './http.js';
+import { mcpConnector } from './mcp.js';
 import { stripeConnector } from './stripe.js';
 
 /** What every client finds by name unless it registered its own of that name: the built-in connectors,
  *  registered here as a plugin's would be, and those of the deprecated `registerConnector` (a later one of
  *  a name replaces the earlier, built-in or not, for every client, as it always did). */
 export const defaultConnectors = new ConnectorRegistry();
-for (const connector of [httpConnector, stripeConnector, githubConnector]) defaultConnectors.register(connector);
+for (const connector of [httpConnector, stripeConnector, githubConnector, mcpConnector]) defaultConnectors.register(connector);
 
 /** Make `connector` available by its name to every `AgentRein` of the process (a second connector of the
  *  same name replaces the first).

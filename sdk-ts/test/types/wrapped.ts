@@ -3,6 +3,7 @@
  * misuse of the SDK's API does not compile (each `@ts-expect-error` fails the build if the line compiles).
  */
 
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Octokit } from '@octokit/rest';
 import Stripe from 'stripe';
 
@@ -73,4 +74,25 @@ export async function misuseDoesNotCompile(): Promise<void> {
   // @ts-expect-error: a display status is not a stored action status
   const asAction: ActionStatus = displayed;
   void [status, asAction];
+}
+
+export async function mcpClientKeepsItsTypes(client: Client): Promise<void> {
+  const memory = agentrein.wrap(client, session, {
+    connector: 'mcp',
+    server: 'memory',
+    requiresApproval: ['delete_*'],
+    retryable: ['create_*'],
+    undo: { tools: { create_entities: { undo: 'none' } } },
+    onToolError: 'record',
+  });
+  const stillClient: Client = memory;
+  const result = await memory.callTool({ name: 'create_entities', arguments: { entities: [] } });
+  const tools = await memory.listTools();
+  const firstTool: string | undefined = tools.tools[0]?.name;
+  const fromFile = agentrein.wrap(client, session, { connector: 'mcp', undo: 'tables/memory.json' });
+  // @ts-expect-error: a tool error is rolled back or recorded, nothing else
+  agentrein.wrap(client, session, { connector: 'mcp', onToolError: 'ignore' });
+  // @ts-expect-error: a tool is called by its name
+  await memory.callTool({ arguments: {} });
+  void [stillClient, result, firstTool, fromFile];
 }
