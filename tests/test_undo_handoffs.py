@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from test_engine import Clock, run_actions
+from test_engine import Clock, clock, run_actions
 
 from agentrein_core.engine import Engine
 from agentrein_core.errors import LeaseLostError
@@ -28,9 +28,7 @@ class AgentsOnly:
         raise AssertionError("a handed undo is run by the agent's process, never here")
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+__all__ = ["clock"]  # the engine tests' clock fixture, used here too
 
 
 @pytest.fixture
