@@ -1,18 +1,23 @@
 """One wrapped MCP client as the connector sees it: the client, the name its tools are recorded under, the undo
-table that applies, what a tool error means, and how to reach the server again once the client is closed."""
+table that applies, what a tool error means, and how to reach the server again once the client is closed.
+
+The ``mcp`` SDK is imported where a client is wrapped or used, not when the plugin loads: it takes about two
+seconds to import, and every process that loads the installed connectors (the command line, the server, an
+agent of any other connector) would pay for it."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import mcp
 from attrs import define, evolve, field
-from mcp.types import CallToolResult, PaginatedRequestParams, Tool
 
 from agentrein_core.connector import UndoError, ValidationError
 from agentrein_mcp.tables import UndoTable, built_in_for, combined, load_table
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult, Tool
 
 ToolErrors = Literal["rollback", "record"]
 #: Where an action's idempotency key travels: MCP has no standard key, so a server that honours one reads it here.
@@ -37,6 +42,8 @@ class McpBinding:
         return self._tools.get(name)
 
     def is_closed(self) -> bool:
+        import mcp
+
         if self.client is None:
             return True
         if isinstance(self.client, mcp.Client):
@@ -62,6 +69,8 @@ class McpBinding:
                 f"the MCP connection to {self.server!r} that made this call is closed, and AgentRein cannot reach "
                 "that server again: wrap an mcp.Client (it knows how to connect), or roll back while it is open"
             )
+        import mcp
+
         async with mcp.Client(self.reconnect) as client:
             yield client
 
@@ -76,6 +85,8 @@ async def call_tool(client: Any, name: str, arguments: Mapping[str, Any], key: s
 def bind(client: Any, options: Mapping[str, Any]) -> McpBinding:
     """A binding of ``client`` (an entered ``mcp.Client`` or an initialized ``mcp.ClientSession``) for the
     ``wrap()`` options ``server``, ``undo`` (a table or its file) and ``on_tool_error``."""
+    import mcp
+
     try:
         info = client.server_info
     except RuntimeError:
@@ -99,10 +110,15 @@ def bind(client: Any, options: Mapping[str, Any]) -> McpBinding:
 def _reconnectable(server: Any) -> bool:
     """Whether ``mcp.Client(server)`` connects anew: a command or a URL does; a transport object or an
     in-process server is the agent's own, used once."""
+    import mcp
+
     return isinstance(server, mcp.StdioServerParameters | str)
 
 
 async def _listing(client: Any) -> AsyncIterator[Tool]:
+    import mcp
+    from mcp.types import PaginatedRequestParams
+
     cursor: str | None = None
     while True:
         if isinstance(client, mcp.ClientSession):

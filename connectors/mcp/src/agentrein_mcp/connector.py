@@ -20,12 +20,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
-import mcp
 from attrs import define
-from mcp.types import CallToolResult, TextContent, Tool
 
 from agentrein_core.connector import (
     JSON,
@@ -44,6 +42,9 @@ from agentrein_core.connector import (
 )
 from agentrein_mcp.binding import McpBinding, bind, call_tool
 from agentrein_mcp.tables import ToolCall, ToolEntry
+
+if TYPE_CHECKING:  # the mcp SDK is imported where a client is wrapped or used (agentrein_mcp.binding says why)
+    from mcp.types import CallToolResult, Tool
 
 MCP_TOOLS = "mcp-tools"
 #: Failures worth sending the same call again for (the connection dropped), when the tool may run twice.
@@ -77,6 +78,8 @@ class McpConnector(Connector):
     wrap_options: ClassVar[frozenset[str]] = frozenset({"server", "undo", "on_tool_error"})
 
     def accepts(self, client: Any) -> bool:
+        import mcp
+
         return isinstance(client, mcp.Client | mcp.ClientSession)
 
     def bind(self, client: Any, options: Mapping[str, Any]) -> McpBinding:
@@ -353,4 +356,4 @@ def _server_of(action: Action, tool: str) -> str:
 
 
 def _text(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+    return "\n".join(block.text for block in result.content if block.type == "text")
