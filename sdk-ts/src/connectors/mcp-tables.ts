@@ -33,8 +33,15 @@ export class Expression {
     private readonly compiled: unknown,
   ) {}
 
+  /** What the expression finds in `data`; `null` (found nothing) where it does not apply to what is there (a
+   *  function given the wrong type, say), as where a path is missing: as the Python connector does. */
   over(data: { readonly [name: string]: unknown }): Json {
-    return jmespath().TreeInterpreter.search(this.compiled, data as Json);
+    try {
+      return jmespath().TreeInterpreter.search(this.compiled, data as Json);
+    } catch (error) {
+      if (error instanceof ValidationError) throw error; // the package itself is missing: say so
+      return null;
+    }
   }
 }
 
