@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -23,13 +24,33 @@ from agentrein import (
     NotFoundError,
     SessionInfo,
     SessionStatus,
+    _outbox,
 )
-from agentrein._outbox import CallRecorded, Outbox, SessionCompleted, journal_file
+from agentrein._outbox import CallRecorded, Entry, Outbox, SessionCompleted, journal_file
 from agentrein._port import Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.commands import ExecutedCall
 from agentrein_core.statuses import OperationType
 from agentrein_testing import FakeService
+
+
+class Unreachable:
+    """The recorder of a server that cannot be reached: an outbox's entries stay where they are."""
+
+    def __getattr__(self, name: str) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise AgentReinUnavailableError("the server of another test, never reached")
+
+        return refuse
+
+
+AWAY = cast(Recorder, Unreachable())
+
+
+def journaled(outbox: Outbox, entry: Entry) -> None:
+    """``entry`` written in ``outbox`` by a process that then ends (it cannot send it: AWAY)."""
+    with closing(outbox):
+        outbox.append(entry)
 
 
 @pytest.fixture
@@ -94,6 +115,23 @@ def test_calls_made_while_the_server_is_away_are_replayed_in_order_once_it_is_ba
     assert rolled_back.display_status is DisplayStatus.REVERTED
     assert service.collection("orders") == {}
     reader.close()
+
+
+def test_a_call_journaled_while_the_server_is_away_reaches_it_once_it_is_back_with_no_further_call_of_the_agent(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_outbox, "RETRY_DELAY", 0.1)  # the outbox's thread tries again soon
+    session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    relay.pause()
+    with pytest.warns(RuntimeWarning, match="journaled"):
+        client.post("/v1/orders", json={"n": 1})
+    relay.resume()
+    deadline = time.monotonic() + 30
+    with tenant.client() as reader:  # the agent makes no call: it waits, as an idle agent would
+        while not (actions := reader.get_session(session.id).actions) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert [(a.payload["body"]["n"], a.status) for a in actions] == [(1, ActionStatus.SUCCESS)]
 
 
 def test_an_outcome_the_server_missed_is_confirmed_from_the_journal(
@@ -225,11 +263,11 @@ def test_a_journaled_call_that_a_policy_would_have_blocked_is_held_for_review(te
 
 def test_entries_are_replayed_only_to_the_backend_that_journaled_them(journal_in_tmp: Path) -> None:
     call = ExecutedCall("agentrein-journal-x", "http", "POST /v1/orders", OperationType.CREATE, {}, succeeded=True)
-    Outbox("server one, key a", journal_in_tmp).append(CallRecorded("ses_1", call))
-    other = Outbox("server two, key b", journal_in_tmp)
+    journaled(Outbox("server one, key a", journal_in_tmp, recorder=AWAY), CallRecorded("ses_1", call))
+    other = Outbox("server two, key b", journal_in_tmp, recorder=cast(Recorder, object()))
     assert not other.has_entries()
-    assert other.replay(cast(Recorder, object())) == 0  # not even looked at: the backend would fail if asked
-    assert Outbox("server one, key a", journal_in_tmp).has_entries()
+    assert other.replay() == 0  # not even looked at: the backend would fail if asked
+    assert Outbox("server one, key a", journal_in_tmp, recorder=AWAY).has_entries()
 
 
 def test_the_journal_on_disk_holds_no_secret_of_a_session_opened_meanwhile_nor_of_its_calls_undos(
@@ -297,7 +335,7 @@ def test_a_journal_an_older_version_left_in_the_working_directory_is_taken_over_
         client = older.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
         client.post("/v1/orders", json={"n": 1})
         client.post("/v1/orders", json={"n": 2})
-    Outbox("another server, another key", former).append(SessionCompleted(session.id, utcnow()))
+    journaled(Outbox("another server, another key", former, recorder=AWAY), SessionCompleted(session.id, utcnow()))
     relay.resume()
     AgentRein(base_url=relay.url(), api_key=tenant.key).close()  # upgraded: finds it, replays it
     with tenant.client() as reader:
@@ -312,10 +350,10 @@ def test_an_agent_starts_when_the_journal_an_older_version_left_cannot_be_taken_
     monkeypatch.delenv("AGENTREIN_JOURNAL")
     monkeypatch.chdir(tmp_path)
     former = tmp_path / "agentrein-journal.db"
-    Outbox("another server, another key", former).append(SessionCompleted("ses_1", utcnow()))
+    journaled(Outbox("another server, another key", former, recorder=AWAY), SessionCompleted("ses_1", utcnow()))
     not_a_directory = tmp_path / "state"
     not_a_directory.write_text("")  # where the state directory would be: it cannot be made
     monkeypatch.setenv("XDG_STATE_HOME", str(not_a_directory))
     AgentRein(base_url=relay.url(), api_key=tenant.key).close()
     assert "could not take over the journal an older version left" in caplog.text
-    assert Outbox("another server, another key", former).has_entries()
+    assert Outbox("another server, another key", former, recorder=AWAY).has_entries()

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import pytest
 
+from agentrein import _outbox
 from agentrein._outbox import (
     CallConfirmed,
     CallRecorded,
@@ -29,7 +30,7 @@ from agentrein._port import Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.commands import ExecutedCall
 from agentrein_core.converter import undo_from_wire
-from agentrein_core.errors import NotFoundError
+from agentrein_core.errors import AgentReinUnavailableError, NotFoundError
 from agentrein_core.statuses import OperationType
 
 ME, OTHER = "server a key 1", "server b key 2"
@@ -130,13 +131,12 @@ def left_there(journal: Path) -> list[tuple[str, ...]]:
 
 
 def sent_by(path: Path | None) -> tuple[list[CallConfirmed], list[tuple[Any, ...]]]:
-    """What a new outbox at ``path`` sends: the confirmations its flush sends (as a served mode's ``PATCH``
-    would), then what its replay sends a recorder."""
+    """What a new outbox at ``path`` sends when flushed: the confirmations (as a served mode's ``PATCH``
+    would), and what it sends a recorder."""
     confirmed: list[CallConfirmed] = []
-    outbox = Outbox(ME, path, send=confirmed.append)
-    outbox.flush()
     recorder = Recording()
-    outbox.replay(cast(Recorder, recorder))
+    outbox = Outbox(ME, path, recorder=cast(Recorder, recorder), send=confirmed.append)
+    outbox.flush()
     outbox.close()
     return confirmed, recorder.sent
 
@@ -191,22 +191,34 @@ def test_the_files_an_older_version_left_in_the_working_directory_are_read_once_
     assert journal_file(ME).exists()
 
 
-def test_every_kind_of_entry_is_kept_in_one_file_and_sent_in_the_order_it_was_written(tmp_path: Path) -> None:
+def test_every_kind_of_entry_is_kept_in_one_file_and_sent_by_one_replay_in_the_order_it_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_outbox, "FLUSH_DELAY", 600.0)  # the background thread sends none of them first
     path = tmp_path / "outbox.db"
-    outbox = Outbox(ME, path, send=lambda confirmed: None)
+    recorder = Recording()
+    outbox = Outbox(ME, path, recorder=cast(Recorder, recorder), send=lambda c: recorder.sent.append(("PATCH", c)))
     outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
     outbox.append(OutcomeReported("ses_1", "act_2", False, error="boom"))
+    outbox.keep("ses_1", "act_3", {"statusCode": 201}, None)
     outbox.append(SessionCompleted("ses_2", utcnow()))
     outbox.append(RollbackRequested("ses_1", "rollback_session()", 1000))
+    outbox.keep("ses_1", "act_4", {"statusCode": 201}, None)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == ["outbox.db"]
-    recorder = Recording()
-    assert outbox.replay(cast(Recorder, recorder)) == 3
-    assert [name for name, *_ in recorder.sent] == [
+    assert outbox.replay() == 5
+    sent = [name if name != "PATCH" else f"PATCH {confirmed.action_id}" for name, confirmed, *_ in recorder.sent]
+    assert sent == [
+        "PATCH act_1",
         "fail_action",
+        "PATCH act_3",
         "complete_session",
         "request_rollback",
         "follow_rollback",
     ]
+    # The confirmation kept after the last journaled entry is left to ride with the session's next record.
+    carried = outbox.take("ses_1")
+    assert [c.action_id for c in carried] == ["act_4"]
+    outbox.delivered(carried)
     outbox.close()
 
 
@@ -215,12 +227,12 @@ def test_an_entry_the_server_refuses_is_kept_aside_and_the_next_ones_are_sent(tm
         def record_executed_action(self, session_id: str, call: ExecutedCall) -> None:
             raise NotFoundError("session", session_id)
 
-    outbox = Outbox(ME, tmp_path / "outbox.db")
+    recorder = Refusing()
+    outbox = Outbox(ME, tmp_path / "outbox.db", recorder=cast(Recorder, recorder))
     call = ExecutedCall("agentrein-journal-2", "http", "POST /v1/orders", OperationType.CREATE, {}, succeeded=True)
     outbox.append(CallRecorded("ses_gone", call))
     outbox.append(SessionCompleted("ses_1", utcnow()))
-    recorder = Refusing()
-    assert outbox.replay(cast(Recorder, recorder)) == 1
+    assert outbox.replay() == 1
     assert [name for name, *_ in recorder.sent] == ["complete_session"]
     assert not outbox.has_entries()
     outbox.close()
@@ -237,12 +249,12 @@ def test_a_confirmation_is_written_while_another_clients_replay_of_the_same_file
             arrived.set()
             release.wait()
 
-    replaying = Outbox(ME, path)
+    replaying = Outbox(ME, path, recorder=cast(Recorder, Slow()))
     replaying.append(SessionCompleted("ses_1", utcnow()))
-    replay = threading.Thread(target=replaying.replay, args=(cast(Recorder, Slow()),))
+    replay = threading.Thread(target=replaying.replay)
     replay.start()
     assert arrived.wait(timeout=30)  # the replay is under way, waiting on the server
-    other = Outbox(ME, path, send=lambda confirmed: None)
+    other = Outbox(ME, path, recorder=cast(Recorder, Recording()), send=lambda confirmed: None)
     other.keep("ses_2", "act_1", {"statusCode": 201}, None)  # does not wait for the replay
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("SELECT kind, session_id FROM outbox ORDER BY id").fetchall() == [
@@ -254,3 +266,78 @@ def test_a_confirmation_is_written_while_another_clients_replay_of_the_same_file
     assert not replaying.has_entries()
     other.close()
     replaying.close()
+
+
+def test_a_replay_before_a_record_sends_nothing_when_nothing_was_journaled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_outbox, "FLUSH_DELAY", 600.0)
+    confirmed: list[CallConfirmed] = []
+    outbox = Outbox(ME, tmp_path / "outbox.db", recorder=cast(Recorder, Recording()), send=confirmed.append)
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    assert outbox.replay() == 0
+    assert confirmed == []  # it rides with the session's next record
+    assert outbox.flush() == 1  # any other request sends it first
+    assert [c.action_id for c in confirmed] == ["act_1"]
+    outbox.close()
+
+
+def test_a_confirmation_agentrein_refuses_is_kept_aside_in_the_file_with_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "outbox.db"
+
+    def refuse(confirmed: CallConfirmed) -> None:
+        raise NotFoundError("action", confirmed.action_id)
+
+    outbox = Outbox(ME, path, recorder=cast(Recorder, Recording()), send=refuse)
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    assert outbox.flush() == 0
+    outbox.close()
+    with closing(sqlite3.connect(path)) as db:
+        ((kind, problem),) = db.execute("SELECT kind, problem FROM outbox").fetchall()
+    assert kind == "CallConfirmed" and "act_1" in problem
+    sent: list[CallConfirmed] = []
+    Outbox(ME, path, recorder=cast(Recorder, Recording()), send=sent.append).close()  # the next process
+    assert sent == []  # not sent again
+
+
+def test_a_request_made_while_an_entry_is_sent_does_not_send_the_outbox_again(tmp_path: Path) -> None:
+    class Flushing(Recording):
+        """As a served mode does: each of its requests first flushes the outbox."""
+
+        outbox: Outbox
+
+        def complete_session(self, session_id: str) -> None:
+            self.sent.append(("complete_session", session_id, self.outbox.flush()))
+
+    recorder = Flushing()
+    recorder.outbox = outbox = Outbox(ME, tmp_path / "outbox.db", recorder=cast(Recorder, recorder))
+    outbox.append(SessionCompleted("ses_1", utcnow()))
+    outbox.append(SessionCompleted("ses_2", utcnow()))
+    assert outbox.replay() == 2
+    assert recorder.sent == [("complete_session", "ses_1", 0), ("complete_session", "ses_2", 0)]
+    outbox.close()
+
+
+def test_what_was_journaled_reaches_agentrein_once_it_is_back_with_no_further_call_of_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_outbox, "RETRY_DELAY", 0.05)
+    back, arrived = threading.Event(), threading.Event()
+
+    class ComingBack(Recording):
+        def complete_session(self, session_id: str) -> None:
+            if not back.is_set():
+                raise AgentReinUnavailableError("connection refused")
+            self.sent.append(("complete_session", session_id))
+            arrived.set()
+
+    recorder = ComingBack()
+    outbox = Outbox(ME, tmp_path / "outbox.db", recorder=cast(Recorder, recorder))
+    outbox.append(SessionCompleted("ses_1", utcnow()))
+    with pytest.raises(AgentReinUnavailableError):
+        outbox.replay()  # the agent's own try, while AgentRein is away
+    back.set()
+    assert arrived.wait(timeout=30)  # sent by the outbox's thread: the agent made no call
+    assert recorder.sent == [("complete_session", "ses_1")]
+    assert not outbox.has_entries()
+    outbox.close()

@@ -76,7 +76,7 @@ class AgentRein:
             embedded = _embedded(database_url, organisation, self._connectors)
             self._mode, self._clients = embedded, embedded.clients
             self._undo_taker = None
-            self._outbox = Outbox(embedded.identity, journal_path)
+            self._outbox = Outbox(embedded.identity, journal_path, recorder=embedded)
 
     @property
     def database_url(self) -> str | None:
@@ -105,7 +105,7 @@ class AgentRein:
         ``"closed"`` raises :class:`AgentReinUnavailableError`."""
         mode = checked_failure_mode(failure_mode)
         try:
-            self._outbox.replay(self._mode)  # what is journaled reaches AgentRein before anything newer
+            self._outbox.replay()  # what is journaled reaches AgentRein before anything newer
             return self._mode.new_session(agent_id, intent, sandbox)
         except AgentReinUnavailableError as exc:
             if mode == "closed":
@@ -120,13 +120,13 @@ class AgentRein:
         :class:`AgentReinUnavailableError`, for a session opened meanwhile too: only AgentRein can say what
         its policies and reviewers made of the calls."""
         session_id = _session_id(session)
-        self._outbox.replay(self._mode)
+        self._outbox.replay()
         return self._mode.get_session(session_id)
 
     def list_sessions(self, limit: int = 100) -> list[SessionSummary]:
         """The organisation's sessions, newest first, each with its display status and action count; pass one
         to :meth:`get_session` for its actions."""
-        self._outbox.replay(self._mode)
+        self._outbox.replay()
         return self._mode.list_sessions(limit)
 
     def complete_session(self, session: SessionRef) -> SessionInfo:
@@ -136,7 +136,7 @@ class AgentRein:
         AgentRein (:class:`AgentReinUnavailableError` otherwise)."""
         session_id = _session_id(session)
         try:
-            self._outbox.replay(self._mode)
+            self._outbox.replay()
             completed = self._mode.complete_session(session_id)
         except AgentReinUnavailableError as exc:
             offline = self._outbox.complete_offline(session_id)
@@ -164,7 +164,7 @@ class AgentRein:
         approval_timeout = timedelta(seconds=timeout)
         trigger = "rollback_session()"
         try:
-            self._outbox.replay(self._mode)
+            self._outbox.replay()
             self._mode.request_rollback(session_id, trigger=trigger, approval_timeout=approval_timeout)
         except AgentReinUnavailableError as exc:
             self._outbox.append(RollbackRequested(session_id, trigger, max(1, round(timeout * 1000))))
@@ -221,7 +221,7 @@ class AgentRein:
         )
         session_id = _session_id(session)
         try:
-            self._outbox.replay(self._mode)  # a session opened while AgentRein was unreachable is made first
+            self._outbox.replay()  # a session opened while AgentRein was unreachable is made first
             self._mode.get_session(session_id)  # an unknown session is an error now, not at the first call
         except AgentReinUnavailableError as exc:
             if options.failure_mode == "closed":
@@ -299,7 +299,7 @@ class AgentRein:
     def close(self) -> None:
         """Replay what is still journaled (if AgentRein answers), then let go of connections."""
         try:
-            self._outbox.replay(self._mode)
+            self._outbox.replay()
         except AgentReinError as exc:
             log.warning("AgentRein journal not replayed at close: %s", exc)
         if self._undo_taker is not None:

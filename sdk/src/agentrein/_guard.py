@@ -170,7 +170,7 @@ class Guard:
         recording error, with the rollback's outcome attached as for a failed call (:meth:`_logging_failed`)."""
         try:
             nesting.check("payload", call.payload)  # before the redactor, which recurses: the call has not run yet
-            self.journal.replay(self.recorder)
+            self.journal.replay()
             write_ahead = WriteAhead(
                 connector=self.connector_name,
                 api_name=call.api_name,

@@ -8,21 +8,29 @@ Two kinds of record wait here, in one append-only log of typed entries (:data:`E
   with an id of AgentRein's shape chosen here) and completed (:class:`SessionCompleted`), and the rollbacks
   AgentRein could not be asked for (:class:`RollbackRequested`; :class:`LoggingFailed` when action logging
   failing calls for one) are appended, durably, before the agent's call returns. Once AgentRein answers again
-  :meth:`Outbox.replay` sends them in the order they were written, before anything newer is recorded: a call
-  becomes an action recorded as it happened (deduplicated by the idempotency key it carried), an outcome
-  confirms or fails its action, a rollback is requested and seen started. So the audit trail has no hole, and
-  a replay repeated after a crash records nothing twice.
+  they are sent in the order they were written, before anything newer is recorded: a call becomes an action
+  recorded as it happened (deduplicated by the idempotency key it carried), an outcome confirms or fails its
+  action, a rollback is requested and seen started. So the audit trail has no hole, and a replay repeated
+  after a crash records nothing twice. The agent need not call again for it: the background thread tries
+  too, after :data:`RETRY_DELAY` and then less and less often.
 - Server mode's confirmations in transit (:class:`CallConfirmed`): a call that succeeded is confirmed with the
   session's next request, so a wrapped call costs the agent one request to the server, not two. Its outcome is
   appended (without an fsync: SQLite WAL, ``synchronous=NORMAL``) and kept in memory, and the call returns; the
   session's next write-ahead record carries it (``confirm``, applied first by the server); what no next call
-  carried within :data:`FLUSH_DELAY` the outbox's one background thread sends (``PATCH``), and so do
-  :meth:`Outbox.close` and the interpreter's exit. Every other request of the client first sends what is
-  pending (:meth:`Outbox.flush`), so what the agent reads next shows its last call's outcome, and a rollback
+  carried within :data:`FLUSH_DELAY` the background thread sends (``PATCH``), and so do :meth:`Outbox.close`
+  and the interpreter's exit. Every other request of the client first sends what is pending
+  (:meth:`Outbox.flush`), so what the agent reads next shows its last call's outcome, and a rollback
   never runs before the session's earlier successes are confirmed. A killed process's confirmations are sent
   by the next client of the same server and key on the same file (one sent twice is refused as settled, and
   dropped); a machine that loses power may lose the last ones written: their actions stay ``CLEARED``, as a
   confirmation lost in transit leaves them.
+
+One replayer sends both kinds (:meth:`Outbox._send_waiting`, one kind's request each in :func:`_send_entry`),
+one sender at a time and in the order written. It has three callers: :meth:`Outbox.replay` before anything is
+recorded (what was journaled, and the confirmations written before it: later ones ride with the record),
+:meth:`Outbox.flush` before any other request (everything), and the background thread (everything, when due).
+An entry AgentRein refuses (its session is gone, say) is kept aside in the file with the reason; one it has
+applied already counts as sent.
 
 The file is ``journal_file(identity)``: one per server and key in the user's state directory
 (``~/.local/state/agentrein/journal-<digest>.db`` on Linux; ``$AGENTREIN_JOURNAL`` or
@@ -39,6 +47,7 @@ import atexit
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -46,7 +55,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
@@ -209,13 +218,23 @@ class Outbox:
     """The entries waiting to be sent to the recorder ``identity`` names. The file is created only when the
     first entry is written. Processes sharing the file replay one at a time."""
 
-    def __init__(self, identity: str, path: str | os.PathLike[str] | None = None, send: Send | None = None) -> None:
+    def __init__(
+        self,
+        identity: str,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        recorder: Recorder,
+        send: Send | None = None,
+    ) -> None:
         self.identity = identity
         self.path = journal_file(identity, path)
+        self._recorder = recorder
         self._send = send
         self._owner = uuid4().hex  # this object's confirmations: another's left in the file are a killed process's
         self._db_lock = threading.RLock()  # taken before ``_cond`` when both are, never after
-        self._replay_lock = threading.RLock()
+        self._replay_lock = threading.Lock()  # one sender at a time, in this process
+        self._replayer: int | None = None  # the thread sending, whose own requests must not send again
+        self._unreachable: tuple[float, str] | None = None  # when a sender last found AgentRein out of reach
         self._db: sqlite3.Connection | None = None
         self._waiting: int | None = None  # entries to replay: unknown until first asked
         self._warned = False
@@ -226,6 +245,7 @@ class Outbox:
         self._loaded = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._next_try = 0.0  # monotonic: when the thread may try again, after AgentRein could not be reached
         take_over_former_outbox(identity, self.path, self.path)
         if not (path or os.environ.get(JOURNAL_ENV)):
             take_over_former_outbox(identity, Path(FORMER_JOURNAL).absolute(), self.path)
@@ -281,6 +301,7 @@ class Outbox:
             finally:
                 db.execute("PRAGMA synchronous=NORMAL")
             self._waiting = (self._waiting or 0) + 1
+        self._try_later()
         log.warning(
             "AgentRein unavailable: journaled %s for session %s in %s", _what(entry), entry.session_id, self.path
         )
@@ -338,66 +359,141 @@ class Outbox:
         """The entries waiting to be replayed (of ``session_id``, if given), in order."""
         if not self.has_entries():
             return []
+        return [(row, entry) for row, entry in self._journaled() if session_id in (None, entry.session_id)]
+
+    # sending: one replayer ------------------------------------------------------------------------------
+    def replay(self) -> int:
+        """Before anything newer is recorded: send what was journaled while AgentRein could not be reached,
+        with the confirmations kept before it (those kept after it ride with the next write-ahead record, as
+        always). Returns how many entries were sent; raises :class:`AgentReinUnavailableError` when AgentRein
+        still cannot be reached (what was not sent stays, in order)."""
+        return self._send_waiting(everything=False)
+
+    def flush(self) -> int:
+        """Before any other request of the client, from the background thread and at close: send everything
+        waiting (journaled entries and confirmations alike, in the order they were written), and wait for the
+        confirmations already on their way (carried by a write-ahead record in another thread). Returns and
+        raises as :meth:`replay`."""
+        if self._replayer == threading.get_ident():
+            return 0  # the request of an entry being sent: everything written before it has been sent
+        with self._cond:
+            on_the_way = set(self._in_flight)
+        sent = self._send_waiting(everything=True)
+        if on_the_way:
+            with self._cond:
+                self._cond.wait_for(lambda: on_the_way.isdisjoint(self._in_flight))
+        return sent
+
+    def _send_waiting(self, *, everything: bool) -> int:
+        """The one replayer both entry points share: one sender at a time, in the order entries were written."""
+        if self._replayer == threading.get_ident():
+            return 0  # as in flush
+        self._load()
+        journaled = self.has_entries()
+        with self._cond:
+            if not journaled and not (everything and self._pending):
+                return 0  # the agent's path, nothing journaled: no request, no lock
+        asked = time.monotonic()
+        with self._replay_lock:
+            unreachable = self._unreachable
+            if unreachable is not None and unreachable[0] > asked:
+                # The sender this one waited for found AgentRein out of reach: the agent is not made to wait
+                # for a second try (each may take the connection's whole timeout).
+                raise AgentReinUnavailableError(unreachable[1])
+            self._replayer = threading.get_ident()
+            try:
+                # Only journaled entries are another process's to send too; confirmations are this process's.
+                with self._between_processes() if journaled else nullcontext():
+                    sent = self._send_in_order(everything, journaled)
+            except AgentReinUnavailableError as exc:
+                self._unreachable = (time.monotonic(), str(exc))
+                self._try_later()
+                raise
+            finally:
+                self._replayer = None
+                self._waiting = None
+                self._forget_sent()
+        if sent and journaled:
+            log.warning("AgentRein is back: sent %d journaled record(s)", sent)
+        return sent
+
+    def _send_in_order(self, everything: bool, journaled: bool) -> int:
+        journal = self._journaled() if journaled else []
+        # The confirmations to send now: all of them, or those written before the last journaled entry.
+        last = journal[-1][0] if journal else 0
+        with self._cond:
+            taken = [c for c in self._pending if everything or (c.row is not None and c.row < last)]
+            ids = {id(c) for c in taken}
+            self._pending = [c for c in self._pending if id(c) not in ids]
+            self._in_flight.update(ids)
+        # In the order written; a confirmation the file could not take goes after, in the order it was kept.
+        waiting = sorted([*journal, *((c.row, c) for c in taken)], key=lambda item: _written(item[0]))
+        sent = 0
+        for index, (row, entry) in enumerate(waiting):
+            try:
+                _send_entry(self._recorder, self._send, entry)
+            except AgentReinUnavailableError:
+                self._put_back_from(waiting[index:])
+                raise
+            except AgentReinError as exc:
+                log.error("AgentRein refused %s of session %s (kept aside): %s", _what(entry), entry.session_id, exc)
+                self._set_aside(row, entry, str(exc))
+            except Exception:
+                # Not AgentRein's named error (a bug, an answer that is not JSON): the agent's call must not fail
+                # for it; the entries are tried again later, in order.
+                log.exception("AgentRein could not send %s of session %s", _what(entry), entry.session_id)
+                self._put_back_from(waiting[index:])
+                break
+            except BaseException:
+                self._put_back_from(waiting[index:])
+                raise
+            else:
+                self._sent_one(row, entry)
+                sent += 1
+        return sent
+
+    def _journaled(self) -> list[tuple[int, Entry]]:
+        """The journaled entries waiting to be sent (confirmations in transit aside), in order."""
         with self._file() as db:
             rows = db.execute(f"{_REPLAYED} ORDER BY id", (self.identity,)).fetchall()
-        return [
-            (row_id, entry)
-            for row_id, kind, body in rows
-            if (entry := _entry(kind, body)).session_id == session_id or session_id is None
-        ]
+        return [(row_id, _entry(kind, body)) for row_id, kind, body in rows]
 
-    def replay(self, recorder: Recorder) -> int:
-        """Send the entries to AgentRein in order (before anything newer is recorded), deleting each once it
-        is recorded; stop at the first that cannot be sent because AgentRein is still unavailable. Returns how
-        many were replayed. An entry AgentRein refuses (its session is gone, say) is kept aside with the
-        reason, and logged."""
-        if not self.has_entries():
-            return 0
-        replayed = 0
-        with self._replaying():
-            with self._file() as db:
-                rows = db.execute(f"{_REPLAYED} ORDER BY id", (self.identity,)).fetchall()
-            try:
-                for row_id, kind, body in rows:
-                    entry = _entry(kind, body)
-                    try:
-                        _replay(recorder, entry)
-                    except AgentReinUnavailableError:
-                        break
-                    except AgentReinError as exc:
-                        log.error("AgentRein refused journal entry %s (%s): %s", row_id, _what(entry), exc)
-                        self._update_row("UPDATE outbox SET problem = ? WHERE id = ?", (str(exc), row_id))
-                    except Exception:
-                        # Not AgentRein's named error (a bug, an answer that is not JSON): the agent's call must
-                        # not fail for it; the entries are tried again later, in order.
-                        log.exception("AgentRein could not replay journal entry %s (%s)", row_id, _what(entry))
-                        break
-                    else:
-                        # A crash before this line replays the entry again, harmlessly.
-                        self._update_row("DELETE FROM outbox WHERE id = ?", (row_id,))
-                        replayed += 1
-            finally:
-                self._waiting = None
-        if replayed:
-            log.warning("AgentRein is back: replayed %d journaled record(s)", replayed)
-        return replayed
+    def _sent_one(self, row: int | None, entry: Entry) -> None:
+        """AgentRein has ``entry``: a journaled one is deleted at once (a crash sends as little as possible
+        again), a confirmation with the next write (:meth:`delivered`)."""
+        if isinstance(entry, CallConfirmed):
+            self.delivered([entry])
+        else:
+            self._update_row("DELETE FROM outbox WHERE id = ?", (row,))
+
+    def _set_aside(self, row: int | None, entry: Entry, problem: str) -> None:
+        """AgentRein refused ``entry`` (its session is gone, say): it stays in the file with the reason, sent no
+        more (a confirmation the file could not take is only logged)."""
+        if row is not None:
+            self._update_row("UPDATE outbox SET problem = ? WHERE id = ?", (problem, row))
+        if isinstance(entry, CallConfirmed):
+            with self._cond:
+                self._in_flight.discard(id(entry))
+                self._cond.notify_all()
+
+    def _put_back_from(self, waiting: list[tuple[int | None, Entry]]) -> None:
+        self.put_back([entry for _, entry in waiting if isinstance(entry, CallConfirmed)])
 
     def _update_row(self, statement: str, parameters: tuple[object, ...]) -> None:
         with self._file() as db:
             db.execute(statement, parameters)
 
     @contextmanager
-    def _replaying(self) -> Iterator[None]:
-        """Held while a replay runs: another thread's replay waits, and so does another process's (it then
-        finds these entries gone). The lock between processes is SQLite's, on an empty file of its own beside
-        the outbox, so that a replay, which waits on the network, never holds up a write to the outbox."""
-        with self._replay_lock:
-            lock = sqlite3.connect(self.path.with_name(f"{self.path.name}.lock"), timeout=30, isolation_level=None)
-            try:
-                lock.execute("BEGIN EXCLUSIVE")
-                yield
-            finally:
-                lock.close()  # and the lock with it (a killed process's too)
+    def _between_processes(self) -> Iterator[None]:
+        """Held while journaled entries are sent: another process's sender waits (and then finds them gone).
+        The lock is SQLite's, on an empty file of its own beside the outbox, so that a sender, which waits on
+        the network, never holds up a write to the outbox."""
+        lock = sqlite3.connect(self.path.with_name(f"{self.path.name}.lock"), timeout=30, isolation_level=None)
+        try:
+            lock.execute("BEGIN EXCLUSIVE")
+            yield
+        finally:
+            lock.close()  # and the lock with it (a killed process's too)
 
     # confirmations in transit (server mode) ------------------------------------------------------------
     def keep(self, session_id: str, action_id: str, response: JSON | None, undo: UndoConfig | None) -> None:
@@ -407,10 +503,7 @@ class Outbox:
         confirmed = evolve(confirmed, row=self._write(confirmed), since=time.monotonic())
         with self._cond:
             self._pending.append(confirmed)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="agentrein-outbox", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
+        self._start_thread()
 
     def take(self, session_id: str) -> list[CallConfirmed]:
         """The session's pending confirmations (at most ``MAX_CONFIRMATIONS``), for its next write-ahead record
@@ -442,36 +535,6 @@ class Outbox:
             self._pending[:0] = confirmations
             self._in_flight.difference_update(id(c) for c in confirmations)
             self._cond.notify_all()
-
-    def flush(self) -> None:
-        """Send every pending confirmation, and wait for those already on their way; raises
-        :class:`AgentReinUnavailableError` (keeping the unsent ones) when the server cannot be reached."""
-        self._load()
-        with self._cond:
-            if not self._pending and not self._in_flight:
-                return
-            taken, self._pending = self._pending, []
-            on_the_way = set(self._in_flight)
-            self._in_flight.update(id(c) for c in taken)
-        for index, confirmed in enumerate(taken):
-            assert self._send is not None  # kept only by a client that sends them
-            try:
-                self._send(confirmed)
-            except AgentReinUnavailableError:
-                self.put_back(taken[index:])
-                raise
-            except InvalidTransitionError as exc:  # confirmed already (sent twice), or overtaken meanwhile
-                log.info("AgentRein confirmation of action %s already settled: %s", confirmed.action_id, exc)
-            except AgentReinError as exc:
-                log.error(
-                    "AgentRein refused the confirmation of action %s; it stays CLEARED: %s", confirmed.action_id, exc
-                )
-            except BaseException:
-                self.put_back(taken[index:])
-                raise
-            self.delivered([confirmed])
-        with self._cond:
-            self._cond.wait_for(lambda: on_the_way.isdisjoint(self._in_flight))
 
     def close(self) -> None:
         """Send the confirmations pending (best effort: what cannot be sent stays in the file for the next
@@ -506,7 +569,7 @@ class Outbox:
                     db.execute("UPDATE outbox SET owner = ? WHERE backend = ? AND owner <> ?", mine)
                     rows = db.execute(
                         "SELECT id, body FROM outbox WHERE backend = ? AND owner = ? AND kind = 'CallConfirmed' "
-                        "ORDER BY id",
+                        "AND problem IS NULL ORDER BY id",
                         (self.identity, self._owner),
                     ).fetchall()
             except sqlite3.Error:
@@ -551,34 +614,61 @@ class Outbox:
             sent, self._sent = self._sent, []
         db.executemany("DELETE FROM outbox WHERE id = ?", sent)
 
+    def _try_later(self) -> None:
+        """AgentRein could not be reached just now: the background thread tries again after a pause (longer
+        after each failure of its own), with no call of the agent's."""
+        with self._cond:
+            self._next_try = max(self._next_try, time.monotonic() + RETRY_DELAY)
+        self._start_thread()
+
+    def _start_thread(self) -> None:
+        """Start the background thread, once: it sends what no request of the agent's sent in time."""
+        with self._cond:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="agentrein-outbox", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _due(self, journaled: bool) -> float | None:
+        """When something is next to be sent by the background thread (monotonic seconds), if anything is: a
+        journaled entry at once, a confirmation no request carried within :data:`FLUSH_DELAY`."""
+        if journaled:
+            return time.monotonic()
+        return self._pending[0].since + FLUSH_DELAY if self._pending else None
+
     def _run(self) -> None:
-        """The background thread: sends the confirmations no next request carried in time."""
-        retry, not_before = RETRY_DELAY, 0.0
+        """The background thread: :meth:`flush` when something is due; after a failure, again less and less
+        often, so what was journaled reaches AgentRein soon after it is back, with no call of the agent's."""
+        retry = RETRY_DELAY
         while True:
+            journaled = self.has_entries()
             with self._cond:
                 if self._closed:
                     return
-                if not self._pending:
+                due = self._due(journaled)
+                if due is None:
                     self._cond.wait()
                     continue
-                wait = max(self._pending[0].since + FLUSH_DELAY, not_before) - time.monotonic()
+                wait = max(due, self._next_try) - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
+            started = time.monotonic()
             try:
                 self.flush()
-                self._forget_sent()
-            except Exception as exc:
-                # Kept (in memory and in the file), and sent by the client's next request meanwhile: say so once
-                # per outage, and try again less and less often.
-                if not isinstance(exc, AgentReinUnavailableError):
-                    log.exception("AgentRein could not send confirmations")
-                elif retry == RETRY_DELAY:
-                    log.warning("AgentRein confirmations wait for the server (kept in %s): %s", self.path, exc)
-                not_before = time.monotonic() + retry
-                retry = min(retry * 2, MAX_RETRY_DELAY)
-            else:
-                retry, not_before = RETRY_DELAY, 0.0
+            except AgentReinUnavailableError as exc:
+                if retry == RETRY_DELAY:  # once per outage
+                    log.warning("AgentRein records wait for the server (kept in %s): %s", self.path, exc)
+            except Exception:
+                log.exception("AgentRein could not send what its outbox holds")
+            journaled = self.has_entries()
+            with self._cond:
+                due = self._due(journaled)
+                if due is not None and due <= started:  # what was due is still there
+                    self._next_try = time.monotonic() + retry
+                    retry = min(retry * 2, MAX_RETRY_DELAY)
+                else:
+                    retry = RETRY_DELAY
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -589,39 +679,41 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _replay(recorder: Recorder, entry: Entry) -> None:
-    """Send one entry (confirmations in transit aside, which :meth:`Outbox.flush` sends)."""
+def _send_entry(recorder: Recorder, send: Send | None, entry: Entry) -> None:
+    """Send one entry: where each kind becomes its request. An outcome or confirmation already applied (by an
+    earlier send whose answer was lost, or overtaken: a reviewer decided meanwhile) counts as sent."""
     session_id = entry.session_id
-    match entry:
-        case SessionStarted():
-            recorder.new_session(entry.agent_id, entry.intent, entry.sandbox, session_id=session_id)
-        case CallRecorded():
-            recorder.record_executed_action(session_id, entry.call)
-        case OutcomeReported():
-            _replay_outcome(recorder, entry)
-        case SessionCompleted():
-            recorder.complete_session(session_id)
-        case RollbackRequested():
-            timeout = timedelta(milliseconds=entry.approval_timeout_ms)
-            recorder.request_rollback(session_id, trigger=entry.trigger, approval_timeout=timeout)
-            _see_started(recorder, session_id)
-        case LoggingFailed():
-            recorder.fail_session(session_id, reason=entry.reason, connector=entry.connector)
-            _see_started(recorder, session_id)
-        case CallConfirmed():
-            raise AssertionError("confirmations are flushed, never replayed")
-
-
-def _replay_outcome(recorder: Recorder, outcome: OutcomeReported) -> None:
-    session_id = outcome.session_id
     try:
-        if outcome.succeeded:
-            recorder.confirm_action(session_id, outcome.action_id, Confirmed(outcome.response, outcome.undo))
-        else:
-            recorder.fail_action(session_id, outcome.action_id, Failed(outcome.error or "failed", outcome.rolls_back))
+        match entry:
+            case SessionStarted():
+                recorder.new_session(entry.agent_id, entry.intent, entry.sandbox, session_id=session_id)
+            case CallRecorded():
+                recorder.record_executed_action(session_id, entry.call)
+            case OutcomeReported() if entry.succeeded:
+                recorder.confirm_action(session_id, entry.action_id, Confirmed(entry.response, entry.undo))
+            case OutcomeReported():
+                recorder.fail_action(session_id, entry.action_id, Failed(entry.error or "failed", entry.rolls_back))
+            case CallConfirmed():
+                assert send is not None  # kept only by a client that sends them
+                send(entry)
+            case SessionCompleted():
+                recorder.complete_session(session_id)
+            case RollbackRequested():
+                timeout = timedelta(milliseconds=entry.approval_timeout_ms)
+                recorder.request_rollback(session_id, trigger=entry.trigger, approval_timeout=timeout)
+                _see_started(recorder, session_id)
+            case LoggingFailed():
+                recorder.fail_session(session_id, reason=entry.reason, connector=entry.connector)
+                _see_started(recorder, session_id)
     except InvalidTransitionError as exc:
-        # Applied by an earlier replay whose answer was lost, or overtaken (a reviewer decided meanwhile).
-        log.info("journal outcome of %s already settled: %s", outcome.action_id, exc)
+        if not isinstance(entry, OutcomeReported | CallConfirmed):
+            raise
+        log.info("AgentRein: %s already settled: %s", _what(entry), exc)
+
+
+def _written(row: int | None) -> float:
+    """Where an entry stands in the order of writing: its row (a confirmation the file could not take, last)."""
+    return math.inf if row is None else row
 
 
 def _see_started(recorder: Recorder, session_id: str) -> None:

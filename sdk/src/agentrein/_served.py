@@ -54,7 +54,7 @@ class ServedMode:
         #: Whose records these are, for the outbox: the server and (a digest of) the key.
         self.identity = f"{self.base_url} key {hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
         #: What the server is still to learn: confirmations in transit, and what happened while it was away.
-        self.outbox = Outbox(self.identity, journal_path, self._send_confirmation)
+        self.outbox = Outbox(self.identity, journal_path, recorder=self, send=self._send_confirmation)
 
     def close(self) -> None:
         self.outbox.close()
