@@ -485,6 +485,7 @@ export class Outbox {
     if (everything) await Promise.all([...this.onTheirWay.values()].map((way) => way.landed));
     const sent = new Set<string>();
     const setAside = new Map<string, string>();
+    let count = 0;
     let stop: AgentReinUnavailableError | 'bug' | undefined;
     try {
       for (const waiting of this.waiting(everything)) {
@@ -494,8 +495,10 @@ export class Outbox {
           this.pending = this.pending.filter((k) => k !== kept);
           this.sending.add(kept);
         }
-        stop = await this.sendOne(waiting, sent, setAside);
-        if (stop !== undefined) {
+        const result = await this.sendOne(waiting, sent, setAside);
+        if (result === 'sent') count++;
+        else if (result !== 'set aside') {
+          stop = result;
           if (kept !== undefined) this.requeue(kept); // not `putBack`: the retry pause, not FLUSH_DELAY_MS
           break;
         }
@@ -506,16 +509,20 @@ export class Outbox {
     if (stop === undefined) {
       this.unreachable = undefined;
       this.retryDelay = RETRY_DELAY_MS;
-      return sent.size;
+      return count;
     }
     this.tryLater();
-    if (stop === 'bug') return sent.size;
+    if (stop === 'bug') return count;
     this.unreachable = { send, message: stop.message };
     throw stop;
   }
 
-  /** Send `waiting`, noting its line `sent` or `setAside`; why the send stops there, if it does. */
-  private async sendOne(waiting: Waiting, sent: Set<string>, setAside: Map<string, string>): Promise<AgentReinUnavailableError | 'bug' | undefined> {
+  /** Send `waiting`, noting its line `sent` or `setAside`; else why the send stops there. */
+  private async sendOne(
+    waiting: Waiting,
+    sent: Set<string>,
+    setAside: Map<string, string>,
+  ): Promise<'sent' | 'set aside' | AgentReinUnavailableError | 'bug'> {
     const { entry, line, kept } = waiting;
     try {
       await SENDING.run(this, () => apply(this.server, entry));
@@ -528,11 +535,11 @@ export class Outbox {
       this.warn(`AgentRein refused ${described(entry)}; kept aside in ${this.path}: ${error.message}`);
       if (kept !== undefined) this.settle(kept);
       if (line !== undefined) setAside.set(line, error.message);
-      return undefined;
+      return 'set aside';
     }
     if (kept !== undefined) this.settle(kept);
     if (line !== undefined) sent.add(line);
-    return undefined;
+    return 'sent';
   }
 
   /** What waits to be sent, in the order it was written: the file's lines of this server and key, a kept

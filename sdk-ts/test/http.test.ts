@@ -32,6 +32,21 @@ async function begun(
   return { h, agentrein, session };
 }
 
+/** A session of an agent that made one call to `path` (the http connector) while the server was stopped, so
+ *  that it is journaled; the server is started again before this returns, and nothing else is asked of it. */
+async function journaledWhileAway(path: string): Promise<{ h: Harness; agentrein: AgentRein; session: Session; journalPath: string }> {
+  const journalPath = harness().journalPath();
+  const { h, agentrein, session } = await begun({ journalPath });
+  const api = agentrein.wrap(fetch, session, { connector: 'http' });
+  await h.stopServer();
+  try {
+    assert.equal((await post(api, `${h.peers.serviceUrl}${path}`, { to: 'a' })).status, 201);
+  } finally {
+    await h.startServer();
+  }
+  return { h, agentrein, session, journalPath };
+}
+
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
   return api(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 }
@@ -253,15 +268,7 @@ describe('the http connector through a server', () => {
   });
 
   it('replays what it journaled while the server was away when it is closed', async () => {
-    const journalPath = harness().journalPath();
-    const { h, agentrein, session } = await begun({ journalPath });
-    const api = agentrein.wrap(fetch, session, { connector: 'http' });
-    await h.stopServer();
-    try {
-      assert.equal((await post(api, `${h.peers.serviceUrl}/v1/postcards`, { to: 'a' })).status, 201);
-    } finally {
-      await h.startServer();
-    }
+    const { h, agentrein, session, journalPath } = await journaledWhileAway('/v1/postcards');
     await agentrein.close();
     assert.equal(readFileSync(journalPath, 'utf8'), '');
     const [action] = (await h.client().getSession(session)).actions;
@@ -305,15 +312,7 @@ describe('the http connector through a server', () => {
   });
 
   it('sends a journaled call to the server once it is back, without any further call of the agent', { timeout: 120_000 }, async () => {
-    const journalPath = harness().journalPath();
-    const { h, agentrein, session } = await begun({ journalPath });
-    const api = agentrein.wrap(fetch, session, { connector: 'http' });
-    await h.stopServer();
-    try {
-      assert.equal((await post(api, `${h.peers.serviceUrl}/v1/parcels`, { to: 'a' })).status, 201);
-    } finally {
-      await h.startServer();
-    }
+    const { h, session, journalPath } = await journaledWhileAway('/v1/parcels');
     const reader = h.client(); // a journal of its own: its requests send nothing of the agent's
     let actions = (await reader.getSession(session)).actions;
     while (!actions.length) {
