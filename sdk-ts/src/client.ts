@@ -156,7 +156,7 @@ export class AgentRein {
     }
   }
 
-  getSession(session: SessionRef): Promise<Session> {
+  async getSession(session: SessionRef): Promise<Session> {
     return this.served.getSession(sessionId(session));
   }
 
@@ -202,7 +202,7 @@ export class AgentRein {
 
   // approvals ----------------------------------------------------------------------------------------
   /** Every approval request (of one status, if given), page after page. */
-  listApprovals(options: { status?: ApprovalStatus; limit?: number } = {}): Promise<ListedApproval[]> {
+  async listApprovals(options: { status?: ApprovalStatus; limit?: number } = {}): Promise<ListedApproval[]> {
     return this.served.listApprovals({ status: options.status, limit: options.limit, include: INCLUDED_FIELDS });
   }
 
