@@ -13,7 +13,7 @@ import { AgentReinError, AgentReinUnavailableError, RollbackFailedError, Validat
 import type { Connector } from './connector.js';
 import { defaultConnectors } from './connectors/index.js';
 import { Options, DEFAULT_TIMEOUT_MS, type FailureMode, type WrapOptions } from './options.js';
-import { Outbox } from './outbox.js';
+import type { Outbox } from './outbox.js';
 import { Redactor } from './redaction.js';
 import { ConnectorRegistry } from './registry.js';
 import { Served, type WireListedApproval, type WireApproval, type WirePolicy, type WireSession } from './served.js';
@@ -83,8 +83,6 @@ export class AgentRein {
   /** This client's own: its registrations are not seen by another client. */
   private readonly connectors = new ConnectorRegistry(defaultConnectors);
   private readonly live = new WeakRef(this);
-  /** This client's name on the outcomes it writes to the journal until the server has them. */
-  private readonly holder = randomBytes(8).toString('hex');
   /** Runs the undos the server hands back to this process (those of a connector with `runUndo`). */
   private readonly undos: UndoTaker;
 
@@ -103,16 +101,9 @@ export class AgentRein {
       throw new ValidationError('connectors', 'must be a list of connectors');
     }
     for (const connector of options.connectors ?? []) this.registerConnector(connector);
-    this.served = new Served(baseUrl, apiKey, timeoutMs, warn);
-    this.journal = new Outbox(this.served.identity, options.journalPath);
+    this.served = new Served(baseUrl, apiKey, timeoutMs, warn, options.journalPath);
+    this.journal = this.served.outbox;
     this.undos = new UndoTaker(this.served, new Redactor(), warn);
-    const journal = this.journal;
-    const holder = this.holder;
-    journal.holding(holder);
-    this.served.confirmations.writeTo({
-      hold: (confirmed) => journal.hold(confirmed, holder),
-      release: (ids) => journal.release(ids),
-    });
     LIVE.add(this.live);
     FORGET.register(this, this.live);
   }
@@ -151,8 +142,7 @@ export class AgentRein {
     }
     const { agentId, intent = '', sandbox = false, failureMode = 'open' } = options;
     try {
-      await this.journal.replay(this.served); // what is journaled reaches AgentRein before anything newer
-      return await this.served.newSession(agentId, intent, sandbox);
+      return await this.served.newSession(agentId, intent, sandbox); // what the outbox holds is sent first
     } catch (error) {
       if (!(error instanceof AgentReinUnavailableError) || failureMode === 'closed') throw error;
       this.journal.warnUnavailable(error);
@@ -167,7 +157,6 @@ export class AgentRein {
   }
 
   async getSession(session: SessionRef): Promise<Session> {
-    await this.journal.replay(this.served);
     return this.served.getSession(sessionId(session));
   }
 
@@ -176,7 +165,6 @@ export class AgentRein {
   async completeSession(session: SessionRef): Promise<Session> {
     const id = sessionId(session);
     try {
-      await this.journal.replay(this.served);
       const completed = await this.served.completeSession(id);
       this.undos.forget(id);
       return completed;
@@ -198,7 +186,6 @@ export class AgentRein {
     const id = sessionId(session);
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     try {
-      await this.journal.replay(this.served);
       await this.served.requestRollback(id, 'rollbackSession()', timeoutMs);
     } catch (error) {
       if (!(error instanceof AgentReinUnavailableError)) throw error;
@@ -216,7 +203,6 @@ export class AgentRein {
   // approvals ----------------------------------------------------------------------------------------
   /** Every approval request (of one status, if given), page after page. */
   async listApprovals(options: { status?: ApprovalStatus; limit?: number } = {}): Promise<ListedApproval[]> {
-    await this.journal.replay(this.served);
     return this.served.listApprovals({ status: options.status, limit: options.limit, include: INCLUDED_FIELDS });
   }
 
@@ -266,40 +252,40 @@ export class AgentRein {
     });
   }
 
-  /** Send what is pending (the journal's entries, then the last calls' confirmations); what cannot be sent
-   *  stays in the journal. */
+  /** Send what the outbox holds (journaled entries and the last calls' confirmations, in the order written);
+   *  what cannot be sent stays in the journal, for the next process on it. */
   async close(): Promise<void> {
     LIVE.delete(this.live);
     this.undos.close();
     try {
-      await this.journal.replay(this.served);
-      await this.served.confirmations.flush();
+      await this.journal.flush();
     } catch (error) {
       if (!(error instanceof AgentReinUnavailableError)) throw error;
-      this.journalUnsent();
     } finally {
-      this.journal.letGo(this.holder);
+      this.journalUnsent();
     }
   }
 
   /** @internal Whether confirmations wait to be sent. */
   hasPending(): boolean {
-    return this.served.confirmations.unsent().length > 0;
+    return this.journal.unsent().length > 0;
   }
 
   /** @internal What is pending is sent; what the server does not take goes to the journal. */
   async sendPending(): Promise<void> {
     try {
-      await this.served.confirmations.flush();
+      await this.journal.flush();
     } catch {
-      this.journalUnsent();
+      // left to the journal, below
     }
+    // What is still unsent (AgentRein out of reach, or a send that failed) is not tried at every next
+    // 'beforeExit' again, which would keep the process alive.
+    if (this.hasPending()) this.journalUnsent();
   }
 
   /** @internal Outcomes the server has not taken go to the journal, replayed later. */
   journalUnsent(): void {
-    this.served.confirmations.forget(); // each is in the journal already, held by this client: let it go
-    this.journal.letGo(this.holder);
+    this.journal.forget(); // each is in the journal already, held by this client: let it go
   }
 }
 

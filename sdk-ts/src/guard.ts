@@ -102,7 +102,7 @@ async function execute(guard: Guard, call: PreparedCall, key: string, retryable:
 async function writeAhead(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<LoggedAction | null> {
   try {
     checkNesting('payload', call.payload); // before the redactor, which recurses: the call has not run yet
-    await guard.journal.replay(guard.served);
+    await guard.journal.replay(); // what is journaled reaches AgentRein before this record
     return await guard.served.logAction(
       guard.sessionId,
       {

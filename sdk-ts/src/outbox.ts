@@ -1,6 +1,6 @@
 /**
  * The SDK's local outbox (`agentrein._outbox`): what AgentRein is still to learn, kept in one file until it
- * is sent, as one append-only log of typed entries (`Entry`, tagged by `kind`).
+ * is sent, as one append-only log of typed entries (`Entry`, tagged by `kind`), and sent by one replayer.
  *
  * What happened while AgentRein could not be reached (`failureMode: 'open'`): a warning says once that calls
  * now run unprotected; every call made meanwhile (`CallRecorded`), every outcome that could not be reported
@@ -9,21 +9,37 @@
  * are appended to a file in the user's state directory, one per server and key (`journal-<digest>.jsonl` in
  * `$XDG_STATE_HOME/agentrein` or `~/.local/state/agentrein`, in `~/Library/Application Support/agentrein` on
  * macOS, in `%LOCALAPPDATA%\agentrein` on Windows), where the next process on that server and key finds it
- * wherever it is started; `$AGENTREIN_JOURNAL` overrides. Once AgentRein answers again the entries are
- * replayed in the order they were written (before anything newer is recorded), each deleted once AgentRein
- * has it: a call becomes an action recorded as it happened (deduplicated by its idempotency key), an outcome
- * confirms or fails its action.
+ * wherever it is started; `$AGENTREIN_JOURNAL` overrides. A call becomes an action recorded as it happened
+ * (deduplicated by its idempotency key), an outcome confirms or fails its action.
  *
  * Confirmations in transit (`CallConfirmed`): a call that succeeded is confirmed with the session's next
  * request, so a wrapped call costs the agent one request to the server (its write-ahead record), not two. The
- * confirmation is kept in memory (`Confirmations`) and the agent's call returns; the session's next
- * write-ahead record carries it (`confirm`), applied first by the server in the same transaction; what no next
- * call carried within `FLUSH_DELAY_MS` is sent on its own (`PATCH`), and so is everything pending before any
- * other request of the client, so what the agent reads next shows its last call's outcome, and a rollback
- * never runs before the earlier successes are confirmed. Each is also written to the file the moment it is
- * kept, as a line *held* by its client, and removed once the server has it: a process killed before it sent
- * its last confirmations (SIGTERM, SIGKILL, a crash) leaves them here, and the next process on this file
- * sends them. A held line is left alone while its holder lives.
+ * confirmation is kept in memory (`keep`) and the agent's call returns; the session's next write-ahead record
+ * carries it (`take`, then `delivered` or `putBack`), applied first by the server in the same transaction.
+ * Each is also written to the file the moment it is kept, as a line *held* by its outbox, and removed once
+ * the server has it: a process killed before it sent its last confirmations (SIGTERM, SIGKILL, a crash)
+ * leaves them here, and the next process on this file sends them. A held line is left alone while its holder
+ * lives.
+ *
+ * One replayer sends everything waiting for this server and key, journaled entries and kept confirmations
+ * alike, in the order they were written (the file's order; a confirmation the file could not take goes last),
+ * one entry at a time through one dispatch (`apply`), one send at a time. Two ways in:
+ * - `replay()`, before anything new is recorded (a write-ahead record): the journaled entries and the
+ *   confirmations written before the last of them; those written after it ride with the write-ahead record.
+ *   Nothing journaled: it returns at once, with no request.
+ * - `flush()`, before any other request of the client, from the timer and at close: everything, once the
+ *   confirmations already on their way (carried by a write-ahead record) have landed.
+ * A replayed entry's own request goes through the client's request path, whose `flush()` then returns at
+ * once: everything written before that entry has been sent.
+ * A timer (`unref`'d: it never keeps the process alive) sends what no request sent: a confirmation after
+ * `FLUSH_DELAY_MS`, and, when AgentRein could not be reached, everything again after a pause that doubles
+ * from 2 s to 60 s. So journaled records reach AgentRein soon after it answers again without waiting for
+ * the agent's next call (before, they waited for it).
+ * Whatever the entry, a failure to send it means the same: AgentRein out of reach, the send stops and the
+ * rest waits, in order, for the next try; an outcome or confirmation refused as an invalid transition was
+ * applied already (an earlier send whose answer was lost, or a reviewer decided meanwhile) and is removed; any
+ * other refusal of AgentRein's keeps the entry aside in the file with the reason (`problem`) and is warned;
+ * anything else (a bug) is warned, and the send stops until the next try, never failing the agent's call.
  *
  * The Python outbox is a SQLite file; Node 20 has no SQLite of its own, so this one is JSON lines, one
  * entry a line, tagged with the server and key it belongs to (one file may hold several servers' entries).
@@ -39,6 +55,7 @@
  * that an upgraded agent replays what an older one left.
  */
 
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   appendFileSync,
@@ -142,7 +159,7 @@ export interface CallConfirmed {
 /** One thing AgentRein is to learn about session `sessionId`. */
 export type Entry = SessionStarted | CallRecorded | OutcomeReported | SessionCompleted | RollbackRequested | LoggingFailed | CallConfirmed;
 
-/** What replaying needs of the server (`served.ts`). */
+/** What the replayer needs of the server (`served.ts`): a request for each kind of entry. */
 export interface Replayer {
   newSession(agentId: string, intent: string, sandbox: boolean, sessionId?: string): Promise<unknown>;
   recordExecutedAction(sessionId: string, call: ExecutedCall): Promise<unknown>;
@@ -189,20 +206,80 @@ function stateDirectory(): string {
   return join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'agentrein');
 }
 
+/** How long a confirmation waits for the session's next request before it is sent on its own. */
+export const FLUSH_DELAY_MS = 100;
+/** The most confirmations one write-ahead record carries (the server's `MAX_CONFIRMATIONS`). */
+export const MAX_CONFIRMATIONS = 100;
+/** The pause before the timer tries again after AgentRein could not be reached, doubled after each failure. */
+export const RETRY_DELAY_MS = 2000;
+const MAX_RETRY_DELAY_MS = 60_000;
+
+/** The outbox whose replayer is sending, in the async context of the entry it sends: that entry's own request
+ *  flushes the same outbox, which must return at once rather than wait for (or start) another send. */
+const SENDING = new AsyncLocalStorage<Outbox>();
+
+export interface OutboxOptions {
+  /** The file (default `$AGENTREIN_JOURNAL`, else one per server and key in the user's state directory). */
+  readonly path?: string | undefined;
+  /** How the outbox says what it could not send (default `process.emitWarning`). */
+  readonly warn?: (message: string) => void;
+}
+
+/** A confirmation kept in memory until it is sent; `seq` is the order it was kept in. */
+interface Kept {
+  readonly confirmation: CallConfirmed;
+  readonly seq: number;
+  /** Its line in the file; undefined when the file could not take it. */
+  readonly line: string | undefined;
+}
+
+/** A write-ahead record carrying confirmations: `landed` resolves once it has answered. */
+interface OnTheirWay {
+  readonly landed: Promise<void>;
+  readonly land: () => void;
+}
+
+/** An entry waiting to be sent, and where it is written down. */
+interface Waiting {
+  readonly entry: Entry;
+  readonly line: string | undefined;
+  /** Set for a confirmation this outbox keeps in memory, else the entry is a line of the file. */
+  readonly kept?: Kept;
+}
+
 export class Outbox {
   readonly path: string;
+  private readonly warn: (message: string) => void;
+  /** This outbox's name on the confirmations it writes to the file, left to the replays once it lets go. */
+  private readonly holder = randomBytes(8).toString('hex');
   private warned = false;
   private warnedTorn = false;
   /** The lines of the last read that were not JSON, moved aside by the next write. */
   private torn: string[] = [];
-  private replaying: Promise<number> | null = null;
+  private kept = 0;
+  /** Kept confirmations not yet sent, in the order they were kept. */
+  private pending: Kept[] = [];
+  private readonly byConfirmation = new Map<CallConfirmed, Kept>();
+  private readonly onTheirWay = new Map<Kept, OnTheirWay>();
+  /** Confirmations the replayer is sending now. */
+  private readonly sending = new Set<Kept>();
+  /** The sends, one after another. */
+  private chain: Promise<unknown> = Promise.resolve();
+  private sends = 0;
+  /** The last send that found AgentRein out of reach, and why. */
+  private unreachable: { readonly send: number; readonly message: string } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private retryDelay = RETRY_DELAY_MS;
 
   constructor(
     readonly identity: string,
-    path?: string,
+    private readonly server: Replayer,
+    options: OutboxOptions = {},
   ) {
-    this.path = journalFile(identity, path);
-    if (!path && !process.env[JOURNAL_ENV]) {
+    this.path = journalFile(identity, options.path);
+    this.warn = options.warn ?? ((message) => process.emitWarning(message, { type: 'AgentReinWarning' }));
+    LIVE_HOLDERS.add(this.holder);
+    if (!options.path && !process.env[JOURNAL_ENV]) {
       try {
         this.adopt(resolve(FORMER_JOURNAL));
       } catch (error) {
@@ -256,89 +333,276 @@ export class Outbox {
     );
   }
 
+  /** Journal `entry` (AgentRein could not be reached): sent by the next replay, or by the timer. */
   append(entry: Entry): void {
     this.add({ id: randomBytes(8).toString('hex'), backend: this.identity, entry });
+    this.tryLater();
   }
 
-  /** Write `entry` held by `token` (one client's confirmations, `holding(token)` first); its line's id, for
-   *  `release` once the server has it. */
-  hold(entry: Entry, token: string): string {
-    const id = randomBytes(8).toString('hex');
-    this.add({ id, backend: this.identity, entry, holder: { pid: process.pid, token } });
-    return id;
-  }
-
-  /** The lines `ids` are settled: gone from the journal. */
-  release(ids: readonly string[]): void {
-    if (!ids.length) return;
-    const sent = new Set(ids);
-    locked(this.path, () => this.write(this.read().filter((line) => !sent.has(line.id))));
-  }
-
-  /** `token` sends what it holds itself from now on, until `letGo(token)`: its lines are not replayed. */
-  holding(token: string): void {
-    LIVE_HOLDERS.add(token);
-  }
-
-  /** What `token` holds is left to the replays (this process's or the next one's). */
-  letGo(token: string): void {
-    LIVE_HOLDERS.delete(token);
-  }
-
-  private add(line: Line): void {
-    locked(this.path, () => appendFileSync(this.path, `${JSON.stringify(line)}\n`));
-  }
-
-  /** The entries of this server and key waiting to be replayed, in order. */
+  /** The entries of this server and key waiting to be replayed, in order (confirmations this outbox keeps
+   *  aside). */
   entries(): Entry[] {
     return this.read()
       .filter((line) => this.replayable(line))
       .map((line) => entryOf(line));
   }
 
-  /** Send the waiting entries in order, deleting each once AgentRein has it; stop at the first that cannot
-   *  be sent because AgentRein is still unavailable. An entry AgentRein refuses is kept aside with the
-   *  reason. One replay at a time; returns how many were replayed. */
-  replay(server: Replayer): Promise<number> {
-    if (!existsSync(this.path)) return Promise.resolve(0);
-    this.replaying ??= this.replayAll(server).finally(() => {
-      this.replaying = null;
+  // confirmations in transit -------------------------------------------------------------------------
+
+  /** A recorded call succeeded: its confirmation waits for the session's next write-ahead record
+   *  (`take`), or any other request, or `FLUSH_DELAY_MS`. */
+  keep(confirmation: CallConfirmed): void {
+    let line: string | undefined;
+    try {
+      line = randomBytes(8).toString('hex');
+      this.add({ id: line, backend: this.identity, entry: confirmation, holder: { pid: process.pid, token: this.holder } });
+    } catch (error) {
+      // Sent all the same, from memory: only a process killed before then loses it.
+      line = undefined;
+      this.warn(`AgentRein could not write the confirmation of action ${confirmation.actionId} to ${this.path}: ${String(error)}`);
+    }
+    const kept = { confirmation, seq: this.kept++, line };
+    this.byConfirmation.set(confirmation, kept);
+    this.pending.push(kept);
+    this.schedule(FLUSH_DELAY_MS);
+  }
+
+  /** The session's pending confirmations, for its next write-ahead record to carry; the caller then reports
+   *  them `delivered` or `putBack`. */
+  take(sessionId: string): CallConfirmed[] {
+    const taken = this.pending.filter((k) => k.confirmation.sessionId === sessionId).slice(0, MAX_CONFIRMATIONS);
+    this.pending = this.pending.filter((k) => !taken.includes(k));
+    for (const kept of taken) {
+      let land = () => {};
+      const landed = new Promise<void>((resolveLanded) => (land = resolveLanded));
+      this.onTheirWay.set(kept, { landed, land });
+    }
+    return taken.map((k) => k.confirmation);
+  }
+
+  /** These are applied, or refused for good: no longer written down. */
+  delivered(confirmations: readonly CallConfirmed[]): void {
+    const settled = confirmations.flatMap((c) => {
+      const kept = this.byConfirmation.get(c);
+      return kept === undefined ? [] : [kept];
     });
-    return this.replaying;
+    for (const kept of settled) this.settle(kept);
+    this.release(settled.flatMap((k) => (k.line === undefined ? [] : [k.line])));
   }
 
-  private async replayAll(server: Replayer): Promise<number> {
+  /** These were not (or may not have been) applied: sent again, in the order they were kept. */
+  putBack(confirmations: readonly CallConfirmed[]): void {
+    for (const confirmation of confirmations) {
+      const kept = this.byConfirmation.get(confirmation);
+      if (kept !== undefined) this.requeue(kept);
+    }
+    if (confirmations.length) this.schedule(FLUSH_DELAY_MS);
+  }
+
+  /** The confirmations not yet settled. */
+  unsent(): CallConfirmed[] {
+    return [...this.byConfirmation.keys()];
+  }
+
+  /** Stop sending (the process exits, or the client closes): what is unsettled stays written down, held by
+   *  no one, for the replays of this process or the next; the timer stops. */
+  forget(): void {
+    for (const way of this.onTheirWay.values()) way.land();
+    this.onTheirWay.clear();
+    this.sending.clear();
+    this.byConfirmation.clear();
+    this.pending = [];
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    LIVE_HOLDERS.delete(this.holder);
+  }
+
+  private settle(kept: Kept): void {
+    this.land(kept);
+    this.sending.delete(kept);
+    this.byConfirmation.delete(kept.confirmation);
+  }
+
+  /** `kept` waits again, at its place in the order kept. */
+  private requeue(kept: Kept): void {
+    this.land(kept);
+    this.sending.delete(kept);
+    const at = this.pending.findIndex((k) => k.seq > kept.seq);
+    this.pending.splice(at < 0 ? this.pending.length : at, 0, kept);
+  }
+
+  private land(kept: Kept): void {
+    this.onTheirWay.get(kept)?.land();
+    this.onTheirWay.delete(kept);
+  }
+
+  /** The lines `ids` are settled: gone from the file. */
+  private release(ids: readonly string[]): void {
+    if (!ids.length) return;
+    const sent = new Set(ids);
+    locked(this.path, () => this.write(this.read().filter((line) => !sent.has(line.id))));
+  }
+
+  private add(line: Line): void {
+    locked(this.path, () => appendFileSync(this.path, `${JSON.stringify(line)}\n`));
+  }
+
+  // the replayer -----------------------------------------------------------------------------------------
+
+  /** Before anything new is recorded: send the journaled entries, and the confirmations written before the
+   *  last of them. Nothing journaled: returns at once, sending nothing. Resolves to how many were sent;
+   *  rejects with `AgentReinUnavailableError` when AgentRein could not be reached (the rest waits, in order). */
+  async replay(): Promise<number> {
+    if (SENDING.getStore() === this || !this.journaled()) return 0;
+    return this.send(false);
+  }
+
+  /** Before any other request, from the timer and at close: send everything waiting, once the confirmations
+   *  on their way have landed. Resolves and rejects as `replay`. */
+  async flush(): Promise<number> {
+    if (SENDING.getStore() === this) return 0; // an entry's own request: all that was written before it is sent
+    return this.send(true);
+  }
+
+  /** Whether journaled entries (not this outbox's own confirmations) wait to be sent. */
+  private journaled(): boolean {
+    return existsSync(this.path) && this.read().some((line) => this.replayable(line));
+  }
+
+  private send(everything: boolean): Promise<number> {
+    const asked = this.sends;
+    const run = this.chain.then(() => this.sendWaiting(everything, asked));
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async sendWaiting(everything: boolean, asked: number): Promise<number> {
+    if (this.unreachable !== undefined && this.unreachable.send > asked) {
+      // The send this one waited for found AgentRein out of reach: no second wait for the same answer.
+      throw new AgentReinUnavailableError(this.unreachable.message);
+    }
+    const send = ++this.sends;
+    if (everything) await Promise.all([...this.onTheirWay.values()].map((way) => way.landed));
     const sent = new Set<string>();
-    const refused = new Map<string, string>();
-    for (const line of this.read()) {
-      if (!this.replayable(line)) continue;
-      try {
-        await apply(server, entryOf(line));
-        sent.add(line.id);
-      } catch (error) {
-        if (error instanceof AgentReinError && !(error instanceof AgentReinUnavailableError)) {
-          refused.set(line.id, error.message);
-          continue;
+    const setAside = new Map<string, string>();
+    let count = 0;
+    let stop: AgentReinUnavailableError | 'bug' | undefined;
+    try {
+      for (const waiting of this.waiting(everything)) {
+        const kept = waiting.kept;
+        if (kept !== undefined) {
+          if (!this.pending.includes(kept)) continue; // taken meanwhile by a write-ahead record
+          this.pending = this.pending.filter((k) => k !== kept);
+          this.sending.add(kept);
         }
-        break; // still out of reach (or a bug): tried again later, in order
+        const result = await this.sendOne(waiting, sent, setAside);
+        if (result === 'sent') count++;
+        else if (result !== 'set aside') {
+          stop = result;
+          if (kept !== undefined) this.requeue(kept); // not `putBack`: the retry pause, not FLUSH_DELAY_MS
+          break;
+        }
       }
+    } finally {
+      this.rewrite(sent, setAside);
     }
-    if (sent.size || refused.size) {
-      locked(this.path, () => {
-        // The file as it is now: lines other processes (or this one) appended meanwhile are kept.
-        const kept = this.read()
-          .filter((line) => !sent.has(line.id))
-          .map((line) => {
-            const problem = refused.get(line.id);
-            return problem === undefined ? line : { ...line, problem };
-          });
-        this.write(kept);
-      });
+    if (stop === undefined) {
+      this.unreachable = undefined;
+      this.retryDelay = RETRY_DELAY_MS;
+      return count;
     }
-    return sent.size;
+    this.tryLater();
+    if (stop === 'bug') return count;
+    this.unreachable = { send, message: stop.message };
+    throw stop;
   }
 
-  /** Whether `line` is this server's and key's, not set aside, and held by no live process. */
+  /** Send `waiting`, noting its line `sent` or `setAside`; else why the send stops there. */
+  private async sendOne(
+    waiting: Waiting,
+    sent: Set<string>,
+    setAside: Map<string, string>,
+  ): Promise<'sent' | 'set aside' | AgentReinUnavailableError | 'bug'> {
+    const { entry, line, kept } = waiting;
+    try {
+      await SENDING.run(this, () => apply(this.server, entry));
+    } catch (error) {
+      if (error instanceof AgentReinUnavailableError) return error;
+      if (!(error instanceof AgentReinError)) {
+        this.warn(`AgentRein could not send ${described(entry)}; tried again later: ${String(error)}`);
+        return 'bug';
+      }
+      this.warn(`AgentRein refused ${described(entry)}; kept aside in ${this.path}: ${error.message}`);
+      if (kept !== undefined) this.settle(kept);
+      if (line !== undefined) setAside.set(line, error.message);
+      return 'set aside';
+    }
+    if (kept !== undefined) this.settle(kept);
+    if (line !== undefined) sent.add(line);
+    return 'sent';
+  }
+
+  /** What waits to be sent, in the order it was written: the file's lines of this server and key, a kept
+   *  confirmation at its own line, then those the file could not take. `everything` false: up to the last
+   *  journaled entry. */
+  private waiting(everything: boolean): Waiting[] {
+    const mine = new Map(this.pending.flatMap((k) => (k.line === undefined ? [] : [[k.line, k] as const])));
+    const waiting: Waiting[] = [];
+    for (const line of this.read()) {
+      const kept = mine.get(line.id);
+      if (kept !== undefined) waiting.push({ entry: kept.confirmation, line: line.id, kept });
+      else if (this.replayable(line)) waiting.push({ entry: entryOf(line), line: line.id });
+      mine.delete(line.id);
+    }
+    for (const kept of this.pending) {
+      if (kept.line === undefined || mine.has(kept.line)) waiting.push({ entry: kept.confirmation, line: kept.line, kept });
+    }
+    if (everything) return waiting;
+    return waiting.slice(0, waiting.findLastIndex((w) => w.kept === undefined) + 1);
+  }
+
+  /** Remove the lines `sent` and mark those `setAside` with their problem, in the file as it is now: lines
+   *  other processes (or this one) appended meanwhile are kept. */
+  private rewrite(sent: ReadonlySet<string>, setAside: ReadonlyMap<string, string>): void {
+    if (!sent.size && !setAside.size) return;
+    locked(this.path, () => {
+      const kept = this.read()
+        .filter((line) => !sent.has(line.id))
+        .map((line): Line => {
+          const problem = setAside.get(line.id);
+          if (problem === undefined) return line;
+          const { holder: _held, ...aside } = line; // no longer anyone's to send
+          return { ...aside, problem };
+        });
+      this.write(kept);
+    });
+  }
+
+  /** Send what waits when the timer fires next: after `FLUSH_DELAY_MS` for a confirmation, after the retry
+   *  pause (doubled each time) when AgentRein could not be reached. */
+  private tryLater(): void {
+    if (this.timer !== undefined) return;
+    this.schedule(this.retryDelay);
+    this.retryDelay = Math.min(this.retryDelay * 2, MAX_RETRY_DELAY_MS);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer !== undefined) return;
+    // Outside any send's context: the timer's flush is a send of its own.
+    this.timer = SENDING.exit(() =>
+      setTimeout(() => {
+        this.timer = undefined;
+        this.flush().catch((error: unknown) => {
+          // Never thrown into the agent's call: tried again later.
+          if (!(error instanceof AgentReinUnavailableError)) this.warn(`AgentRein could not send what ${this.path} holds: ${String(error)}`);
+          this.tryLater();
+        });
+      }, delayMs),
+    );
+    this.timer.unref(); // nothing waiting keeps the process alive: exit sends or leaves it written down
+  }
+
+  /** Whether `line` is this server's and key's, not set aside, and held by no live outbox. */
   private replayable(line: Line): boolean {
     if (line.backend !== this.identity || line.problem !== undefined) return false;
     const holder = line.holder;
@@ -463,6 +727,7 @@ function lockAge(lock: string): number {
   }
 }
 
+/** Send `entry`: where each kind becomes its request. */
 async function apply(server: Replayer, entry: Entry): Promise<void> {
   const id = entry.sessionId;
   switch (entry.kind) {
@@ -471,7 +736,7 @@ async function apply(server: Replayer, entry: Entry): Promise<void> {
     case 'CallRecorded':
       return void (await server.recordExecutedAction(id, entry.call));
     case 'OutcomeReported':
-    case 'CallConfirmed': // left by a process that could not send it
+    case 'CallConfirmed': // the PATCH a write-ahead record did not carry
       try {
         await server.sendOutcome(entry);
       } catch (error) {
@@ -488,140 +753,23 @@ async function apply(server: Replayer, entry: Entry): Promise<void> {
   }
 }
 
-// confirmations in transit -----------------------------------------------------------------------------
-
-/** How long a confirmation waits for the session's next request before it is sent on its own. */
-export const FLUSH_DELAY_MS = 100;
-/** The most confirmations one write-ahead record carries (the server's `MAX_CONFIRMATIONS`). */
-export const MAX_CONFIRMATIONS = 100;
-const RETRY_DELAY_MS = 2000;
-const MAX_RETRY_DELAY_MS = 60_000;
-
-/** Where kept confirmations are written until the server has them (the outbox's file). */
-export interface ConfirmationStore {
-  /** Write `confirmation` down; the id to `release` it by. */
-  hold(confirmation: CallConfirmed): string;
-  /** These are settled (applied, or refused for good): no longer written down. */
-  release(ids: readonly string[]): void;
-}
-
-export class Confirmations {
-  private pending: CallConfirmed[] = [];
-  private store: ConfirmationStore | undefined;
-  private readonly written = new Map<CallConfirmed, string>();
-  private inFlight = new Set<CallConfirmed>();
-  private sending: Promise<void> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
-  private retryDelay = RETRY_DELAY_MS;
-
-  constructor(
-    private readonly send: (confirmation: CallConfirmed) => Promise<void>,
-    private readonly warn: (message: string) => void,
-  ) {}
-
-  /** Write every confirmation kept from now on to `store` until it is settled. */
-  writeTo(store: ConfirmationStore): void {
-    this.store = store;
-  }
-
-  keep(confirmation: CallConfirmed): void {
-    if (this.store !== undefined) this.written.set(confirmation, this.store.hold(confirmation));
-    this.pending.push(confirmation);
-    this.schedule(FLUSH_DELAY_MS);
-  }
-
-  /** The session's pending confirmations, for its next write-ahead record to carry; the caller then reports them
-   *  `delivered` or `putBack`. */
-  take(sessionId: string): CallConfirmed[] {
-    const taken = this.pending.filter((o) => o.sessionId === sessionId).slice(0, MAX_CONFIRMATIONS);
-    this.pending = this.pending.filter((o) => !taken.includes(o));
-    for (const o of taken) this.inFlight.add(o);
-    return taken;
-  }
-
-  /** These are applied, or refused for good. */
-  delivered(confirmations: readonly CallConfirmed[]): void {
-    this.landed(confirmations);
-    const ids = confirmations.flatMap((o) => {
-      const id = this.written.get(o);
-      this.written.delete(o);
-      return id === undefined ? [] : [id];
-    });
-    this.store?.release(ids);
-  }
-
-  /** These were not (or may not have been) applied: sent again, before anything kept since. */
-  putBack(confirmations: readonly CallConfirmed[]): void {
-    this.landed(confirmations);
-    this.pending.unshift(...confirmations);
-    if (confirmations.length) this.schedule(FLUSH_DELAY_MS);
-  }
-
-  /** CallConfirmeds not yet settled. */
-  unsent(): CallConfirmed[] {
-    return [...this.pending, ...this.inFlight];
-  }
-
-  /** Send every pending confirmation, one at a time and in order; throws `AgentReinUnavailableError` (keeping
-   *  the unsent ones) when the server cannot be reached. */
-  flush(): Promise<void> {
-    const run = this.sending.then(() => this.sendPending());
-    this.sending = run.catch(() => undefined);
-    return run;
-  }
-
-  /** Stop sending: what is unsettled stays written down for the journal's replays; stop the timer (the
-   *  process may exit). */
-  forget(): void {
-    this.pending = [];
-    this.inFlight.clear();
-    this.written.clear();
-    clearTimeout(this.timer);
-  }
-
-  private landed(confirmations: readonly CallConfirmed[]): void {
-    for (const o of confirmations) this.inFlight.delete(o);
-  }
-
-  private async sendPending(): Promise<void> {
-    while (this.pending.length) {
-      const confirmation = this.pending.shift()!;
-      this.inFlight.add(confirmation);
-      try {
-        await this.send(confirmation);
-      } catch (error) {
-        if (error instanceof AgentReinUnavailableError) {
-          this.putBack([confirmation]);
-          throw error;
-        }
-        if (!(error instanceof InvalidTransitionError)) {
-          // Refused for good (settled meanwhile is the harmless case above): the action stays CLEARED.
-          if (!(error instanceof AgentReinError)) {
-            this.putBack([confirmation]);
-            throw error;
-          }
-          this.warn(`AgentRein refused the confirmation of action ${confirmation.actionId}; it stays CLEARED: ${error.message}`);
-        }
-      }
-      this.delivered([confirmation]);
-    }
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.timer !== undefined) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.flush().then(
-        () => {
-          this.retryDelay = RETRY_DELAY_MS;
-        },
-        () => {
-          // Kept, and sent by the client's next request meanwhile; tried again less and less often.
-          this.schedule(this.retryDelay);
-          this.retryDelay = Math.min(this.retryDelay * 2, MAX_RETRY_DELAY_MS);
-        },
-      );
-    }, delayMs);
-    this.timer.unref(); // a pending confirmation does not keep the process alive: exit sends or journals it
+/** `entry` in words, for a warning. */
+function described(entry: Entry): string {
+  const session = `of session ${entry.sessionId}`;
+  switch (entry.kind) {
+    case 'SessionStarted':
+      return `the session ${entry.sessionId} opened while it was unreachable`;
+    case 'CallRecorded':
+      return `the journaled call ${entry.call.apiName} ${session}`;
+    case 'OutcomeReported':
+      return `the outcome of action ${entry.actionId} ${session}`;
+    case 'CallConfirmed':
+      return `the confirmation of action ${entry.actionId} ${session}`;
+    case 'SessionCompleted':
+      return `the completion ${session}`;
+    case 'RollbackRequested':
+      return `the rollback ${session}`;
+    case 'LoggingFailed':
+      return `the failed logging ${session}`;
   }
 }

@@ -1,7 +1,7 @@
 /**
- * The server's operations, as the SDK uses them (`agentrein._served.ServedMode`): every request sends the
- * pending confirmations first (`outbox.ts`), except the write-ahead record, which carries its
- * session's. Rollbacks run in the server's workers; this side waits for them.
+ * The server's operations, as the SDK uses them (`agentrein._served.ServedMode`): every request first sends
+ * what the outbox holds (`outbox.ts`: `flush()`), except the write-ahead record, which carries its session's
+ * confirmations. Rollbacks run in the server's workers; this side waits for them.
  */
 
 import { createHash } from 'node:crypto';
@@ -15,7 +15,7 @@ import {
   NotFoundError,
   PolicyBlockedError,
 } from './errors.js';
-import { Confirmations, type CallConfirmed, type ExecutedCall, type OutcomeReported, type Replayer } from './outbox.js';
+import { Outbox, type CallConfirmed, type ExecutedCall, type OutcomeReported, type Replayer } from './outbox.js';
 import { Connection, segment, type Query, type RequestOptions } from './transport.js';
 import type { components } from './wire.js';
 
@@ -44,17 +44,19 @@ export class Served implements Replayer {
   readonly connection: Connection;
   /** Whose records these are, for the outbox: the server and (a digest of) the key. */
   readonly identity: string;
-  readonly confirmations: Confirmations;
+  /** What the server is still to learn, sent by its one replayer through this object's requests. */
+  readonly outbox: Outbox;
 
-  constructor(baseUrl: string, apiKey: string, timeoutMs: number, warn: (message: string) => void) {
+  constructor(baseUrl: string, apiKey: string, timeoutMs: number, warn: (message: string) => void, journalPath?: string) {
     this.connection = new Connection(baseUrl, apiKey, timeoutMs);
     this.identity = `${this.connection.baseUrl} key ${createHash('sha256').update(apiKey).digest('hex').slice(0, 16)}`;
-    this.confirmations = new Confirmations((o) => this.sendConfirmation(o), warn);
+    this.outbox = new Outbox(this.identity, this, { path: journalPath, warn });
   }
 
-  /** One request, once the pending confirmations are sent: what it reads or changes comes after them. */
+  /** One request, once what the outbox holds is sent: what it reads or changes comes after it. (The request
+   *  of an entry the outbox sends comes here too; its `flush()` then returns at once.) */
   async call<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    await this.confirmations.flush();
+    await this.outbox.flush();
     return this.connection.call<T>(method, path, options);
   }
 
@@ -90,7 +92,7 @@ export class Served implements Replayer {
     },
     warn: (message: string) => void,
   ): Promise<LoggedAction> {
-    const carried = this.confirmations.take(sessionId);
+    const carried = this.outbox.take(sessionId);
     const body = {
       ...record,
       approvalTimeoutMs: Math.max(1, Math.round(record.approvalTimeoutMs)),
@@ -101,13 +103,13 @@ export class Served implements Replayer {
       logged = await this.connection.call<LoggedAction>('POST', `/sessions/${segment(sessionId)}/actions`, { body });
     } catch (error) {
       if (error instanceof PolicyBlockedError || error instanceof ApprovalRejectedError || error instanceof InvalidTransitionError) {
-        this.confirmations.delivered(carried); // refused after the confirmations were applied
+        this.outbox.delivered(carried); // refused after the confirmations were applied
       } else {
-        this.confirmations.putBack(carried); // maybe not applied: sent again (a second time is harmless)
+        this.outbox.putBack(carried); // maybe not applied: sent again (a second time is harmless)
       }
       throw error;
     }
-    this.confirmations.delivered(carried);
+    this.outbox.delivered(carried);
     for (const refused of logged.refusedConfirmations ?? []) {
       warn(`AgentRein did not apply the confirmation of action ${refused.actionId}: ${refused.detail}`);
     }
@@ -116,12 +118,7 @@ export class Served implements Replayer {
 
   /** Kept, and sent with the session's next request or within moments. */
   confirmAction(outcome: CallConfirmed): void {
-    this.confirmations.keep(outcome);
-  }
-
-  private async sendConfirmation(outcome: CallConfirmed): Promise<void> {
-    const body = { status: 'SUCCESS', response: outcome.response, undo: outcome.undo };
-    await this.connection.call('PATCH', actionPath(outcome.sessionId, outcome.actionId), { body });
+    this.outbox.keep(outcome);
   }
 
   /** `rollsBack` false: a failure the agent only records, which does not roll the session back. */
@@ -169,7 +166,7 @@ export class Served implements Replayer {
   }
 
   async listApprovals(query: Query): Promise<WireListedApproval[]> {
-    await this.confirmations.flush();
+    await this.outbox.flush();
     return this.connection.listed<WireListedApproval>('/approvals', query);
   }
 

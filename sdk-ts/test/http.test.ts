@@ -17,6 +17,7 @@ import {
   type AgentRein,
   type Session,
 } from '../src/index.js';
+import { Served } from '../src/served.js';
 import { pendingApprovals, unique, useHarness, type Harness } from './harness.js';
 
 const harness = useHarness();
@@ -29,6 +30,21 @@ async function begun(
   const agentrein = options.journalPath === undefined ? h.client() : h.client({ journalPath: options.journalPath });
   const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'orders', sandbox: options.sandbox ?? false });
   return { h, agentrein, session };
+}
+
+/** A session of an agent that made one call to `path` (the http connector) while the server was stopped, so
+ *  that it is journaled; the server is started again before this returns, and nothing else is asked of it. */
+async function journaledWhileAway(path: string): Promise<{ h: Harness; agentrein: AgentRein; session: Session; journalPath: string }> {
+  const journalPath = harness().journalPath();
+  const { h, agentrein, session } = await begun({ journalPath });
+  const api = agentrein.wrap(fetch, session, { connector: 'http' });
+  await h.stopServer();
+  try {
+    assert.equal((await post(api, `${h.peers.serviceUrl}${path}`, { to: 'a' })).status, 201);
+  } finally {
+    await h.startServer();
+  }
+  return { h, agentrein, session, journalPath };
 }
 
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
@@ -252,15 +268,7 @@ describe('the http connector through a server', () => {
   });
 
   it('replays what it journaled while the server was away when it is closed', async () => {
-    const journalPath = harness().journalPath();
-    const { h, agentrein, session } = await begun({ journalPath });
-    const api = agentrein.wrap(fetch, session, { connector: 'http' });
-    await h.stopServer();
-    try {
-      assert.equal((await post(api, `${h.peers.serviceUrl}/v1/postcards`, { to: 'a' })).status, 201);
-    } finally {
-      await h.startServer();
-    }
+    const { h, agentrein, session, journalPath } = await journaledWhileAway('/v1/postcards');
     await agentrein.close();
     assert.equal(readFileSync(journalPath, 'utf8'), '');
     const [action] = (await h.client().getSession(session)).actions;
@@ -280,15 +288,15 @@ describe('the http connector through a server', () => {
     try {
       assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'a' })).status, 201);
       assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'b' })).status, 201);
+      assert.equal(readFileSync(journalPath, 'utf8').trim().split('\n').length, 2);
     } finally {
       await h.startServer();
       await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
       process.off('warning', listen);
     }
     assert.equal(warnings.length, 1);
-    const journaled = readFileSync(journalPath, 'utf8').trim().split('\n');
-    assert.equal(journaled.length, 2);
-    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'c' })).status, 201); // replays first
+    // Replays first (unless the outbox's timer has already sent them).
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/letters`, { to: 'c' })).status, 201);
     const after = await agentrein.getSession(session);
     assert.deepEqual(
       after.actions.map((a) => [a.apiName, a.status, (a.payload['body'] as { to: string }).to]),
@@ -301,6 +309,36 @@ describe('the http connector through a server', () => {
     assert.equal(readFileSync(journalPath, 'utf8'), '');
     const sent = await h.serviceCalls('POST', '/v1/letters');
     assert.deepEqual(sent.map((r) => r.idempotency_key), after.actions.map((a) => a.idempotencyKey));
+  });
+
+  it('sends a journaled call to the server once it is back, without any further call of the agent', { timeout: 120_000 }, async () => {
+    const { h, session, journalPath } = await journaledWhileAway('/v1/parcels');
+    const reader = h.client(); // a journal of its own: its requests send nothing of the agent's
+    let actions = (await reader.getSession(session)).actions;
+    while (!actions.length) {
+      await new Promise((r) => setTimeout(r, 100)); // the agent's outbox tries again within its retry pause
+      actions = (await reader.getSession(session)).actions;
+    }
+    assert.deepEqual(actions.map((a) => [a.apiName, a.status]), [['POST /v1/parcels', 'SUCCESS']]);
+    assert.equal(readFileSync(journalPath, 'utf8'), '');
+  });
+
+  it('keeps a confirmation the server refuses aside in the journal, with the reason, and says so', async () => {
+    const { h, session } = await begun();
+    const journalPath = h.journalPath();
+    const warnings: string[] = [];
+    const served = new Served(h.peers.serverUrl, h.peers.operatorKey, 10_000, (message) => warnings.push(message), journalPath);
+    served.confirmAction({ kind: 'CallConfirmed', sessionId: session.id, actionId: 'act_unknown', response: {}, undo: { type: 'none', requireApproval: false } });
+    try {
+      assert.equal(await served.outbox.flush(), 0);
+    } finally {
+      served.outbox.forget();
+    }
+    const lines = readFileSync(journalPath, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { entry: { actionId: string }; problem?: string });
+    assert.deepEqual(lines.map((line) => line.entry.actionId), ['act_unknown']);
+    assert.match(lines[0]!.problem ?? '', /act_unknown/);
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0]!, /refused the confirmation of action act_unknown .*kept aside/);
   });
 
   it("opens a session with failureMode 'open' while the server is stopped, and creates it with its calls once it is back", async () => {

@@ -1,15 +1,35 @@
-/** The journal shared by several processes (agents started in one directory share its default file). */
+/** The outbox: its one replayer, and its file shared by several processes (agents started in one directory
+ *  share its default file). */
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 
-import { JOURNAL_ENV, Outbox, journalFile, type ExecutedCall, type Replayer } from '../src/outbox.js';
+import { AgentReinUnavailableError } from '../src/errors.js';
+import { JOURNAL_ENV, Outbox, journalFile, type CallConfirmed, type ExecutedCall, type Replayer } from '../src/outbox.js';
+import { Served } from '../src/served.js';
 
 const IDENTITY = 'http://127.0.0.1:9 ar_test';
+
+/** A server that cannot be reached. */
+const NOWHERE: Replayer = {
+  newSession: unreachable,
+  recordExecutedAction: unreachable,
+  sendOutcome: unreachable,
+  completeSession: unreachable,
+  requestRollback: unreachable,
+  failSession: unreachable,
+};
+
+async function unreachable(): Promise<never> {
+  throw new AgentReinUnavailableError('nothing answers here');
+}
 
 /** A server that takes every entry, noting the calls' keys in the order they arrive. */
 function acceptingServer(received: string[]): Replayer {
@@ -35,7 +55,7 @@ describe('a journal shared by two processes', () => {
     const journal = new URL('../src/outbox.js', import.meta.url).href;
     const writer = `
       import { Outbox } from ${JSON.stringify(journal)};
-      const journal = new Outbox(${JSON.stringify(IDENTITY)}, process.env.JOURNAL);
+      const journal = new Outbox(${JSON.stringify(IDENTITY)}, {}, { path: process.env.JOURNAL }); // it only appends
       for (let i = 0; i < ${count}; i++) {
         journal.append({ kind: 'CallRecorded', sessionId: 'ses_1', call: { idempotencyKey: 'key-' + i, connector: 'http', apiName: 'POST /v1/things',
           operationType: 'CREATE', status: 'SUCCESS', payload: {}, response: null, undo: null, error: null } });
@@ -43,7 +63,7 @@ describe('a journal shared by two processes', () => {
     `;
     const received: string[] = [];
     const server = acceptingServer(received);
-    const reader = new Outbox(IDENTITY, path);
+    const reader = new Outbox(IDENTITY, server, { path });
     let writing = true;
     const child = new Promise<void>((resolve, reject) => {
       execFile(process.execPath, ['--input-type=module', '-e', writer], { env: { ...process.env, JOURNAL: path } }, (error) => {
@@ -53,11 +73,12 @@ describe('a journal shared by two processes', () => {
       });
     });
     while (writing) {
-      await reader.replay(server); // rewrites the file again and again while the other appends
+      await reader.replay(); // rewrites the file again and again while the other appends
       await new Promise((resolve) => setImmediate(resolve)); // and lets the other's exit be seen
     }
     await child;
-    await reader.replay(server);
+    await reader.replay();
+    reader.forget();
     const expected = Array.from({ length: count }, (_, i) => `key-${i}`);
     assert.deepEqual(received, expected); // every entry, once, in the order it was written
     assert.equal(readFileSync(path, 'utf8'), '');
@@ -93,13 +114,14 @@ function formerLine(backend: string, key: string): string {
 describe('where the journal is kept', () => {
   it("is a file per server and key in the user's state directory, found from any working directory", (t) => {
     const state = defaultLocation(t);
-    const journal = new Outbox(IDENTITY);
+    const journal = new Outbox(IDENTITY, NOWHERE);
+    t.after(() => journal.forget());
     journal.append({ kind: 'SessionCompleted', sessionId: 'ses_1', completedAt: '2026-01-01T00:00:00Z' });
     assert.equal(dirname(journal.path), join(state, 'agentrein'));
     assert.ok(existsSync(journal.path) && !journal.path.includes('ar_test'));
     assert.deepEqual(readdirSync(process.cwd()), []); // nothing in the working directory
     process.chdir(state);
-    assert.equal(new Outbox(IDENTITY).path, journal.path); // a later process, started elsewhere
+    assert.equal(new Outbox(IDENTITY, NOWHERE).path, journal.path); // a later process, started elsewhere
     assert.notEqual(journalFile('http://127.0.0.1:9 key other'), journal.path);
   });
 });
@@ -114,13 +136,13 @@ describe('the journal an older version left in the working directory', () => {
     process.on('warning', listener);
     t.after(() => process.off('warning', listener));
 
-    const journal = new Outbox(IDENTITY);
-    assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
     const received: string[] = [];
-    assert.equal(await journal.replay(acceptingServer(received)), 2);
+    const journal = new Outbox(IDENTITY, acceptingServer(received));
+    assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
+    assert.equal(await journal.replay(), 2);
     assert.deepEqual(received, ['key-1', 'key-2']);
 
-    new Outbox(IDENTITY); // a later start moves nothing more
+    new Outbox(IDENTITY, NOWHERE); // a later start moves nothing more
     await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
     assert.equal(readFileSync('agentrein-journal.jsonl', 'utf8'), other);
     assert.deepEqual(warnings, [
@@ -131,7 +153,7 @@ describe('the journal an older version left in the working directory', () => {
   it('is deleted once its last line is taken over', (t) => {
     defaultLocation(t);
     writeFileSync('agentrein-journal.jsonl', formerLine(IDENTITY, 'key-1'));
-    const journal = new Outbox(IDENTITY);
+    const journal = new Outbox(IDENTITY, NOWHERE);
     assert.deepEqual(readdirSync(process.cwd()), []);
     assert.equal(journal.entries().length, 1);
   });
@@ -170,7 +192,7 @@ describe('the journal the version before the outbox left at its place', () => {
     writeFileSync(path, lines.join('') + other);
 
     const received: string[] = [];
-    assert.equal(await new Outbox(IDENTITY, path).replay(notingServer(received)), 6);
+    assert.equal(await new Outbox(IDENTITY, notingServer(received), { path }).replay(), 6);
     assert.deepEqual(received, [
       'opened ses_new',
       'call key-1 ses_new',
@@ -180,7 +202,120 @@ describe('the journal the version before the outbox left at its place', () => {
       'failed action logging failed ses_old',
     ]);
     assert.equal(readFileSync(path, 'utf8'), other);
-    assert.equal(await new Outbox(IDENTITY, path).replay(notingServer(received)), 0); // read once
+    assert.equal(await new Outbox(IDENTITY, notingServer(received), { path }).replay(), 0); // read once
     assert.equal(received.length, 6);
+  });
+});
+
+/** A request a loopback stand-in for AgentRein heard. */
+interface Heard {
+  readonly method: string;
+  readonly path: string;
+  readonly body: { readonly [field: string]: unknown } | null;
+}
+
+/** A stand-in for AgentRein on 127.0.0.1 that notes every request it hears, in order, and takes each (a
+ *  write-ahead record is answered as recorded, CLEARED). */
+async function loopbackAgentRein(t: TestContext): Promise<{ url: string; heard: Heard[] }> {
+  const heard: Heard[] = [];
+  const server = createServer((request, response) => {
+    let text = '';
+    request.setEncoding('utf8');
+    request.on('data', (chunk: string) => (text += chunk));
+    request.on('end', () => {
+      const path = request.url ?? '';
+      heard.push({ method: request.method ?? '', path, body: text ? (JSON.parse(text) as Heard['body']) : null });
+      const recorded = request.method === 'POST' && /^\/sessions\/[^/]+\/actions$/.test(path);
+      const n = heard.length;
+      const answer = recorded ? { action: { actionId: `act_${n}`, idempotencyKey: `key_${n}` }, approval: null, refusedConfirmations: [] } : {};
+      response.writeHead(recorded ? 201 : 200, { 'Content-Type': 'application/json' });
+      response.end(JSON.stringify(answer));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, heard };
+}
+
+/** The server's operations at `url`, with an outbox in a file of its own for the test `t`. */
+function servedAt(t: TestContext, url: string): Served {
+  const directory = mkdtempSync(join(tmpdir(), 'agentrein-outbox-'));
+  const served = new Served(url, 'ar_test', 10_000, (message) => assert.fail(`warned: ${message}`), join(directory, 'journal.jsonl'));
+  t.after(() => {
+    served.outbox.forget(); // and its timer
+    rmSync(directory, { recursive: true, force: true });
+  });
+  return served;
+}
+
+function confirmed(actionId: string): CallConfirmed {
+  return { kind: 'CallConfirmed', sessionId: 'ses_1', actionId, response: { statusCode: 201 }, undo: { type: 'none', requireApproval: false } };
+}
+
+function executed(idempotencyKey: string): ExecutedCall {
+  return { idempotencyKey, connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE', status: 'SUCCESS', payload: {}, response: null,
+    undo: null, error: null };
+}
+
+/** What `heard` heard, a line each: method, path, and the action or idempotency key it is about. */
+function requests(heard: readonly Heard[]): string[] {
+  return heard.map(({ method, path, body }) => `${method} ${path}${body?.['idempotencyKey'] ? ` ${String(body['idempotencyKey'])}` : ''}`);
+}
+
+describe("the outbox's one replayer", () => {
+  it('sends confirmations and journal entries interleaved in the order they were written, in one replay', async (t) => {
+    const { url, heard } = await loopbackAgentRein(t);
+    const served = servedAt(t, url);
+    served.confirmAction(confirmed('act_a'));
+    served.outbox.append({ kind: 'CallRecorded', sessionId: 'ses_1', call: executed('key-1') });
+    served.confirmAction(confirmed('act_b'));
+    served.outbox.append({ kind: 'CallRecorded', sessionId: 'ses_1', call: executed('key-2') });
+    served.confirmAction(confirmed('act_c'));
+
+    assert.equal(await served.outbox.replay(), 4);
+    // Written after the last journaled entry: left to ride with the session's next write-ahead record.
+    assert.deepEqual(served.outbox.unsent().map((c) => c.actionId), ['act_c']);
+    await served.outbox.flush(); // (or the timer has sent it meanwhile)
+    assert.deepEqual(requests(heard), [
+      'PATCH /sessions/ses_1/actions/act_a',
+      'POST /sessions/ses_1/journal key-1',
+      'PATCH /sessions/ses_1/actions/act_b',
+      'POST /sessions/ses_1/journal key-2',
+      'PATCH /sessions/ses_1/actions/act_c',
+    ]);
+    assert.equal(readFileSync(served.outbox.path, 'utf8'), '');
+  });
+
+  it("does not replay again from a replayed entry's own request", { timeout: 30_000 }, async (t) => {
+    const { url, heard } = await loopbackAgentRein(t);
+    const served = servedAt(t, url);
+    // Each is sent by the server's request path, which flushes the outbox first (`Served.call`).
+    served.outbox.append({ kind: 'SessionStarted', sessionId: 'ses_1', agentId: 'billing', intent: 'things', sandbox: false, openedAt: '2026-01-01T00:00:00Z' });
+    served.outbox.append({ kind: 'CallRecorded', sessionId: 'ses_1', call: executed('key-1') });
+    served.outbox.append({ kind: 'SessionCompleted', sessionId: 'ses_1', completedAt: '2026-01-01T00:01:00Z' });
+
+    assert.equal(await served.outbox.replay(), 3);
+    assert.deepEqual(requests(heard), ['POST /sessions', 'POST /sessions/ses_1/journal key-1', 'POST /sessions/ses_1/complete']);
+  });
+
+  it('sends nothing more than the write-ahead record on the hot path when no journal entry waits', async (t) => {
+    const { url, heard } = await loopbackAgentRein(t);
+    const served = servedAt(t, url);
+    // The file holds what this outbox does not send: another server's entry, and one set aside.
+    const aside = { id: 'id-aside', backend: served.identity, entry: { kind: 'CallRecorded', sessionId: 'ses_1', call: executed('key-0') }, problem: 'refused' };
+    const other = { id: 'id-other', backend: 'http://127.0.0.1:9 key other', entry: { kind: 'CallRecorded', sessionId: 'ses_9', call: executed('key-9') } };
+    writeFileSync(served.outbox.path, `${JSON.stringify(aside)}\n${JSON.stringify(other)}\n`);
+    served.confirmAction(confirmed('act_a')); // the last call's success, kept
+
+    assert.equal(await served.outbox.replay(), 0); // what the guard does before the record
+    assert.equal(heard.length, 0);
+    const record = { connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE' as const, payload: {}, requiresApproval: false, approvalTimeoutMs: 1000 };
+    await served.logAction('ses_1', record, (message) => assert.fail(message));
+    assert.deepEqual(requests(heard), ['POST /sessions/ses_1/actions']);
+    assert.deepEqual(heard[0]!.body!['confirm'], [{ actionId: 'act_a', response: { statusCode: 201 }, undo: { type: 'none', requireApproval: false } }]);
   });
 });
