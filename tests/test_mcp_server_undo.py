@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,20 @@ def agent_adds_a_note(tenant: Tenant, notes: Notes) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+async def agent_remembers_ada(
+    tenant: Tenant, folder: Path, while_open: Callable[[AsyncAgentRein, SessionInfo], Awaitable[None]] | None = None
+) -> SessionInfo:
+    """An agent recording through the server creates entity ada on the memory server (its graph in ``folder``),
+    and does ``while_open`` before its client and itself close; the session."""
+    async with AsyncAgentRein(base_url=tenant.url, api_key=tenant.key) as ar:
+        s = await ar.new_session(agent_id="memory-agent", intent="Remember people")
+        async with Client(memory_server(folder)) as raw:
+            await ar.wrap(raw, s, connector="mcp", server="memory").call_tool("create_entities", ADA)
+            if while_open is not None:
+                await while_open(ar, s)
+        return s
+
+
 def operator(tenant: Tenant) -> httpx.Client:
     return httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60)
 
@@ -181,16 +195,7 @@ def test_a_stdio_command_the_servers_administrator_declared_undoes_memory_calls(
     commands.write_text(json.dumps({"team-memory": argv}))
     monkeypatch.setenv(COMMANDS_ENV, str(commands))
     tenant = server.tenant(http_undo=False)
-
-    async def agent() -> SessionInfo:
-        async with AsyncAgentRein(base_url=tenant.url, api_key=tenant.key) as ar:
-            s = await ar.new_session(agent_id="memory-agent", intent="Remember people")
-            async with Client(memory_server(tmp_path)) as raw:
-                memory = ar.wrap(raw, s, connector="mcp", server="memory")
-                await memory.call_tool("create_entities", ADA)
-            return s
-
-    session = asyncio.run(agent())
+    session = asyncio.run(agent_remembers_ada(tenant, tmp_path))
     assert "ada" in graph_file.read_text()
     assert configure(tenant, {"servers": {"memory": {"command": "team-memory"}}}).status_code == 200
     rolled = rolled_back(tenant, session.id)
@@ -272,23 +277,16 @@ def test_an_undo_on_a_server_the_settings_do_not_name_is_handed_to_the_agent_pro
 ) -> None:
     tenant = server.tenant(http_undo=False)
     assert configure(tenant, {"servers": {"notes": {"url": notes.url}}}).status_code == 200
-    graph_file = tmp_path / "memory.jsonl"
 
-    async def agent() -> SessionInfo:
-        async with AsyncAgentRein(base_url=tenant.url, api_key=tenant.key) as ar:
-            s = await ar.new_session(agent_id="memory-agent", intent="Remember people")
-            async with Client(memory_server(tmp_path)) as raw:
-                memory = ar.wrap(raw, s, connector="mcp", server="memory")
-                await memory.call_tool("create_entities", ADA)
-                (action,) = server.engine.recording.get_session(tenant.org_id, s.id).actions
-                obstacles = server.services.undo.obstacles(tenant.org_id, [action])
-                assert "MCP server 'memory' is not among the servers" in obstacles[action.action_id].reason
-                assert "handed to the agent process" in obstacles[action.action_id].reason
-                await ar.rollback_session(s)  # this process takes the handed undo, through its open client
-            return s
+    async def roll_back_while_open(ar: AsyncAgentRein, s: SessionInfo) -> None:
+        (action,) = server.engine.recording.get_session(tenant.org_id, s.id).actions
+        obstacles = server.services.undo.obstacles(tenant.org_id, [action])
+        assert "MCP server 'memory' is not among the servers" in obstacles[action.action_id].reason
+        assert "handed to the agent process" in obstacles[action.action_id].reason
+        await ar.rollback_session(s)  # this process takes the handed undo, through its open client
 
-    session = asyncio.run(agent())
-    assert "ada" not in graph_file.read_text()
+    session = asyncio.run(agent_remembers_ada(tenant, tmp_path, roll_back_while_open))
+    assert "ada" not in (tmp_path / "memory.jsonl").read_text()
     (action,) = server.engine.recording.get_session(tenant.org_id, session.id).actions
     assert action.status is ActionStatus.ROLLED_BACK
 
