@@ -18,10 +18,12 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from dashboard import account, visitor
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_servers import memory_server, node, script
 from serving import RunningServer, Tenant, free_port
+from test_dashboard import session_that_ran
 
 from agentrein import AsyncAgentRein, SessionInfo
 from agentrein_core.errors import ValidationError
@@ -297,3 +299,23 @@ def test_an_undo_on_a_server_the_settings_name_has_no_obstacle(server: RunningSe
     assert configure(tenant, {"servers": {"notes": {"url": notes.url}}}).status_code == 200
     actions = server.engine.recording.get_session(tenant.org_id, session_id).actions
     assert server.services.undo.obstacles(tenant.org_id, actions) == {}
+
+
+def test_the_rollback_confirmation_says_which_mcp_undo_is_handed_to_the_agent_and_which_runs_here(
+    server: RunningServer, notes: Notes
+) -> None:
+    tenant = server.tenant(http_undo=False)
+    assert configure(tenant, {"servers": {"notes": {"url": notes.url}}}).status_code == 200
+    calls = [{"tool": "remove_note", "arguments": {"note_id": "n1"}}]
+    with operator(tenant) as api:
+        session_id = session_that_ran(
+            api,
+            ("mcp", "notes.add_note", "CREATE", {"type": "mcp-tools", "server": "notes", "calls": calls}),
+            ("mcp", "memory.create_entities", "CREATE", {"type": "mcp-tools", "server": "memory", "calls": calls}),
+        )
+    with visitor(server, account(server, tenant)) as as_admin:
+        page = as_admin.get(f"/dashboard/sessions/{session_id}/rollback").text
+    assert page.count('class="cannot-run"') == 1
+    assert "MCP server &#39;memory&#39; is not among the servers in the organisation&#39;s mcp connector" in page
+    assert "handed to the agent process that holds the client it wrapped" in page
+    assert "/dashboard/connectors#connector-mcp" in page  # the settings would fix it
