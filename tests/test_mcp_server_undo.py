@@ -18,11 +18,12 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from cryptography.fernet import Fernet
 from dashboard import account, visitor
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_servers import memory_server, node, script
-from serving import RunningServer, Tenant, free_port
+from serving import RunningServer, ServerProcess, Tenant, free_port
 from test_dashboard import session_that_ran
 
 from agentrein import AsyncAgentRein, SessionInfo
@@ -136,6 +137,18 @@ async def agent_remembers_ada(
         return s
 
 
+def declare_memory_command(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """As a server's administrator would: the reference memory server declared as command ``team-memory``, its
+    graph in ``folder`` (the file this returns)."""
+    graph_file = folder / "memory.jsonl"
+    # env(1) gives the declared server its graph file: the server starts commands with PATH and HOME only
+    argv = ["env", f"MEMORY_FILE_PATH={graph_file}", node(), script("server-memory")]
+    commands = folder / "mcp-commands.json"
+    commands.write_text(json.dumps({"team-memory": argv}))
+    monkeypatch.setenv(COMMANDS_ENV, str(commands))
+    return graph_file
+
+
 def operator(tenant: Tenant) -> httpx.Client:
     return httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60)
 
@@ -187,22 +200,23 @@ def test_headers_from_the_credentials_reach_the_upstream_and_are_neither_stored_
     assert settings is not None and settings.credentials is not None and SECRET not in settings.credentials
 
 
-def test_a_stdio_command_the_servers_administrator_declared_undoes_memory_calls(
-    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_agentrein_serve_given_the_administrators_command_file_undoes_through_a_declared_command(
+    own_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    graph_file = tmp_path / "memory.jsonl"
-    commands = tmp_path / "mcp-commands.json"
-    # env(1) gives the declared server its graph file: the server starts commands with PATH and HOME only
-    argv = ["env", f"MEMORY_FILE_PATH={graph_file}", node(), script("server-memory")]
-    commands.write_text(json.dumps({"team-memory": argv}))
-    monkeypatch.setenv(COMMANDS_ENV, str(commands))
-    tenant = server.tenant(http_undo=False)
-    session = asyncio.run(agent_remembers_ada(tenant, tmp_path))
-    assert "ada" in graph_file.read_text()
-    assert configure(tenant, {"servers": {"memory": {"command": "team-memory"}}}).status_code == 200
-    rolled = rolled_back(tenant, session.id)
-    assert rolled["job"]["status"] == "SUCCEEDED", rolled["job"]
-    assert "ada" not in graph_file.read_text()
+    """The real `agentrein serve` process, the file named by its variable, the undo run by its workers."""
+    graph_file = declare_memory_command(tmp_path, monkeypatch)
+    served = ServerProcess(own_database_url, Fernet.generate_key().decode())
+    try:
+        (key,) = served.printed_keys
+        tenant = Tenant("default", key, served.url)
+        session = asyncio.run(agent_remembers_ada(tenant, tmp_path))
+        assert "ada" in graph_file.read_text()
+        assert configure(tenant, {"servers": {"memory": {"command": "not-declared"}}}).status_code == 400
+        assert configure(tenant, {"servers": {"memory": {"command": "team-memory"}}}).status_code == 200
+        assert rolled_back(tenant, session.id)["job"]["status"] == "SUCCEEDED"
+        assert "ada" not in graph_file.read_text()
+    finally:
+        served.stop()
 
 
 @pytest.mark.parametrize("command", ["not-declared", "node /tmp/evil.js"])

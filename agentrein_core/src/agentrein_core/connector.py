@@ -165,7 +165,7 @@ class SettingKind(StrEnum):
     #: line in a form: a target (:func:`check_settings`)
     HOSTS = "hosts"
     HEADERS = "headers"  #: an object of string values (HTTP headers); a form takes one ``Name: value`` per line
-    #: any JSON value (a map of named things, say), typed as JSON in a form; a target it holds is declared by
+    #: a JSON object (a map of named things, say), typed as JSON in a form; a target it holds is declared by
     #: :meth:`Connector.targets`
     JSON = "json"
 
