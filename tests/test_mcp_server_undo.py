@@ -219,6 +219,20 @@ def test_agentrein_serve_given_the_administrators_command_file_undoes_through_a_
         served.stop()
 
 
+def test_a_declared_command_that_exits_at_once_fails_the_undo_saying_the_connection_closed(
+    server: RunningServer, notes: Notes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands = tmp_path / "mcp-commands.json"
+    commands.write_text(json.dumps({"broken": ["false"]}))
+    monkeypatch.setenv(COMMANDS_ENV, str(commands))
+    tenant = server.tenant(http_undo=False)
+    session_id = agent_adds_a_note(tenant, notes)
+    assert configure(tenant, {"servers": {"notes": {"command": "broken"}}}).status_code == 200
+    session = rolled_back(tenant, session_id)
+    assert session["job"]["status"] == "FAILED"
+    assert session["job"]["error"] == "undo failed: MCP server 'notes' (command 'broken'): Connection closed"
+
+
 @pytest.mark.parametrize("command", ["not-declared", "node /tmp/evil.js"])
 def test_an_organisation_cannot_name_a_command_the_administrator_did_not_declare(
     server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str

@@ -125,19 +125,20 @@ class McpServers:
             raise UndoError(f"MCP server {server!r} is not among the servers in the mcp connector's settings")
         if "url" in entry:
             headers = self.credentials.get("headers", {}).get(server, {})
-            reconnect: Any = functools.partial(_over_http, f"{SERVERS}.{server}.url", entry["url"], headers)
+            reconnect: Any = functools.partial(_over_http, server, entry["url"], headers)
         else:
             import mcp
 
             argv = declared_commands().get(entry["command"])
             if argv is None:
                 raise UndoError(f"the server's administrator no longer declares MCP command {entry['command']!r}")
-            reconnect = mcp.StdioServerParameters(command=argv[0], args=argv[1:])
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:])
+            reconnect = functools.partial(_over_stdio, server, entry["command"], params)
         return McpBinding(client=None, server=server, table=UndoTable(server, {}), reconnect=reconnect)
 
 
 @contextlib.asynccontextmanager
-async def _over_http(field: str, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def _over_http(server: str, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     """An MCP client of the streamable-HTTP server at ``url``, connected through a pinned ``httpx2`` client."""
     import httpx2
     import mcp
@@ -146,17 +147,37 @@ async def _over_http(field: str, url: str, headers: dict[str, str]) -> AsyncIter
     from agentrein_mcp.pinned import pinned_async_client
 
     timeout = httpx2.Timeout(30, read=300)  # as the SDK's own client: a long read, for its event streams
+    async with (
+        _unwrapped(f"MCP server {server!r} at {url}"),
+        pinned_async_client(f"{SERVERS}.{server}.url", headers=headers, timeout=timeout) as http,
+        mcp.Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def _over_stdio(server: str, command: str, params: Any) -> AsyncIterator[Any]:
+    """An MCP client of the administrator's stdio ``command`` (``params``)."""
+    import mcp
+
+    async with _unwrapped(f"MCP server {server!r} (command {command!r})"), mcp.Client(params) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def _unwrapped(server: str) -> AsyncIterator[None]:
+    """What stopped a connection to ``server``, out of the SDK's task groups that wrap it (a refused address, a
+    closed connection): the rollback then says it, and a transient one is retried as the connector judges."""
+    from mcp.shared.exceptions import MCPError
+
     try:
-        async with (
-            pinned_async_client(field, headers=headers, timeout=timeout) as http,
-            mcp.Client(streamable_http_client(url, http_client=http)) as client,
-        ):
-            yield client
+        yield
     except BaseExceptionGroup as group:
-        # The SDK's task groups wrap what stopped the connection (a refused address, say): the rollback says it.
         leaves = _leaves(group)
         if len(leaves) != 1:
             raise
+        if isinstance(leaves[0], MCPError):  # "Connection closed": say whose
+            raise UndoError(f"{server}: {leaves[0]}") from leaves[0]
         raise leaves[0] from None
 
 
