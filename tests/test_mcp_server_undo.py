@@ -347,3 +347,24 @@ def test_the_rollback_confirmation_says_which_mcp_undo_is_handed_to_the_agent_an
     assert "MCP server &#39;memory&#39; is not among the servers in the organisation&#39;s mcp connector" in page
     assert "handed to the agent process that holds the client it wrapped" in page
     assert "/dashboard/connectors#connector-mcp" in page  # the settings would fix it
+
+
+def test_the_connectors_page_saves_mcp_servers_typed_as_json_and_refuses_an_undeclared_command_beside_it(
+    server: RunningServer, notes: Notes
+) -> None:
+    tenant = server.tenant(http_undo=False)
+    with visitor(server, account(server, tenant)) as as_admin:
+        page = as_admin.get("/dashboard/connectors").text
+        mcp = page[page.index('id="connector-mcp"') :].split("</section>")[0]
+        assert 'name="config.servers"' in mcp and 'name="credentials.headers"' in mcp
+        servers = json.dumps({"notes": {"url": notes.url}})
+        headers = json.dumps({"notes": {"X-Notes": SECRET}})
+        saved = as_admin.post("/dashboard/connectors/mcp", {"config.servers": servers, "credentials.headers": headers})
+        assert saved.status_code == 303
+        refused = as_admin.post("/dashboard/connectors/mcp", {"config.servers": '{"notes": {"command": "rm -rf /"}}'})
+        assert refused.status_code == 400
+        assert "is not an MCP command the server&#39;s administrator declared" in refused.text
+        assert SECRET not in as_admin.get("/dashboard/connectors").text
+    with operator(tenant) as api:
+        shown = api.get("/connectors/mcp").json()
+    assert shown["config"] == {"servers": {"notes": {"url": notes.url}}} and shown["hasCredentials"]
