@@ -3,13 +3,15 @@ converted to the ``config`` and ``credentials`` JSON that ``PUT /connectors/{nam
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import pytest
 
 from agentrein_core.connector import Connector, Setting, SettingKind
 from agentrein_core.errors import ValidationError
-from agentrein_core.model import JSON
+from agentrein_core.model import JSON, ConnectorConfig
+from agentrein_mcp import McpConnector
 from agentrein_server.dashboard.connector_form import form_fields, settings_from_form
 
 
@@ -70,3 +72,17 @@ def test_a_refused_form_keeps_what_was_typed_but_never_a_secret_and_marks_the_fi
     assert fields["config.hosts"].value == "a.example.com"
     assert fields["credentials.token"].value == "" and fields["credentials.token"].stored
     assert fields["credentials.token"].error == "is not a token" and fields["config.hosts"].error == ""
+
+
+def test_the_mcp_connectors_servers_are_typed_as_json_and_shown_back_as_json() -> None:
+    servers = '{"tracker": {"url": "https://mcp.example.com/mcp"}}'
+    form = {"config.servers": servers, "credentials.headers": '{"tracker": {"Authorization": "Bearer t"}}'}
+    config, credentials = settings_from_form(McpConnector(), form, {})
+    assert config == {"servers": {"tracker": {"url": "https://mcp.example.com/mcp"}}}
+    assert credentials == {"headers": {"tracker": {"Authorization": "Bearer t"}}}
+    stored = ConnectorConfig("org", "mcp", True, config, datetime.now(UTC), "encrypted")
+    fields = {f.name: f for f in form_fields(McpConnector(), stored, frozenset({"headers"}))}
+    assert '"url": "https://mcp.example.com/mcp"' in fields["config.servers"].value
+    assert fields["credentials.headers"].value == "" and fields["credentials.headers"].stored
+    with pytest.raises(ValidationError, match=r"config\.servers: is not valid JSON"):
+        settings_from_form(McpConnector(), {"config.servers": "tracker = https://mcp.example.com"}, {})

@@ -25,8 +25,8 @@
  * retries whatever `retryable` says (a tool that may not run twice).
  *
  * Undos run in the server, except those a connector runs itself (`runUndo`): the server cannot reach what the
- * agent's process holds (an MCP server over the agent's stdio), so it hands such an undo to the process that
- * wrapped the client (`undos.ts`), which runs it through that binding while it is open (`isClosed`), else
+ * agent's process holds (an MCP server over the agent's stdio, unless the organisation's `mcp` connector
+ * settings name that server), so it hands such an undo to the process that wrapped the client (`undos.ts`), which runs it through that binding while it is open (`isClosed`), else
  * through one `reopen` makes (the same command, arguments and environment).
  *
  * A plugin's connector is registered on the client that uses it (`agentrein.registerConnector(connector)`, or

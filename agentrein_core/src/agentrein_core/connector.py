@@ -32,8 +32,11 @@ as ``PUT /connectors/{name}`` takes; ``check_config`` still judges the values. A
 :attr:`SettingKind.URL` (an address requests are sent to) or :attr:`SettingKind.HOSTS` (an allow-list of hosts)
 is a *target*: the engine, not the connector, checks it (:func:`check_settings`, DESIGN §8) when the settings
 are stored and again before each server-side undo, so a connector cannot lead the server's requests, and the
-organisation's credentials, to a private address. Declare every address ``server_client`` reaches this way.
-A connector without
+organisation's credentials, to a private address. Declare every address ``server_client`` reaches this way,
+and an address inside a structured setting (an MCP server's URL in a map of servers) with
+:meth:`Connector.targets`. A connector whose settings name some of its services only (each MCP server is one)
+says which actions they reach (:meth:`Connector.not_reached`): the others are handed to the agent process that
+holds the client, as every undo of a connector with no server side is. A connector without
 ``server_client`` has no server-side undo (:meth:`Connector.undoes_in_server`): its actions are undone by the
 agent's own process, and the server's rollbacks say so before they start.
 
@@ -60,7 +63,8 @@ connectors too, as a third party's would; ``tests/test_layout.py`` holds them to
 - the errors it raises: :class:`ValidationError` (bad input or settings, naming the field) and
   :class:`UndoError` (an inverse that failed);
 - where its requests may go (:mod:`agentrein_core.targets`): :func:`pinned_client` (an httpx client that
-  reaches public addresses only, at the address it checked), :func:`host_entries` and :func:`host_allowed`
+  reaches public addresses only, at the address it checked), :func:`checked_addresses` (the same decision, for a
+  transport of another HTTP library to connect with), :func:`host_entries` and :func:`host_allowed`
   (an allow-list of hosts and the check against it), :data:`HostEntry`, :data:`DEFAULT_PORTS`;
 - :data:`REDACTED`, what a redacted value reads.
 """
@@ -88,6 +92,7 @@ from agentrein_core.targets import (
     HostEntry,
     check_allowed_hosts,
     check_target_url,
+    checked_addresses,
     host_allowed,
     host_entries,
     pinned_client,
@@ -113,6 +118,7 @@ __all__ = [
     "Undoable",
     "ValidationError",
     "bind_call",
+    "checked_addresses",
     "hookimpl",
     "host_allowed",
     "host_entries",
@@ -159,6 +165,9 @@ class SettingKind(StrEnum):
     #: line in a form: a target (:func:`check_settings`)
     HOSTS = "hosts"
     HEADERS = "headers"  #: an object of string values (HTTP headers); a form takes one ``Name: value`` per line
+    #: a JSON object (a map of named things, say), typed as JSON in a form; a target it holds is declared by
+    #: :meth:`Connector.targets`
+    JSON = "json"
 
 
 @frozen
@@ -314,6 +323,25 @@ class Connector(ABC):
         """Whether the server can run this connector's inverses: it overrides :meth:`server_client`."""
         return type(self).server_client is not Connector.server_client
 
+    def targets(self, config: JSON, credentials: JSON) -> list[tuple[str, str]]:
+        """The http(s) URLs, each with its field (``config.servers.tracker.url``), that the settings send requests
+        to beyond those their :attr:`settings` declare as :attr:`SettingKind.URL`: an address inside a structured
+        value. The engine checks each as a target (:func:`check_settings`). By default none."""
+        return []
+
+    def not_reached(self, config: JSON, action: Action) -> str | None:
+        """Why the organisation's settings ``config`` (``{}`` when the connector is not enabled) do not reach the
+        service ``action`` was made on, for a connector whose settings name its services one by one (each MCP
+        server is one): its undo is then handed to the agent process that holds the client. ``None``: they do,
+        or the connector's own checks will say why not. By default every action is reached."""
+        return None
+
+    def may_hand_over(self) -> bool:
+        """Whether some undos of this connector are handed to the agent process that holds the client: it has
+        no server side, or its settings may not reach every action (it overrides :meth:`not_reached`). An agent
+        process takes the handed undos of such connectors."""
+        return not self.undoes_in_server() or type(self).not_reached is not Connector.not_reached
+
     def describe(self, action: Action) -> str:
         """What ``action`` does, in plain words, for a reviewer: "Delete order ord_14 on api.example.com". By
         default its api name and kind."""
@@ -356,8 +384,8 @@ def check_settings(connector: Connector, config: JSON, credentials: JSON) -> Non
     the dashboard's form, the command line) and again before each server-side undo: the connector's own
     :meth:`~Connector.check_config`, then every target it declares (a :attr:`~SettingKind.URL` or
     :attr:`~SettingKind.HOSTS` setting), which must reach public addresses only unless the server sets
-    ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1 (:mod:`agentrein_core.targets`). Checked here rather than by each
-    connector, so none can skip it."""
+    ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1 (:mod:`agentrein_core.targets`), and every URL its
+    :meth:`~Connector.targets` lists. Checked here rather than by each connector, so none can skip it."""
     connector.check_config(config, credentials)
     for setting in connector.settings:
         value = (credentials if setting.secret else config).get(setting.key)
@@ -367,6 +395,8 @@ def check_settings(connector: Connector, config: JSON, credentials: JSON) -> Non
             check_target_url(setting.field, value)
         elif setting.kind is SettingKind.HOSTS:
             check_allowed_hosts(setting.field, value)
+    for field, url in connector.targets(config, credentials):
+        check_target_url(field, url)
 
 
 def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoConfig:

@@ -9,7 +9,7 @@ organisation's, so the connector's own limits on them (the http connector's ``al
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from attrs import define, frozen
 
@@ -38,22 +38,23 @@ class SettingsUndoExecutor:
     could reach the service either, so a job left for one would never end); an undo it cannot run fails with
     its :meth:`obstacle`, which says what to fix, and the action becomes ``ROLLBACK_FAILED``, for an operator to
     see; the dashboard shows the same obstacles before a rollback is confirmed. The undos of a connector with
-    no server side here (an MCP server the agent reaches over stdio, a plugin this server lacks) it hands to
-    the agent process that holds the client (:attr:`hands_over`). ``decrypt`` reads the stored credentials
-    (:class:`~agentrein_core.vault.Vault`)."""
+    no server side here (a plugin this server lacks), and those whose service the organisation's settings do not
+    name (an MCP server they do not list: :meth:`~agentrein_core.connector.Connector.not_reached`), it hands to
+    the agent process that holds the client (:attr:`hands_over`); :meth:`_handed` alone decides which. ``decrypt``
+    reads the stored credentials (:class:`~agentrein_core.vault.Vault`)."""
 
     engine: Engine
     connectors: Connectors
     decrypt: Callable[[str | None], JSON]
 
     def enabled_for(self, action: Action) -> bool:
-        """Whether the organisation of ``action`` has its connector enabled (no side effect)."""
+        """Whether the organisation of ``action`` has its connector enabled, with settings that reach the
+        service ``action`` was made on (no side effect)."""
         settings = self.engine.accounts.connector_config(action.org_id, action.connector)
-        return settings is not None and settings.enabled
+        return settings is not None and settings.enabled and self._handed(action) is None
 
     def can_run(self, action: Action) -> bool:
-        name = action.connector
-        return name in self.connectors.names() and self.connectors.get(name).undoes_in_server()
+        return self._handed(action) is None
 
     @property
     def hands_over(self) -> bool:
@@ -63,6 +64,21 @@ class SettingsUndoExecutor:
         """What stops undos through ``connector`` for ``org_id`` (``None``: nothing does)."""
         reached = self._reach(org_id, connector)
         return reached if isinstance(reached, Obstacle) else None
+
+    def obstacles(self, org_id: str, actions: Iterable[Action]) -> dict[str, Obstacle]:
+        """What stops the undo of each of ``actions`` here, by action id (those nothing stops are left out): why it
+        is handed to the agent's process, else what stops its connector (judged once per connector)."""
+        found: dict[str, Obstacle] = {}
+        by_connector: dict[str, Obstacle | None] = {}
+        for action in actions:
+            obstacle = self._handed(action)
+            if obstacle is None:
+                if action.connector not in by_connector:
+                    by_connector[action.connector] = self.obstacle(org_id, action.connector)
+                obstacle = by_connector[action.connector]
+            if obstacle is not None:
+                found[action.action_id] = obstacle
+        return found
 
     def run_undo(self, action: Action) -> None:
         reached = self._reach(action.org_id, action.connector)
@@ -75,22 +91,47 @@ class SettingsUndoExecutor:
             raise UndoError(str(exc)) from exc
         run_inverse(connector, action, client, close_after=True)
 
-    def _reach(self, org_id: str, name: str) -> Obstacle | tuple[Connector, JSON, JSON]:
-        """The connector and the organisation's settings (credentials decrypted) its undos run with, or what
-        stops them, in the order an operator would fix it."""
+    def _handed(self, action: Action) -> Obstacle | None:
+        """Why the undo of ``action`` is handed to the agent process that holds its client rather than run here
+        (``None``: it runs here, or fails with what :meth:`_reach` says)."""
+        name = action.connector
+        absent = self._absent(name)
+        if absent is not None:
+            return absent
+        settings = self.engine.accounts.connector_config(action.org_id, name)
+        config = settings.config if settings is not None and settings.enabled else {}
+        why = self.connectors.get(name).not_reached(config, action)
+        if why is None:
+            return None
+        return Obstacle(
+            f"{why}: its undo is handed to the agent process that holds the client it wrapped, and fails if no "
+            f"such process takes it (the agent has ended); name it in connector {name!r}'s settings to undo it here",
+            in_settings=True,
+        )
+
+    def _absent(self, name: str) -> Obstacle | None:
+        """What keeps every undo of connector ``name`` from running here, whatever the settings say."""
         if name not in self.connectors.names():
             return Obstacle(
                 f"connector {name!r} is not installed on this server; install its plugin where the server runs",
                 in_settings=False,
             )
-        connector = self.connectors.get(name)
-        if not connector.undoes_in_server():
+        if not self.connectors.get(name).undoes_in_server():
             return Obstacle(
                 f"connector {name!r} cannot run undos in the server: each is handed to the agent process that "
                 "holds the client it wrapped, and fails if no such process takes it (the agent has ended); "
                 "undo those by hand",
                 in_settings=False,
             )
+        return None
+
+    def _reach(self, org_id: str, name: str) -> Obstacle | tuple[Connector, JSON, JSON]:
+        """The connector and the organisation's settings (credentials decrypted) its undos run with, or what
+        stops them, in the order an operator would fix it."""
+        absent = self._absent(name)
+        if absent is not None:
+            return absent
+        connector = self.connectors.get(name)
         settings = self.engine.accounts.connector_config(org_id, name)
         if settings is None or not settings.enabled:
             return Obstacle(

@@ -84,6 +84,17 @@ def addresses_of(host: str, port: int) -> list[Address]:
     return list(dict.fromkeys(ipaddress.ip_address(raw.split("%", 1)[0]) for raw in found))
 
 
+def checked_addresses(field: str, host: str, port: int) -> list[Address]:
+    """Every address ``host`` resolves to now, for a request to connect to, when each is public (or
+    ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` is 1); else :class:`ValidationError` naming ``field``. A host that does not
+    resolve raises :class:`OSError` (or :class:`UnicodeError`), as a connection to it would. The one decision
+    behind every pinned transport (:class:`PinnedTransport`; the mcp connector's, over ``httpx2``)."""
+    addresses = addresses_of(host, port)
+    if not private_targets_allowed():
+        _refuse_private(field, host, addresses)
+    return addresses
+
+
 def _refuse_private(field: str, host: str, addresses: list[Address]) -> None:
     for address in addresses:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -174,11 +185,9 @@ class PinnedTransport(httpx.HTTPTransport):
         host = request.url.raw_host.decode("ascii")
         port = request.url.port or DEFAULT_PORTS.get(request.url.scheme, 80)
         try:
-            addresses = addresses_of(host, port)
+            addresses = checked_addresses(self.field, host, port)
         except (OSError, UnicodeError) as exc:
             raise httpx.ConnectError(f"the host {host!r} cannot be resolved ({exc})", request=request) from None
-        if not private_targets_allowed():
-            _refuse_private(self.field, host, addresses)
         *others, last = addresses
         for address in others:
             try:

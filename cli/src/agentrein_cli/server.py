@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from contextlib import closing
 from pathlib import Path
@@ -36,6 +37,8 @@ BOOTSTRAP_ADMIN = "admin@localhost"
 #: The server's database when none is named: a file of its own, never the embedded agents' ``agentrein.db``
 #: (whose sessions its workers would then roll back).
 SERVER_DATABASE_URL = "sqlite:///agentrein-server.db"
+#: The administrator's file of the stdio MCP servers organisations may pick by name (read by the mcp connector).
+MCP_COMMANDS_ENV = "AGENTREIN_MCP_COMMANDS"
 
 ServerDatabaseUrl = Annotated[
     str | None,
@@ -64,11 +67,28 @@ def serve(
             "approval expiry, webhooks) runs in one of them only.",
         ),
     ] = 1,
+    mcp_commands: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-commands",
+            envvar=MCP_COMMANDS_ENV,
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help='A JSON file {"NAME": ["program", "arg", ...]} of the stdio MCP servers this server may start to '
+            "undo MCP calls. Organisations pick one by NAME in their mcp connector settings "
+            '({"servers": {"memory": {"command": "NAME"}}}), never a command line of their own. None by default.',
+        ),
+    ] = None,
 ) -> None:
     """Run the AgentRein server (REST API, OpenAPI at /schema, workers). On an empty database it creates
-    organisation 'default' (plan team) and prints one operator API key, once."""
+    organisation 'default' (plan team) and prints one operator API key, once. Undos reach loopback and private
+    addresses only with AGENTREIN_ALLOW_PRIVATE_TARGETS=1 in its environment."""
     from agentrein_core.database import shown_database_url
     from agentrein_server.app import create_app, open_services
+
+    if mcp_commands is not None:  # read where the mcp connector runs: here and in every worker process
+        os.environ[MCP_COMMANDS_ENV] = str(mcp_commands.resolve())
 
     if database_url is None:
         _refuse_a_former_default()

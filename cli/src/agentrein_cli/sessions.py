@@ -226,8 +226,8 @@ def _check_reachable(undo: SettingsUndoExecutor, org_id: str, session: SessionIn
     from agentrein_core.errors import RollbackRefusedError
     from agentrein_core.rules import UNDOABLE
 
-    undone = {a.connector for a in session.actions if a.status in UNDOABLE and a.undo and not a.undo.is_none}
-    reasons = [o.reason for name in sorted(undone) if (o := undo.obstacle(org_id, name)) is not None]
+    undone = [a for a in session.actions if a.status in UNDOABLE and a.undo and not a.undo.is_none]
+    reasons = list(dict.fromkeys(o.reason for o in undo.obstacles(org_id, undone).values()))
     if reasons:
         raise RollbackRefusedError(
             "nothing was rolled back: here inverses run through the organisation's connector settings, and "

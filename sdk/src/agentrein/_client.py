@@ -69,7 +69,8 @@ class AgentRein:
         if base_url:
             served = ServedMode(base_url, api_key or os.environ.get(API_KEY_ENV, ""), journal_path=journal_path)
             self._mode, self._outbox = served, served.outbox  # one outbox: its confirmations travel there too
-            # The server runs the undos, but for connectors with no server side: it hands those back here.
+            # The server runs the undos but those it cannot reach (no server side, an MCP server not in its
+            # settings): it hands those back here.
             self._clients = ClientUndoExecutor(self._connectors)
             self._undo_taker: UndoTaker | None = UndoTaker(served, self._clients, self._redactor)
         else:

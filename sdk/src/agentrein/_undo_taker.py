@@ -1,8 +1,9 @@
 """Served mode's side of the undos the server hands back (DESIGN §4a).
 
 The server cannot run every undo: an MCP server the agent reaches over stdio is reachable from the agent's
-process alone. The server offers such an undo to the process that holds the client, and this taker, running
-while this process holds clients of a connector with no server side, takes it (``POST /undos/claim``, a
+process alone, unless the organisation's settings name it. The server offers such an undo to the process that
+holds the client, and this taker, running while this process holds clients of a connector whose undos may be
+handed over (:meth:`~agentrein_core.connector.Connector.may_hand_over`), takes it (``POST /undos/claim``, a
 long-poll), runs it through the client the session wrapped (:class:`~agentrein._executor.ClientUndoExecutor`:
 the open one, or one reopened as it was) and reports the outcome. The rollback waits for it meanwhile.
 """
@@ -41,15 +42,16 @@ class UndoTaker:
     served: ServedMode
     clients: ClientUndoExecutor
     redactor: Redactor
-    #: The connectors with no server side that this process wrapped a client of: the undos it takes.
+    #: The connectors whose undos the server may hand over that this process wrapped a client of: the undos it
+    #: takes.
     _connectors: set[str] = field(factory=set)
     _thread: threading.Thread | None = None
     _stopped: threading.Event = field(factory=threading.Event)
     _lock: threading.Lock = field(factory=threading.Lock)
 
     def wrapped(self, connector: Connector) -> None:
-        """A client of ``connector`` was wrapped: take the undos of its sessions, if the server cannot run them."""
-        if connector.undoes_in_server():
+        """A client of ``connector`` was wrapped: take the undos of its sessions the server may hand over."""
+        if not connector.may_hand_over():
             return
         with self._lock:
             self._connectors.add(connector.name)

@@ -30,7 +30,8 @@ class McpBinding:
     server: str
     table: UndoTable
     on_tool_error: ToolErrors = "rollback"
-    #: What ``mcp.Client`` was made with (a ``StdioServerParameters``, a URL, a transport): enough to connect again.
+    #: What ``mcp.Client`` was made with (a ``StdioServerParameters``, a URL): enough to connect again; or, for
+    #: the server's own connections, a function that opens a connected client (:mod:`agentrein_mcp.servers`).
     reconnect: Any = None
     _tools: dict[str, Tool] | None = field(default=None, init=False)
 
@@ -69,6 +70,10 @@ class McpBinding:
                 f"the MCP connection to {self.server!r} that made this call is closed, and AgentRein cannot reach "
                 "that server again: wrap an mcp.Client (it knows how to connect), or roll back while it is open"
             )
+        if callable(self.reconnect):
+            async with self.reconnect() as client:
+                yield client
+            return
         import mcp
 
         async with mcp.Client(self.reconnect) as client:

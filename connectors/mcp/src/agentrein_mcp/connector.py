@@ -13,6 +13,10 @@
   when the tool is annotated ``idempotentHint`` or the table says ``idempotent``.
 - Undo comes from the server's table (:mod:`agentrein_mcp.tables`), run through the wrapped client while it is
   open, else through a new connection made as it was (:mod:`agentrein_mcp.binding`).
+- In AgentRein's server, an undo runs through the organisation's settings when they name the action's MCP server
+  (a streamable-HTTP URL with its headers, or a stdio command the server's administrator declared:
+  :mod:`agentrein_mcp.servers`); :meth:`McpConnector.not_reached` says when they do not, and the undo is then
+  handed to the agent process that holds the client, as before there were settings.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from agentrein_core.connector import (
     Connector,
     OperationType,
     PreparedCall,
+    Setting,
+    SettingKind,
     Undoable,
     UndoConfig,
     UndoError,
@@ -41,6 +47,7 @@ from agentrein_core.connector import (
     operation_by_verb,
 )
 from agentrein_mcp.binding import McpBinding, bind, call_tool
+from agentrein_mcp.servers import McpServers, check_servers, unconfigured, urls
 from agentrein_mcp.tables import ToolCall, ToolEntry
 
 if TYPE_CHECKING:  # the mcp SDK is imported where a client is wrapped or used (agentrein_mcp.binding says why)
@@ -76,6 +83,27 @@ class McpConnector(Connector):
     name: ClassVar[str] = "mcp"
     undo_types: ClassVar[frozenset[str]] = frozenset({MCP_TOOLS})
     wrap_options: ClassVar[frozenset[str]] = frozenset({"server", "undo", "on_tool_error"})
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting(
+            "servers",
+            "MCP servers",
+            "The MCP servers the server may reach to undo calls itself, as a JSON object: each server's name (the "
+            'one its calls are recorded under) to {"url": ...}, a streamable-HTTP address, or {"command": ...}, the '
+            "name of a stdio command the server's administrator declared. The undos of a server not named here are "
+            "handed to the agent process that made the calls.",
+            SettingKind.JSON,
+            example='{"tracker": {"url": "https://mcp.example.com/mcp"}, "memory": {"command": "memory"}}',
+        ),
+        Setting(
+            "headers",
+            "Headers",
+            "Sent to the MCP servers reached by URL, as a JSON object of each server's name to its headers, such "
+            "as the Authorization it needs.",
+            SettingKind.JSON,
+            secret=True,
+            example='{"tracker": {"Authorization": "Bearer …"}}',
+        ),
+    )
 
     def accepts(self, client: Any) -> bool:
         import mcp
@@ -202,6 +230,18 @@ class McpConnector(Connector):
     def is_transient(self, error: BaseException) -> bool:
         return isinstance(error, TRANSIENT_ERRORS)
 
+    def check_config(self, config: JSON, credentials: JSON) -> None:
+        check_servers(config, credentials)
+
+    def targets(self, config: JSON, credentials: JSON) -> list[tuple[str, str]]:
+        return urls(config)
+
+    def not_reached(self, config: JSON, action: Action) -> str | None:
+        return unconfigured(config, action)
+
+    def server_client(self, config: JSON, credentials: JSON) -> McpServers:
+        return McpServers(config, credentials)
+
     def is_closed(self, client: Any) -> bool:
         binding: McpBinding = client
         return binding.is_closed()
@@ -292,10 +332,11 @@ async def _read_before(binding: McpBinding, read: ToolCall, arguments: dict[str,
     return None if answer.is_error else recorded_result(answer)
 
 
-async def _run_undo(undo: UndoConfig, binding: McpBinding, key: str) -> None:
+async def _run_undo(undo: UndoConfig, client: McpBinding | McpServers, key: str) -> None:
     if isinstance(undo.params.get("fails"), str):
         raise UndoError(str(undo.params["fails"]))
     server = str(undo.params["server"])
+    binding = client.binding(server) if isinstance(client, McpServers) else client
     if binding.server != server:  # each MCP server is a service of its own
         raise UndoError(f"the undo of a call to {server!r} cannot run through a client of {binding.server!r}")
     async with binding.connected() as client:

@@ -1,5 +1,6 @@
-"""Undos the server hands to agent processes (DESIGN §4a): a connector with no server side (an MCP server the
-agent reaches over stdio) is undone by the process that holds the client it wrapped. That process takes an undo
+"""Undos the server hands to agent processes (DESIGN §4a): those of a connector with no server side, and those
+whose service the organisation's settings do not name (an MCP server they do not list), are undone by the
+process that holds the client it wrapped. That process takes an undo
 offered for its sessions (``claim``, a long-poll), runs it through its client, and reports the outcome; the
 rollback waits meanwhile, and goes on (or stops, on a failure) once it hears."""
 

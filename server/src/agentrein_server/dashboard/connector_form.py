@@ -2,9 +2,10 @@
 (:attr:`~agentrein_core.connector.Connector.settings`): what is typed becomes the same ``config`` and
 ``credentials`` JSON as ``PUT /connectors/{name}`` takes, which the connector's ``check_config`` then judges.
 
-Lists are typed one item per line, headers one ``Name: value`` per line. Secrets are write-only: the form
-never shows them, an empty one keeps the stored value, and an optional one can be forgotten. A connector that
-declares nothing (a plugin written before the declaration) is asked for raw JSON instead."""
+Lists are typed one item per line, headers one ``Name: value`` per line, a JSON setting as a JSON object.
+Secrets are write-only: the form never shows them, an empty one keeps the stored value, and an optional one can
+be forgotten. A connector that declares nothing (a plugin written before the declaration) is asked for raw JSON
+instead."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ def settings_from_form(connector: Connector, form: Posted, kept: JSON) -> tuple[
 
 def parsed(setting: Setting, text: str) -> object | None:
     """A setting's JSON value from what was typed; ``None`` when nothing was."""
+    if setting.kind is SettingKind.JSON:
+        return json_object(setting.field, text)
     if setting.kind in (SettingKind.LIST, SettingKind.HOSTS, SettingKind.HEADERS):
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if not lines:

@@ -137,17 +137,17 @@ class SessionPages(Controller):
 def _plan(services: Services, org_id: str, session: SessionInfo) -> list[PlannedUndo]:
     """The undos a rollback would run now, last action first, each with what keeps it from running here. A
     sandbox's rollback runs no inverse, so nothing can keep it from running."""
-    obstacles: dict[str, Obstacle | None] = {}
+    planned = rollback.planned(session.actions)
+    undone = [a for a in planned if not session.sandbox and not words.has_no_inverse(a)]
+    obstacles = services.undo.obstacles(org_id, undone)
     plan = []
-    for action in rollback.planned(session.actions):
+    for action in planned:
         if session.sandbox:
             plan.append(PlannedUndo(action))
         elif words.has_no_inverse(action):
             plan.append(PlannedUndo(action, stays=words.kept(action)))
         else:
-            if action.connector not in obstacles:  # the same for every action of a connector: asked once
-                obstacles[action.connector] = services.undo.obstacle(org_id, action.connector)
-            plan.append(PlannedUndo(action, obstacle=obstacles[action.connector]))
+            plan.append(PlannedUndo(action, obstacle=obstacles.get(action.action_id)))
     return plan
 
 

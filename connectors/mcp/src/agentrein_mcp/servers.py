@@ -1,0 +1,195 @@
+"""The MCP servers an organisation lets AgentRein's server reach to run undos itself (the ``mcp`` connector's
+settings, ``PUT /connectors/mcp``), after the agent that made the calls is gone.
+
+- ``config``: ``{"servers": {NAME: {"url": URL} | {"command": COMMAND}}}``, NAME the server's name in the api
+  names (``memory`` of ``memory.create_entities``). A URL is a streamable-HTTP endpoint, a target like any other
+  (DESIGN §8: public addresses only unless ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` is 1, checked when stored and on
+  each connection). A COMMAND is the name of a stdio command the server's *administrator* declared, never a
+  command line: an organisation's operator typing a command line would run programs on a server other
+  organisations share.
+- ``credentials``: ``{"headers": {NAME: {HEADER: VALUE}}}``, sent to that URL server (stored encrypted).
+- The administrator declares the commands in a JSON file, ``{COMMAND: [PROGRAM, ARG, ...]}``, named by
+  ``$AGENTREIN_MCP_COMMANDS`` (``agentrein serve --mcp-commands FILE``). A command runs with the server's
+  ``PATH`` and ``HOME`` only (the ``mcp`` SDK's default environment), not the server's secrets.
+
+The undo's calls were derived by the table when the call was confirmed and are stored with it, so no table is
+needed here."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from agentrein_core.connector import JSON, Action, UndoError, ValidationError
+from agentrein_mcp.binding import McpBinding
+from agentrein_mcp.tables import UndoTable
+
+#: Names the administrator's file of stdio commands an organisation's settings may pick from.
+COMMANDS_ENV = "AGENTREIN_MCP_COMMANDS"
+SERVERS = "config.servers"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[^\x00-\x1f\x7f]*")
+
+
+def declared_commands() -> dict[str, list[str]]:
+    """The stdio commands the server's administrator declared (``$AGENTREIN_MCP_COMMANDS``), read now: a change
+    to the file holds from the next settings stored or undo run."""
+    path = os.environ.get(COMMANDS_ENV)
+    if not path:
+        return {}
+    try:
+        declared = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = f"the server's file of MCP commands {path!r} cannot be read ({exc})"
+        raise ValidationError(COMMANDS_ENV, why) from None
+    if not isinstance(declared, dict) or not all(
+        isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv) for argv in declared.values()
+    ):
+        raise ValidationError(COMMANDS_ENV, f'{path!r} must be a JSON object {{"NAME": ["program", "arg", ...]}}')
+    return declared
+
+
+def check_servers(config: JSON, credentials: JSON) -> None:
+    """The mcp connector's settings, as this module's docstring says; :class:`ValidationError` naming the field."""
+    _only_keys("config", config, {"servers"})
+    _only_keys("credentials", credentials, {"headers"})
+    servers = config.get("servers", {})
+    if not isinstance(servers, dict):
+        raise ValidationError(SERVERS, 'must map server names to {"url": URL} or {"command": NAME}')
+    commands: dict[str, list[str]] | None = None
+    for name, server in servers.items():
+        field = f"{SERVERS}.{name}"
+        if not _NAME.fullmatch(name):
+            raise ValidationError(field, "a server's name is the one its calls are recorded under, like memory")
+        if not isinstance(server, dict) or len(server) != 1 or not ({"url", "command"} & server.keys()):
+            raise ValidationError(field, 'must be {"url": URL} (streamable HTTP) or {"command": NAME}')
+        if "command" in server:
+            commands = declared_commands() if commands is None else commands
+            if server["command"] not in commands:
+                known = ", ".join(sorted(commands)) or "none are"
+                raise ValidationError(
+                    f"{field}.command",
+                    f"{server['command']!r} is not an MCP command the server's administrator declared ({known}); "
+                    f"an administrator declares commands in the file ${COMMANDS_ENV} names",
+                )
+    headers = credentials.get("headers", {})
+    if not isinstance(headers, dict):
+        raise ValidationError("credentials.headers", "must map server names to their headers")
+    for name, sent in headers.items():
+        field = f"credentials.headers.{name}"
+        if "url" not in servers.get(name, {}):
+            raise ValidationError(field, f"{name!r} is not an MCP server reached by URL in config.servers")
+        if not isinstance(sent, dict) or not all(
+            isinstance(k, str) and _HEADER_NAME.fullmatch(k) and isinstance(v, str) and _HEADER_VALUE.fullmatch(v)
+            for k, v in sent.items()
+        ):
+            raise ValidationError(field, "must map header names to single-line string values")
+
+
+def urls(config: JSON) -> list[tuple[str, str]]:
+    """Each URL server's address with its field: the targets the engine checks."""
+    servers: Mapping[str, Any] = config.get("servers", {})
+    return [(f"{SERVERS}.{name}.url", server["url"]) for name, server in servers.items() if "url" in server]
+
+
+def unconfigured(config: JSON, action: Action) -> str | None:
+    """Why the settings do not reach the MCP server ``action`` was made on, or ``None`` when they name it."""
+    server = action.undo.params.get("server") if action.undo is not None else None
+    if not isinstance(server, str):  # not confirmed yet: the api name is <server>.<tool>
+        server = action.api_name.removesuffix(f".{action.payload.get('tool')}")
+    if server in config.get("servers", {}):
+        return None
+    return f"MCP server {server!r} is not among the servers in the organisation's mcp connector settings"
+
+
+@frozen
+class McpServers:
+    """What the server undoes through: the organisation's MCP servers, each reached anew for each undo."""
+
+    config: JSON
+    credentials: JSON
+
+    def binding(self, server: str) -> McpBinding:
+        """A binding that connects to ``server`` as the settings say (the undo's calls are stored with it)."""
+        entry = self.config.get("servers", {}).get(server)
+        if entry is None:
+            raise UndoError(f"MCP server {server!r} is not among the servers in the mcp connector's settings")
+        if "url" in entry:
+            headers = self.credentials.get("headers", {}).get(server, {})
+            reconnect: Any = functools.partial(_over_http, server, entry["url"], headers)
+        else:
+            import mcp
+
+            argv = declared_commands().get(entry["command"])
+            if argv is None:
+                raise UndoError(f"the server's administrator no longer declares MCP command {entry['command']!r}")
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:])
+            reconnect = functools.partial(_over_stdio, server, entry["command"], params)
+        return McpBinding(client=None, server=server, table=UndoTable(server, {}), reconnect=reconnect)
+
+
+@contextlib.asynccontextmanager
+async def _over_http(server: str, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """An MCP client of the streamable-HTTP server at ``url``, connected through a pinned ``httpx2`` client."""
+    import httpx2
+    import mcp
+    from mcp.client.streamable_http import streamable_http_client
+
+    from agentrein_mcp.pinned import pinned_async_client
+
+    timeout = httpx2.Timeout(30, read=300)  # as the SDK's own client: a long read, for its event streams
+    async with (
+        _unwrapped(f"MCP server {server!r} at {url}"),
+        pinned_async_client(f"{SERVERS}.{server}.url", headers=headers, timeout=timeout) as http,
+        mcp.Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def _over_stdio(server: str, command: str, params: Any) -> AsyncIterator[Any]:
+    """An MCP client of the administrator's stdio ``command`` (``params``)."""
+    import mcp
+
+    async with _unwrapped(f"MCP server {server!r} (command {command!r})"), mcp.Client(params) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def _unwrapped(server: str) -> AsyncIterator[None]:
+    """What stopped a connection to ``server``, out of the SDK's task groups that wrap it (a refused address, a
+    closed connection): the rollback then says it, and a transient one is retried as the connector judges."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) != 1:
+            raise
+        if isinstance(leaves[0], MCPError):  # "Connection closed": say whose
+            raise UndoError(f"{server}: {leaves[0]}") from leaves[0]
+        raise leaves[0] from None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [
+        leaf
+        for found in group.exceptions
+        for leaf in (_leaves(found) if isinstance(found, BaseExceptionGroup) else [found])
+    ]
+
+
+def _only_keys(field: str, value: JSON, keys: set[str]) -> None:
+    unknown = sorted(set(value) - keys)
+    if unknown:
+        raise ValidationError(f"{field}.{unknown[0]}", f"is not a setting of the mcp connector ({', '.join(keys)})")
