@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 
-from agentrein import ActionStatus, AsyncAgentRein, OperationType, PolicyBlockedError, RollbackFailedError
+from agentrein import ActionStatus, AsyncAgentRein, DisplayStatus, SessionInfo, OperationType, PolicyBlockedError, RollbackFailedError
 from agentrein_mcp import IDEMPOTENCY_META
 
 
@@ -32,6 +33,10 @@ def ledger() -> tuple[MCPServer, dict[str, Any]]:
     def send_note(text: str) -> dict[str, Any]:
         state["entries"]["sent"] = text
         return {"sent": True}
+
+    @server.tool()
+    def close_entry(entry_id: str) -> dict[str, Any]:
+        raise MCPError(code=INVALID_PARAMS, message=f"no open entry {entry_id}")  # a JSON-RPC error, not isError
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True))
     def add_entry(text: str, ctx: Context) -> dict[str, Any]:
@@ -158,3 +163,37 @@ def test_an_undo_runs_through_the_open_client_with_the_undos_own_key(tmp_path: P
     undo_key = asyncio.run(scenario())
     assert state["entries"] == {}
     assert state["meta"][-1][IDEMPOTENCY_META] == f"{undo_key}-0"
+
+
+def after_a_json_rpc_error(tmp_path: Path, on_tool_error: str) -> tuple[SessionInfo, dict[str, Any]]:
+    """An entry added, then a call the server answers with a JSON-RPC error (raised to the agent either way)."""
+    server, state = ledger()
+
+    async def scenario() -> SessionInfo:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:
+                ledger_client = ar.wrap(raw, s, connector="mcp", undo=TABLE, on_tool_error=on_tool_error)
+                await ledger_client.call_tool("add_entry", {"text": "tea"})
+                with pytest.raises(MCPError, match="no open entry e9"):
+                    await ledger_client.call_tool("close_entry", {"entry_id": "e9"})
+            return await ar.get_session(s)
+
+    return asyncio.run(scenario()), state
+
+
+def test_a_json_rpc_error_with_on_tool_error_record_is_recorded_failed_and_rolls_nothing_back(tmp_path: Path) -> None:
+    session, state = after_a_json_rpc_error(tmp_path, "record")
+    assert [(a.api_name, a.status) for a in session.actions] == [
+        ("ledger.add_entry", ActionStatus.SUCCESS),
+        ("ledger.close_entry", ActionStatus.FAILED),
+    ]
+    assert "no open entry e9" in (session.actions[1].error or "")
+    assert session.display_status is DisplayStatus.ACTIVE
+    assert state["entries"] == {"e1": "tea"}  # not undone
+
+
+def test_a_json_rpc_error_rolls_the_session_back_by_default(tmp_path: Path) -> None:
+    session, state = after_a_json_rpc_error(tmp_path, "rollback")
+    assert session.display_status is DisplayStatus.REVERTED
+    assert state["entries"] == {}  # the entry added before it was removed

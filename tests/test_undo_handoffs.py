@@ -148,3 +148,32 @@ def test_a_claim_waits_only_while_one_of_its_sessions_is_being_rolled_back(
 
     monkeypatch.setattr(engine.rollbacks.waiters, "wait", no_waiting)
     assert engine.rollbacks.claim_handed_undo(org.org_id, [session.session_id], ["fake"], 30) is None
+
+
+def test_an_undo_handed_to_the_agent_is_never_run_here_too_once_the_settings_would_let_this_process_run_it(
+    engine: Engine,
+) -> None:
+    class SettingsChanged(AgentsOnly):
+        """As the server's executor is once an operator names the MCP server in the organisation's settings."""
+
+        may_run = False
+        ran: list[str] = []
+
+        def can_run(self, action: Action) -> bool:
+            return self.may_run
+
+        def run_undo(self, action: Action) -> None:
+            self.ran.append(action.action_id)
+
+    org_id, key, session_id, (action,) = started(engine, 1)
+    executor = SettingsChanged()
+    requested = engine.rollbacks.latest_rollback(org_id, session_id)
+    assert requested is not None
+    engine.rollbacks.run_rollback(org_id, requested.rollback_id, executor)  # offered to the agent's process
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    executor.may_run = True  # the operator names the server, as the rollback's obstacle told them to
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+    job = engine.rollbacks.run_rollback(org_id, requested.rollback_id, executor)
+    assert executor.ran == []  # the agent's process ran it: once
+    assert job.status is RollbackStatus.SUCCEEDED

@@ -82,6 +82,10 @@ export interface Connector {
    *  MCP tool's `isError` answer, when the agent chose to only record those): it is recorded `FAILED` and rolls
    *  nothing back. `null` (or no such method): the call succeeded. */
   failureIn?(call: PreparedCall, result: unknown): string | null;
+  /** Whether `call`, which threw `error`, rolls the session back. `false`: it is recorded `FAILED`, nothing is
+   *  rolled back, and the agent still gets `error` (an MCP server's JSON-RPC error, when the agent chose to
+   *  only record tool errors). `true` (or no such method): a failed call rolls the session back. */
+  rollsBack?(call: PreparedCall, error: unknown): boolean;
   /** The undo the call's result calls for, merged with the agent's `override` (`undo` option of `wrap`). */
   undoFor(call: PreparedCall, result: unknown, override?: { readonly [key: string]: Json }): UndoConfig;
   /** Whether `error` (thrown by `run`) is worth retrying with the same key. */

@@ -66,11 +66,11 @@ export async function guardedCall(guard: Guard, call: PreparedCall, path: readon
     try {
       result = await execute(guard, call, key, retryable);
     } catch (error) {
-      journalCall(guard, call, key, { error });
+      journalCall(guard, call, key, { error, rollsBack: failureRollsBack(guard, call, error) });
       throw error;
     }
     const failure = guard.options.connector.failureIn?.(call, result) ?? null;
-    journalCall(guard, call, key, failure === null ? { result } : { error: failure });
+    journalCall(guard, call, key, failure === null ? { result } : { error: failure, rollsBack: false });
     return result;
   }
   if (logged.approval !== null) await awaitApproval(guard, logged);
@@ -78,7 +78,7 @@ export async function guardedCall(guard: Guard, call: PreparedCall, path: readon
   try {
     result = await execute(guard, call, logged.action.idempotencyKey, retryable);
   } catch (error) {
-    await recordFailure(guard, logged.action, error);
+    await recordFailure(guard, logged.action, error, failureRollsBack(guard, call, error));
     throw error;
   }
   const failure = guard.options.connector.failureIn?.(call, result) ?? null;
@@ -272,7 +272,17 @@ function outcome(guard: Guard, call: PreparedCall, result: unknown): { response:
   return { response, undo: undoToWire(guard.redactor.redactUndo(undo)) };
 }
 
-function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { result?: unknown; error?: unknown }): void {
+/** Whether `call`, which threw `error`, rolls the session back (`Connector.rollsBack`). */
+function failureRollsBack(guard: Guard, call: PreparedCall, error: unknown): boolean {
+  return guard.options.connector.rollsBack?.(call, error) ?? true;
+}
+
+function journalCall(
+  guard: Guard,
+  call: PreparedCall,
+  key: string,
+  ended: { result?: unknown; error?: unknown; rollsBack?: boolean },
+): void {
   try {
     const failed = 'error' in ended;
     const recorded = failed ? null : outcome(guard, call, ended.result);
@@ -289,6 +299,7 @@ function journalCall(guard: Guard, call: PreparedCall, key: string, ended: { res
         response: recorded?.response ?? null,
         undo: recorded?.undo ?? null,
         error: failed ? describe(ended.error, guard.redactor) : null,
+        ...(ended.rollsBack === false ? { rollsBack: false } : {}),
       },
     });
   } catch (error) {

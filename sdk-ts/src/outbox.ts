@@ -92,6 +92,8 @@ export interface ExecutedCall {
   readonly response: Json;
   readonly undo: WireUndo | null;
   readonly error: string | null;
+  /** `false`: a failure the agent only records, which rolls nothing back (absent: a failure rolls back). */
+  readonly rollsBack?: boolean;
 }
 
 /** A session opened while AgentRein could not be reached; its id was chosen here. */

@@ -13,6 +13,9 @@ import { fileURLToPath } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
 import { McpToolError, PolicyBlockedError, RollbackFailedError, ValidationError, type AgentRein, type Session, type SessionAction, type WrapOptions } from '../src/index.js';
 import { classify, mcpConnector } from '../src/connectors/mcp.js';
@@ -78,6 +81,37 @@ async function withServer(
     await raw.close();
     await agentrein.close();
   }
+}
+
+const LEDGER_TABLE = { tools: { add_entry: { undo: { tool: 'remove_entry', arguments: { entry_id: 'result.id' } } } } };
+
+/** A ledger server of the test's own (the SDK's low-level `Server`, in memory), whose `close_entry` answers a
+ *  JSON-RPC error, as the reference servers never do (they answer `isError`); and a client connected to it. */
+async function ledgerServer(): Promise<{ client: Client; entries: Map<string, string> }> {
+  const entries = new Map<string, string>();
+  const server = new Server({ name: 'ledger', version: '1.0.0' }, { capabilities: { tools: {} } });
+  const schema = { type: 'object' as const, properties: {} };
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: ['add_entry', 'remove_entry', 'close_entry'].map((name) => ({ name, inputSchema: schema })),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, (request) => {
+    const args = (request.params.arguments ?? {}) as { text?: string; entry_id?: string };
+    if (request.params.name === 'add_entry') {
+      const id = `e${entries.size + 1}`;
+      entries.set(id, args.text ?? '');
+      return { content: [{ type: 'text', text: id }], structuredContent: { id } };
+    }
+    if (request.params.name === 'remove_entry') {
+      entries.delete(args.entry_id ?? '');
+      return { content: [{ type: 'text', text: 'removed' }] };
+    }
+    throw new McpError(ErrorCode.InvalidParams, `no open entry ${args.entry_id}`);
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'test', version: '1.0.0' });
+  await client.connect(clientSide);
+  return { client, entries };
 }
 
 /** `value` with `{dir}` in its strings replaced by `dir`. */
@@ -305,6 +339,42 @@ describe('the mcp connector', () => {
       assert.equal(now.status, 'ACTIVE');
       assert.deepEqual(await entityNames(raw), ['ada']);
     });
+  });
+
+  it("records a JSON-RPC error FAILED with onToolError 'record', rolls nothing back, and still throws it", async () => {
+    const { client, entries } = await ledgerServer();
+    await withServer(
+      { server: 'ledger', undo: LEDGER_TABLE, onToolError: 'record' },
+      async (ledger, _raw, session, agentrein) => {
+        await ledger.callTool({ name: 'add_entry', arguments: { text: 'tea' } });
+        await assert.rejects(ledger.callTool({ name: 'close_entry', arguments: { entry_id: 'e9' } }), /no open entry e9/);
+        const now = await agentrein.getSession(session);
+        assert.deepEqual(
+          now.actions.map((a) => [a.apiName, a.status]),
+          [
+            ['ledger.add_entry', 'SUCCESS'],
+            ['ledger.close_entry', 'FAILED'],
+          ],
+        );
+        assert.equal(now.status, 'ACTIVE');
+        assert.deepEqual([...entries.keys()], ['e1']); // not undone
+      },
+      Promise.resolve(client),
+    );
+  });
+
+  it('rolls the session back on a JSON-RPC error by default', async () => {
+    const { client, entries } = await ledgerServer();
+    await withServer(
+      { server: 'ledger', undo: LEDGER_TABLE },
+      async (ledger, _raw, session, agentrein) => {
+        await ledger.callTool({ name: 'add_entry', arguments: { text: 'tea' } });
+        await assert.rejects(ledger.callTool({ name: 'close_entry', arguments: { entry_id: 'e9' } }), /no open entry e9/);
+        assert.equal((await agentrein.getSession(session)).status, 'ROLLED_BACK');
+        assert.deepEqual([...entries.keys()], []); // the entry added before it was removed
+      },
+      Promise.resolve(client),
+    );
   });
 
   it("derives the undo from the user's table, which overrides the built-in entry of its tool", async () => {

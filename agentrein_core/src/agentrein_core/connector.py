@@ -266,6 +266,12 @@ class Connector(ABC):
         ``FAILED`` and rolls nothing back. ``None`` (the default): the call succeeded."""
         return None
 
+    def rolls_back(self, call: PreparedCall, error: BaseException) -> bool:
+        """Whether ``call``, which raised ``error``, rolls the session back. ``False``: it is recorded ``FAILED``
+        and nothing is rolled back, and the agent still gets ``error`` (an MCP server's JSON-RPC error, when the
+        agent chose to only record tool errors). ``True`` (the default): a failed call rolls the session back."""
+        return True
+
     def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
         """How to undo ``call`` now that it returned ``result``; ``override`` is the caller's
         ``wrap(undo={api_name: {...}})`` entry, if any. By default nothing can be undone."""

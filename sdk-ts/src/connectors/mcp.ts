@@ -151,6 +151,14 @@ export const mcpConnector: Connector = {
     return TRANSIENT_CODES.has((error as { code?: unknown } | null)?.code as number);
   },
 
+  rollsBack(call: PreparedCall, error: unknown): boolean {
+    // A JSON-RPC error is the server's answer, as an isError result is; a lost connection is not. The SDK is an
+    // optional peer, so its McpError is known by its name and numeric code rather than imported.
+    const code = (error as { code?: unknown } | null)?.code;
+    const answered = error instanceof Error && error.name === 'McpError' && typeof code === 'number' && !TRANSIENT_CODES.has(code);
+    return !(answered && (call.context as ToolCallContext).binding.onToolError === 'record');
+  },
+
   isClosed(client: unknown): boolean {
     return (client as McpBinding).isClosed();
   },

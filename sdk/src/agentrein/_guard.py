@@ -121,7 +121,7 @@ class Guard:
         try:
             result = self._execute(call, logged.action.idempotency_key)
         except Exception as exc:
-            self._record_failure(logged.action, exc)
+            self._record_failure(logged.action, exc, rolls_back=self.options.connector.rolls_back(call, exc))
             raise
         self._record_success(call, logged.action, result, ClientRef(self.client))
         return result
@@ -153,7 +153,8 @@ class Guard:
         try:
             result = await self._execute_async(call, logged.action.idempotency_key)
         except Exception as exc:
-            await asyncio.to_thread(self._record_failure, logged.action, exc)
+            rolls_back = self.options.connector.rolls_back(call, exc)
+            await asyncio.to_thread(self._record_failure, logged.action, exc, rolls_back=rolls_back)
             raise
         await asyncio.to_thread(self._record_success, call, logged.action, result, ref)
         return result
@@ -276,8 +277,8 @@ class Guard:
         self.clients.remember(action, ref)
 
     def _record_failure(self, action: Action, error: BaseException | str, *, rolls_back: bool = True) -> None:
-        """``error``: what the call raised (the session rolls back); or why a result it returned is a failure
-        the agent chose to only record (``rolls_back`` false)."""
+        """``error``: what the call raised, or why a result it returned is a failure; ``rolls_back`` false: a
+        failure the agent chose to only record (:meth:`Connector.failure_in`, :meth:`Connector.rolls_back`)."""
         if isinstance(error, BaseException):
             message = _describe(error, self.redactor)
         else:
@@ -291,10 +292,10 @@ class Guard:
             return
         except Exception as exc:  # the agent must see its own error, not ours
             log.exception("AgentRein could not record the failure of action %s", action.action_id)
-            if is_logging_failure(exc) and isinstance(error, BaseException):
+            if is_logging_failure(exc) and rolls_back and isinstance(error, BaseException):
                 self._logging_failed(error, exc, action.api_name)
             return
-        if isinstance(error, BaseException):  # a failure only recorded (a result, not raised) rolls nothing back
+        if rolls_back and isinstance(error, BaseException):  # a failure only recorded rolls nothing back
             self._see_rollback_through(error)
 
     def _logging_failed(self, raising: BaseException, cause: BaseException, api_name: str) -> None:
@@ -358,7 +359,8 @@ class Guard:
                 response=response,
                 undo=undo,
                 error=self.redactor.redact_text(failure) if failure is not None else None,
-                rolls_back=failure is None or error is not None,  # a failure only recorded rolls nothing back
+                # A failure only recorded rolls nothing back.
+                rolls_back=failure is None or (error is not None and self.options.connector.rolls_back(call, error)),
             )
             self.journal.append(CallRecorded(self.session_id, executed))
         except Exception:

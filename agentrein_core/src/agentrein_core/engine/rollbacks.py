@@ -180,12 +180,15 @@ class Rollbacks(UseCases):
                         if undone is not None:
                             self._record_undone(tx, undone)
                         job, step = self._plan_step(tx, job, token, approval_timeout)
+                        handoff = tx.rollbacks.handoff(job.rollback_id, step.action.action_id) if step else None
                         if step is None:
                             tx.announce(Change.ROLLBACK)
-                        elif runnable := executor.can_run(step.action):
+                        # An undo once handed to the agent stays the agent's (even if this process could now run
+                        # it, the organisation's settings having changed): it must never run twice.
+                        elif runnable := handoff is None and executor.can_run(step.action):
                             action = self._in_progress(tx, step.action)
                         elif executor.hands_over:
-                            job, handed = self._hand_over(tx, job, token, step.action)
+                            job, handed = self._hand_over(tx, job, token, step.action, handoff)
                     undone = None
                     if step is None or isinstance(handed, rollback.Offer | rollback.AwaitAgent):
                         return job
@@ -284,12 +287,13 @@ class Rollbacks(UseCases):
                     set_session_status(tx, session, after)
                 return self._renew(tx, job, token, **finished(RollbackStatus.SUCCEEDED, now)), None
 
-    def _hand_over(self, tx: Tx, job: Rollback, token: str, action: Action) -> tuple[Rollback, rollback.Handed]:
-        """The undo of ``action`` runs in the agent's process: offer it, or see where its offer stands. The job
-        waits meanwhile (still ``RUNNING``, its lease let go until the offer or the lease that took it ends; a
-        reported outcome makes it due at once)."""
+    def _hand_over(
+        self, tx: Tx, job: Rollback, token: str, action: Action, handoff: UndoHandoff | None
+    ) -> tuple[Rollback, rollback.Handed]:
+        """The undo of ``action`` runs in the agent's process: offer it, or see where its offer (``handoff``)
+        stands. The job waits meanwhile (still ``RUNNING``, its lease let go until the offer or the lease that
+        took it ends; a reported outcome makes it due at once)."""
         now = self.clock()
-        handoff = tx.rollbacks.handoff(job.rollback_id, action.action_id)
         handed = rollback.handed_step(action, handoff, now)
         if isinstance(handed, rollback.Offer):
             until = now + self.agent_undo_wait

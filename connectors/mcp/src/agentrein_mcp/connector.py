@@ -230,6 +230,15 @@ class McpConnector(Connector):
     def is_transient(self, error: BaseException) -> bool:
         return isinstance(error, TRANSIENT_ERRORS)
 
+    def rolls_back(self, call: PreparedCall, error: BaseException) -> bool:
+        from mcp.shared.exceptions import MCPError  # loaded already: the call raised it
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        context: ToolCallContext = call.context
+        # A JSON-RPC error is the server's answer, as an isError result is (DESIGN 4a); a lost connection is not.
+        answered = isinstance(error, MCPError) and error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+        return not (answered and context.binding.on_tool_error == "record")
+
     def check_config(self, config: JSON, credentials: JSON) -> None:
         check_servers(config, credentials)
 
