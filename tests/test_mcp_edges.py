@@ -15,7 +15,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 
-from agentrein import ActionStatus, AsyncAgentRein, DisplayStatus, SessionInfo, OperationType, PolicyBlockedError, RollbackFailedError
+from agentrein import (
+    ActionStatus,
+    AsyncAgentRein,
+    DisplayStatus,
+    OperationType,
+    PolicyBlockedError,
+    RollbackFailedError,
+    SessionInfo,
+)
 from agentrein_mcp import IDEMPOTENCY_META
 
 

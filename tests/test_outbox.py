@@ -6,9 +6,11 @@ server."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import threading
+import time
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +22,7 @@ from agentrein import _outbox
 from agentrein._outbox import (
     CallConfirmed,
     CallRecorded,
+    LoggingFailed,
     Outbox,
     OutcomeReported,
     RollbackRequested,
@@ -340,4 +343,48 @@ def test_what_was_journaled_reaches_agentrein_once_it_is_back_with_no_further_ca
     assert arrived.wait(timeout=30)  # sent by the outbox's thread: the agent made no call
     assert recorder.sent == [("complete_session", "ses_1")]
     assert not outbox.has_entries()
+    outbox.close()
+
+
+def test_the_outbox_thread_tries_again_less_and_less_often_when_what_it_sends_keeps_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_outbox, "RETRY_DELAY", 0.2)
+    tries: list[float] = []
+    enough = threading.Event()
+
+    class Broken(Recording):
+        def complete_session(self, session_id: str) -> None:
+            tries.append(time.monotonic())
+            if len(tries) == 4:
+                enough.set()
+            raise ValueError("an answer that is not JSON")  # not AgentRein's named error: a bug, tried again
+
+    outbox = Outbox(ME, tmp_path / "outbox.db", recorder=cast(Recorder, Broken()))
+    outbox.append(SessionCompleted("ses_1", utcnow()))
+    assert enough.wait(timeout=60)
+    outbox.close()
+    pauses = [later - earlier for earlier, later in itertools.pairwise(tries)]
+    assert [pause >= 0.2 * 2**i - 0.01 for i, pause in enumerate(pauses[:3])] == [True] * 3  # 0.2, 0.4, 0.8 s
+
+
+def test_a_journaled_rollback_is_not_sent_before_a_confirmation_written_before_it_that_a_record_carries(
+    tmp_path: Path,
+) -> None:
+    recorder = Recording()
+    outbox = Outbox(
+        ME,
+        tmp_path / "outbox.db",
+        recorder=cast(Recorder, recorder),
+        send=lambda c: recorder.sent.append(("PATCH", c.action_id)),
+    )
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    carried = outbox.take("ses_1")  # on its way with a write-ahead record, in another thread
+    outbox.append(LoggingFailed("ses_1", "action logging failed", "http"))
+    replay = threading.Thread(target=outbox.replay)
+    replay.start()
+    time.sleep(0.2)  # the replay, if it did not wait for the record, would have sent the rollback by now
+    outbox.put_back(carried)  # the record failed: the confirmation is sent in its turn
+    replay.join(timeout=30)
+    assert [name for name, *_ in recorder.sent] == ["PATCH", "fail_session", "follow_rollback"]
     outbox.close()

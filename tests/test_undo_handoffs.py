@@ -156,8 +156,9 @@ def test_an_undo_handed_to_the_agent_is_never_run_here_too_once_the_settings_wou
     class SettingsChanged(AgentsOnly):
         """As the server's executor is once an operator names the MCP server in the organisation's settings."""
 
-        may_run = False
-        ran: list[str] = []
+        def __init__(self) -> None:
+            self.may_run = False
+            self.ran: list[str] = []
 
         def can_run(self, action: Action) -> bool:
             return self.may_run

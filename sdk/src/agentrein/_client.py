@@ -305,8 +305,8 @@ class AgentRein:
             log.warning("AgentRein journal not replayed at close: %s", exc)
         if self._undo_taker is not None:
             self._undo_taker.close()
+        self._outbox.close()  # before the mode it sends to (a served mode closes it again: that does nothing)
         self._mode.close()
-        self._outbox.close()  # closed with a served mode already: closing again does nothing
 
     def __enter__(self) -> AgentRein:
         return self

@@ -81,6 +81,8 @@ JOURNAL_ENV = "AGENTREIN_JOURNAL"
 FORMER_JOURNAL = "agentrein-journal.db"
 #: How long a confirmation waits for the session's next request before the background thread sends it.
 FLUSH_DELAY = 0.1
+#: How long a send waits for confirmations another thread's record carries before it sends on regardless.
+CARRIED_WAIT = 60.0
 #: How long the background thread waits before trying again when sending failed (doubled each time, up to
 #: ``MAX_RETRY_DELAY``).
 RETRY_DELAY = 2.0
@@ -240,7 +242,8 @@ class Outbox:
         self._warned = False
         self._cond = threading.Condition()
         self._pending: list[CallConfirmed] = []
-        self._in_flight: set[int] = set()  # ids of confirmations taken for sending, not yet settled or put back
+        # Confirmations taken for sending, not yet settled or put back: their rows, by the id of each.
+        self._in_flight: dict[int, float] = {}
         self._sent: list[tuple[int]] = []  # rows of confirmations the server has, still to delete from the file
         self._loaded = False
         self._closed = False
@@ -376,13 +379,18 @@ class Outbox:
         raises as :meth:`replay`."""
         if self._replayer == threading.get_ident():
             return 0  # the request of an entry being sent: everything written before it has been sent
+        self._wait_for_carried(math.inf)
+        return self._send_waiting(everything=True)
+
+    def _wait_for_carried(self, before: float) -> None:
+        """Wait (at most :data:`CARRIED_WAIT`) until the confirmations written before row ``before`` that a
+        write-ahead record carries in another thread are applied, or put back to be sent in their turn: what
+        is sent next must not overtake them (a rollback journaled after a success must find it confirmed)."""
         with self._cond:
-            on_the_way = set(self._in_flight)
-        sent = self._send_waiting(everything=True)
-        if on_the_way:
-            with self._cond:
-                self._cond.wait_for(lambda: on_the_way.isdisjoint(self._in_flight))
-        return sent
+            if not self._cond.wait_for(
+                lambda: all(row >= before for row in self._in_flight.values()), timeout=CARRIED_WAIT
+            ):
+                log.warning("AgentRein: confirmations carried by a record for %.0f s; sending on", CARRIED_WAIT)
 
     def _send_waiting(self, *, everything: bool) -> int:
         """The one replayer both entry points share: one sender at a time, in the order entries were written."""
@@ -419,13 +427,15 @@ class Outbox:
 
     def _send_in_order(self, everything: bool, journaled: bool) -> int:
         journal = self._journaled() if journaled else []
+        if journal:
+            self._wait_for_carried(journal[0][0])
         # The confirmations to send now: all of them, or those written before the last journaled entry.
         last = journal[-1][0] if journal else 0
         with self._cond:
             taken = [c for c in self._pending if everything or (c.row is not None and c.row < last)]
             ids = {id(c) for c in taken}
             self._pending = [c for c in self._pending if id(c) not in ids]
-            self._in_flight.update(ids)
+            self._in_flight.update((id(c), _written(c.row)) for c in taken)
         # In the order written; a confirmation the file could not take goes after, in the order it was kept.
         waiting = sorted([*journal, *((c.row, c) for c in taken)], key=lambda item: _written(item[0]))
         sent = 0
@@ -473,7 +483,7 @@ class Outbox:
             self._update_row("UPDATE outbox SET problem = ? WHERE id = ?", (problem, row))
         if isinstance(entry, CallConfirmed):
             with self._cond:
-                self._in_flight.discard(id(entry))
+                self._in_flight.pop(id(entry), None)
                 self._cond.notify_all()
 
     def _put_back_from(self, waiting: list[tuple[int | None, Entry]]) -> None:
@@ -514,7 +524,7 @@ class Outbox:
             if taken:
                 ids = {id(c) for c in taken}
                 self._pending = [c for c in self._pending if id(c) not in ids]
-                self._in_flight.update(ids)
+                self._in_flight.update((id(c), _written(c.row)) for c in taken)
             return taken
 
     def delivered(self, confirmations: list[CallConfirmed]) -> None:
@@ -524,7 +534,8 @@ class Outbox:
             return
         with self._cond:
             self._sent.extend((c.row,) for c in confirmations if c.row is not None)
-            self._in_flight.difference_update(id(c) for c in confirmations)
+            for confirmation in confirmations:
+                self._in_flight.pop(id(confirmation), None)
             self._cond.notify_all()
 
     def put_back(self, confirmations: list[CallConfirmed]) -> None:
@@ -533,7 +544,8 @@ class Outbox:
             return
         with self._cond:
             self._pending[:0] = confirmations
-            self._in_flight.difference_update(id(c) for c in confirmations)
+            for confirmation in confirmations:
+                self._in_flight.pop(id(confirmation), None)
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -641,7 +653,11 @@ class Outbox:
         often, so what was journaled reaches AgentRein soon after it is back, with no call of the agent's."""
         retry = RETRY_DELAY
         while True:
-            journaled = self.has_entries()
+            try:
+                journaled = self.has_entries()
+            except sqlite3.Error:  # the file is unreadable now: try again later rather than end the thread
+                log.exception("AgentRein could not read its outbox %s", self.path)
+                journaled = True
             with self._cond:
                 if self._closed:
                     return
@@ -656,15 +672,17 @@ class Outbox:
             started = time.monotonic()
             try:
                 self.flush()
+                failed = self.has_entries()  # journaled entries left: a bug stopped them (logged)
             except AgentReinUnavailableError as exc:
+                failed = True
                 if retry == RETRY_DELAY:  # once per outage
                     log.warning("AgentRein records wait for the server (kept in %s): %s", self.path, exc)
             except Exception:
+                failed = True
                 log.exception("AgentRein could not send what its outbox holds")
-            journaled = self.has_entries()
             with self._cond:
-                due = self._due(journaled)
-                if due is not None and due <= started:  # what was due is still there
+                # Confirmations due before this try and still here were put back: it failed for them too.
+                if failed or any(c.since + FLUSH_DELAY <= started for c in self._pending):
                     self._next_try = time.monotonic() + retry
                     retry = min(retry * 2, MAX_RETRY_DELAY)
                 else:
@@ -689,6 +707,8 @@ def _send_entry(recorder: Recorder, send: Send | None, entry: Entry) -> None:
                 recorder.new_session(entry.agent_id, entry.intent, entry.sandbox, session_id=session_id)
             case CallRecorded():
                 recorder.record_executed_action(session_id, entry.call)
+            case OutcomeReported() if entry.succeeded and send is not None:  # served: sent now, not kept again
+                send(CallConfirmed(session_id, entry.action_id, entry.response, entry.undo))
             case OutcomeReported() if entry.succeeded:
                 recorder.confirm_action(session_id, entry.action_id, Confirmed(entry.response, entry.undo))
             case OutcomeReported():

@@ -95,9 +95,9 @@ class ServedMode:
         body = to_wire(call)
         # The session's earlier successes travel with it, applied first (:mod:`agentrein._outbox`).
         carried = self.outbox.take(session_id)
-        if carried:
-            body["confirm"] = [outcome.wire() for outcome in carried]
-        try:
+        try:  # from here on, each taken confirmation is delivered or put back, whatever happens
+            if carried:
+                body["confirm"] = [outcome.wire() for outcome in carried]
             logged = self._connection.call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
         except (errors.PolicyBlockedError, errors.ApprovalRejectedError, errors.InvalidTransitionError):
             self.outbox.delivered(carried)  # refused after the confirmations were applied
