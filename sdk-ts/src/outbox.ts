@@ -484,7 +484,9 @@ export class Outbox {
       throw new AgentReinUnavailableError(this.unreachable.message);
     }
     const send = ++this.sends;
-    if (everything) await Promise.all([...this.onTheirWay.values()].map((way) => way.landed));
+    // The confirmations a write-ahead record carries land (applied, or put back to be sent in their turn)
+    // before anything else is sent: a rollback journaled after a success must find it confirmed.
+    await Promise.all([...this.onTheirWay.values()].map((way) => way.landed));
     const sent = new Set<string>();
     const setAside = new Map<string, string>();
     let count = 0;

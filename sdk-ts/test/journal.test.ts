@@ -290,6 +290,19 @@ describe("the outbox's one replayer", () => {
     assert.equal(readFileSync(served.outbox.path, 'utf8'), '');
   });
 
+  it('does not send a journaled rollback before a confirmation written before it that a record carries', async (t) => {
+    const { url, heard } = await loopbackAgentRein(t);
+    const served = servedAt(t, url);
+    served.confirmAction(confirmed('act_a'));
+    const carried = served.outbox.take('ses_1'); // on its way with a write-ahead record
+    served.outbox.append({ kind: 'LoggingFailed', sessionId: 'ses_1', reason: 'action logging failed', connector: 'http' });
+    const replay = served.outbox.replay();
+    await new Promise((resolve) => setTimeout(resolve, 200)); // time enough for a replay that does not wait
+    served.outbox.putBack(carried); // the record failed: the confirmation goes in its turn
+    await replay;
+    assert.deepEqual(requests(heard).slice(0, 2), ['PATCH /sessions/ses_1/actions/act_a', 'POST /sessions/ses_1/fail']);
+  });
+
   it("does not replay again from a replayed entry's own request", { timeout: 30_000 }, async (t) => {
     const { url, heard } = await loopbackAgentRein(t);
     const served = servedAt(t, url);
