@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 import uvicorn
@@ -327,6 +328,22 @@ def test_an_undo_on_a_server_the_settings_name_has_no_obstacle(server: RunningSe
     assert configure(tenant, {"servers": {"notes": {"url": notes.url}}}).status_code == 200
     actions = server.engine.recording.get_session(tenant.org_id, session_id).actions
     assert server.services.undo.obstacles(tenant.org_id, actions) == {}
+
+
+def test_an_undo_naming_another_server_than_its_call_was_made_on_is_never_run_by_the_server(
+    server: RunningServer, notes: Notes
+) -> None:
+    tenant = server.tenant(http_undo=False)
+    session_id = agent_adds_a_note(tenant, notes)
+    config = {"servers": {"notes": {"url": notes.url}, "other": {"url": notes.url}}}
+    assert configure(tenant, config).status_code == 200
+    (action,) = server.engine.recording.get_session(tenant.org_id, session_id).actions
+    assert action.undo is not None
+    # As an agent could confirm it: the undo's calls aimed at another server the organisation configured.
+    elsewhere = attrs.evolve(action, undo=attrs.evolve(action.undo, params={**action.undo.params, "server": "other"}))
+    reason = McpConnector().not_reached(config, elsewhere)
+    assert reason == "its undo names MCP server 'other', not the server its call notes.add_note was made on"
+    assert McpConnector().not_reached(config, action) is None
 
 
 def test_the_rollback_confirmation_says_which_mcp_undo_is_handed_to_the_agent_and_which_runs_here(

@@ -10,7 +10,11 @@ settings, ``PUT /connectors/mcp``), after the agent that made the calls is gone.
 - ``credentials``: ``{"headers": {NAME: {HEADER: VALUE}}}``, sent to that URL server (stored encrypted).
 - The administrator declares the commands in a JSON file, ``{COMMAND: [PROGRAM, ARG, ...]}``, named by
   ``$AGENTREIN_MCP_COMMANDS`` (``agentrein serve --mcp-commands FILE``). A command runs with the server's
-  ``PATH`` and ``HOME`` only (the ``mcp`` SDK's default environment), not the server's secrets.
+  ``PATH`` and ``HOME`` only (the ``mcp`` SDK's default environment), not the server's secrets. Every
+  organisation on the server may pick every declared command, and an undo's tool calls come from its agent:
+  declare only commands whose every tool any organisation here may call (per-organisation commands are not
+  built yet).
+- An undo runs on the server its call was made on (the api name's prefix), never on another its agent names.
 
 The undo's calls were derived by the table when the call was confirmed and are stored with it, so no table is
 needed here."""
@@ -103,9 +107,13 @@ def urls(config: JSON) -> list[tuple[str, str]]:
 
 def unconfigured(config: JSON, action: Action) -> str | None:
     """Why the settings do not reach the MCP server ``action`` was made on, or ``None`` when they name it."""
-    server = action.undo.params.get("server") if action.undo is not None else None
-    if not isinstance(server, str):  # not confirmed yet: the api name is <server>.<tool>
-        server = action.api_name.removesuffix(f".{action.payload.get('tool')}")
+    tool = action.payload.get("tool")
+    made_on = action.api_name.removesuffix(f".{tool}") if isinstance(tool, str) else None  # <server>.<tool>
+    named = action.undo.params.get("server") if action.undo is not None else None
+    if isinstance(named, str) and (made_on or not action.api_name.startswith(f"{named}.")) and named != made_on:
+        # The undo comes from the agent: it runs where the call was made, or nowhere in this server.
+        return f"its undo names MCP server {named!r}, not the server its call {action.api_name} was made on"
+    server = named if isinstance(named, str) else made_on
     if server in config.get("servers", {}):
         return None
     return f"MCP server {server!r} is not among the servers in the organisation's mcp connector settings"
