@@ -247,6 +247,15 @@ class Connector(ABC):
         (``client.v1.customers``), rather than plain data. Nothing is descended into by default."""
         return False
 
+    def recorded(self, path: tuple[str, ...], payload: Any, before: JSON | None = None) -> PreparedCall | None:
+        """A call another client made and reports after it ran (the hosted product's published SDKs, through
+        ``/compat``), named by the attribute path its code reached (``("customers", "create")`` for their
+        ``stripe.customers.create``) with the ``payload`` it sent, and the object as it was just before the
+        call (``before``) when the server read it. Described as :meth:`prepare` describes a call (api name,
+        operation, payload, and the ``context`` :meth:`undo_for` then reads with the reported response), and
+        never run. ``None`` (the default, and for a read): the call is recorded under its path, with no undo."""
+        return None
+
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         """What to store of a successful call's result (redacted afterwards by AgentRein)."""
         return {}

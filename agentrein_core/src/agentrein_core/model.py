@@ -78,6 +78,9 @@ class Session:
     completed_at: datetime | None = None
     #: The id of the API key that opened it (None: opened by an embedded engine, or before keys were remembered).
     opened_by_key: str | None = None
+    #: The client that recorded it, when not one of AgentRein's own: ``"published SDK (Python)"`` for the hosted
+    #: product's SDKs speaking the compatible API (``/compat``). None: AgentRein's SDKs, API or command line.
+    recorded_with: str | None = None
 
 
 @frozen

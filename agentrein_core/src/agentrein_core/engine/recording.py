@@ -23,6 +23,7 @@ from agentrein_core.engine.consequences import (
     new_approval,
     open_approval,
     queue_check,
+    undo_alone,
     undo_late_success,
 )
 from agentrein_core.engine.records import (
@@ -82,6 +83,7 @@ class Recording(UseCases):
         *,
         session_id: str | None = None,
         opened_by_key: str | None = None,
+        recorded_with: str | None = None,
     ) -> Session:
         """Open a session. ``session_id`` is an id the client chose (the SDK chooses one when it opens a session
         while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
@@ -90,7 +92,8 @@ class Recording(UseCases):
         creation with a taken id is refused with one answer, :data:`CHOSEN_ID_REFUSED`, whichever organisation
         holds the id: it names neither the id nor its holder, and hands no session over.
         ``opened_by_key``: the API key opening it, the only agent key that may then act on it (the key that
-        replays an offline creation opened it: the journal's calls are that agent's)."""
+        replays an offline creation opened it: the journal's calls are that agent's). ``recorded_with``: the
+        client recording it, when not one of AgentRein's own (a published SDK, through ``/compat``)."""
         now = self.clock()
         chosen = validation.chosen_id("id", session_id, "ses") if session_id is not None else None
         session = Session(
@@ -105,6 +108,7 @@ class Recording(UseCases):
             created_at=now,
             last_activity_at=now,
             opened_by_key=opened_by_key,
+            recorded_with=None if recorded_with is None else validation.text("recorded_with", recorded_with, 100),
         )
         with self.store.transaction() as tx:
             if tx.organisations.get(org_id) is None:
@@ -431,6 +435,21 @@ class Recording(UseCases):
         the call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
         noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
         A failed call rolls the session back, as it would have online."""
+        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=False)
+
+    def record_reported_action(
+        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None = None
+    ) -> Action:
+        """Record a call its client reports after it ran, awaiting the answer (the hosted product's published
+        SDKs log every call so, through ``/compat``): as :meth:`record_executed_action` records one, except that
+        a ``BLOCK`` match is not reviewed but refused: the call is undone at once where its undo can be, as a
+        rejected after-execution review undoes it, and :class:`PolicyBlockedError` is raised once that is
+        committed."""
+        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=True)
+
+    def _record_ran(
+        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None, refuse_blocked: bool
+    ) -> Action:
         connector, idempotency_key, succeeded = call.connector, call.idempotency_key, call.succeeded
         operation_type = OperationType(call.operation_type)
         self._check_connector(connector)
@@ -487,11 +506,19 @@ class Recording(UseCases):
             if not succeeded and call.rolls_back:
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action
-            if decision.effect is not PolicyEffect.ALLOW:
+            blocked = succeeded and refuse_blocked and decision.effect is PolicyEffect.BLOCK
+            if blocked:
+                assert decision.policy is not None
+                session = session_of(tx, org_id, session_id)
+                undo_alone(tx, now, session, action, SYSTEM, f"{api_name} blocked by policy {decision.policy.name!r}")
+            elif decision.effect is not PolicyEffect.ALLOW:
                 review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
                 open_approval(tx, now, review)
             queue_check(tx, now, org_id, session_id, action.action_id)
-            return action
+        if blocked:
+            assert decision.policy is not None
+            raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True)
+        return action
 
     def _check_connector(self, connector: str) -> None:
         """Only a call of an installed connector is recorded: its record could be neither redacted by the

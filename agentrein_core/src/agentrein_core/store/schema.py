@@ -76,6 +76,8 @@ sessions = Table(
     # The API key that opened it: an agent key acts on its own sessions only (none: an embedded engine's, or
     # opened before keys were remembered; operators act on those).
     Column("opened_by_key", ID),
+    # The client that recorded it when not one of AgentRein's own (a published SDK, through /compat).
+    Column("recorded_with", String(100)),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
     # A list filtered by stored status or by agent walks its sessions newest first (store/sessions.py).
