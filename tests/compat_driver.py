@@ -25,7 +25,13 @@ socket.socket.connect = _loopback_only  # type: ignore[method-assign]
 
 import stripe  # noqa: E402
 
-from agentrein import AgentRein, AgentReinDeniedError, AgentReinUnavailableError  # noqa: E402
+from agentrein import (  # noqa: E402
+    AgentRein,
+    AgentReinDeniedError,
+    AgentReinUnavailableError,
+    ApprovalRejectedError,
+    ApprovalTimeoutError,
+)
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +48,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         create = client.Customer.create
     else:
         real = stripe.StripeClient("sk_test_compat", base_addresses={"api": args["stripeUrl"]})
-        client = ar.wrap(real, session, connector="stripe")
+        held = args.get("requiresApproval")
+        waits = {"requires_approval": held, "poll_interval_ms": 1000, "timeout_ms": args["timeoutMs"]} if held else {}
+        client = ar.wrap(real, session, connector="stripe", **waits)
         create = client.v1.customers.create if args.get("v1", True) else client.customers.create
     try:
         customer = (
@@ -58,6 +66,10 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
             "type": exc.error_type,
             "detail": exc.detail,
         }
+    except ApprovalRejectedError as exc:
+        seen["raised"] = {"class": "ApprovalRejectedError", "reason": exc.reason}
+    except ApprovalTimeoutError as exc:
+        seen["raised"] = {"class": "ApprovalTimeoutError", "timeoutMs": exc.timeout_ms}
     except stripe.StripeError as exc:
         seen["raised"] = {"class": type(exc).__name__, "message": str(exc)}
     if args.get("complete"):

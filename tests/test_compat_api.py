@@ -329,3 +329,104 @@ def test_a_log_for_a_session_that_does_not_exist_is_not_found(compat: httpx.Clie
         compat, "ses_nosuch", apiName="stripe.customers.create", payload={}, response=CREATED, status="SUCCESS"
     )
     problem(answer, 404)
+
+
+# calls held for approval ----------------------------------------------------------------------------------------------
+def hold_customer_create(compat: httpx.Client, session_id: str) -> dict[str, Any]:
+    """The log the Python SDK sends before a call listed in ``requires_approval``."""
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    answer = log(compat, session_id, **body, response={}, status="PENDING_APPROVAL", timeoutMs=60_000)
+    assert answer.status_code == 200, answer.text
+    held: dict[str, Any] = answer.json()["data"]
+    return held
+
+
+def test_a_held_call_is_a_write_ahead_record_waiting_for_its_approval(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    assert held["status"] == "PENDING_APPROVAL"
+    polled = compat.get(f"/approvals/{held['approvalRequest']['id']}").json()["data"]
+    assert (polled["status"], polled["reason"], polled["actionId"]) == ("PENDING", None, held["id"])
+    (approval,) = native.get(f"/sessions/{session_id}").json()["approvals"]
+    assert approval["purpose"] == "BEFORE_EXECUTION"
+
+
+def test_an_approved_call_confirmed_by_patch_gets_the_undo_its_connector_derives(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    assert compat.get(f"/approvals/{held['approvalRequest']['id']}").json()["data"]["status"] == "APPROVED"
+    answer = compat.patch(
+        f"/sessions/{session_id}/actions/{held['id']}", json={"status": "SUCCESS", "response": CREATED}
+    )
+    assert answer.json()["data"]["status"] == "SUCCESS"
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["undo"]["type"], action["undo"]["id"]) == (
+        "customers.create",
+        "stripe-delete",
+        "cus_Compat1",
+    )
+
+
+def test_a_rejection_reaches_the_poll_with_the_reason_and_the_sdks_failed_log_after_it_is_accepted(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    approval_id = held["approvalRequest"]["id"]
+    native.post(f"/approvals/{approval_id}/reject", json={"reason": "not this customer"})
+    polled = compat.get(f"/approvals/{approval_id}").json()["data"]
+    assert (polled["status"], polled["reason"]) == ("REJECTED", "not this customer")
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    echo = log(compat, session_id, **body, response={}, status="FAILED")
+    assert echo.status_code == 200 and echo.json()["data"]["id"] == held["id"]
+    assert [a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == ["FAILED"]
+
+
+def test_a_held_call_the_agent_gives_up_on_fails_and_closes_its_approval(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """Their SDK's ApprovalTimeoutError: it stops polling and logs the call FAILED."""
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    log(compat, session_id, **body, response={}, status="FAILED")
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["status"] for a in shown["actions"]] == ["FAILED"]
+    assert shown["approvals"][0]["status"] == "REJECTED"
+    assert compat.get(f"/approvals/{held['approvalRequest']['id']}").json()["data"]["status"] == "REJECTED"
+
+
+def test_a_block_policy_refuses_a_held_call_before_it_runs(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(tenant.org_id, NewPolicy("no new customers", "BLOCK", connector="stripe"))
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.create", "payload": {}, "response": {}, "timeoutMs": 60_000}
+    refused = problem(log(compat, session_id, **body, status="PENDING_APPROVAL"), 403)
+    assert slug(refused) == "policy-blocked" and "not made" in refused["detail"]
+
+
+def test_a_confirmation_other_than_success_is_refused(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    refused = problem(compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json={"status": "FAILED"}), 400)
+    assert refused["field"] == "status"
+
+
+def test_a_confirmation_of_an_action_of_another_session_is_not_found(compat: httpx.Client) -> None:
+    held = hold_customer_create(compat, open_session(compat))
+    other = open_session(compat)
+    problem(compat.patch(f"/sessions/{other}/actions/{held['id']}", json={"status": "SUCCESS", "response": {}}), 404)
+
+
+def test_an_approval_timeout_out_of_range_is_refused(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat, session_id, apiName="stripe.customers.create", payload={}, status="PENDING_APPROVAL", timeoutMs=0
+    )
+    problem(answer, 400)

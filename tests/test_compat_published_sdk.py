@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,27 +69,51 @@ def native(tenant: Tenant) -> Iterator[httpx.Client]:
         yield api
 
 
-def run_agent(python: Path, **args: Any) -> dict[str, Any]:
-    """One scenario of the driver with the published SDK; what the agent saw."""
-    done = subprocess.run(
-        [str(python), "-I", str(DRIVER), json.dumps(args)], capture_output=True, text=True, timeout=300, env={}
-    )
-    assert done.returncode == 0, done.stderr
-    seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+def start_agent(python: Path, **args: Any) -> subprocess.Popen[str]:
+    """One scenario of the driver with the published SDK, started."""
+    command = [str(python), "-I", str(DRIVER), json.dumps(args)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={})
+
+
+def outcome(agent: subprocess.Popen[str]) -> dict[str, Any]:
+    """What the agent saw, once its scenario has ended."""
+    out, err = agent.communicate(timeout=300)
+    assert agent.returncode == 0, err
+    seen: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return seen
 
 
+def run_agent(python: Path, **args: Any) -> dict[str, Any]:
+    return outcome(start_agent(python, **args))
+
+
 @pytest.fixture
-def agent(published_python: Path, server: RunningServer, tenant: Tenant, fake_stripe: FakeStripe) -> Any:
-    """Runs a scenario as an agent with an agent key of the organisation, its server URL ``…/compat``."""
+def started(published_python: Path, server: RunningServer, tenant: Tenant, fake_stripe: FakeStripe) -> Any:
+    """Starts a scenario as an agent with an agent key of the organisation, its server URL ``…/compat``."""
     key = server.key(tenant, Role.AGENT)
 
-    def run(**args: Any) -> dict[str, Any]:
-        return run_agent(
+    def start(**args: Any) -> subprocess.Popen[str]:
+        return start_agent(
             published_python, apiKey=key, serverUrl=f"{server.url}/compat", stripeUrl=fake_stripe.base_url, **args
         )
 
-    return run
+    return start
+
+
+@pytest.fixture
+def agent(started: Any) -> Any:
+    """Runs a scenario to its end (:func:`started`); what the agent saw."""
+    return lambda **args: outcome(started(**args))
+
+
+def pending_approval(native: httpx.Client, agent: subprocess.Popen[str]) -> dict[str, Any]:
+    """The organisation's one pending approval, once the agent's call waits for it."""
+    while not (pending := native.get("/approvals", params={"status": "PENDING"}).json()):
+        assert agent.poll() is None, agent.communicate()
+        threading.Event().wait(0.05)
+    (approval,) = pending
+    found: dict[str, Any] = approval
+    return found
 
 
 def rollback_of(native: httpx.Client, session_id: str) -> dict[str, Any]:
@@ -159,3 +184,43 @@ def test_a_server_that_cannot_be_reached_fails_the_session_start_whatever_the_fa
     nobody = f"http://127.0.0.1:{free_port()}/compat"
     seen = run_agent(published_python, apiKey="ar_x", serverUrl=nobody, stripeUrl="", failureMode=failure_mode)
     assert seen["raised"] == "AgentReinUnavailableError"
+
+
+HELD = {"requiresApproval": ["v1.customers.create"], "timeoutMs": 120_000}
+
+
+def test_a_held_call_runs_once_a_reviewer_approves_it_and_is_confirmed_with_its_undo(
+    started: Any, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    agent = started(**HELD)
+    approval = pending_approval(native, agent)
+    assert fake_stripe.objects("customer") == []  # held: not run yet
+    native.post(f"/approvals/{approval['approvalId']}/approve", json={})
+    seen = outcome(agent)
+    assert fake_stripe.get(seen["customer"]) is not None
+    (action,) = native.get(f"/sessions/{seen['session']['id']}").json()["actions"]
+    assert (action["status"], action["undo"]["id"]) == ("SUCCESS", seen["customer"])
+
+
+def test_a_rejection_reaches_the_agent_as_approval_rejected_with_the_reason_and_the_call_never_runs(
+    started: Any, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    agent = started(**HELD)
+    approval = pending_approval(native, agent)
+    native.post(f"/approvals/{approval['approvalId']}/reject", json={"reason": "not this customer"})
+    seen = outcome(agent)
+    assert seen["raised"] == {"class": "ApprovalRejectedError", "reason": "not this customer"}
+    assert fake_stripe.objects("customer") == []
+    shown = native.get(f"/sessions/{seen['session']['id']}").json()
+    assert [a["status"] for a in shown["actions"]] == ["FAILED"]
+
+
+def test_an_approval_nobody_decides_reaches_the_agent_as_approval_timeout_and_the_call_never_runs(
+    agent: Any, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    seen = agent(requiresApproval=["v1.customers.create"], timeoutMs=5000)  # the shortest their SDK takes
+    assert seen["raised"] == {"class": "ApprovalTimeoutError", "timeoutMs": 5000}
+    assert fake_stripe.objects("customer") == []
+    shown = native.get(f"/sessions/{seen['session']['id']}").json()
+    assert [a["status"] for a in shown["actions"]] == ["FAILED"]
+    assert [p["status"] for p in shown["approvals"]] in (["REJECTED"], ["EXPIRED"])

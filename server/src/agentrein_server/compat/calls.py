@@ -42,7 +42,7 @@ class ReportedCall:
             operation_type=self.operation_type,
             payload=self.payload,
             succeeded=succeeded,
-            response=_json_object(response) if succeeded else None,
+            response=json_object(response) if succeeded else None,
             undo=self.undo if succeeded else None,
             error=None if succeeded else _error(response),
         )
@@ -60,12 +60,12 @@ def reported_call(
     connector = connectors.get(name)  # an unknown connector is refused, naming the installed ones
     described = connector.recorded(path, payload, before)
     if described is None:
-        return ReportedCall(name, method_path, operation_by_verb(path[-1]), _json_object(payload), None)
-    undo = connector.undo_for(described, _json_object(response), None)
+        return ReportedCall(name, method_path, operation_by_verb(path[-1]), json_object(payload), None)
+    undo = connector.undo_for(described, json_object(response), None)
     return ReportedCall(name, described.api_name, described.operation_type, described.payload, undo)
 
 
-def _json_object(value: Any) -> JSON:
+def json_object(value: Any) -> JSON:
     """What the SDK sent as an object, as records keep it: another value (an id, say) under ``value``."""
     if isinstance(value, dict):
         return value

@@ -4,6 +4,7 @@ answer wrapped as ``{"data": …}`` (contract/compat/WIRE.md), errors as the nat
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Literal
 
 import msgspec
@@ -11,13 +12,17 @@ from litestar import Controller, Request, get, patch, post
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from agentrein_core.errors import PolicyBlockedError, ValidationError
+from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, Failed, WriteAhead
+from agentrein_core.errors import NotFoundError, PolicyBlockedError, ValidationError
+from agentrein_core.model import Action
 from agentrein_core.read_models import SessionSummary
-from agentrein_core.statuses import OperationType, Role
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
-from agentrein_server.compat.calls import reported_call
+from agentrein_server.api.bodies import TimeoutMs
+from agentrein_server.auth import Caller
+from agentrein_server.compat.calls import ReportedCall, json_object, reported_call
 from agentrein_server.compat.tokens import Tokens
-from agentrein_server.services import CallerDep, ServicesDep
+from agentrein_server.services import CallerDep, Services, ServicesDep
 
 Answer = dict[str, Any]
 
@@ -36,6 +41,11 @@ class SessionChange(msgspec.Struct, rename="camel"):
     status: str
 
 
+class ActionOutcome(msgspec.Struct, rename="camel"):
+    status: str
+    response: Any = None
+
+
 class ReportedAction(msgspec.Struct, rename="camel"):
     """A call as their SDKs log it. ``operationType`` is theirs (CREATE for any verb they do not know, reads
     too), so the connector's own classification is recorded instead."""
@@ -45,7 +55,7 @@ class ReportedAction(msgspec.Struct, rename="camel"):
     operation_type: str | None = None
     payload: Any = None
     response: Any = None
-    timeout_ms: int | None = None
+    timeout_ms: TimeoutMs | None = None
     precapture_id: str | None = None
     capture_failed: bool = False
 
@@ -147,21 +157,113 @@ class CompatController(Controller):
     def log_action(
         self, session_id: FromPath[str], data: JSONBody[ReportedAction], caller: CallerDep, services: ServicesDep
     ) -> Answer:
-        """A call that ran, with its outcome: recorded as such, its undo derived here by its connector. A
-        ``BLOCK`` policy answers ``403 policy-blocked`` and undoes the call; a ``FAILED`` one rolls the session
-        back. A successful read is not recorded (their SDKs log reads too)."""
-        if data.status == "PENDING_APPROVAL":
-            raise ValidationError("status", "calls held for approval (PENDING_APPROVAL) are not served here yet")
-        succeeded = data.status == "SUCCESS"
+        """A call that ran, with its outcome (``SUCCESS``, ``FAILED``), or one the agent holds for a reviewer
+        before it runs (``PENDING_APPROVAL``). One that ran is recorded as such, its undo derived here by its
+        connector: a ``BLOCK`` policy answers ``403 policy-blocked`` and undoes it; a ``FAILED`` one rolls the
+        session back. A successful read is not recorded (their SDKs log reads too)."""
         call = reported_call(services.connectors, data.api_name, data.payload, data.response)
-        if succeeded and call.operation_type is OperationType.READ:
+        if data.status == "PENDING_APPROVAL":
+            return _hold(services, caller, session_id, call, data.timeout_ms)
+        if data.status == "FAILED":
+            ended = _ended_held_call(services, caller, session_id, call)
+            if ended is not None:
+                return _action_answer(ended)
+        elif call.operation_type is OperationType.READ:
             return {"data": {"id": None, "recorded": False}}
         try:
             action = services.engine.recording.record_reported_action(
-                caller.org_id, session_id, call.ran(succeeded, data.response), agent_key=caller.agent_key
+                caller.org_id, session_id, call.ran(data.status == "SUCCESS", data.response), agent_key=caller.agent_key
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status="FAILED").inc()
             raise
         metrics.ACTIONS_LOGGED.labels(status=action.status).inc()
-        return {"data": {"id": action.action_id, "status": action.status, "apiName": action.api_name}}
+        return _action_answer(action)
+
+    @patch(
+        "/sessions/{session_id:str}/actions/{action_id:str}",
+        sync_to_thread=True,
+        operation_id="compatConfirmAction",
+    )
+    def confirm_action(
+        self,
+        session_id: FromPath[str],
+        action_id: FromPath[str],
+        data: JSONBody[ActionOutcome],
+        caller: CallerDep,
+        services: ServicesDep,
+    ) -> Answer:
+        """An approved call ran and succeeded: its response, and the undo its connector derives from it. (Their
+        SDKs report a failure as a new ``FAILED`` log instead.)"""
+        if data.status != "SUCCESS":
+            raise ValidationError("status", "only SUCCESS is reported this way; a failure is logged as a FAILED call")
+        engine = services.engine
+        shown = engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        held = next((a for a in shown.actions if a.action_id == action_id), None)
+        if held is None:
+            raise NotFoundError("action", action_id)
+        call = reported_call(services.connectors, f"{held.connector}.{held.api_name}", held.payload, data.response)
+        confirmed = Confirmed(json_object(data.response), call.undo)
+        action = engine.recording.confirm_action(
+            caller.org_id, action_id, confirmed, session_id=session_id, agent_key=caller.agent_key
+        )
+        return _action_answer(action)
+
+    @get("/approvals/{approval_id:str}", sync_to_thread=True, operation_id="compatGetApproval")
+    def show_approval(self, approval_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> Answer:
+        """The decision their SDKs poll for: ``APPROVED``, ``REJECTED`` (with the reviewer's ``reason``),
+        ``PENDING`` or ``EXPIRED`` (they keep waiting until their own timeout, then give up)."""
+        approval = services.engine.reviews.get_approval(caller.org_id, approval_id, agent_key=caller.agent_key)
+        return {
+            "data": {
+                "id": approval.approval_id,
+                "actionId": approval.action_id,
+                "status": approval.status,
+                "reason": approval.reason,
+            }
+        }
+
+
+def _action_answer(action: Action) -> Answer:
+    return {"data": {"id": action.action_id, "status": action.status, "apiName": action.api_name}}
+
+
+def _hold(services: Services, caller: Caller, session_id: str, call: ReportedCall, timeout_ms: int | None) -> Answer:
+    """A call held for a reviewer before it runs: an ordinary write-ahead record that waits for its
+    approval (``timeoutMs``, their wait, is the approval's timeout)."""
+    ahead = WriteAhead(
+        connector=call.connector,
+        api_name=call.api_name,
+        operation_type=call.operation_type,
+        payload=call.payload,
+        requires_approval=True,
+        approval_timeout=timedelta(milliseconds=timeout_ms) if timeout_ms is not None else DEFAULT_APPROVAL_TIMEOUT,
+    )
+    logged = services.engine.recording.log_action(caller.org_id, session_id, ahead, agent_key=caller.agent_key)
+    metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
+    held = {"id": logged.approval.approval_id} if logged.approval is not None else None
+    return {"data": {"id": logged.action.action_id, "status": logged.action.status, "approvalRequest": held}}
+
+
+def _ended_held_call(services: Services, caller: Caller, session_id: str, call: ReportedCall) -> Action | None:
+    """The held call a ``FAILED`` log ends, if it is one: their SDKs log a held call that does not run as a new
+    ``FAILED`` call (rejected, timed out, or failed once approved). When the session's latest action is that
+    call still waiting or cleared, it fails (its approval closes; the session rolls back); when a reviewer
+    already refused it (or it expired), the log only repeats what is recorded. ``None``: another call."""
+    recording = services.engine.recording
+    shown = recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+    latest = shown.actions[-1] if shown.actions else None
+    if latest is None or (latest.connector, latest.api_name) != (call.connector, call.api_name):
+        return None
+    if latest.status in (ActionStatus.PENDING_APPROVAL, ActionStatus.CLEARED):
+        failure = Failed("the agent reports the held call did not run or failed (published SDK)")
+        return recording.fail_action(
+            caller.org_id, latest.action_id, failure, session_id=session_id, agent_key=caller.agent_key
+        )
+    refused = any(
+        a.action_id == latest.action_id
+        and a.purpose is ApprovalPurpose.BEFORE_EXECUTION
+        and a.status in (ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED)
+        for a in shown.approvals
+    )
+    return latest if latest.status is ActionStatus.FAILED and refused else None
