@@ -430,3 +430,26 @@ def test_an_approval_timeout_out_of_range_is_refused(compat: httpx.Client) -> No
         compat, session_id, apiName="stripe.customers.create", payload={}, status="PENDING_APPROVAL", timeoutMs=0
     )
     problem(answer, 400)
+
+
+# connector settings ---------------------------------------------------------------------------------------------------
+def test_validating_credentials_says_per_connector_whether_the_server_can_undo_with_the_stored_settings(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    server.services.configuration.configure_connector(
+        tenant.org_id,
+        "stripe",
+        enabled=True,
+        config={"apiBase": "http://127.0.0.1:9"},
+        credentials={"apiKey": "sk_test_1"},
+    )
+    checked = compat.get("/settings/credentials/validate", params={"connectors": "stripe,github"}).json()["data"]
+    assert checked["stripe"] == {"valid": True}
+    assert checked["github"]["valid"] is False and "github" in checked["github"]["reason"]
+
+
+def test_validating_credentials_of_no_connector_is_refused(compat: httpx.Client) -> None:
+    assert (
+        problem(compat.get("/settings/credentials/validate", params={"connectors": " , "}), 400)["field"]
+        == "connectors"
+    )

@@ -5,11 +5,11 @@ answer wrapped as ``{"data": …}`` (contract/compat/WIRE.md), errors as the nat
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Controller, Request, get, patch, post
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, Failed, WriteAhead
@@ -222,6 +222,24 @@ class CompatController(Controller):
                 "reason": approval.reason,
             }
         }
+
+    @get("/settings/credentials/validate", sync_to_thread=True, operation_id="compatValidateCredentials")
+    def validate_credentials(
+        self,
+        caller: CallerDep,
+        services: ServicesDep,
+        connectors: Annotated[str, QueryParameter(min_length=1, max_length=1000)],
+    ) -> Answer:
+        """Whether the server can undo each named connector's calls with the organisation's stored settings:
+        ``{"stripe": {"valid": true}, "github": {"valid": false, "reason": "…what to fix…"}}``."""
+        named = [name.strip() for name in connectors.split(",") if name.strip()]
+        if not named:
+            raise ValidationError("connectors", "name the connectors to check, such as 'stripe,github'")
+        checked: dict[str, Any] = {}
+        for name in dict.fromkeys(named):
+            obstacle = services.undo.obstacle(caller.org_id, name)
+            checked[name] = {"valid": True} if obstacle is None else {"valid": False, "reason": obstacle.reason}
+        return {"data": checked}
 
 
 def _action_answer(action: Action) -> Answer:
