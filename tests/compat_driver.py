@@ -53,6 +53,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         client = ar.wrap(real, session, connector="stripe", **waits)
         create = client.v1.customers.create if args.get("v1", True) else client.customers.create
     try:
+        if args.get("updateCustomer"):  # the id by name: passed positionally, their SDK would not send it
+            client.v1.customers.update(customer=args["updateCustomer"], params={"email": "new@example.com"})
+            return seen
         customer = (
             create(email="ada@example.com") if args.get("module") else create(params={"email": "ada@example.com"})
         )

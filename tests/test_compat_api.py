@@ -453,3 +453,37 @@ def test_validating_credentials_of_no_connector_is_refused(compat: httpx.Client)
         problem(compat.get("/settings/credentials/validate", params={"connectors": " , "}), 400)["field"]
         == "connectors"
     )
+
+
+# before-states --------------------------------------------------------------------------------------------------------
+def test_the_registry_lists_no_call_so_the_sdks_ask_precapture_before_every_change(compat: httpx.Client) -> None:
+    assert compat.get("/registry").json() == {"data": []}
+
+
+def test_a_precapture_without_stored_settings_says_the_capture_failed_and_why(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_1", "params": {"email": "b@x"}}}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
+    assert (answer["precaptureId"], answer["captureFailed"]) == (None, True)
+    assert "not enabled" in answer["reason"]
+
+
+def test_a_precapture_of_a_call_whose_undo_needs_nothing_read_keeps_nothing(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.delete", "payload": "cus_1"}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
+    assert answer == {"precaptureId": None, "captureFailed": False}
+
+
+def test_a_log_naming_a_precapture_the_server_never_made_is_not_found(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat,
+        session_id,
+        apiName="stripe.customers.update",
+        payload={},
+        response={},
+        status="SUCCESS",
+        precaptureId="pre_nosuch",
+    )
+    problem(answer, 404)

@@ -224,3 +224,21 @@ def test_an_approval_nobody_decides_reaches_the_agent_as_approval_timeout_and_th
     shown = native.get(f"/sessions/{seen['session']['id']}").json()
     assert [a["status"] for a in shown["actions"]] == ["FAILED"]
     assert [p["status"] for p in shown["approvals"]] in (["REJECTED"], ["EXPIRED"])
+
+
+def test_an_update_is_undone_from_the_before_state_the_server_read_through_its_stored_settings(
+    agent: Any, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    made = httpx.post(
+        f"{fake_stripe.base_url}/v1/customers",
+        data={"email": "old@example.com"},
+        headers={"Authorization": "Bearer sk_test_1"},
+    ).json()
+    seen = agent(updateCustomer=made["id"])
+    assert fake_stripe.get(made["id"])["email"] == "new@example.com"
+    session_id = seen["session"]["id"]
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["undo"]["type"]) == ("customers.update", "stripe-restore")
+    native.post(f"/sessions/{session_id}/rollback", json={})
+    assert rollback_of(native, session_id)["status"] == "ROLLED_BACK"
+    assert fake_stripe.get(made["id"])["email"] == "old@example.com"

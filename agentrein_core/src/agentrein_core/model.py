@@ -216,6 +216,20 @@ class Rollback:
 
 
 @frozen
+class BeforeState:
+    """An object as the server read it just before a call changed it (the published SDKs' precapture, through
+    ``/compat``), kept redacted until the call is reported, so that its undo can restore it."""
+
+    precapture_id: str
+    org_id: str
+    session_id: str
+    connector: str
+    api_name: str
+    state: JSON
+    captured_at: datetime
+
+
+@frozen
 class UndoHandoff:
     """An undo the server cannot run (its connector reaches the service only through the client the agent
     wrapped: an MCP server over stdio), handed to the agent process that holds that client.

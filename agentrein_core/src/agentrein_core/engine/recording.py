@@ -44,7 +44,7 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.ids import new_id
-from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
+from agentrein_core.model import JSON, Action, Approval, BeforeState, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
 from agentrein_core.read_models import (
     Confirmation,
@@ -519,6 +519,41 @@ class Recording(UseCases):
             assert decision.policy is not None
             raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True)
         return action
+
+    # before-states ------------------------------------------------------------------------------------------
+    def keep_before_state(
+        self, org_id: str, session_id: str, connector: str, api_name: str, state: JSON, *, agent_key: str | None = None
+    ) -> BeforeState:
+        """Keep ``state``, the object a call of the session is about to change as the server read it (the
+        published SDKs' precapture), redacted by the connector's rules, until the call is reported
+        (:meth:`before_state`)."""
+        self._check_connector(connector)
+        validation.json_value("state", state)
+        redactor = self.redactors.of(connector)
+        kept = BeforeState(
+            precapture_id=new_id("pre"),
+            org_id=org_id,
+            session_id=session_id,
+            connector=connector,
+            api_name=validation.redacted_text("api_name", api_name, 500, redactor),
+            state=redactor.redact(state),
+            captured_at=self.clock(),
+        )
+        with self.store.transaction() as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            tx.insert(kept)
+        return kept
+
+    def before_state(
+        self, org_id: str, session_id: str, precapture_id: str, *, agent_key: str | None = None
+    ) -> BeforeState:
+        """A before-state :meth:`keep_before_state` kept for this session."""
+        with self.store.transaction(write=False) as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            kept = tx.one(BeforeState, precapture_id, org_id)
+        if kept is None or kept.session_id != session_id:
+            raise NotFoundError("before-state", precapture_id)
+        return kept
 
     def _check_connector(self, connector: str) -> None:
         """Only a call of an installed connector is recorded: its record could be neither redacted by the

@@ -219,6 +219,18 @@ undo_handoffs = Table(
     Index("ix_undo_handoffs_session", "session_id", "outcome"),
 )
 
+before_states = Table(
+    "before_states",
+    metadata,
+    Column("precapture_id", ID, primary_key=True),
+    Column("org_id", ID, nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("connector", String(100), nullable=False),
+    Column("api_name", String(500), nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("captured_at", UTCDateTime, nullable=False),
+)
+
 api_keys = Table(
     "api_keys",
     metadata,

@@ -252,6 +252,22 @@ class StripeConnector(Connector):
             context=context,
         )
 
+    def read_before(self, call: PreparedCall, server_client: Callable[[], Any]) -> JSON | None:
+        """An update's object (``customers.update``, ``subscriptions.update``), as its undo restores it."""
+        if call.api_name not in SNAPSHOT_BEFORE:
+            return None
+        object_id = call.context["object_id"]
+        if not object_id:
+            raise UndoError(
+                f"{call.api_name} names no object: pass its id by name (customer='cus_…', or sid= for the module)"
+            )
+        options: Any = {"stripe_account": call.context["stripe_account"]} if call.context["stripe_account"] else {}
+        try:
+            service = _service(server_client(), call.context["resource"])
+            return _as_dict(service.retrieve(object_id, options=options))
+        except stripe.StripeError as exc:
+            raise UndoError(f"Stripe did not give {object_id} to read before the update ({exc})") from exc
+
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         """The result's own fields (nested objects and lists are left out: they can be large)."""
         data = _as_dict(result)

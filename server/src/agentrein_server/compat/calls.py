@@ -13,7 +13,7 @@ from typing import Any
 from attrs import frozen
 
 from agentrein_core.commands import ExecutedCall
-from agentrein_core.connector import JSON, operation_by_verb
+from agentrein_core.connector import JSON, Connector, PreparedCall, operation_by_verb
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.plugins import Connectors
@@ -53,16 +53,30 @@ def reported_call(
 ) -> ReportedCall:
     """The call ``api_name`` (``<connector>.<attribute path>``) with the ``payload`` the SDK sent and the
     ``response`` it got (``before``: the object as precapture read it)."""
+    connector, method_path, described = _described(connectors, api_name, payload, before)
+    if described is None:
+        path = method_path.split(".")
+        return ReportedCall(connector.name, method_path, operation_by_verb(path[-1]), json_object(payload), None)
+    undo = connector.undo_for(described, json_object(response), None)
+    return ReportedCall(connector.name, described.api_name, described.operation_type, described.payload, undo)
+
+
+def call_about_to_run(connectors: Connectors, api_name: str, payload: Any) -> tuple[str, PreparedCall | None]:
+    """The connector of a call a precapture asks about, and the call as it describes it (``None``: it does
+    not describe it, so nothing can be read for its undo)."""
+    connector, _, described = _described(connectors, api_name, payload, None)
+    return connector.name, described
+
+
+def _described(
+    connectors: Connectors, api_name: str, payload: Any, before: JSON | None
+) -> tuple[Connector, str, PreparedCall | None]:
     name, _, method_path = api_name.partition(".")
     path = tuple(method_path.split("."))
     if not method_path or not all(path):
         raise ValidationError("apiName", "must be '<connector>.<method path>', such as 'stripe.customers.create'")
     connector = connectors.get(name)  # an unknown connector is refused, naming the installed ones
-    described = connector.recorded(path, payload, before)
-    if described is None:
-        return ReportedCall(name, method_path, operation_by_verb(path[-1]), json_object(payload), None)
-    undo = connector.undo_for(described, json_object(response), None)
-    return ReportedCall(name, described.api_name, described.operation_type, described.payload, undo)
+    return connector, method_path, connector.recorded(path, payload, before)
 
 
 def json_object(value: Any) -> JSON:

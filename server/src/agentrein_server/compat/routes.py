@@ -13,14 +13,14 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, Failed, WriteAhead
-from agentrein_core.errors import NotFoundError, PolicyBlockedError, ValidationError
+from agentrein_core.errors import AgentReinError, NotFoundError, PolicyBlockedError, ValidationError
 from agentrein_core.model import Action
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
 from agentrein_server.api.bodies import TimeoutMs
 from agentrein_server.auth import Caller
-from agentrein_server.compat.calls import ReportedCall, json_object, reported_call
+from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, reported_call
 from agentrein_server.compat.tokens import Tokens
 from agentrein_server.services import CallerDep, Services, ServicesDep
 
@@ -39,6 +39,11 @@ class NewSession(msgspec.Struct, rename="camel"):
 
 class SessionChange(msgspec.Struct, rename="camel"):
     status: str
+
+
+class Precapture(msgspec.Struct, rename="camel"):
+    api_name: str
+    payload: Any = None
 
 
 class ActionOutcome(msgspec.Struct, rename="camel"):
@@ -161,7 +166,12 @@ class CompatController(Controller):
         before it runs (``PENDING_APPROVAL``). One that ran is recorded as such, its undo derived here by its
         connector: a ``BLOCK`` policy answers ``403 policy-blocked`` and undoes it; a ``FAILED`` one rolls the
         session back. A successful read is not recorded (their SDKs log reads too)."""
-        call = reported_call(services.connectors, data.api_name, data.payload, data.response)
+        before = None
+        if data.precapture_id is not None and data.status == "SUCCESS":
+            recording = services.engine.recording
+            kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
+            before = kept.state
+        call = reported_call(services.connectors, data.api_name, data.payload, data.response, before)
         if data.status == "PENDING_APPROVAL":
             return _hold(services, caller, session_id, call, data.timeout_ms)
         if data.status == "FAILED":
@@ -179,6 +189,38 @@ class CompatController(Controller):
             raise
         metrics.ACTIONS_LOGGED.labels(status=action.status).inc()
         return _action_answer(action)
+
+    @post(
+        "/sessions/{session_id:str}/actions/precapture",
+        status_code=HTTP_200_OK,
+        sync_to_thread=True,
+        operation_id="compatPrecapture",
+    )
+    def precapture(
+        self, session_id: FromPath[str], data: JSONBody[Precapture], caller: CallerDep, services: ServicesDep
+    ) -> Answer:
+        """Before an update: the object it changes, read now through the connector's server client with the
+        organisation's stored settings and kept (redacted) until the call is reported, whose undo then restores
+        it. ``captureFailed`` (with the ``reason``) when it cannot be read; no ``precaptureId`` when the call's
+        undo needs nothing read."""
+        services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        connector, call = call_about_to_run(services.connectors, data.api_name, data.payload)
+        try:
+            state = services.undo.read_before(caller.org_id, connector, call) if call is not None else None
+        except AgentReinError as exc:
+            return {"data": {"precaptureId": None, "captureFailed": True, "reason": str(exc)}}
+        if state is None or call is None:
+            return {"data": {"precaptureId": None, "captureFailed": False}}
+        kept = services.engine.recording.keep_before_state(
+            caller.org_id, session_id, connector, call.api_name, state, agent_key=caller.agent_key
+        )
+        return {"data": {"precaptureId": kept.precapture_id, "captureFailed": False}}
+
+    @get("/registry", sync_to_thread=True, operation_id="compatRegistry")
+    def registry(self, caller: CallerDep) -> Answer:
+        """Which calls need a before-state. None is listed, so their SDKs ask ``precapture`` before every call
+        but a create, which answers at once, with no ``precaptureId``, when the call's undo needs nothing read."""
+        return {"data": []}
 
     @patch(
         "/sessions/{session_id:str}/actions/{action_id:str}",
