@@ -253,17 +253,17 @@ def test_a_call_its_connector_does_not_describe_is_recorded_under_its_path_with_
     compat: httpx.Client, native: httpx.Client
 ) -> None:
     session_id = open_session(compat)
-    payload = {"owner": "acme", "repo": "shop", "title": "Refund"}
+    payload = {"owner": "acme", "repo": "shop", "issue_number": 7}
     log(
         compat,
         session_id,
-        apiName="github.rest.issues.create",
+        apiName="github.rest.issues.lock",
         payload=payload,
-        response={"number": 7},
+        response={"status": 204},
         status="SUCCESS",
     )
     (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
-    assert (action["apiName"], action["operationType"], action["payload"]) == ("rest.issues.create", "CREATE", payload)
+    assert (action["apiName"], action["operationType"], action["payload"]) == ("rest.issues.lock", "OTHER", payload)
     assert action["undo"] is None
 
 
@@ -272,7 +272,7 @@ def test_a_failed_call_is_recorded_with_the_error_the_sdk_sent_and_ends_the_sess
 ) -> None:
     session_id = open_session(compat)
     answer = log(
-        compat, session_id, apiName="github.rest.issues.create", payload={}, response="Not Found", status="FAILED"
+        compat, session_id, apiName="github.rest.issues.lock", payload={}, response="Not Found", status="FAILED"
     )
     assert answer.json()["data"]["status"] == "FAILED"
     shown = native.get(f"/sessions/{session_id}").json()
