@@ -487,3 +487,37 @@ def test_a_log_naming_a_precapture_the_server_never_made_is_not_found(compat: ht
         precaptureId="pre_nosuch",
     )
     problem(answer, 404)
+
+
+# what holds as on the native API --------------------------------------------------------------------------------------
+def test_a_reported_calls_secrets_are_redacted_before_they_are_stored(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    payload = {"params": {"email": "ada@example.com", "metadata": {"api_key": "sk_live_planted"}}}
+    answer = log(
+        compat, session_id, apiName="stripe.customers.create", payload=payload, response=CREATED, status="SUCCESS"
+    )
+    assert answer.status_code == 200, answer.text
+    assert "sk_live_planted" not in native.get(f"/sessions/{session_id}").text
+
+
+def test_a_token_of_another_organisation_finds_none_of_this_ones_sessions(
+    server: RunningServer, compat: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    elsewhere = server.tenant()
+    token = token_of(server, server.key(elsewhere, Role.AGENT))
+    answer = httpx.get(f"{server.url}/compat/sessions/{session_id}", headers={"Authorization": f"Bearer {token}"})
+    problem(answer, 404)
+
+
+def test_a_body_over_the_servers_limit_is_refused_with_413(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    huge = {"params": {"description": "x" * (2 * 1024 * 1024)}}
+    problem(log(compat, session_id, apiName="stripe.customers.create", payload=huge, status="SUCCESS"), 413)
+
+
+def test_a_body_that_is_not_json_is_refused_with_a_problem(compat: httpx.Client) -> None:
+    answer = compat.post("/sessions", content=b"{not json", headers={"Content-Type": "application/json"})
+    problem(answer, 400)
