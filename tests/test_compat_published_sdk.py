@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import RunningServer, Tenant, free_port
+from cryptography.fernet import Fernet
+from serving import RunningServer, ServerProcess, Tenant, free_port
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role
@@ -242,3 +243,31 @@ def test_an_update_is_undone_from_the_before_state_the_server_read_through_its_s
     native.post(f"/sessions/{session_id}/rollback", json={})
     assert rollback_of(native, session_id)["status"] == "ROLLED_BACK"
     assert fake_stripe.get(made["id"])["email"] == "old@example.com"
+
+
+def test_against_agentrein_serve_itself_a_failed_call_is_rolled_back_with_the_settings_stored_through_its_api(
+    published_python: Path, tmp_path: Path, fake_stripe: FakeStripe
+) -> None:
+    """``agentrein serve`` in a process of its own, set up through its REST API as an operator would."""
+    serve = ServerProcess(f"sqlite:///{tmp_path / 'server.db'}", Fernet.generate_key().decode())
+    try:
+        (operator_key,) = serve.printed_keys
+        with httpx.Client(base_url=serve.url, headers={"Authorization": f"Bearer {operator_key}"}, timeout=60) as api:
+            stripe_settings = {
+                "enabled": True,
+                "config": {"apiBase": fake_stripe.base_url},
+                "credentials": {"apiKey": "sk_test_1"},
+            }
+            assert api.put("/connectors/stripe", json=stripe_settings).status_code == 200
+            agent_key = api.post("/api-keys", json={"role": "agent"}).json()["key"]
+            seen = run_agent(
+                published_python,
+                apiKey=agent_key,
+                serverUrl=f"{serve.url}/compat",
+                stripeUrl=fake_stripe.base_url,
+                thenFail=True,
+            )
+            assert rollback_of(api, seen["session"]["id"])["status"] == "ROLLED_BACK"
+    finally:
+        serve.stop()
+    assert fake_stripe.get(seen["customer"]) is None
