@@ -245,6 +245,23 @@ def test_an_update_is_undone_from_the_before_state_the_server_read_through_its_s
     assert fake_stripe.get(made["id"])["email"] == "old@example.com"
 
 
+def test_an_update_held_for_approval_is_undone_from_the_before_state_read_before_it_was_held(
+    started: Any, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    made = httpx.post(
+        f"{fake_stripe.base_url}/v1/customers",
+        data={"email": "old@example.com"},
+        headers={"Authorization": "Bearer sk_test_1"},
+    ).json()
+    agent = started(updateCustomer=made["id"], requiresApproval=["v1.customers.update"], timeoutMs=120_000)
+    native.post(f"/approvals/{pending_approval(native, agent)['approvalId']}/approve", json={})
+    session_id = outcome(agent)["session"]["id"]
+    assert fake_stripe.get(made["id"])["email"] == "new@example.com"
+    native.post(f"/sessions/{session_id}/rollback", json={})
+    assert rollback_of(native, session_id)["status"] == "ROLLED_BACK"
+    assert fake_stripe.get(made["id"])["email"] == "old@example.com"
+
+
 def test_against_agentrein_serve_itself_a_failed_call_is_rolled_back_with_the_settings_stored_through_its_api(
     published_python: Path, tmp_path: Path, fake_stripe: FakeStripe
 ) -> None:

@@ -227,6 +227,9 @@ class BeforeState:
     api_name: str
     state: JSON
     captured_at: datetime
+    #: The call it was read for, when that call was held for a reviewer before it ran: its undo is derived
+    #: once it is confirmed, from this before-state.
+    action_id: str | None = None
 
 
 @frozen

@@ -550,10 +550,33 @@ class Recording(UseCases):
         """A before-state :meth:`keep_before_state` kept for this session."""
         with self.store.transaction(write=False) as tx:
             check_acts_on(tx, org_id, session_id, agent_key)
-            kept = tx.one(BeforeState, precapture_id, org_id)
+            kept = tx.before_states.get(org_id, precapture_id)
         if kept is None or kept.session_id != session_id:
             raise NotFoundError("before-state", precapture_id)
         return kept
+
+    def hold_before_state(
+        self, org_id: str, session_id: str, precapture_id: str, action_id: str, *, agent_key: str | None = None
+    ) -> BeforeState:
+        """Tie a kept before-state to the held call it was read for (:meth:`before_state_of`), once."""
+        with self.store.transaction() as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            kept = tx.before_states.get(org_id, precapture_id)
+            if kept is None or kept.session_id != session_id:
+                raise NotFoundError("before-state", precapture_id)
+            if kept.action_id not in (None, action_id):
+                raise InvalidTransitionError(f"before-state {precapture_id} was read for another call")
+            held = evolve(kept, action_id=action_id)
+            replace(tx, held, action_id=kept.action_id)
+            return held
+
+    def before_state_of(
+        self, org_id: str, session_id: str, action_id: str, *, agent_key: str | None = None
+    ) -> BeforeState | None:
+        """The before-state tied to a held call (:meth:`hold_before_state`), if one was."""
+        with self.store.transaction(write=False) as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            return tx.before_states.of_action(org_id, action_id)
 
     def _check_connector(self, connector: str) -> None:
         """Only a call of an installed connector is recorded: its record could be neither redacted by the

@@ -229,6 +229,9 @@ before_states = Table(
     Column("api_name", String(500), nullable=False),
     Column("state", JSON, nullable=False),
     Column("captured_at", UTCDateTime, nullable=False),
+    Column("action_id", ID, ForeignKey("actions.action_id")),
+    # A held call's confirmation finds the before-state read for it.
+    Index("ix_before_states_action", "action_id"),
 )
 
 api_keys = Table(

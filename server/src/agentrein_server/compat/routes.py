@@ -173,7 +173,7 @@ class CompatController(Controller):
             before = kept.state
         call = reported_call(services.connectors, data.api_name, data.payload, data.response, before)
         if data.status == "PENDING_APPROVAL":
-            return _hold(services, caller, session_id, call, data.timeout_ms)
+            return _hold(services, caller, session_id, call, data.timeout_ms, data.precapture_id)
         if data.status == "FAILED":
             ended = _ended_held_call(services, caller, session_id, call)
             if ended is not None:
@@ -244,7 +244,10 @@ class CompatController(Controller):
         held = next((a for a in shown.actions if a.action_id == action_id), None)
         if held is None:
             raise NotFoundError("action", action_id)
-        call = reported_call(services.connectors, f"{held.connector}.{held.api_name}", held.payload, data.response)
+        kept = engine.recording.before_state_of(caller.org_id, session_id, action_id, agent_key=caller.agent_key)
+        before = kept.state if kept is not None else None
+        api_name = f"{held.connector}.{held.api_name}"
+        call = reported_call(services.connectors, api_name, held.payload, data.response, before)
         confirmed = Confirmed(json_object(data.response), call.undo)
         action = engine.recording.confirm_action(
             caller.org_id, action_id, confirmed, session_id=session_id, agent_key=caller.agent_key
@@ -288,9 +291,16 @@ def _action_answer(action: Action) -> Answer:
     return {"data": {"id": action.action_id, "status": action.status, "apiName": action.api_name}}
 
 
-def _hold(services: Services, caller: Caller, session_id: str, call: ReportedCall, timeout_ms: int | None) -> Answer:
+def _hold(
+    services: Services,
+    caller: Caller,
+    session_id: str,
+    call: ReportedCall,
+    timeout_ms: int | None,
+    precapture_id: str | None,
+) -> Answer:
     """A call held for a reviewer before it runs: an ordinary write-ahead record that waits for its
-    approval (``timeoutMs``, their wait, is the approval's timeout)."""
+    approval (``timeoutMs``, their wait, is the approval's timeout), tied to the before-state read for it."""
     ahead = WriteAhead(
         connector=call.connector,
         api_name=call.api_name,
@@ -299,7 +309,11 @@ def _hold(services: Services, caller: Caller, session_id: str, call: ReportedCal
         requires_approval=True,
         approval_timeout=timedelta(milliseconds=timeout_ms) if timeout_ms is not None else DEFAULT_APPROVAL_TIMEOUT,
     )
-    logged = services.engine.recording.log_action(caller.org_id, session_id, ahead, agent_key=caller.agent_key)
+    recording = services.engine.recording
+    logged = recording.log_action(caller.org_id, session_id, ahead, agent_key=caller.agent_key)
+    if precapture_id is not None:
+        action_id = logged.action.action_id
+        recording.hold_before_state(caller.org_id, session_id, precapture_id, action_id, agent_key=caller.agent_key)
     metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
     held = {"id": logged.approval.approval_id} if logged.approval is not None else None
     return {"data": {"id": logged.action.action_id, "status": logged.action.status, "approvalRequest": held}}

@@ -29,8 +29,11 @@ def upgrade() -> None:
         sa.Column("api_name", sa.String(500), nullable=False),
         sa.Column("state", sa.JSON(), nullable=False),
         sa.Column("captured_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("action_id", ID, sa.ForeignKey("actions.action_id"), nullable=True),
     )
+    op.create_index("ix_before_states_action", "before_states", ["action_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_before_states_action", table_name="before_states")
     op.drop_table("before_states")
