@@ -227,14 +227,20 @@ def test_an_approval_nobody_decides_reaches_the_agent_as_approval_timeout_and_th
     assert [p["status"] for p in shown["approvals"]] in (["REJECTED"], ["EXPIRED"])
 
 
-def test_an_update_is_undone_from_the_before_state_the_server_read_through_its_stored_settings(
-    agent: Any, native: httpx.Client, fake_stripe: FakeStripe
-) -> None:
-    made = httpx.post(
+def customer_made_before(fake_stripe: FakeStripe) -> dict[str, Any]:
+    """A customer that exists before the agent runs, its email ``old@example.com``."""
+    made: dict[str, Any] = httpx.post(
         f"{fake_stripe.base_url}/v1/customers",
         data={"email": "old@example.com"},
         headers={"Authorization": "Bearer sk_test_1"},
     ).json()
+    return made
+
+
+def test_an_update_is_undone_from_the_before_state_the_server_read_through_its_stored_settings(
+    agent: Any, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    made = customer_made_before(fake_stripe)
     seen = agent(updateCustomer=made["id"])
     assert fake_stripe.get(made["id"])["email"] == "new@example.com"
     session_id = seen["session"]["id"]
@@ -248,11 +254,7 @@ def test_an_update_is_undone_from_the_before_state_the_server_read_through_its_s
 def test_an_update_held_for_approval_is_undone_from_the_before_state_read_before_it_was_held(
     started: Any, native: httpx.Client, fake_stripe: FakeStripe
 ) -> None:
-    made = httpx.post(
-        f"{fake_stripe.base_url}/v1/customers",
-        data={"email": "old@example.com"},
-        headers={"Authorization": "Bearer sk_test_1"},
-    ).json()
+    made = customer_made_before(fake_stripe)
     agent = started(updateCustomer=made["id"], requiresApproval=["v1.customers.update"], timeoutMs=120_000)
     native.post(f"/approvals/{pending_approval(native, agent)['approvalId']}/approve", json={})
     session_id = outcome(agent)["session"]["id"]
