@@ -544,6 +544,7 @@ def test_a_listed_session_shows_its_display_status_and_action_count_and_its_page
         "lastActivityAt": whole["lastActivityAt"],
         "completedAt": None,
         "actionCount": 2,
+        "recordedWith": None,
     }
     assert [a["status"] for a in whole["actions"]] == ["CLEARED", "CLEARED"]
 

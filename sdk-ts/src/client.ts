@@ -325,6 +325,7 @@ function offlineSession(id: string, agentId: string, intent: string, sandbox: bo
     lastActivityAt: openedAt,
     completedAt: null,
     actionCount: 0,
+    recordedWith: null,
     actions: [],
     approvals: [],
     verification: null,

@@ -948,6 +948,7 @@ export interface components {
             intent: string;
             /** Format: date-time */
             lastActivityAt: string;
+            recordedWith: string | null;
             sandbox: boolean;
             status: components["schemas"]["SessionStatus"];
             verification: components["schemas"]["Verification"] | null;
@@ -975,6 +976,7 @@ export interface components {
             intent: string;
             /** Format: date-time */
             lastActivityAt: string;
+            recordedWith: string | null;
             sandbox: boolean;
             status: components["schemas"]["SessionStatus"];
         };
@@ -2427,7 +2429,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `policy-blocked`: A ``BLOCK`` policy matched: the action is stored ``FAILED`` and the call never ran; `approval-rejected`: A before-execution approval was rejected (or no approval gate exists on the plan); the action is     ``FAILED`` and the session has been rolled back. ``reason`` is the reviewer's reason */
+            /** @description `policy-blocked`: A ``BLOCK`` policy matched: the action is stored ``FAILED`` and the call never ran (or, for a call     reported after it ran, ``ran``: it is recorded and undone where it can be); `approval-rejected`: A before-execution approval was rejected (or no approval gate exists on the plan); the action is     ``FAILED`` and the session has been rolled back. ``reason`` is the reviewer's reason */
             403: {
                 headers: {
                     [name: string]: unknown;

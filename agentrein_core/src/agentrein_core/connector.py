@@ -256,6 +256,23 @@ class Connector(ABC):
         (``client.v1.customers``), rather than plain data. Nothing is descended into by default."""
         return False
 
+    def recorded(self, path: tuple[str, ...], payload: Any, before: JSON | None = None) -> PreparedCall | None:
+        """A call another client made and reports after it ran (the hosted product's published SDKs, through
+        ``/compat``), named by the attribute path its code reached (``("customers", "create")`` for their
+        ``stripe.customers.create``) with the ``payload`` it sent, and the object as it was just before the
+        call (``before``) when the server read it. Described as :meth:`prepare` describes a call (api name,
+        operation, payload, and the ``context`` :meth:`undo_for` then reads with the reported response), and
+        never run. ``None`` (the default, and for a read): the call is recorded under its path, with no undo."""
+        return None
+
+    def read_before(self, call: PreparedCall, server_client: Callable[[], Any]) -> JSON | None:
+        """The object ``call`` (described by :meth:`recorded`) is about to change, read through the client
+        ``server_client()`` makes (your :meth:`server_client`, with the organisation's settings: call it only
+        when there is something to read), for :meth:`recorded` to be given as ``before`` once the call is
+        reported: what its undo restores. ``None`` (the default): its undo needs no before-state. Raise
+        :class:`UndoError` saying why when it cannot be read."""
+        return None
+
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         """What to store of a successful call's result (redacted afterwards by AgentRein)."""
         return {}

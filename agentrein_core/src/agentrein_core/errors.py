@@ -125,7 +125,8 @@ class RollbackRefusedError(InvalidTransitionError):
 
 
 class PolicyBlockedError(AgentReinError):
-    """A ``BLOCK`` policy matched: the action is stored ``FAILED`` and the call never ran."""
+    """A ``BLOCK`` policy matched: the action is stored ``FAILED`` and the call never ran (or, for a call
+    reported after it ran, ``ran``: it is recorded and undone where it can be)."""
 
     status = 403
     problem_type = "policy-blocked"
@@ -134,8 +135,9 @@ class PolicyBlockedError(AgentReinError):
     action_id: str = ""
     policy_name: str = ""
 
-    def __init__(self, action_id: str, policy_name: str) -> None:
-        super().__init__(f"blocked by policy {policy_name!r}; the call was not made")
+    def __init__(self, action_id: str, policy_name: str, *, ran: bool = False) -> None:
+        made = "the call had already run: it is being undone" if ran else "the call was not made"
+        super().__init__(f"blocked by policy {policy_name!r}; {made}")
         self.action_id = action_id
         self.policy_name = policy_name
 

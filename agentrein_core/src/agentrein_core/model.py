@@ -78,6 +78,9 @@ class Session:
     completed_at: datetime | None = None
     #: The id of the API key that opened it (None: opened by an embedded engine, or before keys were remembered).
     opened_by_key: str | None = None
+    #: The client that recorded it, when not one of AgentRein's own: ``"published SDK (Python)"`` for the hosted
+    #: product's SDKs speaking the compatible API (``/compat``). None: AgentRein's SDKs, API or command line.
+    recorded_with: str | None = None
 
 
 @frozen
@@ -210,6 +213,23 @@ class Rollback:
     lease_until: datetime | None = None
     finished_at: datetime | None = None
     error: str | None = None
+
+
+@frozen
+class BeforeState:
+    """An object as the server read it just before a call changed it (the published SDKs' precapture, through
+    ``/compat``), kept redacted until the call is reported, so that its undo can restore it."""
+
+    precapture_id: str
+    org_id: str
+    session_id: str
+    connector: str
+    api_name: str
+    state: JSON
+    captured_at: datetime
+    #: The call it was read for, when that call was held for a reviewer before it ran: its undo is derived
+    #: once it is confirmed, from this before-state.
+    action_id: str | None = None
 
 
 @frozen

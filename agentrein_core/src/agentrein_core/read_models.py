@@ -39,6 +39,8 @@ class SessionSummary:
     last_activity_at: datetime
     completed_at: datetime | None
     action_count: int
+    #: Which client recorded it, when not one of AgentRein's own (:attr:`Session.recorded_with`).
+    recorded_with: str | None = field(default=None, kw_only=True)
 
 
 @frozen
@@ -272,6 +274,7 @@ def session_summary(session: Session, display_status: DisplayStatus, action_coun
         last_activity_at=session.last_activity_at,
         completed_at=session.completed_at,
         action_count=action_count,
+        recorded_with=session.recorded_with,
     )
 
 

@@ -10,10 +10,11 @@ organisation's, so the connector's own limits on them (the http connector's ``al
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from attrs import define, frozen
 
-from agentrein_core.connector import Connector, check_settings
+from agentrein_core.connector import Connector, PreparedCall, check_settings
 from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import JSON, Action
@@ -79,6 +80,31 @@ class SettingsUndoExecutor:
             if obstacle is not None:
                 found[action.action_id] = obstacle
         return found
+
+    def read_before(self, org_id: str, connector: str, call: PreparedCall) -> JSON | None:
+        """The object ``call`` is about to change, read through ``connector``'s server client with the
+        organisation's settings (:meth:`~agentrein_core.connector.Connector.read_before`): what its undo will
+        restore; ``None`` when its undo needs nothing read. :class:`UndoError` says why it cannot be read."""
+        made: list[Any] = []
+
+        def server_client() -> Any:
+            reached = self._reach(org_id, connector)
+            if isinstance(reached, Obstacle):
+                raise UndoError(reached.reason)
+            found, config, credentials = reached
+            try:
+                made.append(found.server_client(config, credentials))
+            except AgentReinError as exc:
+                raise UndoError(str(exc)) from exc
+            return made[-1]
+
+        try:
+            return self.connectors.get(connector).read_before(call, server_client)
+        finally:
+            for client in made:
+                close = getattr(client, "close", None)
+                if callable(close):
+                    close()
 
     def run_undo(self, action: Action) -> None:
         reached = self._reach(action.org_id, action.connector)

@@ -42,6 +42,7 @@ from agentrein_server.api.system import healthz, prometheus_metrics
 from agentrein_server.api.undos import UndoController
 from agentrein_server.api.webhooks import WebhookController
 from agentrein_server.auth import Authenticator, Caller
+from agentrein_server.compat import compat_router
 from agentrein_server.dashboard.rendering import template_config
 from agentrein_server.dashboard.router import dashboard_router, error_page, is_dashboard, root
 from agentrein_server.services import Services, ServicesDep, provide_services
@@ -146,6 +147,7 @@ def create_app(services: Services, *, run_workers: bool = True) -> Litestar:
                 ],
                 security=docs.API_KEY,
             ),
+            compat_router(),
             healthz,
             prometheus_metrics,
             root,

@@ -15,6 +15,8 @@ from agentrein_core.statuses import Role
 #: How long a resolved key is remembered, sparing a database read per request (and so how long a key
 #: revoked through another replica may still work here).
 KEY_CACHE_SECONDS = 10.0
+#: What the tokens of the compatible API start with (:mod:`agentrein_server.compat.tokens`): they work there only.
+COMPAT_TOKEN_PREFIX = "art_"
 
 
 @frozen
@@ -55,6 +57,8 @@ class Authenticator:
         if scheme.lower() != "bearer" or not secret.strip():
             raise UnauthorizedError("send the API key as 'Authorization: Bearer <key>'")
         secret = secret.strip()
+        if secret.startswith(COMPAT_TOKEN_PREFIX):
+            raise UnauthorizedError("a /compat token works on the /compat routes only; send an API key here")
         cached = self._cache.get(secret)
         if cached is not None and cached[0] > time.monotonic():
             key = cached[1]

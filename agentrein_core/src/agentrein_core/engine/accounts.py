@@ -114,6 +114,14 @@ class Accounts(UseCases):
             raise UnauthorizedError("the API key is unknown or revoked")
         return key
 
+    def active_key(self, org_id: str, key_id: str) -> ApiKey:
+        """The organisation's key of this id (one a signed token names); :class:`UnauthorizedError` once revoked."""
+        with self.store.transaction(write=False) as tx:
+            key = tx.api_keys.get(org_id, key_id)
+        if key is None or key.revoked_at is not None:
+            raise UnauthorizedError("the API key this token was issued for is unknown or revoked")
+        return key
+
     def revoke_api_key(self, org_id: str, key_id: str) -> ApiKey:
         """The key stops working (at once on this server; within ``KEY_CACHE_SECONDS`` on other replicas)."""
         with self.store.transaction() as tx:

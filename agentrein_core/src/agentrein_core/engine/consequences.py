@@ -203,6 +203,13 @@ def undo_late_success(tx: Tx, now: datetime, action: Action) -> None:
     )
 
 
+def undo_alone(tx: Tx, now: datetime, session: Session, action: Action, requested_by: str, trigger: str) -> None:
+    """Undo ``action`` alone, the rest of its session staying: after a rejected after-execution review, or a
+    call reported after it ran that a ``BLOCK`` policy refuses."""
+    set_action(tx, action, now, undo_requested=True)
+    start_rollback(tx, now, session, requested_by, trigger[:MAX_TRIGGER], whole_session=False)
+
+
 def after_failure(tx: Tx, now: datetime, session: Session, trigger: str, requested_by: str) -> None:
     """A failure rolls the session back; with nothing to undo the session simply becomes FAILED."""
     if rollback_under_way(tx, session.session_id) is not None:
@@ -252,8 +259,7 @@ def apply_decision(
             after_failure(tx, now, session, f"before-execution approval {status.lower()}", reviewer)
     elif purpose is ApprovalPurpose.AFTER_EXECUTION:
         if status is ApprovalStatus.REJECTED and action.status in rules.UNDOABLE:
-            set_action(tx, action, now, undo_requested=True)
-            start_rollback(tx, now, session, reviewer, "after-execution approval rejected", whole_session=False)
+            undo_alone(tx, now, session, action, reviewer, "after-execution approval rejected")
     elif purpose is ApprovalPurpose.ROLLBACK:
         job = tx.rollbacks.get(approval.org_id, approval.rollback_id or "")
         if approved:

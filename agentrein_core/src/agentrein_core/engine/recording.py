@@ -23,6 +23,7 @@ from agentrein_core.engine.consequences import (
     new_approval,
     open_approval,
     queue_check,
+    undo_alone,
     undo_late_success,
 )
 from agentrein_core.engine.records import (
@@ -43,7 +44,7 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.ids import new_id
-from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
+from agentrein_core.model import JSON, Action, Approval, BeforeState, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
 from agentrein_core.read_models import (
     Confirmation,
@@ -82,6 +83,7 @@ class Recording(UseCases):
         *,
         session_id: str | None = None,
         opened_by_key: str | None = None,
+        recorded_with: str | None = None,
     ) -> Session:
         """Open a session. ``session_id`` is an id the client chose (the SDK chooses one when it opens a session
         while AgentRein is unreachable, and sends the creation once AgentRein answers): of the shape of
@@ -90,7 +92,8 @@ class Recording(UseCases):
         creation with a taken id is refused with one answer, :data:`CHOSEN_ID_REFUSED`, whichever organisation
         holds the id: it names neither the id nor its holder, and hands no session over.
         ``opened_by_key``: the API key opening it, the only agent key that may then act on it (the key that
-        replays an offline creation opened it: the journal's calls are that agent's)."""
+        replays an offline creation opened it: the journal's calls are that agent's). ``recorded_with``: the
+        client recording it, when not one of AgentRein's own (a published SDK, through ``/compat``)."""
         now = self.clock()
         chosen = validation.chosen_id("id", session_id, "ses") if session_id is not None else None
         session = Session(
@@ -105,6 +108,7 @@ class Recording(UseCases):
             created_at=now,
             last_activity_at=now,
             opened_by_key=opened_by_key,
+            recorded_with=None if recorded_with is None else validation.text("recorded_with", recorded_with, 100),
         )
         with self.store.transaction() as tx:
             if tx.organisations.get(org_id) is None:
@@ -431,6 +435,21 @@ class Recording(UseCases):
         the call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
         noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
         A failed call rolls the session back, as it would have online."""
+        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=False)
+
+    def record_reported_action(
+        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None = None
+    ) -> Action:
+        """Record a call its client reports after it ran, awaiting the answer (the hosted product's published
+        SDKs log every call so, through ``/compat``): as :meth:`record_executed_action` records one, except that
+        a ``BLOCK`` match is not reviewed but refused: the call is undone at once where its undo can be, as a
+        rejected after-execution review undoes it, and :class:`PolicyBlockedError` is raised once that is
+        committed."""
+        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=True)
+
+    def _record_ran(
+        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None, refuse_blocked: bool
+    ) -> Action:
         connector, idempotency_key, succeeded = call.connector, call.idempotency_key, call.succeeded
         operation_type = OperationType(call.operation_type)
         self._check_connector(connector)
@@ -487,11 +506,77 @@ class Recording(UseCases):
             if not succeeded and call.rolls_back:
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action
-            if decision.effect is not PolicyEffect.ALLOW:
+            blocked = succeeded and refuse_blocked and decision.effect is PolicyEffect.BLOCK
+            if blocked:
+                assert decision.policy is not None
+                session = session_of(tx, org_id, session_id)
+                undo_alone(tx, now, session, action, SYSTEM, f"{api_name} blocked by policy {decision.policy.name!r}")
+            elif decision.effect is not PolicyEffect.ALLOW:
                 review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
                 open_approval(tx, now, review)
             queue_check(tx, now, org_id, session_id, action.action_id)
-            return action
+        if blocked:
+            assert decision.policy is not None
+            raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True)
+        return action
+
+    # before-states ------------------------------------------------------------------------------------------
+    def keep_before_state(
+        self, org_id: str, session_id: str, connector: str, api_name: str, state: JSON, *, agent_key: str | None = None
+    ) -> BeforeState:
+        """Keep ``state``, the object a call of the session is about to change as the server read it (the
+        published SDKs' precapture), redacted by the connector's rules, until the call is reported
+        (:meth:`before_state`)."""
+        self._check_connector(connector)
+        validation.json_value("state", state)
+        redactor = self.redactors.of(connector)
+        kept = BeforeState(
+            precapture_id=new_id("pre"),
+            org_id=org_id,
+            session_id=session_id,
+            connector=connector,
+            api_name=validation.redacted_text("api_name", api_name, 500, redactor),
+            state=redactor.redact(state),
+            captured_at=self.clock(),
+        )
+        with self.store.transaction() as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            tx.insert(kept)
+        return kept
+
+    def before_state(
+        self, org_id: str, session_id: str, precapture_id: str, *, agent_key: str | None = None
+    ) -> BeforeState:
+        """A before-state :meth:`keep_before_state` kept for this session."""
+        with self.store.transaction(write=False) as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            kept = tx.before_states.get(org_id, precapture_id)
+        if kept is None or kept.session_id != session_id:
+            raise NotFoundError("before-state", precapture_id)
+        return kept
+
+    def hold_before_state(
+        self, org_id: str, session_id: str, precapture_id: str, action_id: str, *, agent_key: str | None = None
+    ) -> BeforeState:
+        """Tie a kept before-state to the held call it was read for (:meth:`before_state_of`), once."""
+        with self.store.transaction() as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            kept = tx.before_states.get(org_id, precapture_id)
+            if kept is None or kept.session_id != session_id:
+                raise NotFoundError("before-state", precapture_id)
+            if kept.action_id not in (None, action_id):
+                raise InvalidTransitionError(f"before-state {precapture_id} was read for another call")
+            held = evolve(kept, action_id=action_id)
+            replace(tx, held, action_id=kept.action_id)
+            return held
+
+    def before_state_of(
+        self, org_id: str, session_id: str, action_id: str, *, agent_key: str | None = None
+    ) -> BeforeState | None:
+        """The before-state tied to a held call (:meth:`hold_before_state`), if one was."""
+        with self.store.transaction(write=False) as tx:
+            check_acts_on(tx, org_id, session_id, agent_key)
+            return tx.before_states.of_action(org_id, action_id)
 
     def _check_connector(self, connector: str) -> None:
         """Only a call of an installed connector is recorded: its record could be neither redacted by the

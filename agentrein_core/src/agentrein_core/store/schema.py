@@ -76,6 +76,8 @@ sessions = Table(
     # The API key that opened it: an agent key acts on its own sessions only (none: an embedded engine's, or
     # opened before keys were remembered; operators act on those).
     Column("opened_by_key", ID),
+    # The client that recorded it when not one of AgentRein's own (a published SDK, through /compat).
+    Column("recorded_with", String(100)),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
     # A list filtered by stored status or by agent walks its sessions newest first (store/sessions.py).
@@ -215,6 +217,21 @@ undo_handoffs = Table(
     Index("ux_undo_handoffs_rollback_action", "rollback_id", "action_id", unique=True),
     # An agent's claim looks for the open handoffs of its sessions.
     Index("ix_undo_handoffs_session", "session_id", "outcome"),
+)
+
+before_states = Table(
+    "before_states",
+    metadata,
+    Column("precapture_id", ID, primary_key=True),
+    Column("org_id", ID, nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("connector", String(100), nullable=False),
+    Column("api_name", String(500), nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("captured_at", UTCDateTime, nullable=False),
+    Column("action_id", ID, ForeignKey("actions.action_id")),
+    # A held call's confirmation finds the before-state read for it.
+    Index("ix_before_states_action", "action_id"),
 )
 
 api_keys = Table(

@@ -7,6 +7,7 @@ from functools import cached_property
 
 from agentrein_core.store.accounts import ApiKeys, ConnectorConfigs, Organisations, Settings, Users
 from agentrein_core.store.approvals import Approvals
+from agentrein_core.store.before_states import BeforeStates
 from agentrein_core.store.outbox import Deliveries, Events, Verifications, Webhooks
 from agentrein_core.store.policies import Policies
 from agentrein_core.store.rollbacks import Rollbacks
@@ -73,3 +74,7 @@ class Tx(Rows):
     @cached_property
     def events(self) -> Events:
         return Events(self)
+
+    @cached_property
+    def before_states(self) -> BeforeStates:
+        return BeforeStates(self)

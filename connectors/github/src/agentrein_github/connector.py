@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
 import github
+from attrs import frozen
 from github.GithubException import GithubException, UnknownObjectException
 from github.GithubObject import GithubObject
 from github.PaginatedList import PaginatedList
@@ -41,6 +42,7 @@ from agentrein_core.connector import (
     SettingKind,
     Undoable,
     UndoConfig,
+    UndoError,
     UndoOutlook,
     ValidationError,
     bind_call,
@@ -73,6 +75,9 @@ CALLS: Mapping[tuple[str, str], tuple[str, OperationType]] = {
     ("Organization", "create_repo"): ("repos.create", OperationType.CREATE),
     ("Repository", "delete"): ("repos.delete", OperationType.DELETE),
 }
+#: Octokit's calls (``rest.issues.create`` or ``issues.create``) reported after they ran by the hosted product's
+#: published npm SDK, which wraps Octokit, whose undo can be derived from the call and its response.
+OCTOKIT_CREATES: Mapping[str, str] = {"issues.create": "issues.create", "pulls.create": "pulls.create"}
 #: What each undo names besides its repository.
 REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
     CLOSE_ISSUE: ("number",),
@@ -207,6 +212,22 @@ class GitHubConnector(Connector):
             payload[TARGET] = url
         return PreparedCall(api_name=api_name, operation_type=operation, payload=payload, run=run, context=context)
 
+    def recorded(self, path: tuple[str, ...], payload: Any, before: JSON | None = None) -> PreparedCall | None:
+        """Octokit's issue and pull request creations (``{owner, repo, …}``, answered ``{status, data, …}``);
+        other reported calls are recorded with no undo."""
+        name = OCTOKIT_CREATES.get(".".join(path[1:] if path[:1] == ("rest",) else path))
+        if name is None or not isinstance(payload, Mapping):
+            return None
+        owner, repo = payload.get("owner"), payload.get("repo")
+        if not isinstance(owner, str) or not isinstance(repo, str):
+            return None
+
+        def never_run(_key: str) -> Any:
+            raise UndoError(f"{name} was reported after it ran; it is not run again")
+
+        context = {"owner": _ReportedRepository(f"{owner}/{repo}"), "octokit": True}
+        return PreparedCall(name, OperationType.CREATE, dict(payload), never_run, context=context)
+
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         data = _raw(result)
         return {k: v for k, v in data.items() if isinstance(v, str | int | float | bool) or v is None}
@@ -214,9 +235,14 @@ class GitHubConnector(Connector):
     def undo_for(self, call: PreparedCall, result: Any, override: Mapping[str, Any] | None) -> UndoConfig:
         owner, context = call.context["owner"], call.context
         data = _raw(result)
+        if context.get("octokit"):  # an Octokit response, as reported: the object is its data
+            made = result.get("data") if isinstance(result, Mapping) else None
+            data = dict(made) if isinstance(made, Mapping) else {}
         derived = UndoConfig(UNDO_NONE)
         name = call.api_name
-        if name == "issues.create":
+        if name in ("issues.create", "pulls.create") and "number" not in data:
+            pass  # a reported call whose response was not the object made: nothing names what to undo
+        elif name == "issues.create":
             derived = UndoConfig(CLOSE_ISSUE, {"repo": owner.full_name, "number": data["number"]})
         elif name == "issues.update":
             derived = UndoConfig(
@@ -528,6 +554,14 @@ def _file_target(context: Mapping[str, Any]) -> tuple[str, str | None]:
     named = context["named"]
     branch = named.get("branch")
     return str(named["path"]), branch if isinstance(branch, str) else None
+
+
+@frozen
+class _ReportedRepository:
+    """The repository of a call reported by name (``owner/name``), as :meth:`GitHubConnector.undo_for` reads
+    a PyGithub repository."""
+
+    full_name: str
 
 
 def _repo_of(obj: Any) -> str:

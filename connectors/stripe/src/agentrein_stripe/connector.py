@@ -224,6 +224,50 @@ class StripeConnector(Connector):
             context=context,
         )
 
+    def recorded(self, path: tuple[str, ...], payload: Any, before: JSON | None = None) -> PreparedCall | None:
+        """``StripeClient`` paths (``customers.create``, ``v1.customers.create``) and the module's
+        (``Customer.create``), with the payload the published SDKs send: the keyword arguments, or the first
+        positional one (an id, or a ``StripeClient`` call's params)."""
+        legacy = True
+        resource, method_name, _ = _describe_path(stripe, path)
+        if resource is None:
+            legacy = False
+            resource, method_name, _ = _describe_path(None, path)
+        if resource is None or method_name in READS or method_name.startswith(("list_", "retrieve_")):
+            return None
+        object_id, params, account = _reported(payload, legacy)
+        api_name = f"{resource}.{method_name}"
+        context: dict[str, Any] = {"object_id": object_id, "resource": resource, "stripe_account": account}
+        if before is not None:
+            context["before"] = before
+
+        def never_run(_key: str) -> Any:
+            raise UndoError(f"{api_name} was reported after it ran; it is not run again")
+
+        return PreparedCall(
+            api_name=api_name,
+            operation_type=OPERATIONS.get(method_name, OperationType.OTHER),
+            payload={"id": object_id, "params": params} if object_id else {"params": params},
+            run=never_run,
+            context=context,
+        )
+
+    def read_before(self, call: PreparedCall, server_client: Callable[[], Any]) -> JSON | None:
+        """An update's object (``customers.update``, ``subscriptions.update``), as its undo restores it."""
+        if call.api_name not in SNAPSHOT_BEFORE:
+            return None
+        object_id = call.context["object_id"]
+        if not object_id:
+            raise UndoError(
+                f"{call.api_name} names no object: pass its id by name (customer='cus_…', or sid= for the module)"
+            )
+        options: Any = {"stripe_account": call.context["stripe_account"]} if call.context["stripe_account"] else {}
+        try:
+            service = _service(server_client(), call.context["resource"])
+            return _as_dict(service.retrieve(object_id, options=options))
+        except stripe.StripeError as exc:
+            raise UndoError(f"Stripe did not give {object_id} to read before the update ({exc})") from exc
+
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         """The result's own fields (nested objects and lists are left out: they can be large)."""
         data = _as_dict(result)
@@ -239,10 +283,11 @@ class StripeConnector(Connector):
         elif kind == STRIPE_RESTORE and call.api_name in SNAPSHOT_BEFORE:
             params = call.payload.get("params", {})
             restore = _restore(params, _as_dict(call.context.get("before")), RESTORABLE[resource])
-            if restore:  # an update of nothing restorable (subscription items, say) is not undone
-                derived = UndoConfig(
-                    STRIPE_RESTORE, {"resource": resource, "id": call.context["object_id"], "params": restore}
-                )
+            # Not undone: an update of nothing restorable (subscription items, say), or one reported after it
+            # ran whose object nobody read before (restoring without it would clear the fields it set).
+            object_id = call.context["object_id"] or data.get("id")
+            if restore and "before" in call.context and object_id:
+                derived = UndoConfig(STRIPE_RESTORE, {"resource": resource, "id": object_id, "params": restore})
         elif kind == STRIPE_RESTORE:  # products and prices: deactivated
             derived = UndoConfig(
                 STRIPE_RESTORE, {"resource": resource, "id": data.get("id"), "params": {"active": False}}
@@ -481,6 +526,32 @@ class _Call:
         arguments["options"] = {**(arguments.get("options") or {}), "idempotency_key": idempotency_key}
         call = inspect.BoundArguments(self.bound.signature, arguments)
         return self.method(*call.args, **call.kwargs)
+
+
+def _reported(payload: Any, legacy: bool) -> tuple[str | None, JSON, str | None]:
+    """(object id, params, connected account) of a payload a published SDK reported: a module call's keyword
+    arguments (the id as ``sid`` or ``id``, request options among them), or a ``StripeClient`` call's (the id
+    under its own name, ``params`` and ``options``), or the one positional argument (an id, or the params)."""
+    if isinstance(payload, str):
+        return payload, {}, None
+    if not isinstance(payload, Mapping):
+        return None, {}, None
+    if legacy:
+        object_id = payload.get("sid", payload.get("id"))
+        params = {k: v for k, v in payload.items() if k not in REQUEST_OPTIONS and k not in ("sid", "id")}
+        account = payload.get("stripe_account")
+    elif "params" in payload or "options" in payload:
+        object_id = next((v for k, v in payload.items() if k not in ("params", "options") and isinstance(v, str)), None)
+        given, options = payload.get("params"), payload.get("options")
+        params = dict(given) if isinstance(given, Mapping) else {}
+        account = options.get("stripe_account") if isinstance(options, Mapping) else None
+    else:  # the params alone, passed positionally
+        object_id, params, account = None, dict(payload), None
+    return (
+        object_id if isinstance(object_id, str) else None,
+        dict(params),
+        account if isinstance(account, str) else None,
+    )
 
 
 async def _snapshot_then_async(

@@ -1,0 +1,523 @@
+"""The compatible API (``/compat``) over real HTTP, route by route: what each answers, how it lands on the
+engine's use cases (read back through the native API), and the refusals, as problem+json with a ``detail``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from dashboard import account, visitor
+from serving import RunningServer, Tenant
+
+from agentrein_core.commands import NewPolicy
+from agentrein_core.statuses import Role, UserRole
+from agentrein_server.compat.tokens import Tokens
+
+
+@pytest.fixture
+def tenant(server: RunningServer) -> Tenant:
+    return server.tenant()
+
+
+@pytest.fixture
+def native(tenant: Tenant) -> Iterator[httpx.Client]:
+    """The native API with the organisation's operator key."""
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+        yield api
+
+
+def token_of(server: RunningServer, key: str) -> str:
+    answer = httpx.post(f"{server.url}/compat/auth/token", json={"apiKey": key})
+    assert answer.status_code == 200, answer.text
+    token: str = answer.json()["data"]["token"]
+    return token
+
+
+@pytest.fixture
+def agent_key(server: RunningServer, tenant: Tenant) -> str:
+    return server.key(tenant, Role.AGENT)
+
+
+@pytest.fixture
+def compat(server: RunningServer, agent_key: str) -> Iterator[httpx.Client]:
+    """The compatible API as the published SDKs call it: with the token of an agent key."""
+    headers = {"Authorization": f"Bearer {token_of(server, agent_key)}", "User-Agent": "python-httpx/0.29.0"}
+    with httpx.Client(base_url=f"{server.url}/compat", headers=headers, timeout=60) as api:
+        yield api
+
+
+def problem(answer: httpx.Response, status: int) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = answer.json()
+    assert body["detail"]
+    return body
+
+
+def slug(body: dict[str, Any]) -> str:
+    """The problem type as the published SDKs read it: the last segment of its URL."""
+    return str(body["type"]).rstrip("/").split("/")[-1]
+
+
+def open_session(compat: httpx.Client) -> str:
+    answer = compat.post("/sessions", json={"agentId": "billing-agent", "intent": "onboard a customer"})
+    assert answer.status_code == 200, answer.text
+    session_id: str = answer.json()["data"]["id"]
+    return session_id
+
+
+def log(compat: httpx.Client, session_id: str, **body: Any) -> httpx.Response:
+    return compat.post(f"/sessions/{session_id}/actions", json={"operationType": "CREATE", **body})
+
+
+CREATED = {"id": "cus_Compat1", "object": "customer", "email": "ada@example.com"}
+
+
+def log_customer_created(compat: httpx.Client, session_id: str) -> httpx.Response:
+    """The log the Python SDK sends after ``client.customers.create(params={})`` returned :data:`CREATED`."""
+    return log(
+        compat,
+        session_id,
+        apiName="stripe.customers.create",
+        payload={"params": {}},
+        response=CREATED,
+        status="SUCCESS",
+    )
+
+
+# tokens ---------------------------------------------------------------------------------------------------------------
+def test_an_agent_key_is_exchanged_for_a_token_wrapped_in_data(server: RunningServer, agent_key: str) -> None:
+    answer = httpx.post(f"{server.url}/compat/auth/token", json={"apiKey": agent_key})
+    assert answer.status_code == 200
+    assert answer.json()["data"]["token"].startswith("art_")
+
+
+def test_an_operator_key_gets_no_token(server: RunningServer, tenant: Tenant) -> None:
+    answer = httpx.post(f"{server.url}/compat/auth/token", json={"apiKey": tenant.key})
+    assert "agent key" in problem(answer, 403)["detail"]
+
+
+def test_an_unknown_key_gets_no_token(server: RunningServer) -> None:
+    answer = httpx.post(f"{server.url}/compat/auth/token", json={"apiKey": "ar_not-a-key-of-this-server"})
+    assert slug(problem(answer, 401)) == "unauthorized"
+
+
+def test_a_token_is_refused_on_the_native_api(server: RunningServer, agent_key: str) -> None:
+    headers = {"Authorization": f"Bearer {token_of(server, agent_key)}"}
+    answer = httpx.get(f"{server.url}/sessions", headers=headers)
+    assert "/compat" in problem(answer, 401)["detail"]
+
+
+def test_an_api_key_is_refused_on_the_compat_routes(server: RunningServer, agent_key: str) -> None:
+    answer = httpx.post(
+        f"{server.url}/compat/sessions", json={"agentId": "a"}, headers={"Authorization": f"Bearer {agent_key}"}
+    )
+    assert "POST /compat/auth/token" in problem(answer, 401)["detail"]
+
+
+def test_a_token_stops_working_once_its_key_is_revoked(
+    server: RunningServer, tenant: Tenant, agent_key: str, compat: httpx.Client
+) -> None:
+    key_id = next(
+        k.key_id for k in server.engine.accounts.list_api_keys(tenant.org_id) if agent_key.startswith(k.prefix)
+    )
+    server.services.revoke_api_key(tenant.org_id, key_id)
+    assert "revoked" in problem(compat.post("/sessions", json={"agentId": "a"}), 401)["detail"]
+
+
+def test_a_token_signed_under_another_secret_key_is_refused(server: RunningServer, tenant: Tenant) -> None:
+    from cryptography.fernet import Fernet
+
+    from agentrein_core.vault import Vault
+
+    key, _ = server.engine.accounts.create_api_key(tenant.org_id, Role.AGENT)
+    forged = Tokens(Vault(Fernet.generate_key())).issue(key)
+    answer = httpx.get(f"{server.url}/compat/sessions/ses_x", headers={"Authorization": f"Bearer {forged}"})
+    assert "not one this server issued" in problem(answer, 401)["detail"]
+
+
+def test_an_expired_token_is_refused(server: RunningServer, tenant: Tenant) -> None:
+    key, _ = server.engine.accounts.create_api_key(tenant.org_id, Role.AGENT)
+    old = Tokens(server.services.vault).issue(key, now=0.0)
+    answer = httpx.get(f"{server.url}/compat/sessions/ses_x", headers={"Authorization": f"Bearer {old}"})
+    assert "expired" in problem(answer, 401)["detail"]
+
+
+# sessions -------------------------------------------------------------------------------------------------------------
+def test_a_session_opened_through_compat_is_an_ordinary_session_marked_with_the_sdk(
+    compat: httpx.Client, native: httpx.Client, tenant: Tenant
+) -> None:
+    opened = compat.post("/sessions", json={"agentId": "billing-agent", "intent": None}).json()["data"]
+    assert opened["organizationId"] == tenant.org_id
+    assert (opened["agentId"], opened["status"], opened["isSandbox"]) == ("billing-agent", "ACTIVE", False)
+    assert opened["createdAt"] and opened["updatedAt"]
+    listed = native.get("/sessions").json()["sessions"]
+    assert [(s["id"], s["recordedWith"]) for s in listed] == [(opened["id"], "published SDK (Python)")]
+
+
+def test_the_dashboards_session_page_says_which_sdk_recorded_the_session(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    with visitor(server, account(server, tenant, UserRole.REVIEWER)) as reviewer:
+        page = reviewer.get(f"/dashboard/sessions/{session_id}").text
+    assert "<dt>Recorded by</dt><dd>published SDK (Python), through the compatible API</dd>" in page
+
+
+def test_a_session_is_read_back_wrapped_in_data(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    shown = compat.get(f"/sessions/{session_id}").json()["data"]
+    assert (shown["id"], shown["intent"], shown["status"]) == (session_id, "onboard a customer", "ACTIVE")
+
+
+def test_a_session_another_agent_key_opened_is_not_found(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    other = {"Authorization": f"Bearer {token_of(server, server.key(tenant, Role.AGENT))}"}
+    problem(httpx.get(f"{server.url}/compat/sessions/{session_id}", headers=other), 404)
+
+
+def test_patching_a_session_completed_completes_it(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    answer = compat.patch(f"/sessions/{session_id}", json={"status": "COMPLETED"})
+    assert answer.json()["data"]["status"] == "COMPLETED"
+
+
+def test_patching_a_session_to_another_status_is_refused_naming_the_one_allowed(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    body = problem(compat.patch(f"/sessions/{session_id}", json={"status": "FAILED"}), 400)
+    assert "COMPLETED" in body["detail"]
+
+
+def test_a_rollback_request_starts_the_sessions_rollback(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    log_customer_created(compat, session_id)
+    started = compat.post(f"/sessions/{session_id}/rollback", json={})
+    assert started.json()["data"]["sessionId"] == session_id
+    assert native.get(f"/sessions/{session_id}/rollback").json()["rollbackId"] == started.json()["data"]["id"]
+
+
+# actions --------------------------------------------------------------------------------------------------------------
+def test_a_logged_customer_create_is_recorded_as_a_call_that_ran_with_the_undo_its_connector_derives(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    payload = {"params": {"email": "ada@example.com"}}
+    answer = log(
+        compat, session_id, apiName="stripe.v1.customers.create", payload=payload, response=CREATED, status="SUCCESS"
+    )
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["actionId"] == answer.json()["data"]["id"]
+    assert (action["connector"], action["apiName"], action["status"]) == ("stripe", "customers.create", "SUCCESS")
+    assert action["idempotencyKey"].startswith("compat-")
+    assert action["undo"] == {
+        "type": "stripe-delete",
+        "resource": "customers",
+        "id": "cus_Compat1",
+        "requireApproval": False,
+    }
+
+
+def test_the_stripe_modules_path_is_recorded_under_the_same_api_name(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    log(
+        compat,
+        session_id,
+        apiName="stripe.Customer.create",
+        payload={"email": "a@example.com"},
+        response=CREATED,
+        status="SUCCESS",
+    )
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["apiName"] == "customers.create"
+    assert action["payload"] == {"params": {"email": "a@example.com"}}
+    assert action["undo"]["id"] == "cus_Compat1"
+
+
+def test_a_successful_read_is_not_recorded(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat, session_id, apiName="stripe.customers.retrieve", payload="cus_1", response=CREATED, status="SUCCESS"
+    )
+    assert answer.json()["data"] == {"id": None, "recorded": False}
+    assert native.get(f"/sessions/{session_id}").json()["actions"] == []
+
+
+def test_a_call_its_connector_does_not_describe_is_recorded_under_its_path_with_no_undo(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    payload = {"owner": "acme", "repo": "shop", "issue_number": 7}
+    log(
+        compat,
+        session_id,
+        apiName="github.rest.issues.lock",
+        payload=payload,
+        response={"status": 204},
+        status="SUCCESS",
+    )
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["operationType"], action["payload"]) == ("rest.issues.lock", "OTHER", payload)
+    assert action["undo"] is None
+
+
+def test_a_failed_call_is_recorded_with_the_error_the_sdk_sent_and_ends_the_session(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat, session_id, apiName="github.rest.issues.lock", payload={}, response="Not Found", status="FAILED"
+    )
+    assert answer.json()["data"]["status"] == "FAILED"
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["error"] for a in shown["actions"]] == ["Not Found"]
+    assert shown["status"] == "FAILED"  # nothing to undo
+
+
+def test_a_block_policy_answers_403_policy_blocked_and_undoes_the_call_that_ran(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(
+        tenant.org_id, NewPolicy("no new customers", "BLOCK", connector="stripe", api_name="customers.create")
+    )
+    session_id = open_session(compat)
+    answer = log_customer_created(compat, session_id)
+    body = problem(answer, 403)
+    assert slug(body) == "policy-blocked" and "being undone" in body["detail"]
+    job = native.get(f"/sessions/{session_id}/rollback").json()
+    assert (job["wholeSession"], job["trigger"]) == (False, "customers.create blocked by policy 'no new customers'")
+
+
+def test_a_require_approval_policy_opens_a_review_after_the_call(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(
+        tenant.org_id, NewPolicy("look at customers", "REQUIRE_APPROVAL", connector="stripe")
+    )
+    session_id = open_session(compat)
+    log_customer_created(compat, session_id)
+    (approval,) = native.get(f"/sessions/{session_id}").json()["approvals"]
+    assert (approval["purpose"], approval["status"]) == ("AFTER_EXECUTION", "PENDING")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"apiName": "stripe", "payload": {}, "status": "SUCCESS"}, "apiName"),
+        ({"apiName": "nosuch.things.create", "payload": {}, "status": "SUCCESS"}, "connector"),
+        ({"apiName": "stripe.customers.create", "payload": {}, "status": "DONE"}, None),
+        ({"payload": {}, "status": "SUCCESS"}, None),
+    ],
+)
+def test_a_malformed_action_log_is_refused_with_a_400_that_says_why(
+    compat: httpx.Client, body: dict[str, Any], field: str | None
+) -> None:
+    session_id = open_session(compat)
+    refused = problem(compat.post(f"/sessions/{session_id}/actions", json=body), 400)
+    if field is not None:
+        assert refused["field"] == field
+
+
+def test_a_log_for_a_session_that_does_not_exist_is_not_found(compat: httpx.Client) -> None:
+    answer = log(
+        compat, "ses_nosuch", apiName="stripe.customers.create", payload={}, response=CREATED, status="SUCCESS"
+    )
+    problem(answer, 404)
+
+
+# calls held for approval ----------------------------------------------------------------------------------------------
+def hold_customer_create(compat: httpx.Client, session_id: str) -> dict[str, Any]:
+    """The log the Python SDK sends before a call listed in ``requires_approval``."""
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    answer = log(compat, session_id, **body, response={}, status="PENDING_APPROVAL", timeoutMs=60_000)
+    assert answer.status_code == 200, answer.text
+    held: dict[str, Any] = answer.json()["data"]
+    return held
+
+
+def test_a_held_call_is_a_write_ahead_record_waiting_for_its_approval(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    assert held["status"] == "PENDING_APPROVAL"
+    polled = compat.get(f"/approvals/{held['approvalRequest']['id']}").json()["data"]
+    assert (polled["status"], polled["reason"], polled["actionId"]) == ("PENDING", None, held["id"])
+    (approval,) = native.get(f"/sessions/{session_id}").json()["approvals"]
+    assert approval["purpose"] == "BEFORE_EXECUTION"
+
+
+def test_an_approved_call_confirmed_by_patch_gets_the_undo_its_connector_derives(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    assert compat.get(f"/approvals/{held['approvalRequest']['id']}").json()["data"]["status"] == "APPROVED"
+    answer = compat.patch(
+        f"/sessions/{session_id}/actions/{held['id']}", json={"status": "SUCCESS", "response": CREATED}
+    )
+    assert answer.json()["data"]["status"] == "SUCCESS"
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["undo"]["type"], action["undo"]["id"]) == (
+        "customers.create",
+        "stripe-delete",
+        "cus_Compat1",
+    )
+
+
+def test_a_rejection_reaches_the_poll_with_the_reason_and_the_sdks_failed_log_after_it_is_accepted(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    approval_id = held["approvalRequest"]["id"]
+    native.post(f"/approvals/{approval_id}/reject", json={"reason": "not this customer"})
+    polled = compat.get(f"/approvals/{approval_id}").json()["data"]
+    assert (polled["status"], polled["reason"]) == ("REJECTED", "not this customer")
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    echo = log(compat, session_id, **body, response={}, status="FAILED")
+    assert echo.status_code == 200 and echo.json()["data"]["id"] == held["id"]
+    assert [a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == ["FAILED"]
+
+
+def test_a_held_call_the_agent_gives_up_on_fails_and_closes_its_approval(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """Their SDK's ApprovalTimeoutError: it stops polling and logs the call FAILED."""
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    log(compat, session_id, **body, response={}, status="FAILED")
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["status"] for a in shown["actions"]] == ["FAILED"]
+    assert shown["approvals"][0]["status"] == "REJECTED"
+    assert compat.get(f"/approvals/{held['approvalRequest']['id']}").json()["data"]["status"] == "REJECTED"
+
+
+def test_a_block_policy_refuses_a_held_call_before_it_runs(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(tenant.org_id, NewPolicy("no new customers", "BLOCK", connector="stripe"))
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.create", "payload": {}, "response": {}, "timeoutMs": 60_000}
+    refused = problem(log(compat, session_id, **body, status="PENDING_APPROVAL"), 403)
+    assert slug(refused) == "policy-blocked" and "not made" in refused["detail"]
+
+
+def test_a_confirmation_other_than_success_is_refused(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    refused = problem(compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json={"status": "FAILED"}), 400)
+    assert refused["field"] == "status"
+
+
+def test_a_confirmation_of_an_action_of_another_session_is_not_found(compat: httpx.Client) -> None:
+    held = hold_customer_create(compat, open_session(compat))
+    other = open_session(compat)
+    problem(compat.patch(f"/sessions/{other}/actions/{held['id']}", json={"status": "SUCCESS", "response": {}}), 404)
+
+
+def test_an_approval_timeout_out_of_range_is_refused(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat, session_id, apiName="stripe.customers.create", payload={}, status="PENDING_APPROVAL", timeoutMs=0
+    )
+    problem(answer, 400)
+
+
+# connector settings ---------------------------------------------------------------------------------------------------
+def test_validating_credentials_says_per_connector_whether_the_server_can_undo_with_the_stored_settings(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    server.services.configuration.configure_connector(
+        tenant.org_id,
+        "stripe",
+        enabled=True,
+        config={"apiBase": "http://127.0.0.1:9"},
+        credentials={"apiKey": "sk_test_1"},
+    )
+    checked = compat.get("/settings/credentials/validate", params={"connectors": "stripe,github"}).json()["data"]
+    assert checked["stripe"] == {"valid": True}
+    assert checked["github"]["valid"] is False and "github" in checked["github"]["reason"]
+
+
+def test_validating_credentials_of_no_connector_is_refused(compat: httpx.Client) -> None:
+    assert (
+        problem(compat.get("/settings/credentials/validate", params={"connectors": " , "}), 400)["field"]
+        == "connectors"
+    )
+
+
+# before-states --------------------------------------------------------------------------------------------------------
+def test_the_registry_lists_no_call_so_the_sdks_ask_precapture_before_every_change(compat: httpx.Client) -> None:
+    assert compat.get("/registry").json() == {"data": []}
+
+
+def test_a_precapture_without_stored_settings_says_the_capture_failed_and_why(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_1", "params": {"email": "b@x"}}}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
+    assert (answer["precaptureId"], answer["captureFailed"]) == (None, True)
+    assert "not enabled" in answer["reason"]
+
+
+def test_a_precapture_of_a_call_whose_undo_needs_nothing_read_keeps_nothing(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.delete", "payload": "cus_1"}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
+    assert answer == {"precaptureId": None, "captureFailed": False}
+
+
+def test_a_log_naming_a_precapture_the_server_never_made_is_not_found(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat,
+        session_id,
+        apiName="stripe.customers.update",
+        payload={},
+        response={},
+        status="SUCCESS",
+        precaptureId="pre_nosuch",
+    )
+    problem(answer, 404)
+
+
+# what holds as on the native API --------------------------------------------------------------------------------------
+def test_a_reported_calls_secrets_are_redacted_before_they_are_stored(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    payload = {"params": {"email": "ada@example.com", "metadata": {"api_key": "sk_live_planted"}}}
+    answer = log(
+        compat, session_id, apiName="stripe.customers.create", payload=payload, response=CREATED, status="SUCCESS"
+    )
+    assert answer.status_code == 200, answer.text
+    assert "sk_live_planted" not in native.get(f"/sessions/{session_id}").text
+
+
+def test_a_token_of_another_organisation_finds_none_of_this_ones_sessions(
+    server: RunningServer, compat: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    elsewhere = server.tenant()
+    token = token_of(server, server.key(elsewhere, Role.AGENT))
+    answer = httpx.get(f"{server.url}/compat/sessions/{session_id}", headers={"Authorization": f"Bearer {token}"})
+    problem(answer, 404)
+
+
+def test_a_body_over_the_servers_limit_is_refused_with_413(compat: httpx.Client) -> None:
+    session_id = open_session(compat)
+    huge = {"params": {"description": "x" * (2 * 1024 * 1024)}}
+    problem(log(compat, session_id, apiName="stripe.customers.create", payload=huge, status="SUCCESS"), 413)
+
+
+def test_a_body_that_is_not_json_is_refused_with_a_problem(compat: httpx.Client) -> None:
+    answer = compat.post("/sessions", content=b"{not json", headers={"Content-Type": "application/json"})
+    problem(answer, 400)
