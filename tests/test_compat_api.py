@@ -14,6 +14,7 @@ from serving import RunningServer, Tenant
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
 from agentrein_server.compat.tokens import Tokens
+from agentrein_stripe import StripeConnector
 
 
 @pytest.fixture
@@ -521,3 +522,47 @@ def test_a_body_over_the_servers_limit_is_refused_with_413(compat: httpx.Client)
 def test_a_body_that_is_not_json_is_refused_with_a_problem(compat: httpx.Client) -> None:
     answer = compat.post("/sessions", content=b"{not json", headers={"Content-Type": "application/json"})
     problem(answer, 400)
+
+
+# found by a second reading --------------------------------------------------------------------------------------------
+
+
+def test_a_token_whose_signature_is_not_ascii_is_refused_with_a_401(server: RunningServer) -> None:
+    with httpx.Client(base_url=f"{server.url}/compat") as anyone:
+        answer = anyone.get("/sessions/ses_1", headers={"Authorization": "Bearer art_abc.\u00e9\u00e9".encode()})
+    assert slug(problem(answer, 401)) == "unauthorized"
+
+
+def test_a_held_call_naming_a_precapture_the_server_never_made_leaves_no_held_call_behind(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.customers.update", "payload": {"customer": "cus_1", "params": {}}, "response": None}
+    problem(log(compat, session_id, status="PENDING_APPROVAL", precaptureId="pre_nosuch", **body), 404)
+    assert native.get(f"/sessions/{session_id}").json()["actions"] == []
+
+
+def test_a_blocked_call_that_cannot_be_undone_is_answered_so_and_waits_for_a_reviewer(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(
+        tenant.org_id, NewPolicy("no updates", "BLOCK", connector="stripe", api_name="customers.update")
+    )
+    session_id = open_session(compat)
+    payload = {"customer": "cus_1", "params": {"email": "new@example.com"}}
+    answer = log(compat, session_id, apiName="stripe.customers.update", payload=payload, response={}, status="SUCCESS")
+    body = problem(answer, 403)
+    assert slug(body) == "policy-blocked" and "cannot undo it: it waits for a reviewer" in body["detail"]
+    reviews = native.get("/approvals", params={"status": "PENDING"}).json()
+    assert [r["actionId"] for r in reviews] == [body["actionId"]]
+
+
+def test_a_before_state_read_of_another_object_is_never_restored_onto_the_object_the_call_changed() -> None:
+    connector = StripeConnector()
+    before = {"id": "cus_A", "object": "customer", "email": "alice@example.com"}
+    call = connector.recorded(("customers", "update"), {"customer": "cus_B", "params": {"email": "b@x"}}, before)
+    assert call is not None
+    assert connector.undo_for(call, {"id": "cus_B"}, None).is_none
+    same = connector.recorded(("customers", "update"), {"customer": "cus_A", "params": {"email": "b@x"}}, before)
+    assert same is not None
+    assert connector.undo_for(same, {"id": "cus_A"}, None).params["params"] == {"email": "alice@example.com"}

@@ -26,7 +26,8 @@ from agentrein import (
     SessionStatus,
     _outbox,
 )
-from agentrein._outbox import CallRecorded, Entry, Outbox, SessionCompleted, journal_file
+from agentrein._outbox import Outbox
+from agentrein._outbox_file import CallRecorded, Entry, SessionCompleted, journal_file
 from agentrein._port import Recorder
 from agentrein_core.clock import utcnow
 from agentrein_core.commands import ExecutedCall

@@ -19,11 +19,11 @@ from typing import Any, cast
 import pytest
 
 from agentrein import _outbox
-from agentrein._outbox import (
+from agentrein._outbox import Outbox
+from agentrein._outbox_file import (
     CallConfirmed,
     CallRecorded,
     LoggingFailed,
-    Outbox,
     OutcomeReported,
     RollbackRequested,
     SessionCompleted,

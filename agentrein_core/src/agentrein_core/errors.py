@@ -135,8 +135,13 @@ class PolicyBlockedError(AgentReinError):
     action_id: str = ""
     policy_name: str = ""
 
-    def __init__(self, action_id: str, policy_name: str, *, ran: bool = False) -> None:
-        made = "the call had already run: it is being undone" if ran else "the call was not made"
+    def __init__(self, action_id: str, policy_name: str, *, ran: bool = False, undoable: bool = True) -> None:
+        if not ran:
+            made = "the call was not made"
+        elif undoable:
+            made = "the call had already run: it is being undone"
+        else:
+            made = "the call had already run and AgentRein cannot undo it: it waits for a reviewer"
         super().__init__(f"blocked by policy {policy_name!r}; {made}")
         self.action_id = action_id
         self.policy_name = policy_name

@@ -100,6 +100,10 @@ class SettingsUndoExecutor:
 
         try:
             return self.connectors.get(connector).read_before(call, server_client)
+        except AgentReinError:
+            raise
+        except Exception as exc:  # a value the service's library refuses (a malformed account, say): not read
+            raise UndoError(f"{call.api_name}: the object could not be read ({type(exc).__name__}: {exc})") from exc
         finally:
             for client in made:
                 close = getattr(client, "close", None)

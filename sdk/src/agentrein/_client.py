@@ -13,7 +13,8 @@ from agentrein._executor import ClientRef, ClientUndoExecutor
 from agentrein._guard import Guard
 from agentrein._http import API_KEY_ENV, URL_ENV
 from agentrein._options import WrapOptions, checked_failure_mode
-from agentrein._outbox import Outbox, RollbackRequested
+from agentrein._outbox import Outbox
+from agentrein._outbox_file import RollbackRequested
 from agentrein._port import Mode
 from agentrein._proxy import WrappedClient
 from agentrein._served import ServedMode

@@ -29,7 +29,8 @@ from attrs import define, evolve
 from agentrein._errors import RollbackFailedError
 from agentrein._executor import ClientRef, ClientUndoExecutor
 from agentrein._options import WrapOptions
-from agentrein._outbox import CallRecorded, LoggingFailed, Outbox, OutcomeReported
+from agentrein._outbox import Outbox
+from agentrein._outbox_file import CallRecorded, LoggingFailed, OutcomeReported
 from agentrein._port import Recorder
 from agentrein._waiting import EXPIRY_GRACE
 from agentrein_core import nesting

@@ -21,7 +21,8 @@ from attrs import frozen
 
 from agentrein._http import Connection
 from agentrein._http import segment as _seg
-from agentrein._outbox import CallConfirmed, Outbox
+from agentrein._outbox import Outbox
+from agentrein._outbox_file import CallConfirmed
 from agentrein._waiting import after_decision, outlasting, until_rollback_ends
 from agentrein_core import errors
 from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, WriteAhead

@@ -507,17 +507,18 @@ class Recording(UseCases):
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action
             blocked = succeeded and refuse_blocked and decision.effect is PolicyEffect.BLOCK
-            if blocked:
+            undoable = action.undo is not None and not action.undo.is_none
+            if blocked and undoable:
                 assert decision.policy is not None
                 session = session_of(tx, org_id, session_id)
                 undo_alone(tx, now, session, action, SYSTEM, f"{api_name} blocked by policy {decision.policy.name!r}")
-            elif decision.effect is not PolicyEffect.ALLOW:
+            elif decision.effect is not PolicyEffect.ALLOW:  # a blocked call that cannot be undone too
                 review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
                 open_approval(tx, now, review)
             queue_check(tx, now, org_id, session_id, action.action_id)
         if blocked:
             assert decision.policy is not None
-            raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True)
+            raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True, undoable=undoable)
         return action
 
     # before-states ------------------------------------------------------------------------------------------

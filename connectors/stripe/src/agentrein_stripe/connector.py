@@ -286,7 +286,9 @@ class StripeConnector(Connector):
             # Not undone: an update of nothing restorable (subscription items, say), or one reported after it
             # ran whose object nobody read before (restoring without it would clear the fields it set).
             object_id = call.context["object_id"] or data.get("id")
-            if restore and "before" in call.context and object_id:
+            read = _as_dict(call.context.get("before")).get("id")
+            # A before-state read of another object than the one changed is never restored onto it.
+            if restore and "before" in call.context and object_id and read in (None, object_id):
                 derived = UndoConfig(STRIPE_RESTORE, {"resource": resource, "id": object_id, "params": restore})
         elif kind == STRIPE_RESTORE:  # products and prices: deactivated
             derived = UndoConfig(
@@ -550,7 +552,7 @@ def _reported(payload: Any, legacy: bool) -> tuple[str | None, JSON, str | None]
     return (
         object_id if isinstance(object_id, str) else None,
         dict(params),
-        account if isinstance(account, str) else None,
+        account if isinstance(account, str) and _ACCOUNT_ID.fullmatch(account) else None,  # sent as a header
     )
 
 

@@ -13,7 +13,13 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, Failed, WriteAhead
-from agentrein_core.errors import AgentReinError, NotFoundError, PolicyBlockedError, ValidationError
+from agentrein_core.errors import (
+    AgentReinError,
+    InvalidTransitionError,
+    NotFoundError,
+    PolicyBlockedError,
+    ValidationError,
+)
 from agentrein_core.model import Action
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
@@ -172,6 +178,10 @@ class CompatController(Controller):
             kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
             before = kept.state
         call = reported_call(services.connectors, data.api_name, data.payload, data.response, before)
+        if before is not None and kept.api_name != call.api_name:
+            raise InvalidTransitionError(
+                f"precapture {data.precapture_id} was read for {kept.api_name}, not {call.api_name}"
+            )
         if data.status == "PENDING_APPROVAL":
             return _hold(services, caller, session_id, call, data.timeout_ms, data.precapture_id)
         if data.status == "FAILED":
@@ -310,6 +320,10 @@ def _hold(
         approval_timeout=timedelta(milliseconds=timeout_ms) if timeout_ms is not None else DEFAULT_APPROVAL_TIMEOUT,
     )
     recording = services.engine.recording
+    if precapture_id is not None:  # checked before anything is written: a bad one leaves no held call behind
+        kept = recording.before_state(caller.org_id, session_id, precapture_id, agent_key=caller.agent_key)
+        if kept.action_id is not None or kept.api_name != call.api_name:
+            raise InvalidTransitionError(f"precapture {precapture_id} was read for another call")
     logged = recording.log_action(caller.org_id, session_id, ahead, agent_key=caller.agent_key)
     if precapture_id is not None:
         action_id = logged.action.action_id

@@ -54,7 +54,8 @@ class Tokens:
                 "send the token that POST /compat/auth/token gives for your API key, not the key itself"
             )
         claims, _, signature = token.removeprefix(TOKEN_PREFIX).partition(".")
-        if not hmac.compare_digest(signature, self._sign(claims)):
+        # Compared as bytes: compare_digest refuses a str with other than ASCII in it (a 500, not a 401).
+        if not hmac.compare_digest(signature.encode("utf-8", "surrogateescape"), self._sign(claims).encode()):
             raise UnauthorizedError("the token is not one this server issued")
         read = json.loads(_decode(claims))
         if read["x"] <= (now if now is not None else time.time()):
