@@ -341,6 +341,7 @@ def test_what_was_journaled_reaches_agentrein_once_it_is_back_with_no_further_ca
         outbox.replay()  # the agent's own try, while AgentRein is away
     back.set()
     assert arrived.wait(timeout=30)  # sent by the outbox's thread: the agent made no call
+    assert outbox.flush() == 0  # once the thread's send is through (one sender at a time), nothing is left
     assert recorder.sent == [("complete_session", "ses_1")]
     assert not outbox.has_entries()
     outbox.close()
