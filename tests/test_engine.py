@@ -326,6 +326,20 @@ def test_a_failure_marks_the_session_active_at_the_time_of_failure(engine: Engin
     assert view.last_activity_at == clock.now
 
 
+def test_a_recorded_call_refreshes_the_sessions_last_activity_only_once_it_is_a_minute_old(
+    engine: Engine, clock: Clock
+) -> None:
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    opened = clock.now
+    clock.advance(seconds=59)
+    log(engine, org.org_id, session.session_id)
+    assert engine.recording.get_session(org.org_id, session.session_id).last_activity_at == opened
+    clock.advance(seconds=1)
+    log(engine, org.org_id, session.session_id)
+    assert engine.recording.get_session(org.org_id, session.session_id).last_activity_at == clock.now
+
+
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
     team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)

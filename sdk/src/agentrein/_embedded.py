@@ -100,7 +100,8 @@ class EmbeddedMode:
 
     # the guard's port ---------------------------------------------------------------------------------
     def log_action(self, session_id: str, call: WriteAhead) -> LoggedAction:
-        return self.engine.recording.log_action(self.org_id, session_id, call)
+        # The guard redacted the payload with the connector's own redactor: the engine does not do it again.
+        return self.engine.recording.log_action(self.org_id, session_id, call, redacted=True)
 
     def wait_for_decision(self, approval_id: str, timeout: float) -> ApprovalInfo:
         """Until the approval is decided, or expired by the supervisor at its end, at most ``timeout`` s."""
@@ -129,7 +130,9 @@ class EmbeddedMode:
         self.engine.reviews.withdraw(self.org_id, approval_id, reason)
 
     def confirm_action(self, session_id: str, action_id: str, confirmed: Confirmed) -> Action:
-        return self.engine.recording.confirm_action(self.org_id, action_id, confirmed, session_id=session_id)
+        # Redacted, and its undo checked by its connector, by the guard (or so written to the journal by one).
+        recording = self.engine.recording
+        return recording.confirm_action(self.org_id, action_id, confirmed, session_id=session_id, redacted=True)
 
     def fail_action(self, session_id: str, action_id: str, failed: Failed) -> Action:
         return self.engine.recording.fail_action(self.org_id, action_id, failed, session_id=session_id)

@@ -325,20 +325,21 @@ class Guard:
 
     def _outcome(self, call: PreparedCall, result: Any) -> tuple[JSON, UndoConfig]:
         """What is recorded of a successful call: its redacted result and how to undo it, redacted too (it may
-        wait on disk, in the outbox). An undo its own connector would refuse
-        (AgentRein checks it again before storing it) is recorded as none, so that the call, which did run, is
-        never left unconfirmed; the session then shows it as not undone."""
+        wait on disk, in the outbox). An undo its own connector refuses, as redacted (what is stored: the
+        embedded engine does not check it again, a server does), is recorded as none, so that the call, which
+        did run, is never left unconfirmed; the session then shows it as not undone."""
         connector = self.options.connector
         undo = connector.undo_for(call, result, self.options.undo_override(call.api_name))
         try:
+            nesting.check("undo", undo.params)  # before the redactor, which recurses
+            undo = self.redactor.redact_undo(undo)
             connector.check_undo(undo)
-            nesting.check("undo", undo.params)
         except ValidationError as exc:
             log.warning("AgentRein cannot undo %s (%s); it is recorded as an action with no undo", call.api_name, exc)
             undo = UndoConfig(UNDO_NONE)
         # Bounded before it is redacted: the redactor recurses too, and an upstream answer may nest any depth.
         response = self.redactor.redact(nesting.bounded(connector.record_result(call, result)))
-        return response, self.redactor.redact_undo(undo)
+        return response, undo
 
     def _journal_call(
         self, call: PreparedCall, key: str, *, result: Any = None, error: BaseException | None = None

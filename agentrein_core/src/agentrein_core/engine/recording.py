@@ -210,6 +210,7 @@ class Recording(UseCases):
         *,
         confirm: Sequence[Confirmation] = (),
         agent_key: str | None = None,
+        redacted: bool = False,
     ) -> LoggedAction:
         """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
         human (``PENDING_APPROVAL``: the agent declared it, or a before-execution policy holds it, for the
@@ -220,13 +221,16 @@ class Recording(UseCases):
         as :meth:`confirm_action` applies one, and they are applied even when the new record is refused
         (the session is being rolled back, say); one that cannot be applied (already settled, unknown,
         invalid) is skipped and named in the answer's ``refused_confirmations``, never a reason to refuse the new
-        record."""
+        record.
+
+        ``redacted``: the caller is this process's own guard (embedded mode), which redacted the payload with the
+        connector's redactor already, so it is not redacted twice; whatever comes over the wire always is."""
         operation_type = OperationType(call.operation_type)
         self._check_connector(call.connector)
         validation.json_value("payload", call.payload)
         redactor = self.redactors.of(call.connector)
         api_name = validation.redacted_text("api_name", call.api_name, 500, redactor)
-        payload = redactor.redact(call.payload)
+        payload = call.payload if redacted else redactor.redact(call.payload)
         checked, refused_confirmations = _checked_all(confirm)
         now = self.clock()
         refused: AgentReinError | None = None
@@ -332,20 +336,29 @@ class Recording(UseCases):
         *,
         session_id: str | None = None,
         agent_key: str | None = None,
+        redacted: bool = False,
     ) -> Action:
         """The call ran and succeeded: ``CLEARED -> SUCCESS`` with its (redacted) response and undo config.
         If a ``REQUIRE_APPROVAL`` policy matched its write-ahead record, an after-execution approval opens; if
         the session was rolled back after the call was recorded, it is rolled back again, this call included
         (:func:`~agentrein_core.engine.consequences.undo_late_success`). ``session_id``, when given, must be
-        the action's session."""
+        the action's session. ``redacted``: the caller is this process's own guard, which redacted the response
+        and the undo and had the connector check that undo (:meth:`log_action`)."""
         confirmation = _checked(Confirmation(action_id, confirmed.response, confirmed.undo))
         with self.store.transaction() as tx:
             if agent_key is not None:
                 action_of(tx, org_id, action_id, agent_key=agent_key)
-            return self._confirm(tx, self.clock(), org_id, confirmation, session_id)
+            return self._confirm(tx, self.clock(), org_id, confirmation, session_id, redacted=redacted)
 
     def _confirm(
-        self, tx: Tx, now: datetime, org_id: str, confirmation: Confirmation, session_id: str | None
+        self,
+        tx: Tx,
+        now: datetime,
+        org_id: str,
+        confirmation: Confirmation,
+        session_id: str | None,
+        *,
+        redacted: bool = False,
     ) -> Action:
         """Apply one checked confirmation in ``tx``; every refusal is raised before anything is written, so a
         write-ahead record can carry confirmations it skips when they are refused."""
@@ -353,10 +366,11 @@ class Recording(UseCases):
         # Redacted by the action's connector: known if this process recorded it, else read from its record
         # (which then says at once why it cannot be confirmed).
         connector = self.recent_connectors.take(action_id) or _confirmable(tx, org_id, action_id, session_id).connector
-        redactor = self.redactors.of(connector)
-        undo = redactor.redact_undo(confirmation.undo)
-        self._check_undo(connector, undo)
-        response = redactor.redact(confirmation.response)
+        undo, response = confirmation.undo, confirmation.response
+        if not redacted:
+            redactor = self.redactors.of(connector)
+            undo, response = redactor.redact_undo(undo), redactor.redact(response)
+            self._check_undo(connector, undo)
         done = tx.actions.set_outcome(
             org_id, action_id, ActionStatus.CLEARED, ActionStatus.SUCCESS, response, undo_row(undo), now, session_id
         )

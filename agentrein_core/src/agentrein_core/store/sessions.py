@@ -29,10 +29,11 @@ _ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id ==
 _TAKE_SEQ = (
     _S.update()
     .where(_S.c.session_id == sa.bindparam("sid"), _S.c.org_id == sa.bindparam("org"))
-    .values(last_seq=_S.c.last_seq + 1, last_activity_at=sa.bindparam("now"))
+    .values(last_seq=_S.c.last_seq + 1)
     .returning(
         _S.c.last_seq,
         _S.c.agent_id,
+        _S.c.last_activity_at,
         _ORG_OF_SESSION.with_only_columns(_O.c.policy_version).scalar_subquery().label("policy_version"),
         _ORG_OF_SESSION.with_only_columns(_O.c.plan).scalar_subquery().label("plan"),
     )
@@ -95,13 +96,16 @@ class Sessions:
         return self.rows.one(Session, session_id, org_id, lock=lock)
 
     def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
-        """Take the session's next action seq and mark it active now; None if there is no such session, or
-        if ``only_active`` and it is not ``ACTIVE`` or is being rolled back. One statement, so concurrent
-        callers never share a seq; it also reads what the write-ahead record needs of the organisation."""
+        """Take the session's next action seq and mark it active now (when its last activity is
+        :data:`~agentrein_core.rules.ACTIVITY_GRAIN` old or more); None if there is no such session, or if
+        ``only_active`` and it is not ``ACTIVE`` or is being rolled back. One statement takes the seq, so
+        concurrent callers never share one; it also reads what the write-ahead record needs of the organisation."""
         stmt = _TAKE_SEQ_ACTIVE if only_active else _TAKE_SEQ_ANY
-        row = stmt.run_first(self.rows.conn, {"sid": session_id, "org": org_id, "now": now})
+        row = stmt.run_first(self.rows.conn, {"sid": session_id, "org": org_id})
         if row is None:
             return None
+        if now - row["last_activity_at"] >= rules.ACTIVITY_GRAIN:
+            self.touch(session_id, now)
         return SeqTaken(row["last_seq"], row["agent_id"], row["policy_version"], Plan(row["plan"]))
 
     def touch(self, session_id: str, now: datetime) -> None:
