@@ -171,6 +171,22 @@ def test_a_write_ahead_record_confirms_the_calls_it_carries_and_names_those_it_c
     assert statuses == [ActionStatus.SUCCESS, ActionStatus.CLEARED]
 
 
+def test_a_refused_confirmation_says_whether_the_calls_success_is_on_record_already(tenant: Tenant) -> None:
+    with rest(tenant) as api:
+        session_id = api.post("/sessions", json={"agentId": "billing"}).json()["id"]
+        confirmed = recorded_call(api, session_id).json()["action"]["actionId"]
+        failed = recorded_call(api, session_id).json()["action"]["actionId"]
+        api.patch(f"/sessions/{session_id}/actions/{confirmed}", json={"status": "SUCCESS", "response": {}})
+        api.patch(
+            f"/sessions/{session_id}/actions/{failed}",
+            json={"status": "FAILED", "error": "timed out", "rollsBack": False},
+        )
+        confirm = [{"actionId": confirmed, "response": {}}, {"actionId": failed, "response": {}}]
+        logged = recorded_call(api, session_id, confirm=confirm)
+    refused = {r["actionId"]: r["settled"] for r in logged.json()["refusedConfirmations"]}
+    assert refused == {confirmed: True, failed: False}
+
+
 def test_a_write_ahead_record_refused_during_a_rollback_still_confirms_the_calls_it_carries(
     tenant: Tenant, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -285,6 +285,24 @@ def test_a_replay_before_a_record_sends_nothing_when_nothing_was_journaled(
     outbox.close()
 
 
+def test_a_carried_confirmation_refused_and_not_settled_is_kept_aside_and_a_settled_one_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_outbox, "FLUSH_DELAY", 600.0)
+    path = tmp_path / "outbox.db"
+    sent: list[CallConfirmed] = []
+    outbox = Outbox(ME, path, recorder=cast(Recorder, Recording()), send=sent.append)
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    outbox.keep("ses_1", "act_2", {"statusCode": 201}, None)
+    carried = outbox.take("ses_1")  # carried with a write-ahead record, whose answer refused act_1 only
+    outbox.delivered(carried, refused={"act_1": "action act_1 is FAILED; it cannot become SUCCESS"})
+    outbox.close()
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT kind, problem FROM outbox").fetchall()
+    assert rows == [("CallConfirmed", "action act_1 is FAILED; it cannot become SUCCESS")]
+    assert sent == []
+
+
 def test_a_confirmation_agentrein_refuses_is_kept_aside_in_the_file_with_the_reason(tmp_path: Path) -> None:
     path = tmp_path / "outbox.db"
 

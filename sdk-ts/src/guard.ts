@@ -113,7 +113,6 @@ async function writeAhead(guard: Guard, call: PreparedCall, path: readonly strin
         requiresApproval: guard.options.needsApproval(call.apiName, path),
         approvalTimeoutMs: guard.options.timeoutMs,
       },
-      guard.log,
     );
   } catch (error) {
     if (error instanceof AgentReinUnavailableError) {

@@ -382,14 +382,22 @@ export class Outbox {
     return taken.map((k) => k.confirmation);
   }
 
-  /** These are applied, or refused for good: no longer written down. */
-  delivered(confirmations: readonly CallConfirmed[]): void {
-    const settled = confirmations.flatMap((c) => {
-      const kept = this.byConfirmation.get(c);
-      return kept === undefined ? [] : [kept];
-    });
-    for (const kept of settled) this.settle(kept);
-    this.release(settled.flatMap((k) => (k.line === undefined ? [] : [k.line])));
+  /** The server has these: no longer written down. Those `refused` (by action id, with the reason) were not
+   *  applied and their success is not on record: kept aside in the file, as a refused entry is. */
+  delivered(confirmations: readonly CallConfirmed[], refused: ReadonlyMap<string, string> = new Map()): void {
+    const sent = new Set<string>();
+    const setAside = new Map<string, string>();
+    for (const confirmation of confirmations) {
+      const kept = this.byConfirmation.get(confirmation);
+      if (kept === undefined) continue;
+      this.settle(kept);
+      const problem = refused.get(confirmation.actionId);
+      if (problem !== undefined) this.warn(`AgentRein refused ${described(confirmation)}; kept aside in ${this.path}: ${problem}`);
+      if (kept.line === undefined) continue;
+      if (problem === undefined) sent.add(kept.line);
+      else setAside.set(kept.line, problem);
+    }
+    this.rewrite(sent, setAside);
   }
 
   /** These were not (or may not have been) applied: sent again, in the order they were kept. */
@@ -439,12 +447,6 @@ export class Outbox {
   }
 
   /** The lines `ids` are settled: gone from the file. */
-  private release(ids: readonly string[]): void {
-    if (!ids.length) return;
-    const sent = new Set(ids);
-    locked(this.path, () => this.write(this.read().filter((line) => !sent.has(line.id))));
-  }
-
   private add(line: Line): void {
     locked(this.path, () => appendFileSync(this.path, `${JSON.stringify(line)}\n`));
   }

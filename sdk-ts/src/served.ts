@@ -90,7 +90,6 @@ export class Served implements Replayer {
       requiresApproval: boolean;
       approvalTimeoutMs: number;
     },
-    warn: (message: string) => void,
   ): Promise<LoggedAction> {
     const carried = this.outbox.take(sessionId);
     const body = {
@@ -109,10 +108,9 @@ export class Served implements Replayer {
       }
       throw error;
     }
-    this.outbox.delivered(carried);
-    for (const refused of logged.refusedConfirmations ?? []) {
-      warn(`AgentRein did not apply the confirmation of action ${refused.actionId}: ${refused.detail}`);
-    }
+    // Those refused and not settled already (sent twice) are kept aside with the reason, as a refused entry is.
+    const refused = (logged.refusedConfirmations ?? []).filter((r) => r.settled !== true);
+    this.outbox.delivered(carried, new Map(refused.map((r) => [r.actionId, r.detail])));
     return logged;
   }
 

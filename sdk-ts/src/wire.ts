@@ -890,6 +890,7 @@ export interface components {
         RefusedConfirmation: {
             actionId: string;
             detail: string;
+            settled: boolean;
         };
         /** Reported */
         Reported: {

@@ -327,8 +327,28 @@ describe("the outbox's one replayer", () => {
     assert.equal(await served.outbox.replay(), 0); // what the guard does before the record
     assert.equal(heard.length, 0);
     const record = { connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE' as const, payload: {}, requiresApproval: false, approvalTimeoutMs: 1000 };
-    await served.logAction('ses_1', record, (message) => assert.fail(message));
+    await served.logAction('ses_1', record);
     assert.deepEqual(requests(heard), ['POST /sessions/ses_1/actions']);
     assert.deepEqual(heard[0]!.body!['confirm'], [{ actionId: 'act_a', response: { statusCode: 201 }, undo: { type: 'none', requireApproval: false } }]);
+  });
+});
+
+describe('confirmations carried with a write-ahead record', () => {
+  it('keeps aside, with the reason, one the server refused whose success is not on record, and lets a settled one go', (t) => {
+    const directory = mkdtempSync(join(tmpdir(), 'agentrein-outbox-'));
+    t.after(() => rmSync(directory, { recursive: true, force: true }));
+    const path = join(directory, 'journal.jsonl');
+    const warnings: string[] = [];
+    const outbox = new Outbox(IDENTITY, NOWHERE, { path, warn: (message) => warnings.push(message) });
+    t.after(() => outbox.forget());
+    outbox.keep(confirmed('act_a'));
+    outbox.keep(confirmed('act_b'));
+    const carried = outbox.take('ses_1');
+    // The answer refused both: act_a is FAILED (not settled), act_b was confirmed already (settled, so left out).
+    outbox.delivered(carried, new Map([['act_a', 'action act_a is FAILED; it cannot become SUCCESS']]));
+    const lines = readFileSync(path, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { entry: CallConfirmed; problem?: string });
+    assert.deepEqual(lines.map((l) => [l.entry.actionId, l.problem]), [['act_a', 'action act_a is FAILED; it cannot become SUCCESS']]);
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0]!, /refused the confirmation of action act_a of session ses_1; kept aside/);
   });
 });

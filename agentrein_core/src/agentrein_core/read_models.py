@@ -227,10 +227,12 @@ class Confirmation:
 @frozen
 class RefusedConfirmation:
     """A confirmation carried with a write-ahead record that could not be applied, and why (the action stays
-    as it was: already settled, say)."""
+    as it was). ``settled``: the action was confirmed already, so this one was sent twice and nothing is lost;
+    otherwise the call's success is not on record, and the SDK keeps the confirmation aside with ``detail``."""
 
     action_id: str
     detail: str
+    settled: bool = False
 
 
 @frozen

@@ -72,6 +72,9 @@ ROLLBACK_ALLOWED_FROM: Mapping[str, frozenset[SessionStatus]] = {
 #: Actions a rollback chain walks: executed ones, and ones whose earlier undo failed (retried in place, so
 #: a retry never skips a step of the LIFO order).
 UNDOABLE = frozenset({A.SUCCESS, A.ROLLBACK_FAILED})
+#: Actions past their confirmation: a confirmation sent again for one changes nothing and loses nothing (a held
+#: call rolled back before it ran is ROLLED_BACK too, but no agent confirms a call that never ran).
+PAST_CONFIRMATION = UNDOABLE | {A.ROLLED_BACK}
 
 #: Approvals someone waits for: the agent, for its call to run (before execution); a rollback, for an undo.
 BLOCKING_PURPOSES = frozenset({ApprovalPurpose.BEFORE_EXECUTION, ApprovalPurpose.ROLLBACK})

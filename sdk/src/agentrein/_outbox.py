@@ -30,7 +30,8 @@ one sender at a time and in the order written. It has three callers: :meth:`Outb
 recorded (what was journaled, and the confirmations written before it: later ones ride with the record),
 :meth:`Outbox.flush` before any other request (everything), and the background thread (everything, when due).
 An entry AgentRein refuses (its session is gone, say) is kept aside in the file with the reason; one it has
-applied already counts as sent.
+applied already counts as sent. So is a confirmation a write-ahead record carried that the server names in its
+answer's ``refusedConfirmations`` (unless ``settled``: confirmed already, so sent twice).
 
 The file is ``journal_file(identity)``: one per server and key in the user's state directory
 (``~/.local/state/agentrein/journal-<digest>.db`` on Linux; ``$AGENTREIN_JOURNAL`` or
@@ -53,7 +54,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -417,13 +418,21 @@ class Outbox:
                 self._in_flight.update((id(c), _written(c.row)) for c in taken)
             return taken
 
-    def delivered(self, confirmations: list[CallConfirmed]) -> None:
-        """The server has these (applied, or refused for good): forget them. Their rows are deleted with the
-        next confirmation's write (one transaction on the agent's path, not two), or after a background send."""
+    def delivered(self, confirmations: list[CallConfirmed], *, refused: Mapping[str, str] | None = None) -> None:
+        """The server has these: forget them. Their rows are deleted with the next confirmation's write (one
+        transaction on the agent's path, not two), or after a background send. Those ``refused`` (by action
+        id, with the reason) were not applied and their success is not on record: kept aside in the file."""
         if not confirmations:
             return
+        refused = refused or {}
+        for confirmation in confirmations:
+            if confirmation.action_id in refused:
+                problem = refused[confirmation.action_id]
+                what, session = _what(confirmation), confirmation.session_id
+                log.error("AgentRein refused %s of session %s (kept aside): %s", what, session, problem)
+                self._set_aside(confirmation.row, confirmation, problem)
         with self._cond:
-            self._sent.extend((c.row,) for c in confirmations if c.row is not None)
+            self._sent.extend((c.row,) for c in confirmations if c.row is not None and c.action_id not in refused)
             for confirmation in confirmations:
                 self._in_flight.pop(id(confirmation), None)
             self._cond.notify_all()

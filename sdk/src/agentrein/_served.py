@@ -106,11 +106,9 @@ class ServedMode:
         except BaseException:
             self.outbox.put_back(carried)  # maybe not applied: sent again (a second time is harmless)
             raise
-        self.outbox.delivered(carried)
-        for refused in logged.get("refusedConfirmations", ()):  # settled already (sent twice), or refused
-            log.warning(
-                "AgentRein did not apply the confirmation of action %s: %s", refused["actionId"], refused["detail"]
-            )
+        # Those refused and not settled already (sent twice) are kept aside with the reason, as a refused entry is.
+        refused = {r["actionId"]: r["detail"] for r in logged.get("refusedConfirmations", ()) if not r.get("settled")}
+        self.outbox.delivered(carried, refused=refused)
         approval = from_wire(logged["approval"], Approval) if logged["approval"] is not None else None
         return LoggedAction(from_wire(logged["action"], Action), approval)
 

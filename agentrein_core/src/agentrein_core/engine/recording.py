@@ -241,7 +241,8 @@ class Recording(UseCases):
                 try:
                     self._confirm(tx, now, org_id, confirmation, session_id)
                 except AgentReinError as exc:  # raised before it wrote anything
-                    refused_confirmations.append(RefusedConfirmation(confirmation.action_id, str(exc)))
+                    settled = _past_confirmation(tx.actions.get(org_id, confirmation.action_id), session_id)
+                    refused_confirmations.append(RefusedConfirmation(confirmation.action_id, str(exc), settled))
             taken = tx.sessions.take_seq(org_id, session_id, now)
             if taken is None:
                 session = session_of(tx, org_id, session_id)  # NotFoundError if it does not exist
@@ -623,6 +624,12 @@ def _checked_all(confirmations: Sequence[Confirmation]) -> tuple[list[Confirmati
         except ValidationError as exc:
             refused.append(RefusedConfirmation(confirmation.action_id, str(exc)))
     return checked, refused
+
+
+def _past_confirmation(action: Action | None, session_id: str) -> bool:
+    """Whether ``action`` (of ``session_id``) has had its success recorded already: a confirmation refused for
+    it was sent twice, and the answer says so (``settled``) so that the SDK lets it go."""
+    return action is not None and action.session_id == session_id and action.status in rules.PAST_CONFIRMATION
 
 
 def _confirmable(tx: Tx, org_id: str, action_id: str, session_id: str | None) -> Action:
