@@ -243,6 +243,32 @@ def test_replaying_the_same_journal_entry_twice_records_it_once(tenant: Tenant) 
     ar.close()
 
 
+def test_a_journaled_call_that_reaches_the_server_after_its_session_was_rolled_back_is_undone_too(
+    tenant: Tenant, service: FakeService
+) -> None:
+    ar = tenant.client()
+    session = ar.new_session(agent_id="billing", intent="orders")
+    ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http").post("/v1/orders", json={"n": 1})
+    ar.rollback_session(session)
+    with httpx.Client(base_url=service.base_url) as direct:  # a call that ran while the agent's server was away
+        order = direct.post("/v1/orders", json={"n": 2}).json()["id"]
+    body = {
+        "idempotencyKey": "agentrein-journal-late",
+        "connector": "http",
+        "apiName": "POST /v1/orders",
+        "operationType": OperationType.CREATE,
+        "status": "SUCCESS",
+        "response": {"statusCode": 201},
+        "undo": {"type": "http-delete", "url": f"{service.base_url}/v1/orders/{order}"},
+    }
+    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}) as api:
+        assert api.post(f"/sessions/{session.id}/journal", json=body).status_code == 201
+    job, shown = rolled_back_by_the_server(tenant, session.id)
+    assert job["status"] == "SUCCEEDED" and shown is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}
+    ar.close()
+
+
 def test_a_journaled_call_that_a_policy_would_have_blocked_is_held_for_review(tenant: Tenant) -> None:
     ar = tenant.client()
     ar.add_policy(name="no deletes", effect="BLOCK", operation_type="DELETE")

@@ -181,20 +181,25 @@ def _sandbox_rollback(tx: Tx, now: datetime, session: Session, job: Rollback) ->
     return done
 
 
-def undo_late_success(tx: Tx, now: datetime, action: Action) -> None:
+def undo_late_success(tx: Tx, now: datetime, action: Action, *, recorded_after_it_ran: bool = False) -> None:
     """``action`` was just confirmed ``SUCCESS``. A session rollback under way undoes it in its turn (the chain
     is read afresh at every step). One that has ended, successfully, after the call was recorded could not
     undo it (a ``CLEARED`` action is never undone), and the session must not be left with this call's effect
     in place: it is rolled back again, which undoes this call (and only what is still executed). The agent's
     confirmations may arrive after its next request (the SDK sends them with it), so this is the ordinary
     case of an operator's rollback that started in between, not a rare race. A rollback that failed is left to
-    the operator, whose next rollback includes this call."""
+    the operator, whose next rollback includes this call.
+
+    ``recorded_after_it_ran``: a call recorded only once it had run (journaled while AgentRein was away, or
+    reported by a published SDK) may have run at any time before its record: whatever rollback of the session
+    ended before the record, this call's effect is not to stay."""
     latest = tx.rollbacks.latest(action.session_id)
     if (
         latest is None
         or not latest.whole_session
         or latest.status is not RollbackStatus.SUCCEEDED
-        or latest.created_at < action.created_at  # recorded after that rollback: the agent's work since
+        # recorded after that rollback through a write-ahead record: the agent's work since
+        or (latest.created_at < action.created_at and not recorded_after_it_ran)
     ):
         return
     session = session_of(tx, action.org_id, action.session_id)

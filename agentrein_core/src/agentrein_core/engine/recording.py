@@ -530,6 +530,8 @@ class Recording(UseCases):
             elif decision.effect is not PolicyEffect.ALLOW:  # a blocked call that cannot be undone too
                 review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
                 open_approval(tx, now, review)
+            if succeeded and not blocked:
+                undo_late_success(tx, now, action, recorded_after_it_ran=True)
             queue_check(tx, now, org_id, session_id, action.action_id)
         if blocked:
             assert decision.policy is not None
