@@ -13,8 +13,11 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
+from agentrein_server.compat.calls import CAPTURE_FAILED
+from agentrein_server.compat.routes import PRECAPTURE_FAILED
 from agentrein_server.compat.tokens import Tokens
 from agentrein_stripe import StripeConnector
+from agentrein_testing import FakeStripe
 
 
 @pytest.fixture
@@ -461,12 +464,31 @@ def test_the_registry_lists_no_call_so_the_sdks_ask_precapture_before_every_chan
     assert compat.get("/registry").json() == {"data": []}
 
 
-def test_a_precapture_without_stored_settings_says_the_capture_failed_and_why(compat: httpx.Client) -> None:
+def test_a_precapture_without_stored_settings_says_the_capture_failed_and_logs_why(
+    compat: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
     session_id = open_session(compat)
     body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_1", "params": {"email": "b@x"}}}
     answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
-    assert (answer["precaptureId"], answer["captureFailed"]) == (None, True)
-    assert "not enabled" in answer["reason"]
+    assert answer == {"precaptureId": None, "captureFailed": True, "reason": PRECAPTURE_FAILED}
+    assert "not enabled" in caplog.text
+
+
+def test_a_precapture_tells_the_agent_the_same_whether_the_object_exists_or_not(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    """Stripe's own words ("No such customer") would tell the agent which objects exist under the server's key."""
+    server.services.configuration.configure_connector(
+        tenant.org_id,
+        "stripe",
+        enabled=True,
+        config={"apiBase": fake_stripe.base_url},
+        credentials={"apiKey": "sk_test_1"},
+    )
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_nosuch", "params": {"email": "b@x"}}}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
+    assert answer == {"precaptureId": None, "captureFailed": True, "reason": PRECAPTURE_FAILED}
 
 
 def test_a_precapture_of_a_call_whose_undo_needs_nothing_read_keeps_nothing(compat: httpx.Client) -> None:
@@ -566,3 +588,87 @@ def test_a_before_state_read_of_another_object_is_never_restored_onto_the_object
     same = connector.recorded(("customers", "update"), {"customer": "cus_A", "params": {"email": "b@x"}}, before)
     assert same is not None
     assert connector.undo_for(same, {"id": "cus_A"}, None).params["params"] == {"email": "alice@example.com"}
+
+
+# the third reading: nothing that ran is lost, and reviewers are told what cannot be undone -------------------------
+UPDATED = {"customer": "cus_1", "params": {"email": "new@example.com"}}
+
+
+def log_update_whose_capture_failed(compat: httpx.Client, session_id: str) -> httpx.Response:
+    """The log the Python SDK sends after ``customers.update`` when its precapture said ``captureFailed``."""
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}}
+    return log(compat, session_id, **body, status="SUCCESS", captureFailed=True)
+
+
+def test_an_update_whose_before_state_was_not_read_is_recorded_saying_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    assert log_update_whose_capture_failed(compat, session_id).status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"] == {"type": "none", "why": CAPTURE_FAILED, "requireApproval": False}
+
+
+def test_a_review_of_an_update_whose_before_state_was_not_read_says_it_cannot_be_undone(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(tenant.org_id, NewPolicy("look at customers", "REQUIRE_APPROVAL"))
+    log_update_whose_capture_failed(compat, open_session(compat))
+    (review,) = native.get("/approvals", params={"include": "consequences"}).json()
+    assert review["consequences"]["approve"]["summary"] == (
+        f"The action stays done, and nothing can undo it: {CAPTURE_FAILED}."
+    )
+
+
+def test_the_dashboards_action_view_says_an_updates_before_state_was_not_read(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    log_update_whose_capture_failed(compat, session_id)
+    with visitor(server, account(server, tenant, UserRole.REVIEWER)) as reviewer:
+        page = reviewer.get(f"/dashboard/sessions/{session_id}").text
+    assert f"<p>{CAPTURE_FAILED}</p>" in page
+
+
+def test_a_create_answered_without_an_id_is_recorded_with_no_undo_saying_why(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat, session_id, apiName="stripe.customers.create", payload={"params": {}}, response={}, status="SUCCESS"
+    )
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]["type"]) == ("SUCCESS", "none")
+    assert action["undo"]["why"] == (
+        "no undo could be derived from what the call returned (undo.id: must be the id of a Stripe object)"
+    )
+
+
+def test_a_create_logged_twice_by_the_sdks_retry_is_recorded_once(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    first, again = log_customer_created(compat, session_id), log_customer_created(compat, session_id)
+    assert again.json()["data"]["id"] == first.json()["data"]["id"]
+    assert len(native.get(f"/sessions/{session_id}").json()["actions"]) == 1
+
+
+def test_creates_of_two_objects_with_the_same_payload_are_two_calls(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    for made in ("cus_A", "cus_B"):
+        log(compat, session_id, apiName="stripe.customers.create", payload={}, response={"id": made}, status="SUCCESS")
+    assert len(native.get(f"/sessions/{session_id}").json()["actions"]) == 2
+
+
+def test_a_failed_log_after_a_rejection_ends_the_held_call_it_names_not_a_later_one(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    first = hold_customer_create(compat, session_id)
+    other = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "bob@example.com"}}}
+    second = log(compat, session_id, **other, response={}, status="PENDING_APPROVAL", timeoutMs=60_000).json()["data"]
+    native.post(f"/approvals/{first['approvalRequest']['id']}/reject", json={"reason": "not ada"})
+    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+    echo = log(compat, session_id, **body, response={}, status="FAILED")
+    assert echo.json()["data"]["id"] == first["id"]
+    statuses = {a["actionId"]: a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]}
+    assert statuses == {first["id"]: "FAILED", second["id"]: "PENDING_APPROVAL"}

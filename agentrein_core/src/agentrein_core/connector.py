@@ -104,6 +104,7 @@ __all__ = [
     "REDACTED",
     "REQUIRE_APPROVAL_KEY",
     "UNDO_NONE",
+    "WHY_NOT_UNDONE",
     "Action",
     "ActionStatus",
     "Connector",
@@ -123,6 +124,7 @@ __all__ = [
     "host_allowed",
     "host_entries",
     "merge_undo",
+    "not_undone",
     "operation_by_verb",
     "pinned_client",
 ]
@@ -481,10 +483,26 @@ def plain_description(action: Action) -> str:
     return f"{action.api_name} (a {action.operation_type.lower()} call through {action.connector})"
 
 
+#: The parameter of an undo ``none`` that says why nothing undoes the call (:func:`not_undone`).
+WHY_NOT_UNDONE = "why"
+
+
+def not_undone(why: str) -> UndoConfig:
+    """An undo ``none`` that says ``why`` nothing undoes the call: reviewers read it wherever the action's undo
+    is described (the dashboard, a review's consequences, the API's ``undo.why``), before any connector's words."""
+    return UndoConfig(UNDO_NONE, {WHY_NOT_UNDONE: why})
+
+
+def why_not_undone(undo: UndoConfig | None) -> str | None:
+    """What :func:`not_undone` said, for an undo ``none`` that says it."""
+    why = undo.params.get(WHY_NOT_UNDONE) if undo is not None and undo.is_none else None
+    return why if isinstance(why, str) and why else None
+
+
 def plain_undo(action: Action) -> str:
     """An action's recorded undo in the words its record gives."""
     undo = action.undo
     if undo is None or undo.is_none:
-        return "no undo was recorded for it"
+        return why_not_undone(undo) or "no undo was recorded for it"
     params = ", ".join(f"{key}: {value}" for key, value in sorted(undo.params.items()))
     return f"{undo.type}" + (f" ({params})" if params else "")

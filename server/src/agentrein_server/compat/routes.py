@@ -4,6 +4,7 @@ answer wrapped as ``{"data": …}`` (contract/compat/WIRE.md), errors as the nat
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,11 @@ from agentrein_server.compat.tokens import Tokens
 from agentrein_server.services import CallerDep, Services, ServicesDep
 
 Answer = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+#: What a precapture that could not read the object tells the agent, whatever the cause.
+PRECAPTURE_FAILED = "the object could not be read before the call; the server's log says why"
 
 
 class TokenRequest(msgspec.Struct, rename="camel"):
@@ -177,7 +183,9 @@ class CompatController(Controller):
             recording = services.engine.recording
             kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
             before = kept.state
-        call = reported_call(services.connectors, data.api_name, data.payload, data.response, before)
+        call = reported_call(
+            services.connectors, data.api_name, data.payload, data.response, before, capture_failed=data.capture_failed
+        )
         if before is not None and kept.api_name != call.api_name:
             raise InvalidTransitionError(
                 f"precapture {data.precapture_id} was read for {kept.api_name}, not {call.api_name}"
@@ -191,8 +199,9 @@ class CompatController(Controller):
         elif call.operation_type is OperationType.READ:
             return {"data": {"id": None, "recorded": False}}
         try:
+            ran = call.ran(session_id, data.status == "SUCCESS", data.response)
             action = services.engine.recording.record_reported_action(
-                caller.org_id, session_id, call.ran(data.status == "SUCCESS", data.response), agent_key=caller.agent_key
+                caller.org_id, session_id, ran, agent_key=caller.agent_key
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status="FAILED").inc()
@@ -211,14 +220,16 @@ class CompatController(Controller):
     ) -> Answer:
         """Before an update: the object it changes, read now through the connector's server client with the
         organisation's stored settings and kept (redacted) until the call is reported, whose undo then restores
-        it. ``captureFailed`` (with the ``reason``) when it cannot be read; no ``precaptureId`` when the call's
-        undo needs nothing read."""
+        it. ``captureFailed`` when it cannot be read, with one fixed ``reason`` whatever the cause (the service's
+        own words could tell the agent which objects exist): the cause goes to the server's log. No
+        ``precaptureId`` when the call's undo needs nothing read."""
         services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
         connector, call = call_about_to_run(services.connectors, data.api_name, data.payload)
         try:
             state = services.undo.read_before(caller.org_id, connector, call) if call is not None else None
-        except AgentReinError as exc:
-            return {"data": {"precaptureId": None, "captureFailed": True, "reason": str(exc)}}
+        except AgentReinError as exc:  # its words may come from the service: whether the object exists, say
+            log.warning("precapture of %s for session %s could not read the object: %s", data.api_name, session_id, exc)
+            return {"data": {"precaptureId": None, "captureFailed": True, "reason": PRECAPTURE_FAILED}}
         if state is None or call is None:
             return {"data": {"precaptureId": None, "captureFailed": False}}
         kept = services.engine.recording.keep_before_state(
@@ -335,13 +346,16 @@ def _hold(
 
 def _ended_held_call(services: Services, caller: Caller, session_id: str, call: ReportedCall) -> Action | None:
     """The held call a ``FAILED`` log ends, if it is one: their SDKs log a held call that does not run as a new
-    ``FAILED`` call (rejected, timed out, or failed once approved). When the session's latest action is that
-    call still waiting or cleared, it fails (its approval closes; the session rolls back); when a reviewer
-    already refused it (or it expired), the log only repeats what is recorded. ``None``: another call."""
+    ``FAILED`` call (rejected, timed out, or failed once approved), with the api name and payload it was held
+    with. The latest action of the session that is this call (the same connector, api name and redacted
+    payload) is the one: still waiting or cleared, it fails (its approval closes; the session rolls back);
+    already refused by a reviewer (or expired), the log only repeats what is recorded. ``None``: another call."""
     recording = services.engine.recording
     shown = recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
-    latest = shown.actions[-1] if shown.actions else None
-    if latest is None or (latest.connector, latest.api_name) != (call.connector, call.api_name):
+    payload = services.engine.redactors.of(call.connector).redact(call.payload)
+    same = (call.connector, call.api_name, payload)
+    latest = next((a for a in reversed(shown.actions) if (a.connector, a.api_name, a.payload) == same), None)
+    if latest is None:
         return None
     if latest.status in (ActionStatus.PENDING_APPROVAL, ActionStatus.CLEARED):
         failure = Failed("the agent reports the held call did not run or failed (published SDK)")
