@@ -460,8 +460,27 @@ def test_validating_credentials_of_no_connector_is_refused(compat: httpx.Client)
 
 
 # before-states --------------------------------------------------------------------------------------------------------
-def test_the_registry_lists_no_call_so_the_sdks_ask_precapture_before_every_change(compat: httpx.Client) -> None:
-    assert compat.get("/registry").json() == {"data": []}
+def test_the_registry_lists_each_path_of_an_update_with_a_before_state_and_of_a_delete_without(
+    compat: httpx.Client,
+) -> None:
+    listed = {entry["apiName"]: entry["captureBeforeState"] for entry in compat.get("/registry").json()["data"]}
+    assert {name: listed[name] for name in ("stripe.customers.update", "stripe.v1.customers.update")} == {
+        "stripe.customers.update": True,
+        "stripe.v1.customers.update": True,
+    }
+    assert (listed["stripe.Customer.modify"], listed["stripe.Customer.delete"]) == (True, False)
+    assert "stripe.customers.create" not in listed
+
+
+def test_an_update_logged_with_no_before_state_says_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The npm SDK never asks for a before-state: the update's record says so as if the SDK said it failed."""
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}}
+    log(compat, session_id, **body, status="SUCCESS")
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"]["why"] == CAPTURE_FAILED
 
 
 def test_a_precapture_without_stored_settings_says_the_capture_failed_and_logs_why(
@@ -672,3 +691,17 @@ def test_a_failed_log_after_a_rejection_ends_the_held_call_it_names_not_a_later_
     assert echo.json()["data"]["id"] == first["id"]
     statuses = {a["actionId"]: a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]}
     assert statuses == {first["id"]: "FAILED", second["id"]: "PENDING_APPROVAL"}
+
+
+def test_a_held_update_confirmed_with_no_before_state_says_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {}}
+    held = log(compat, session_id, **body, status="PENDING_APPROVAL", captureFailed=True).json()["data"]
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    compat.patch(
+        f"/sessions/{session_id}/actions/{held['id']}", json={"status": "SUCCESS", "response": {"id": "cus_1"}}
+    )
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]["why"]) == ("SUCCESS", CAPTURE_FAILED)

@@ -290,3 +290,17 @@ def test_against_agentrein_serve_itself_a_failed_call_is_rolled_back_with_the_se
     finally:
         serve.stop()
     assert fake_stripe.get(seen["customer"]) is None
+
+
+def test_the_sdk_asks_a_before_state_for_an_update_and_neither_for_a_create_nor_a_delete_that_needs_none(
+    agent: Any, native: httpx.Client
+) -> None:
+    """It reads ``GET /registry`` once, which lists the update with ``captureBeforeState`` and the delete without."""
+    seen = agent(createUpdateDelete=True)
+    assert seen["precaptured"] == ["stripe.v1.customers.update"]
+    shown = native.get(f"/sessions/{seen['session']['id']}").json()
+    assert [(a["apiName"], a["undo"]["type"]) for a in shown["actions"]] == [
+        ("customers.create", "stripe-delete"),
+        ("customers.update", "stripe-restore"),
+        ("customers.delete", "none"),
+    ]

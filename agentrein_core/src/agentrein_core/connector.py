@@ -75,7 +75,7 @@ import functools
 import inspect
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any, ClassVar
@@ -274,6 +274,18 @@ class Connector(ABC):
         reported: what its undo restores. ``None`` (the default): its undo needs no before-state. Raise
         :class:`UndoError` saying why when it cannot be read."""
         return None
+
+    def reads_before(self, call: PreparedCall) -> bool:
+        """Whether :meth:`read_before` reads something for ``call`` (said without reading it): its undo restores
+        the object as it was, so with nothing read before it ran, it has none. ``False`` (the default)."""
+        return False
+
+    def reported_changes(self) -> Iterable[tuple[str, ...]]:
+        """The attribute paths, as the published SDKs name them, of the calls :meth:`recorded` describes that
+        change an existing object (updates and deletes): the ``/compat`` registry tells their SDK, for each,
+        whether to ask for its before-state (:meth:`reads_before`), so that it does not ask before every call.
+        None by default (their SDK then asks before each, and is answered that nothing needs reading)."""
+        return ()
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         """What to store of a successful call's result (redacted afterwards by AgentRein)."""

@@ -73,21 +73,39 @@ def reported_call(
 ) -> ReportedCall:
     """The call ``api_name`` (``<connector>.<attribute path>``) with the ``payload`` the SDK sent and the
     ``response`` it got (``before``: the object as precapture read it; ``capture_failed``: the SDK says it could
-    not be read). A call that ran is always recorded: when its connector derives no undo because nothing was
-    read before it, or derives one the response cannot fill (a create answered without an id), its undo is
-    ``none`` saying why, for reviewers."""
+    not be read; a call whose connector reads a before-state and has none is taken as such). A call that ran is
+    always recorded: when its connector derives no undo because nothing was read before it, or derives one the
+    response cannot fill (a create answered without an id), its undo is ``none`` saying why, for reviewers."""
     connector, method_path, described = _described(connectors, api_name, payload, before)
     if described is None:
         path = method_path.split(".")
         return ReportedCall(connector.name, method_path, operation_by_verb(path[-1]), json_object(payload), None)
     undo = connector.undo_for(described, json_object(response), None)
-    if undo.is_none and capture_failed:
+    # Unread: the SDK says so, or never asked (npm's never does, nor a log that names no precapture).
+    unread = capture_failed or (before is None and connector.reads_before(described))
+    if undo.is_none and unread:
         undo = not_undone(CAPTURE_FAILED)
     try:
         connector.check_undo(undo)  # what the engine checks: refused there, the call would not be recorded
     except ValidationError as exc:
         undo = not_undone(f"no undo could be derived from what the call returned ({exc})")
     return ReportedCall(connector.name, described.api_name, described.operation_type, described.payload, undo)
+
+
+def registry_entries(connectors: Connectors) -> list[JSON]:
+    """What ``GET /registry`` lists: every update and delete the connectors describe, by each api name the
+    published SDKs give it (``stripe.v1.customers.update``, ``stripe.Customer.modify``), and whether the server
+    reads its before-state (``captureBeforeState``). Their SDK asks ``precapture`` only for those listed
+    ``true`` and for those not listed (it never asks for what it takes for a create)."""
+    listed: list[JSON] = []
+    for name in connectors.names():
+        connector = connectors.get(name)
+        for path in connector.reported_changes():
+            described = connector.recorded(path, {}, None)
+            if described is not None:
+                api_name = f"{name}.{'.'.join(path)}"
+                listed.append({"apiName": api_name, "captureBeforeState": connector.reads_before(described)})
+    return listed
 
 
 def call_about_to_run(connectors: Connectors, api_name: str, payload: Any) -> tuple[str, PreparedCall | None]:

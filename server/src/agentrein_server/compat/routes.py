@@ -27,7 +27,7 @@ from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatu
 from agentrein_server import metrics
 from agentrein_server.api.bodies import TimeoutMs
 from agentrein_server.auth import Caller
-from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, reported_call
+from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, registry_entries, reported_call
 from agentrein_server.compat.tokens import Tokens
 from agentrein_server.services import CallerDep, Services, ServicesDep
 
@@ -238,10 +238,11 @@ class CompatController(Controller):
         return {"data": {"precaptureId": kept.precapture_id, "captureFailed": False}}
 
     @get("/registry", sync_to_thread=True, operation_id="compatRegistry")
-    def registry(self, caller: CallerDep) -> Answer:
-        """Which calls need a before-state. None is listed, so their SDKs ask ``precapture`` before every call
-        but a create, which answers at once, with no ``precaptureId``, when the call's undo needs nothing read."""
-        return {"data": []}
+    def registry(self, caller: CallerDep, services: ServicesDep) -> Answer:
+        """Which updates and deletes need a before-state (:func:`~agentrein_server.compat.calls.registry_entries`),
+        so that their SDKs ask ``precapture`` only before those (and before calls not listed, which answers at
+        once, with no ``precaptureId``, when the call's undo needs nothing read)."""
+        return {"data": registry_entries(services.connectors)}
 
     @patch(
         "/sessions/{session_id:str}/actions/{action_id:str}",
