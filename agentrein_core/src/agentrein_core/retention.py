@@ -1,7 +1,8 @@
-"""How long the outbox and the intent checks are kept: what told the world about a change (events, webhook
-deliveries) and what checked it (intent verifications) are pruned once settled and older than the retention
-(``AGENTREIN_RETENTION_DAYS``, 30 by default). The records of what agents did (sessions, actions, approvals,
-rollbacks) are never pruned here.
+"""How long the outbox, the intent checks and the before-states are kept: what told the world about a change
+(events, webhook deliveries), what checked it (intent verifications) and what a precapture read before it
+(before-states: a reported call's undo carries what it restores, so they serve only until the call is reported)
+are pruned once settled and older than the retention (``AGENTREIN_RETENTION_DAYS``, 30 by default). The records
+of what agents did (sessions, actions, approvals, rollbacks) are never pruned here.
 
 Each prune deletes a bounded batch through an index, so the maintenance worker that runs it never holds a
 long transaction, however much has piled up; the next run takes the next batch.
@@ -22,7 +23,7 @@ DEFAULT_RETENTION = timedelta(days=30)
 #: Rows deleted per table and prune: a few milliseconds of work, repeated at every maintenance.
 BATCH = 500
 
-_D, _E, _V = schema.deliveries, schema.events, schema.verifications
+_D, _E, _V, _B = schema.deliveries, schema.events, schema.verifications, schema.before_states
 _SETTLED = (DeliveryStatus.DELIVERED, DeliveryStatus.FAILED)
 
 
@@ -33,8 +34,9 @@ def from_environment() -> timedelta:
 
 
 def prune(tx: Tx, cutoff: datetime) -> int:
-    """Delete a batch of settled deliveries, dispatched events no delivery still needs, and answered intent
-    checks, all older than ``cutoff``; how many rows went."""
+    """Delete a batch of settled deliveries, dispatched events no delivery still needs, answered intent checks
+    and before-states, all older than ``cutoff``; how many rows went. (A held call confirmed after its
+    before-state went is recorded with undo ``none`` saying nothing was read before it.)"""
     deliveries = sa.select(_D.c.delivery_id).where(_D.c.status.in_(_SETTLED), _D.c.created_at < cutoff).limit(BATCH)
     gone = tx.conn.execute(_D.delete().where(_D.c.delivery_id.in_(deliveries))).rowcount
     still_delivered = sa.exists().where(_D.c.event_id == _E.c.event_id)
@@ -42,4 +44,6 @@ def prune(tx: Tx, cutoff: datetime) -> int:
     gone += tx.conn.execute(_E.delete().where(_E.c.event_id.in_(events))).rowcount
     checks = sa.select(_V.c.verification_id).where(_V.c.due_at.is_(None), _V.c.checked_at < cutoff).limit(BATCH)
     gone += tx.conn.execute(_V.delete().where(_V.c.verification_id.in_(checks))).rowcount
+    read_before = sa.select(_B.c.precapture_id).where(_B.c.captured_at < cutoff).limit(BATCH)
+    gone += tx.conn.execute(_B.delete().where(_B.c.precapture_id.in_(read_before))).rowcount
     return int(gone)
