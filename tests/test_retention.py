@@ -69,13 +69,26 @@ def test_a_retention_that_is_not_a_positive_number_of_days_is_refused(
         Engine(Store(database_url))
 
 
-def test_a_before_state_older_than_the_retention_is_pruned_and_a_recent_one_kept(database_url: str) -> None:
+def test_a_before_state_older_than_the_retention_is_pruned_and_a_recent_one_and_a_waiting_calls_kept(
+    database_url: str,
+) -> None:
     clock = Clock()
     engine = Engine(Store(database_url), clock, connectors=installed_connectors(), retention=timedelta(days=30))
     org = engine.accounts.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}").org_id
     session = engine.recording.new_session(org, "agent", "update customers").session_id
     recording = engine.recording
     old = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_1"}).precapture_id
+    held = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_3"}).precapture_id
+    update = WriteAhead(
+        connector="stripe",
+        api_name="customers.update",
+        operation_type=OperationType.UPDATE,
+        payload={},
+        requires_approval=True,
+        approval_timeout=timedelta(days=60),
+    )
+    waiting = recording.log_action(org, session, update).action.action_id
+    recording.hold_before_state(org, session, held, waiting)
     clock.advance(days=31)
     recent = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_2"}).precapture_id
 
@@ -84,4 +97,5 @@ def test_a_before_state_older_than_the_retention_is_pruned_and_a_recent_one_kept
     with pytest.raises(NotFoundError):
         recording.before_state(org, session, old)
     assert recording.before_state(org, session, recent).state == {"id": "cus_2"}
+    assert recording.before_state(org, session, held).state == {"id": "cus_3"}
     engine.store.close()
