@@ -28,7 +28,7 @@ def tenant(server: RunningServer) -> Tenant:
 @pytest.fixture
 def native(tenant: Tenant) -> Iterator[httpx.Client]:
     """The native API with the organisation's operator key."""
-    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+    with tenant.native() as api:
         yield api
 
 
@@ -437,16 +437,17 @@ def test_an_approval_timeout_out_of_range_is_refused(compat: httpx.Client) -> No
 
 
 # connector settings ---------------------------------------------------------------------------------------------------
+def store_stripe_settings(server: RunningServer, tenant: Tenant, api_base: str) -> None:
+    """The organisation's Stripe settings, enabled: the server reads and undoes through ``api_base``."""
+    server.services.configuration.configure_connector(
+        tenant.org_id, "stripe", enabled=True, config={"apiBase": api_base}, credentials={"apiKey": "sk_test_1"}
+    )
+
+
 def test_validating_credentials_says_per_connector_whether_the_server_can_undo_with_the_stored_settings(
     server: RunningServer, tenant: Tenant, compat: httpx.Client
 ) -> None:
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "stripe",
-        enabled=True,
-        config={"apiBase": "http://127.0.0.1:9"},
-        credentials={"apiKey": "sk_test_1"},
-    )
+    store_stripe_settings(server, tenant, "http://127.0.0.1:9")
     checked = compat.get("/settings/credentials/validate", params={"connectors": "stripe,github"}).json()["data"]
     assert checked["stripe"] == {"valid": True}
     assert checked["github"]["valid"] is False and "github" in checked["github"]["reason"]
@@ -497,13 +498,7 @@ def test_a_precapture_tells_the_agent_the_same_whether_the_object_exists_or_not(
     server: RunningServer, tenant: Tenant, compat: httpx.Client, fake_stripe: FakeStripe
 ) -> None:
     """Stripe's own words ("No such customer") would tell the agent which objects exist under the server's key."""
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "stripe",
-        enabled=True,
-        config={"apiBase": fake_stripe.base_url},
-        credentials={"apiKey": "sk_test_1"},
-    )
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
     session_id = open_session(compat)
     body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_nosuch", "params": {"email": "b@x"}}}
     answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]

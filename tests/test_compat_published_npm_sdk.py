@@ -37,21 +37,13 @@ def published_npm_sdk() -> Path:
 @pytest.fixture
 def tenant(server: RunningServer, fake_github: FakeGitHub) -> Tenant:
     """An organisation whose stored GitHub settings reach the fake: the server's undos go there."""
-    tenant = server.tenant()
     fake_github.add_repo("acme", "shop")
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "github",
-        enabled=True,
-        config={"baseUrl": fake_github.base_url},
-        credentials={"token": "ghp_test"},
-    )
-    return tenant
+    return server.tenant_undoing_with("github", {"baseUrl": fake_github.base_url}, {"token": "ghp_test"})
 
 
 @pytest.fixture
 def native(tenant: Tenant) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+    with tenant.native() as api:
         yield api
 
 

@@ -53,20 +53,12 @@ def published_python() -> Path:
 @pytest.fixture
 def tenant(server: RunningServer, fake_stripe: FakeStripe) -> Tenant:
     """An organisation whose stored Stripe settings reach the fake: the server's undos go there."""
-    tenant = server.tenant()
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "stripe",
-        enabled=True,
-        config={"apiBase": fake_stripe.base_url},
-        credentials={"apiKey": "sk_test_1"},
-    )
-    return tenant
+    return server.tenant_undoing_with("stripe", {"apiBase": fake_stripe.base_url}, {"apiKey": "sk_test_1"})
 
 
 @pytest.fixture
 def native(tenant: Tenant) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+    with tenant.native() as api:
         yield api
 
 

@@ -4,6 +4,7 @@ answer wrapped as ``{"data": …}`` (contract/compat/WIRE.md), errors as the nat
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -34,6 +35,9 @@ from agentrein_server.services import CallerDep, Services, ServicesDep
 Answer = dict[str, Any]
 
 log = logging.getLogger(__name__)
+
+#: Their SDKs take every answer as 200 (a creation too); every route's work is the engine's, run off the loop.
+_post = functools.partial(post, status_code=HTTP_200_OK, sync_to_thread=True)
 
 #: What a precapture that could not read the object tells the agent, whatever the cause.
 PRECAPTURE_FAILED = "the object could not be read before the call; the server's log says why"
@@ -108,13 +112,13 @@ def session_answer(org_id: str, session: SessionSummary) -> Answer:
 class CompatController(Controller):
     tags = ("published SDKs (/compat)",)
 
-    @post("/auth/token", status_code=HTTP_200_OK, sync_to_thread=True, operation_id="compatToken")
+    @_post("/auth/token", operation_id="compatToken")
     def token(self, data: JSONBody[TokenRequest], services: ServicesDep) -> Answer:
         """Exchange an agent key for the token every other ``/compat`` request carries."""
         key = services.engine.accounts.authenticate(data.api_key)
         return {"data": {"token": Tokens(services.vault).issue(key)}}
 
-    @post("/sessions", status_code=HTTP_200_OK, sync_to_thread=True, operation_id="compatStartSession")
+    @_post("/sessions", operation_id="compatStartSession")
     def start_session(
         self,
         request: Request,  # type: ignore[type-arg]
@@ -147,12 +151,7 @@ class CompatController(Controller):
         completed = services.engine.recording.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
         return session_answer(caller.org_id, completed)
 
-    @post(
-        "/sessions/{session_id:str}/rollback",
-        status_code=HTTP_200_OK,
-        sync_to_thread=True,
-        operation_id="compatRollBackSession",
-    )
+    @_post("/sessions/{session_id:str}/rollback", operation_id="compatRollBackSession")
     def roll_back(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> Answer:
         """Start the session's rollback (or return the one under way): the server's workers run it with the
         organisation's stored connector settings."""
@@ -165,12 +164,7 @@ class CompatController(Controller):
         )
         return {"data": {"id": job.rollback_id, "sessionId": job.session_id, "status": job.status}}
 
-    @post(
-        "/sessions/{session_id:str}/actions",
-        status_code=HTTP_200_OK,
-        sync_to_thread=True,
-        operation_id="compatLogAction",
-    )
+    @_post("/sessions/{session_id:str}/actions", operation_id="compatLogAction")
     def log_action(
         self, session_id: FromPath[str], data: JSONBody[ReportedAction], caller: CallerDep, services: ServicesDep
     ) -> Answer:
@@ -209,12 +203,7 @@ class CompatController(Controller):
         metrics.ACTIONS_LOGGED.labels(status=action.status).inc()
         return _action_answer(action)
 
-    @post(
-        "/sessions/{session_id:str}/actions/precapture",
-        status_code=HTTP_200_OK,
-        sync_to_thread=True,
-        operation_id="compatPrecapture",
-    )
+    @_post("/sessions/{session_id:str}/actions/precapture", operation_id="compatPrecapture")
     def precapture(
         self, session_id: FromPath[str], data: JSONBody[Precapture], caller: CallerDep, services: ServicesDep
     ) -> Answer:
