@@ -100,3 +100,21 @@ def test_a_failed_octokit_call_rolls_the_session_back_and_the_server_closes_the_
         ("issues.create", "ROLLED_BACK"),
         ("rest.issues.update", "FAILED"),
     ]
+
+
+def test_an_octokit_comment_and_branch_are_undone_by_the_server_when_a_later_call_fails(
+    agent: Any, native: httpx.Client, fake_github: FakeGitHub
+) -> None:
+    seen = agent(branchFrom=fake_github.refs("acme", "shop")["refs/heads/main"], thenFail=True)
+    session_id = seen["session"]["id"]
+    job = native.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED", job
+    assert fake_github.comments("acme", "shop", seen["issue"]) == []
+    assert "refs/heads/fix-checkout" not in fake_github.refs("acme", "shop")
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert sorted((a["apiName"], a["status"]) for a in shown["actions"]) == [  # its logs are not awaited
+        ("git.refs.create", "ROLLED_BACK"),
+        ("issues.comments.create", "ROLLED_BACK"),
+        ("issues.create", "ROLLED_BACK"),
+        ("rest.issues.update", "FAILED"),
+    ]
