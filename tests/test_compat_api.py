@@ -336,13 +336,22 @@ def test_a_log_for_a_session_that_does_not_exist_is_not_found(compat: httpx.Clie
 
 
 # calls held for approval ----------------------------------------------------------------------------------------------
+#: The call :func:`hold_customer_create` holds, as the SDK names it.
+HELD_CREATE = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+
+
 def hold_customer_create(compat: httpx.Client, session_id: str) -> dict[str, Any]:
     """The log the Python SDK sends before a call listed in ``requires_approval``."""
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    answer = log(compat, session_id, **body, response={}, status="PENDING_APPROVAL", timeoutMs=60_000)
+    answer = log(compat, session_id, **HELD_CREATE, response={}, status="PENDING_APPROVAL", timeoutMs=60_000)
     assert answer.status_code == 200, answer.text
     held: dict[str, Any] = answer.json()["data"]
     return held
+
+
+def log_held_create_failed(compat: httpx.Client, session_id: str) -> httpx.Response:
+    """The ``FAILED`` log the Python SDK sends after the call of :func:`hold_customer_create` was rejected, timed
+    out or failed once approved: the same call, as a new log."""
+    return log(compat, session_id, **HELD_CREATE, response={}, status="FAILED")
 
 
 def test_a_held_call_is_a_write_ahead_record_waiting_for_its_approval(
@@ -385,8 +394,7 @@ def test_a_rejection_reaches_the_poll_with_the_reason_and_the_sdks_failed_log_af
     native.post(f"/approvals/{approval_id}/reject", json={"reason": "not this customer"})
     polled = compat.get(f"/approvals/{approval_id}").json()["data"]
     assert (polled["status"], polled["reason"]) == ("REJECTED", "not this customer")
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    echo = log(compat, session_id, **body, response={}, status="FAILED")
+    echo = log_held_create_failed(compat, session_id)
     assert echo.status_code == 200 and echo.json()["data"]["id"] == held["id"]
     assert [a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == ["FAILED"]
 
@@ -397,8 +405,7 @@ def test_a_held_call_the_agent_gives_up_on_fails_and_closes_its_approval(
     """Their SDK's ApprovalTimeoutError: it stops polling and logs the call FAILED."""
     session_id = open_session(compat)
     held = hold_customer_create(compat, session_id)
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    log(compat, session_id, **body, response={}, status="FAILED")
+    log_held_create_failed(compat, session_id)
     shown = native.get(f"/sessions/{session_id}").json()
     assert [a["status"] for a in shown["actions"]] == ["FAILED"]
     assert shown["approvals"][0]["status"] == "REJECTED"
@@ -681,8 +688,7 @@ def test_a_failed_log_after_a_rejection_ends_the_held_call_it_names_not_a_later_
     other = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "bob@example.com"}}}
     second = log(compat, session_id, **other, response={}, status="PENDING_APPROVAL", timeoutMs=60_000).json()["data"]
     native.post(f"/approvals/{first['approvalRequest']['id']}/reject", json={"reason": "not ada"})
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    echo = log(compat, session_id, **body, response={}, status="FAILED")
+    echo = log_held_create_failed(compat, session_id)
     assert echo.json()["data"]["id"] == first["id"]
     statuses = {a["actionId"]: a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]}
     assert statuses == {first["id"]: "FAILED", second["id"]: "PENDING_APPROVAL"}

@@ -79,14 +79,7 @@ def test_a_before_state_older_than_the_retention_is_pruned_and_a_recent_one_and_
     recording = engine.recording
     old = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_1"}).precapture_id
     held = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_3"}).precapture_id
-    update = WriteAhead(
-        connector="stripe",
-        api_name="customers.update",
-        operation_type=OperationType.UPDATE,
-        payload={},
-        requires_approval=True,
-        approval_timeout=timedelta(days=60),
-    )
+    update = WriteAhead("stripe", "customers.update", OperationType.UPDATE, {}, True, timedelta(days=60))  # held
     waiting = recording.log_action(org, session, update).action.action_id
     recording.hold_before_state(org, session, held, waiting)
     clock.advance(days=31)
