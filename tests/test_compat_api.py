@@ -706,3 +706,16 @@ def test_a_held_update_confirmed_with_no_before_state_says_its_undo_cannot_resto
     )
     (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
     assert (action["status"], action["undo"]["why"]) == ("SUCCESS", CAPTURE_FAILED)
+
+
+def test_a_confirmation_sent_again_is_answered_with_the_action_it_confirmed(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """Their SDK resends on a 5xx: the first may have been recorded, and a 409 would reach the agent."""
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    confirm = {"status": "SUCCESS", "response": CREATED}
+    first, again = (compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm) for _ in range(2))
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.json()["data"] == first.json()["data"]

@@ -247,22 +247,27 @@ class CompatController(Controller):
         services: ServicesDep,
     ) -> Answer:
         """An approved call ran and succeeded: its response, and the undo its connector derives from it. (Their
-        SDKs report a failure as a new ``FAILED`` log instead.)"""
+        SDKs report a failure as a new ``FAILED`` log instead.) A confirmation sent again (their SDKs resend
+        on a 5xx, whose first may have been recorded) is answered with the action it confirmed."""
         if data.status != "SUCCESS":
             raise ValidationError("status", "only SUCCESS is reported this way; a failure is logged as a FAILED call")
         engine = services.engine
-        shown = engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
-        held = next((a for a in shown.actions if a.action_id == action_id), None)
-        if held is None:
-            raise NotFoundError("action", action_id)
+        held = _action_of(services, caller, session_id, action_id)
+        if held.status is ActionStatus.SUCCESS:
+            return _action_answer(held)
         kept = engine.recording.before_state_of(caller.org_id, session_id, action_id, agent_key=caller.agent_key)
         before = kept.state if kept is not None else None
         api_name = f"{held.connector}.{held.api_name}"
         call = reported_call(services.connectors, api_name, held.payload, data.response, before)
         confirmed = Confirmed(json_object(data.response), call.undo)
-        action = engine.recording.confirm_action(
-            caller.org_id, action_id, confirmed, session_id=session_id, agent_key=caller.agent_key
-        )
+        try:
+            action = engine.recording.confirm_action(
+                caller.org_id, action_id, confirmed, session_id=session_id, agent_key=caller.agent_key
+            )
+        except InvalidTransitionError:
+            action = _action_of(services, caller, session_id, action_id)  # a concurrent resend won
+            if action.status is not ActionStatus.SUCCESS:
+                raise
         return _action_answer(action)
 
     @get("/approvals/{approval_id:str}", sync_to_thread=True, operation_id="compatGetApproval")
@@ -296,6 +301,15 @@ class CompatController(Controller):
             obstacle = services.undo.obstacle(caller.org_id, name)
             checked[name] = {"valid": True} if obstacle is None else {"valid": False, "reason": obstacle.reason}
         return {"data": checked}
+
+
+def _action_of(services: Services, caller: Caller, session_id: str, action_id: str) -> Action:
+    """The action ``action_id`` of the caller's session ``session_id`` (:class:`NotFoundError` if none)."""
+    shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+    found = next((a for a in shown.actions if a.action_id == action_id), None)
+    if found is None:
+        raise NotFoundError("action", action_id)
+    return found
 
 
 def _action_answer(action: Action) -> Answer:
