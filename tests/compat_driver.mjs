@@ -28,6 +28,11 @@ const github = ar.wrap(new Octokit({ auth: 'ghp_test', baseUrl: args.githubUrl }
 try {
   const made = await github.rest.issues.create({ owner: 'acme', repo: 'shop', title: 'Checkout is slow' });
   seen.issue = made.data.number;
+  if (args.branchFrom) {
+    const comment = { owner: 'acme', repo: 'shop', issue_number: seen.issue, body: 'Looking into it' };
+    seen.comment = (await github.rest.issues.createComment(comment)).data.id;
+    await github.rest.git.createRef({ owner: 'acme', repo: 'shop', ref: 'refs/heads/fix-checkout', sha: args.branchFrom });
+  }
   if (args.thenFail) {
     await github.rest.issues.update({ owner: 'acme', repo: 'shop', issue_number: 999999, title: 'Nobody' });
   }

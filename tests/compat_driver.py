@@ -23,6 +23,7 @@ def _loopback_only(sock: socket.socket, address: Any) -> Any:
 
 socket.socket.connect = _loopback_only  # type: ignore[method-assign]
 
+import httpx  # noqa: E402
 import stripe  # noqa: E402
 
 from agentrein import (  # noqa: E402
@@ -32,6 +33,19 @@ from agentrein import (  # noqa: E402
     ApprovalRejectedError,
     ApprovalTimeoutError,
 )
+
+#: The api names the SDK asked ``precapture`` for, in order (what it sends the server, seen as it sends it).
+PRECAPTURED: list[str] = []
+_send = httpx.Client.send
+
+
+def _noting_precaptures(client: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+    if request.url.path.endswith("/actions/precapture"):
+        PRECAPTURED.append(json.loads(request.content)["apiName"])
+    return _send(client, request, **kwargs)
+
+
+httpx.Client.send = _noting_precaptures  # type: ignore[method-assign]
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -56,6 +70,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         if args.get("updateCustomer"):  # the id by name: passed positionally, their SDK would not send it
             client.v1.customers.update(customer=args["updateCustomer"], params={"email": "new@example.com"})
             return seen
+        if args.get("createUpdateDelete"):  # what the SDK asks precapture for, once it has read /registry
+            made = client.v1.customers.create(params={"email": "ada@example.com"})["id"]
+            client.v1.customers.update(customer=made, params={"email": "new@example.com"})
+            client.v1.customers.delete(customer=made)
+            return {**seen, "precaptured": PRECAPTURED}
         customer = (
             create(email="ada@example.com") if args.get("module") else create(params={"email": "ada@example.com"})
         )

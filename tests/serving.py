@@ -53,6 +53,10 @@ class Tenant:
     def client(self) -> AgentRein:
         return AgentRein(base_url=self.url, api_key=self.key)
 
+    def native(self) -> httpx.Client:
+        """The native API with the organisation's operator key (close it, or use it in a ``with``)."""
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.key}"}, timeout=60)
+
 
 class RunningServer:
     def __init__(
@@ -89,6 +93,15 @@ class RunningServer:
                 org.org_id, "http", enabled=True, config=LOOPBACK_HTTP, credentials=None
             )
         return Tenant(org.org_id, key, self.url)
+
+    def tenant_undoing_with(self, connector: str, config: dict[str, Any], credentials: dict[str, Any]) -> Tenant:
+        """A new organisation whose stored settings of ``connector`` (enabled) are these: the server's undos of
+        its calls go where ``config`` says (a loopback fake)."""
+        tenant = self.tenant()
+        self.services.configuration.configure_connector(
+            tenant.org_id, connector, enabled=True, config=config, credentials=credentials
+        )
+        return tenant
 
     def key(self, tenant: Tenant, role: Role) -> str:
         return self.engine.accounts.create_api_key(tenant.org_id, role)[1]

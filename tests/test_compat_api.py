@@ -13,8 +13,11 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
+from agentrein_server.compat.calls import CAPTURE_FAILED
+from agentrein_server.compat.routes import PRECAPTURE_FAILED
 from agentrein_server.compat.tokens import Tokens
 from agentrein_stripe import StripeConnector
+from agentrein_testing import FakeStripe
 
 
 @pytest.fixture
@@ -25,7 +28,7 @@ def tenant(server: RunningServer) -> Tenant:
 @pytest.fixture
 def native(tenant: Tenant) -> Iterator[httpx.Client]:
     """The native API with the organisation's operator key."""
-    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+    with tenant.native() as api:
         yield api
 
 
@@ -333,13 +336,22 @@ def test_a_log_for_a_session_that_does_not_exist_is_not_found(compat: httpx.Clie
 
 
 # calls held for approval ----------------------------------------------------------------------------------------------
+#: The call :func:`hold_customer_create` holds, as the SDK names it.
+HELD_CREATE = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
+
+
 def hold_customer_create(compat: httpx.Client, session_id: str) -> dict[str, Any]:
     """The log the Python SDK sends before a call listed in ``requires_approval``."""
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    answer = log(compat, session_id, **body, response={}, status="PENDING_APPROVAL", timeoutMs=60_000)
+    answer = log(compat, session_id, **HELD_CREATE, response={}, status="PENDING_APPROVAL", timeoutMs=60_000)
     assert answer.status_code == 200, answer.text
     held: dict[str, Any] = answer.json()["data"]
     return held
+
+
+def log_held_create_failed(compat: httpx.Client, session_id: str) -> httpx.Response:
+    """The ``FAILED`` log the Python SDK sends after the call of :func:`hold_customer_create` was rejected, timed
+    out or failed once approved: the same call, as a new log."""
+    return log(compat, session_id, **HELD_CREATE, response={}, status="FAILED")
 
 
 def test_a_held_call_is_a_write_ahead_record_waiting_for_its_approval(
@@ -382,8 +394,7 @@ def test_a_rejection_reaches_the_poll_with_the_reason_and_the_sdks_failed_log_af
     native.post(f"/approvals/{approval_id}/reject", json={"reason": "not this customer"})
     polled = compat.get(f"/approvals/{approval_id}").json()["data"]
     assert (polled["status"], polled["reason"]) == ("REJECTED", "not this customer")
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    echo = log(compat, session_id, **body, response={}, status="FAILED")
+    echo = log_held_create_failed(compat, session_id)
     assert echo.status_code == 200 and echo.json()["data"]["id"] == held["id"]
     assert [a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == ["FAILED"]
 
@@ -394,8 +405,7 @@ def test_a_held_call_the_agent_gives_up_on_fails_and_closes_its_approval(
     """Their SDK's ApprovalTimeoutError: it stops polling and logs the call FAILED."""
     session_id = open_session(compat)
     held = hold_customer_create(compat, session_id)
-    body = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "ada@example.com"}}}
-    log(compat, session_id, **body, response={}, status="FAILED")
+    log_held_create_failed(compat, session_id)
     shown = native.get(f"/sessions/{session_id}").json()
     assert [a["status"] for a in shown["actions"]] == ["FAILED"]
     assert shown["approvals"][0]["status"] == "REJECTED"
@@ -434,16 +444,17 @@ def test_an_approval_timeout_out_of_range_is_refused(compat: httpx.Client) -> No
 
 
 # connector settings ---------------------------------------------------------------------------------------------------
+def store_stripe_settings(server: RunningServer, tenant: Tenant, api_base: str) -> None:
+    """The organisation's Stripe settings, enabled: the server reads and undoes through ``api_base``."""
+    server.services.configuration.configure_connector(
+        tenant.org_id, "stripe", enabled=True, config={"apiBase": api_base}, credentials={"apiKey": "sk_test_1"}
+    )
+
+
 def test_validating_credentials_says_per_connector_whether_the_server_can_undo_with_the_stored_settings(
     server: RunningServer, tenant: Tenant, compat: httpx.Client
 ) -> None:
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "stripe",
-        enabled=True,
-        config={"apiBase": "http://127.0.0.1:9"},
-        credentials={"apiKey": "sk_test_1"},
-    )
+    store_stripe_settings(server, tenant, "http://127.0.0.1:9")
     checked = compat.get("/settings/credentials/validate", params={"connectors": "stripe,github"}).json()["data"]
     assert checked["stripe"] == {"valid": True}
     assert checked["github"]["valid"] is False and "github" in checked["github"]["reason"]
@@ -457,16 +468,48 @@ def test_validating_credentials_of_no_connector_is_refused(compat: httpx.Client)
 
 
 # before-states --------------------------------------------------------------------------------------------------------
-def test_the_registry_lists_no_call_so_the_sdks_ask_precapture_before_every_change(compat: httpx.Client) -> None:
-    assert compat.get("/registry").json() == {"data": []}
+def test_the_registry_lists_each_path_of_an_update_with_a_before_state_and_of_a_delete_without(
+    compat: httpx.Client,
+) -> None:
+    listed = {entry["apiName"]: entry["captureBeforeState"] for entry in compat.get("/registry").json()["data"]}
+    assert {name: listed[name] for name in ("stripe.customers.update", "stripe.v1.customers.update")} == {
+        "stripe.customers.update": True,
+        "stripe.v1.customers.update": True,
+    }
+    assert (listed["stripe.Customer.modify"], listed["stripe.Customer.delete"]) == (True, False)
+    assert "stripe.customers.create" not in listed
 
 
-def test_a_precapture_without_stored_settings_says_the_capture_failed_and_why(compat: httpx.Client) -> None:
+def test_an_update_logged_with_no_before_state_says_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The npm SDK never asks for a before-state: the update's record says so as if the SDK said it failed."""
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}}
+    log(compat, session_id, **body, status="SUCCESS")
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"]["why"] == CAPTURE_FAILED
+
+
+def test_a_precapture_without_stored_settings_says_the_capture_failed_and_logs_why(
+    compat: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
     session_id = open_session(compat)
     body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_1", "params": {"email": "b@x"}}}
     answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
-    assert (answer["precaptureId"], answer["captureFailed"]) == (None, True)
-    assert "not enabled" in answer["reason"]
+    assert answer == {"precaptureId": None, "captureFailed": True, "reason": PRECAPTURE_FAILED}
+    assert "not enabled" in caplog.text
+
+
+def test_a_precapture_tells_the_agent_the_same_whether_the_object_exists_or_not(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    """Stripe's own words ("No such customer") would tell the agent which objects exist under the server's key."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.v1.customers.update", "payload": {"customer": "cus_nosuch", "params": {"email": "b@x"}}}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body).json()["data"]
+    assert answer == {"precaptureId": None, "captureFailed": True, "reason": PRECAPTURE_FAILED}
 
 
 def test_a_precapture_of_a_call_whose_undo_needs_nothing_read_keeps_nothing(compat: httpx.Client) -> None:
@@ -566,3 +609,113 @@ def test_a_before_state_read_of_another_object_is_never_restored_onto_the_object
     same = connector.recorded(("customers", "update"), {"customer": "cus_A", "params": {"email": "b@x"}}, before)
     assert same is not None
     assert connector.undo_for(same, {"id": "cus_A"}, None).params["params"] == {"email": "alice@example.com"}
+
+
+# the third reading: nothing that ran is lost, and reviewers are told what cannot be undone -------------------------
+UPDATED = {"customer": "cus_1", "params": {"email": "new@example.com"}}
+
+
+def log_update_whose_capture_failed(compat: httpx.Client, session_id: str) -> httpx.Response:
+    """The log the Python SDK sends after ``customers.update`` when its precapture said ``captureFailed``."""
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}}
+    return log(compat, session_id, **body, status="SUCCESS", captureFailed=True)
+
+
+def test_an_update_whose_before_state_was_not_read_is_recorded_saying_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    assert log_update_whose_capture_failed(compat, session_id).status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"] == {"type": "none", "why": CAPTURE_FAILED, "requireApproval": False}
+
+
+def test_a_review_of_an_update_whose_before_state_was_not_read_says_it_cannot_be_undone(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    server.engine.policies.add_policy(tenant.org_id, NewPolicy("look at customers", "REQUIRE_APPROVAL"))
+    log_update_whose_capture_failed(compat, open_session(compat))
+    (review,) = native.get("/approvals", params={"include": "consequences"}).json()
+    assert review["consequences"]["approve"]["summary"] == (
+        f"The action stays done, and nothing can undo it: {CAPTURE_FAILED}."
+    )
+
+
+def test_the_dashboards_action_view_says_an_updates_before_state_was_not_read(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    log_update_whose_capture_failed(compat, session_id)
+    with visitor(server, account(server, tenant, UserRole.REVIEWER)) as reviewer:
+        page = reviewer.get(f"/dashboard/sessions/{session_id}").text
+    assert f"<p>{CAPTURE_FAILED}</p>" in page
+
+
+def test_a_create_answered_without_an_id_is_recorded_with_no_undo_saying_why(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    answer = log(
+        compat, session_id, apiName="stripe.customers.create", payload={"params": {}}, response={}, status="SUCCESS"
+    )
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]["type"]) == ("SUCCESS", "none")
+    assert action["undo"]["why"] == (
+        "no undo could be derived from what the call returned (undo.id: must be the id of a Stripe object)"
+    )
+
+
+def test_a_create_logged_twice_by_the_sdks_retry_is_recorded_once(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    first, again = log_customer_created(compat, session_id), log_customer_created(compat, session_id)
+    assert again.json()["data"]["id"] == first.json()["data"]["id"]
+    assert len(native.get(f"/sessions/{session_id}").json()["actions"]) == 1
+
+
+def test_creates_of_two_objects_with_the_same_payload_are_two_calls(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    for made in ("cus_A", "cus_B"):
+        log(compat, session_id, apiName="stripe.customers.create", payload={}, response={"id": made}, status="SUCCESS")
+    assert len(native.get(f"/sessions/{session_id}").json()["actions"]) == 2
+
+
+def test_a_failed_log_after_a_rejection_ends_the_held_call_it_names_not_a_later_one(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    first = hold_customer_create(compat, session_id)
+    other = {"apiName": "stripe.v1.customers.create", "payload": {"params": {"email": "bob@example.com"}}}
+    second = log(compat, session_id, **other, response={}, status="PENDING_APPROVAL", timeoutMs=60_000).json()["data"]
+    native.post(f"/approvals/{first['approvalRequest']['id']}/reject", json={"reason": "not ada"})
+    echo = log_held_create_failed(compat, session_id)
+    assert echo.json()["data"]["id"] == first["id"]
+    statuses = {a["actionId"]: a["status"] for a in native.get(f"/sessions/{session_id}").json()["actions"]}
+    assert statuses == {first["id"]: "FAILED", second["id"]: "PENDING_APPROVAL"}
+
+
+def test_a_held_update_confirmed_with_no_before_state_says_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {}}
+    held = log(compat, session_id, **body, status="PENDING_APPROVAL", captureFailed=True).json()["data"]
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    compat.patch(
+        f"/sessions/{session_id}/actions/{held['id']}", json={"status": "SUCCESS", "response": {"id": "cus_1"}}
+    )
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]["why"]) == ("SUCCESS", CAPTURE_FAILED)
+
+
+def test_a_confirmation_sent_again_is_answered_with_the_action_it_confirmed(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """Their SDK resends on a 5xx: the first may have been recorded, and a 409 would reach the agent."""
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    confirm = {"status": "SUCCESS", "response": CREATED}
+    first, again = (compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm) for _ in range(2))
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.json()["data"] == first.json()["data"]

@@ -37,21 +37,13 @@ def published_npm_sdk() -> Path:
 @pytest.fixture
 def tenant(server: RunningServer, fake_github: FakeGitHub) -> Tenant:
     """An organisation whose stored GitHub settings reach the fake: the server's undos go there."""
-    tenant = server.tenant()
     fake_github.add_repo("acme", "shop")
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "github",
-        enabled=True,
-        config={"baseUrl": fake_github.base_url},
-        credentials={"token": "ghp_test"},
-    )
-    return tenant
+    return server.tenant_undoing_with("github", {"baseUrl": fake_github.base_url}, {"token": "ghp_test"})
 
 
 @pytest.fixture
 def native(tenant: Tenant) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+    with tenant.native() as api:
         yield api
 
 
@@ -105,6 +97,24 @@ def test_a_failed_octokit_call_rolls_the_session_back_and_the_server_closes_the_
     assert issue is not None and issue["state"] == "closed"
     shown = native.get(f"/sessions/{session_id}").json()
     assert [(a["apiName"], a["status"]) for a in shown["actions"]] == [
+        ("issues.create", "ROLLED_BACK"),
+        ("rest.issues.update", "FAILED"),
+    ]
+
+
+def test_an_octokit_comment_and_branch_are_undone_by_the_server_when_a_later_call_fails(
+    agent: Any, native: httpx.Client, fake_github: FakeGitHub
+) -> None:
+    seen = agent(branchFrom=fake_github.refs("acme", "shop")["refs/heads/main"], thenFail=True)
+    session_id = seen["session"]["id"]
+    job = native.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED", job
+    assert fake_github.comments("acme", "shop", seen["issue"]) == []
+    assert "refs/heads/fix-checkout" not in fake_github.refs("acme", "shop")
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert sorted((a["apiName"], a["status"]) for a in shown["actions"]) == [  # its logs are not awaited
+        ("git.refs.create", "ROLLED_BACK"),
+        ("issues.comments.create", "ROLLED_BACK"),
         ("issues.create", "ROLLED_BACK"),
         ("rest.issues.update", "FAILED"),
     ]

@@ -53,20 +53,12 @@ def published_python() -> Path:
 @pytest.fixture
 def tenant(server: RunningServer, fake_stripe: FakeStripe) -> Tenant:
     """An organisation whose stored Stripe settings reach the fake: the server's undos go there."""
-    tenant = server.tenant()
-    server.services.configuration.configure_connector(
-        tenant.org_id,
-        "stripe",
-        enabled=True,
-        config={"apiBase": fake_stripe.base_url},
-        credentials={"apiKey": "sk_test_1"},
-    )
-    return tenant
+    return server.tenant_undoing_with("stripe", {"apiBase": fake_stripe.base_url}, {"apiKey": "sk_test_1"})
 
 
 @pytest.fixture
 def native(tenant: Tenant) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=tenant.url, headers={"Authorization": f"Bearer {tenant.key}"}, timeout=60) as api:
+    with tenant.native() as api:
         yield api
 
 
@@ -290,3 +282,17 @@ def test_against_agentrein_serve_itself_a_failed_call_is_rolled_back_with_the_se
     finally:
         serve.stop()
     assert fake_stripe.get(seen["customer"]) is None
+
+
+def test_the_sdk_asks_a_before_state_for_an_update_and_neither_for_a_create_nor_a_delete_that_needs_none(
+    agent: Any, native: httpx.Client
+) -> None:
+    """It reads ``GET /registry`` once, which lists the update with ``captureBeforeState`` and the delete without."""
+    seen = agent(createUpdateDelete=True)
+    assert seen["precaptured"] == ["stripe.v1.customers.update"]
+    shown = native.get(f"/sessions/{seen['session']['id']}").json()
+    assert [(a["apiName"], a["undo"]["type"]) for a in shown["actions"]] == [
+        ("customers.create", "stripe-delete"),
+        ("customers.update", "stripe-restore"),
+        ("customers.delete", "none"),
+    ]

@@ -1,5 +1,5 @@
-"""Events, webhook deliveries and intent checks are pruned once settled and older than the retention; what
-agents did (sessions, actions, approvals) is never pruned, and nothing still waiting to go out is."""
+"""Events, webhook deliveries, intent checks and before-states are pruned once settled and older than the
+retention; what agents did (sessions, actions, approvals) is never pruned, and nothing still waiting to go out is."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from test_engine import Clock
 
 from agentrein_core.commands import Confirmed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine
-from agentrein_core.errors import ValidationError
+from agentrein_core.errors import NotFoundError, ValidationError
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.retention import RETENTION_ENV
 from agentrein_core.statuses import DeliveryStatus, OperationType
@@ -67,3 +67,28 @@ def test_a_retention_that_is_not_a_positive_number_of_days_is_refused(
     monkeypatch.setenv(RETENTION_ENV, "forever")
     with pytest.raises(ValidationError, match=RETENTION_ENV):
         Engine(Store(database_url))
+
+
+def test_a_before_state_older_than_the_retention_is_pruned_and_a_recent_one_and_a_waiting_calls_kept(
+    database_url: str,
+) -> None:
+    clock = Clock()
+    engine = Engine(Store(database_url), clock, connectors=installed_connectors(), retention=timedelta(days=30))
+    org = engine.accounts.ensure_organisation(f"t-{uuid.uuid4().hex[:8]}").org_id
+    session = engine.recording.new_session(org, "agent", "update customers").session_id
+    recording = engine.recording
+    old = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_1"}).precapture_id
+    held = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_3"}).precapture_id
+    update = WriteAhead("stripe", "customers.update", OperationType.UPDATE, {}, True, timedelta(days=60))  # held
+    waiting = recording.log_action(org, session, update).action.action_id
+    recording.hold_before_state(org, session, held, waiting)
+    clock.advance(days=31)
+    recent = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_2"}).precapture_id
+
+    engine.maintenance.maintain()
+
+    with pytest.raises(NotFoundError):
+        recording.before_state(org, session, old)
+    assert recording.before_state(org, session, recent).state == {"id": "cus_2"}
+    assert recording.before_state(org, session, held).state == {"id": "cus_3"}
+    engine.store.close()

@@ -75,7 +75,7 @@ import functools
 import inspect
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any, ClassVar
@@ -104,6 +104,7 @@ __all__ = [
     "REDACTED",
     "REQUIRE_APPROVAL_KEY",
     "UNDO_NONE",
+    "WHY_NOT_UNDONE",
     "Action",
     "ActionStatus",
     "Connector",
@@ -123,6 +124,7 @@ __all__ = [
     "host_allowed",
     "host_entries",
     "merge_undo",
+    "not_undone",
     "operation_by_verb",
     "pinned_client",
 ]
@@ -272,6 +274,18 @@ class Connector(ABC):
         reported: what its undo restores. ``None`` (the default): its undo needs no before-state. Raise
         :class:`UndoError` saying why when it cannot be read."""
         return None
+
+    def reads_before(self, call: PreparedCall) -> bool:
+        """Whether :meth:`read_before` reads something for ``call`` (said without reading it): its undo restores
+        the object as it was, so with nothing read before it ran, it has none. ``False`` (the default)."""
+        return False
+
+    def reported_changes(self) -> Iterable[tuple[str, ...]]:
+        """The attribute paths, as the published SDKs name them, of the calls :meth:`recorded` describes that
+        change an existing object (updates and deletes): the ``/compat`` registry tells their SDK, for each,
+        whether to ask for its before-state (:meth:`reads_before`), so that it does not ask before every call.
+        None by default (their SDK then asks before each, and is answered that nothing needs reading)."""
+        return ()
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
         """What to store of a successful call's result (redacted afterwards by AgentRein)."""
@@ -481,10 +495,26 @@ def plain_description(action: Action) -> str:
     return f"{action.api_name} (a {action.operation_type.lower()} call through {action.connector})"
 
 
+#: The parameter of an undo ``none`` that says why nothing undoes the call (:func:`not_undone`).
+WHY_NOT_UNDONE = "why"
+
+
+def not_undone(why: str) -> UndoConfig:
+    """An undo ``none`` that says ``why`` nothing undoes the call: reviewers read it wherever the action's undo
+    is described (the dashboard, a review's consequences, the API's ``undo.why``), before any connector's words."""
+    return UndoConfig(UNDO_NONE, {WHY_NOT_UNDONE: why})
+
+
+def why_not_undone(undo: UndoConfig | None) -> str | None:
+    """What :func:`not_undone` said, for an undo ``none`` that says it."""
+    why = undo.params.get(WHY_NOT_UNDONE) if undo is not None and undo.is_none else None
+    return why if isinstance(why, str) and why else None
+
+
 def plain_undo(action: Action) -> str:
     """An action's recorded undo in the words its record gives."""
     undo = action.undo
     if undo is None or undo.is_none:
-        return "no undo was recorded for it"
+        return why_not_undone(undo) or "no undo was recorded for it"
     params = ", ".join(f"{key}: {value}" for key, value in sorted(undo.params.items()))
     return f"{undo.type}" + (f" ({params})" if params else "")

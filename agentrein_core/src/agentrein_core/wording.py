@@ -19,7 +19,14 @@ from datetime import datetime
 
 from attrs import frozen
 
-from agentrein_core.connector import Connector, Undoable, UndoOutlook, plain_description, plain_undo
+from agentrein_core.connector import (
+    Connector,
+    Undoable,
+    UndoOutlook,
+    plain_description,
+    plain_undo,
+    why_not_undone,
+)
 from agentrein_core.decisions import (
     ActionKept,
     ActionStays,
@@ -271,6 +278,8 @@ def words_of(connector: Connector | None, action: Action) -> ActionWords:
         try:
             if action.undo is None:
                 undo = connector.foresee_undo(action)
+            elif (why := why_not_undone(action.undo)) is not None:  # the record says why, not the connector
+                undo = UndoOutlook(Undoable.NO, why)
             else:
                 undone = Undoable.NO if action.undo.is_none else Undoable.YES
                 undo = UndoOutlook(undone, connector.describe_undo(action))

@@ -232,6 +232,9 @@ before_states = Table(
     Column("action_id", ID, ForeignKey("actions.action_id")),
     # A held call's confirmation finds the before-state read for it.
     Index("ix_before_states_action", "action_id"),
+    # Retention prunes them by age; an organisation's are found without a scan.
+    Index("ix_before_states_captured", "captured_at"),
+    Index("ix_before_states_org", "org_id", "captured_at"),
 )
 
 api_keys = Table(

@@ -76,8 +76,14 @@ CALLS: Mapping[tuple[str, str], tuple[str, OperationType]] = {
     ("Repository", "delete"): ("repos.delete", OperationType.DELETE),
 }
 #: Octokit's calls (``rest.issues.create`` or ``issues.create``) reported after they ran by the hosted product's
-#: published npm SDK, which wraps Octokit, whose undo can be derived from the call and its response.
-OCTOKIT_CREATES: Mapping[str, str] = {"issues.create": "issues.create", "pulls.create": "pulls.create"}
+#: published npm SDK, which wraps Octokit, whose undo can be derived from the call and its response: the
+#: canonical name of each, and the field of the response's ``data`` its undo names (what it made).
+OCTOKIT_CREATES: Mapping[str, tuple[str, str]] = {
+    "issues.create": ("issues.create", "number"),
+    "pulls.create": ("pulls.create", "number"),
+    "issues.createComment": ("issues.comments.create", "id"),
+    "git.createRef": ("git.refs.create", "ref"),
+}
 #: What each undo names besides its repository.
 REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
     CLOSE_ISSUE: ("number",),
@@ -213,11 +219,12 @@ class GitHubConnector(Connector):
         return PreparedCall(api_name=api_name, operation_type=operation, payload=payload, run=run, context=context)
 
     def recorded(self, path: tuple[str, ...], payload: Any, before: JSON | None = None) -> PreparedCall | None:
-        """Octokit's issue and pull request creations (``{owner, repo, …}``, answered ``{status, data, …}``);
-        other reported calls are recorded with no undo."""
-        name = OCTOKIT_CREATES.get(".".join(path[1:] if path[:1] == ("rest",) else path))
-        if name is None or not isinstance(payload, Mapping):
+        """Octokit's creations of issues, pull requests, issue comments and refs (``{owner, repo, …}``, answered
+        ``{status, data, …}``); other reported calls are recorded with no undo."""
+        known = OCTOKIT_CREATES.get(".".join(path[1:] if path[:1] == ("rest",) else path))
+        if known is None or not isinstance(payload, Mapping):
             return None
+        name, made_by = known
         owner, repo = payload.get("owner"), payload.get("repo")
         if not isinstance(owner, str) or not isinstance(repo, str):
             return None
@@ -225,7 +232,7 @@ class GitHubConnector(Connector):
         def never_run(_key: str) -> Any:
             raise UndoError(f"{name} was reported after it ran; it is not run again")
 
-        context = {"owner": _ReportedRepository(f"{owner}/{repo}"), "octokit": True}
+        context = {"owner": _ReportedRepository(f"{owner}/{repo}"), "octokit": made_by}
         return PreparedCall(name, OperationType.CREATE, dict(payload), never_run, context=context)
 
     def record_result(self, call: PreparedCall, result: Any) -> JSON:
@@ -240,7 +247,7 @@ class GitHubConnector(Connector):
             data = dict(made) if isinstance(made, Mapping) else {}
         derived = UndoConfig(UNDO_NONE)
         name = call.api_name
-        if name in ("issues.create", "pulls.create") and "number" not in data:
+        if context.get("octokit") and context["octokit"] not in data:
             pass  # a reported call whose response was not the object made: nothing names what to undo
         elif name == "issues.create":
             derived = UndoConfig(CLOSE_ISSUE, {"repo": owner.full_name, "number": data["number"]})
@@ -249,7 +256,8 @@ class GitHubConnector(Connector):
                 RESTORE_ISSUE, {"repo": _repo_of(owner), "number": owner.number, "fields": context["before"]}
             )
         elif name == "issues.comments.create":
-            derived = UndoConfig(DELETE_COMMENT, {"repo": _repo_of(owner), "id": data["id"]})
+            repo = owner.full_name if context.get("octokit") else _repo_of(owner)  # reported: by name
+            derived = UndoConfig(DELETE_COMMENT, {"repo": repo, "id": data["id"]})
         elif name == "labels.add":
             already = context["had_labels"]  # only the labels the issue did not have are undone
             labels = [

@@ -21,7 +21,7 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -142,8 +142,14 @@ OPERATIONS = {
     "cancel": OperationType.DELETE,
     "close": OperationType.DELETE,
 }
-#: Legacy module-style method names, as their StripeClient equivalents.
+#: Legacy module-style method names, as their StripeClient equivalents, and back.
 LEGACY_NAMES = {"modify": "update"}
+LEGACY_METHODS = {v: k for k, v in LEGACY_NAMES.items()}
+#: The module's resource class of each resource the tables update or delete (``stripe.Customer``).
+MODULE_CLASSES: Mapping[str, tuple[str, ...]] = {
+    "customers": ("Customer",),
+    "subscriptions": ("Subscription",),
+}
 #: Request options a legacy call takes among its parameters; they are not part of the recorded payload.
 REQUEST_OPTIONS = frozenset({"api_key", "idempotency_key", "stripe_version", "stripe_account", "stripe_context"})
 TRANSIENT_CODES = frozenset({"idempotency_key_in_use", "lock_timeout"})
@@ -252,9 +258,25 @@ class StripeConnector(Connector):
             context=context,
         )
 
+    def reads_before(self, call: PreparedCall) -> bool:
+        return call.api_name in SNAPSHOT_BEFORE
+
+    def reported_changes(self) -> Iterable[tuple[str, ...]]:
+        """The updates and deletes of the connector's tables, by every path that reaches them: ``StripeClient``'s
+        (``customers.update``, ``v1.customers.update``) and the module's (``Customer.modify``)."""
+        for api_name in sorted({*INVERSES, *IRREVERSIBLE}):
+            resource, _, method = api_name.rpartition(".")
+            if OPERATIONS.get(method) not in (OperationType.UPDATE, OperationType.DELETE):
+                continue
+            path = (*resource.split("."), method)
+            yield path
+            yield ("v1", *path)
+            if resource in MODULE_CLASSES:
+                yield (*MODULE_CLASSES[resource], LEGACY_METHODS.get(method, method))
+
     def read_before(self, call: PreparedCall, server_client: Callable[[], Any]) -> JSON | None:
         """An update's object (``customers.update``, ``subscriptions.update``), as its undo restores it."""
-        if call.api_name not in SNAPSHOT_BEFORE:
+        if not self.reads_before(call):
             return None
         object_id = call.context["object_id"]
         if not object_id:

@@ -7,13 +7,15 @@ recorded under its path, with no undo. The calls already ran: they are recorded 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from typing import Any
 
 from attrs import frozen
 
 from agentrein_core.commands import ExecutedCall
-from agentrein_core.connector import JSON, Connector, PreparedCall, operation_by_verb
+from agentrein_core.connector import JSON, Connector, PreparedCall, not_undone, operation_by_verb
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.plugins import Connectors
@@ -21,6 +23,8 @@ from agentrein_core.statuses import OperationType
 
 #: The error recorded for a failed call the SDK reported without one (the Python SDK sends ``{}``).
 UNSAID_FAILURE = "the call raised an error (the published SDK does not say which)"
+#: Why a call whose before-state could not be read is not undone (the SDK said ``captureFailed``).
+CAPTURE_FAILED = "the state before this call could not be read, so no undo can restore it"
 
 
 @frozen
@@ -33,10 +37,10 @@ class ReportedCall:
     payload: JSON
     undo: UndoConfig | None
 
-    def ran(self, succeeded: bool, response: Any) -> ExecutedCall:
-        """The command recording it as a call that ran, and ended so."""
+    def ran(self, session_id: str, succeeded: bool, response: Any) -> ExecutedCall:
+        """The command recording it as a call of ``session_id`` that ran, and ended so."""
         return ExecutedCall(
-            idempotency_key=f"compat-{uuid.uuid4().hex}",  # their SDKs send none; each report is one call
+            idempotency_key=self._key(session_id, succeeded, response),
             connector=self.connector,
             api_name=self.api_name,
             operation_type=self.operation_type,
@@ -47,18 +51,61 @@ class ReportedCall:
             error=None if succeeded else _error(response),
         )
 
+    def _key(self, session_id: str, succeeded: bool, response: Any) -> str:
+        """Their SDKs send no idempotency key and retry a log answered 5xx, so a create is known by the object
+        it made: the same create of the same object in the same session is one call, recorded once (a repeat
+        is answered with the first record). Any other report is a call of its own."""
+        made = _made_id(response) if succeeded and self.operation_type is OperationType.CREATE else None
+        if made is None:
+            return f"compat-{uuid.uuid4().hex}"
+        named = json.dumps([session_id, self.connector, self.api_name, made]).encode()
+        return f"compat-{hashlib.sha256(named).hexdigest()[:40]}"
+
 
 def reported_call(
-    connectors: Connectors, api_name: str, payload: Any, response: Any, before: JSON | None = None
+    connectors: Connectors,
+    api_name: str,
+    payload: Any,
+    response: Any,
+    before: JSON | None = None,
+    *,
+    capture_failed: bool = False,
 ) -> ReportedCall:
     """The call ``api_name`` (``<connector>.<attribute path>``) with the ``payload`` the SDK sent and the
-    ``response`` it got (``before``: the object as precapture read it)."""
+    ``response`` it got (``before``: the object as precapture read it; ``capture_failed``: the SDK says it could
+    not be read; a call whose connector reads a before-state and has none is taken as such). A call that ran is
+    always recorded: when its connector derives no undo because nothing was read before it, or derives one the
+    response cannot fill (a create answered without an id), its undo is ``none`` saying why, for reviewers."""
     connector, method_path, described = _described(connectors, api_name, payload, before)
     if described is None:
         path = method_path.split(".")
         return ReportedCall(connector.name, method_path, operation_by_verb(path[-1]), json_object(payload), None)
     undo = connector.undo_for(described, json_object(response), None)
+    # Unread: the SDK says so, or never asked (npm's never does, nor a log that names no precapture).
+    unread = capture_failed or (before is None and connector.reads_before(described))
+    if undo.is_none and unread:
+        undo = not_undone(CAPTURE_FAILED)
+    try:
+        connector.check_undo(undo)  # what the engine checks: refused there, the call would not be recorded
+    except ValidationError as exc:
+        undo = not_undone(f"no undo could be derived from what the call returned ({exc})")
     return ReportedCall(connector.name, described.api_name, described.operation_type, described.payload, undo)
+
+
+def registry_entries(connectors: Connectors) -> list[JSON]:
+    """What ``GET /registry`` lists: every update and delete the connectors describe, by each api name the
+    published SDKs give it (``stripe.v1.customers.update``, ``stripe.Customer.modify``), and whether the server
+    reads its before-state (``captureBeforeState``). Their SDK asks ``precapture`` only for those listed
+    ``true`` and for those not listed (it never asks for what it takes for a create)."""
+    listed: list[JSON] = []
+    for name in connectors.names():
+        connector = connectors.get(name)
+        for path in connector.reported_changes():
+            described = connector.recorded(path, {}, None)
+            if described is not None:
+                api_name = f"{name}.{'.'.join(path)}"
+                listed.append({"apiName": api_name, "captureBeforeState": connector.reads_before(described)})
+    return listed
 
 
 def call_about_to_run(connectors: Connectors, api_name: str, payload: Any) -> tuple[str, PreparedCall | None]:
@@ -84,6 +131,13 @@ def json_object(value: Any) -> JSON:
     if isinstance(value, dict):
         return value
     return {} if value is None else {"value": value}
+
+
+def _made_id(response: Any) -> str | None:
+    """The id of the object a create returned: its own (Stripe), or its ``data``'s (Octokit's answer)."""
+    made = response.get("data", response) if isinstance(response, dict) and "id" not in response else response
+    found = made.get("id") if isinstance(made, dict) else None
+    return str(found) if isinstance(found, str | int) and not isinstance(found, bool) and str(found) else None
 
 
 def _error(response: Any) -> str:

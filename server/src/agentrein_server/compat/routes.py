@@ -4,6 +4,8 @@ answer wrapped as ``{"data": …}`` (contract/compat/WIRE.md), errors as the nat
 
 from __future__ import annotations
 
+import functools
+import logging
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -26,11 +28,19 @@ from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatu
 from agentrein_server import metrics
 from agentrein_server.api.bodies import TimeoutMs
 from agentrein_server.auth import Caller
-from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, reported_call
+from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, registry_entries, reported_call
 from agentrein_server.compat.tokens import Tokens
 from agentrein_server.services import CallerDep, Services, ServicesDep
 
 Answer = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+#: Their SDKs take every answer as 200 (a creation too); every route's work is the engine's, run off the loop.
+_post = functools.partial(post, status_code=HTTP_200_OK, sync_to_thread=True)
+
+#: What a precapture that could not read the object tells the agent, whatever the cause.
+PRECAPTURE_FAILED = "the object could not be read before the call; the server's log says why"
 
 
 class TokenRequest(msgspec.Struct, rename="camel"):
@@ -102,13 +112,13 @@ def session_answer(org_id: str, session: SessionSummary) -> Answer:
 class CompatController(Controller):
     tags = ("published SDKs (/compat)",)
 
-    @post("/auth/token", status_code=HTTP_200_OK, sync_to_thread=True, operation_id="compatToken")
+    @_post("/auth/token", operation_id="compatToken")
     def token(self, data: JSONBody[TokenRequest], services: ServicesDep) -> Answer:
         """Exchange an agent key for the token every other ``/compat`` request carries."""
         key = services.engine.accounts.authenticate(data.api_key)
         return {"data": {"token": Tokens(services.vault).issue(key)}}
 
-    @post("/sessions", status_code=HTTP_200_OK, sync_to_thread=True, operation_id="compatStartSession")
+    @_post("/sessions", operation_id="compatStartSession")
     def start_session(
         self,
         request: Request,  # type: ignore[type-arg]
@@ -141,12 +151,7 @@ class CompatController(Controller):
         completed = services.engine.recording.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
         return session_answer(caller.org_id, completed)
 
-    @post(
-        "/sessions/{session_id:str}/rollback",
-        status_code=HTTP_200_OK,
-        sync_to_thread=True,
-        operation_id="compatRollBackSession",
-    )
+    @_post("/sessions/{session_id:str}/rollback", operation_id="compatRollBackSession")
     def roll_back(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> Answer:
         """Start the session's rollback (or return the one under way): the server's workers run it with the
         organisation's stored connector settings."""
@@ -159,12 +164,7 @@ class CompatController(Controller):
         )
         return {"data": {"id": job.rollback_id, "sessionId": job.session_id, "status": job.status}}
 
-    @post(
-        "/sessions/{session_id:str}/actions",
-        status_code=HTTP_200_OK,
-        sync_to_thread=True,
-        operation_id="compatLogAction",
-    )
+    @_post("/sessions/{session_id:str}/actions", operation_id="compatLogAction")
     def log_action(
         self, session_id: FromPath[str], data: JSONBody[ReportedAction], caller: CallerDep, services: ServicesDep
     ) -> Answer:
@@ -177,7 +177,9 @@ class CompatController(Controller):
             recording = services.engine.recording
             kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
             before = kept.state
-        call = reported_call(services.connectors, data.api_name, data.payload, data.response, before)
+        call = reported_call(
+            services.connectors, data.api_name, data.payload, data.response, before, capture_failed=data.capture_failed
+        )
         if before is not None and kept.api_name != call.api_name:
             raise InvalidTransitionError(
                 f"precapture {data.precapture_id} was read for {kept.api_name}, not {call.api_name}"
@@ -191,8 +193,9 @@ class CompatController(Controller):
         elif call.operation_type is OperationType.READ:
             return {"data": {"id": None, "recorded": False}}
         try:
+            ran = call.ran(session_id, data.status == "SUCCESS", data.response)
             action = services.engine.recording.record_reported_action(
-                caller.org_id, session_id, call.ran(data.status == "SUCCESS", data.response), agent_key=caller.agent_key
+                caller.org_id, session_id, ran, agent_key=caller.agent_key
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status="FAILED").inc()
@@ -200,25 +203,22 @@ class CompatController(Controller):
         metrics.ACTIONS_LOGGED.labels(status=action.status).inc()
         return _action_answer(action)
 
-    @post(
-        "/sessions/{session_id:str}/actions/precapture",
-        status_code=HTTP_200_OK,
-        sync_to_thread=True,
-        operation_id="compatPrecapture",
-    )
+    @_post("/sessions/{session_id:str}/actions/precapture", operation_id="compatPrecapture")
     def precapture(
         self, session_id: FromPath[str], data: JSONBody[Precapture], caller: CallerDep, services: ServicesDep
     ) -> Answer:
         """Before an update: the object it changes, read now through the connector's server client with the
         organisation's stored settings and kept (redacted) until the call is reported, whose undo then restores
-        it. ``captureFailed`` (with the ``reason``) when it cannot be read; no ``precaptureId`` when the call's
-        undo needs nothing read."""
+        it. ``captureFailed`` when it cannot be read, with one fixed ``reason`` whatever the cause (the service's
+        own words could tell the agent which objects exist): the cause goes to the server's log. No
+        ``precaptureId`` when the call's undo needs nothing read."""
         services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
         connector, call = call_about_to_run(services.connectors, data.api_name, data.payload)
         try:
             state = services.undo.read_before(caller.org_id, connector, call) if call is not None else None
-        except AgentReinError as exc:
-            return {"data": {"precaptureId": None, "captureFailed": True, "reason": str(exc)}}
+        except AgentReinError as exc:  # its words may come from the service: whether the object exists, say
+            log.warning("precapture of %s for session %s could not read the object: %s", data.api_name, session_id, exc)
+            return {"data": {"precaptureId": None, "captureFailed": True, "reason": PRECAPTURE_FAILED}}
         if state is None or call is None:
             return {"data": {"precaptureId": None, "captureFailed": False}}
         kept = services.engine.recording.keep_before_state(
@@ -227,10 +227,11 @@ class CompatController(Controller):
         return {"data": {"precaptureId": kept.precapture_id, "captureFailed": False}}
 
     @get("/registry", sync_to_thread=True, operation_id="compatRegistry")
-    def registry(self, caller: CallerDep) -> Answer:
-        """Which calls need a before-state. None is listed, so their SDKs ask ``precapture`` before every call
-        but a create, which answers at once, with no ``precaptureId``, when the call's undo needs nothing read."""
-        return {"data": []}
+    def registry(self, caller: CallerDep, services: ServicesDep) -> Answer:
+        """Which updates and deletes need a before-state (:func:`~agentrein_server.compat.calls.registry_entries`),
+        so that their SDKs ask ``precapture`` only before those (and before calls not listed, which answers at
+        once, with no ``precaptureId``, when the call's undo needs nothing read)."""
+        return {"data": registry_entries(services.connectors)}
 
     @patch(
         "/sessions/{session_id:str}/actions/{action_id:str}",
@@ -246,22 +247,27 @@ class CompatController(Controller):
         services: ServicesDep,
     ) -> Answer:
         """An approved call ran and succeeded: its response, and the undo its connector derives from it. (Their
-        SDKs report a failure as a new ``FAILED`` log instead.)"""
+        SDKs report a failure as a new ``FAILED`` log instead.) A confirmation sent again (their SDKs resend
+        on a 5xx, whose first may have been recorded) is answered with the action it confirmed."""
         if data.status != "SUCCESS":
             raise ValidationError("status", "only SUCCESS is reported this way; a failure is logged as a FAILED call")
         engine = services.engine
-        shown = engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
-        held = next((a for a in shown.actions if a.action_id == action_id), None)
-        if held is None:
-            raise NotFoundError("action", action_id)
+        held = _action_of(services, caller, session_id, action_id)
+        if held.status is ActionStatus.SUCCESS:
+            return _action_answer(held)
         kept = engine.recording.before_state_of(caller.org_id, session_id, action_id, agent_key=caller.agent_key)
         before = kept.state if kept is not None else None
         api_name = f"{held.connector}.{held.api_name}"
         call = reported_call(services.connectors, api_name, held.payload, data.response, before)
         confirmed = Confirmed(json_object(data.response), call.undo)
-        action = engine.recording.confirm_action(
-            caller.org_id, action_id, confirmed, session_id=session_id, agent_key=caller.agent_key
-        )
+        try:
+            action = engine.recording.confirm_action(
+                caller.org_id, action_id, confirmed, session_id=session_id, agent_key=caller.agent_key
+            )
+        except InvalidTransitionError:
+            action = _action_of(services, caller, session_id, action_id)  # a concurrent resend won
+            if action.status is not ActionStatus.SUCCESS:
+                raise
         return _action_answer(action)
 
     @get("/approvals/{approval_id:str}", sync_to_thread=True, operation_id="compatGetApproval")
@@ -295,6 +301,15 @@ class CompatController(Controller):
             obstacle = services.undo.obstacle(caller.org_id, name)
             checked[name] = {"valid": True} if obstacle is None else {"valid": False, "reason": obstacle.reason}
         return {"data": checked}
+
+
+def _action_of(services: Services, caller: Caller, session_id: str, action_id: str) -> Action:
+    """The action ``action_id`` of the caller's session ``session_id`` (:class:`NotFoundError` if none)."""
+    shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+    found = next((a for a in shown.actions if a.action_id == action_id), None)
+    if found is None:
+        raise NotFoundError("action", action_id)
+    return found
 
 
 def _action_answer(action: Action) -> Answer:
@@ -335,13 +350,16 @@ def _hold(
 
 def _ended_held_call(services: Services, caller: Caller, session_id: str, call: ReportedCall) -> Action | None:
     """The held call a ``FAILED`` log ends, if it is one: their SDKs log a held call that does not run as a new
-    ``FAILED`` call (rejected, timed out, or failed once approved). When the session's latest action is that
-    call still waiting or cleared, it fails (its approval closes; the session rolls back); when a reviewer
-    already refused it (or it expired), the log only repeats what is recorded. ``None``: another call."""
+    ``FAILED`` call (rejected, timed out, or failed once approved), with the api name and payload it was held
+    with. The latest action of the session that is this call (the same connector, api name and redacted
+    payload) is the one: still waiting or cleared, it fails (its approval closes; the session rolls back);
+    already refused by a reviewer (or expired), the log only repeats what is recorded. ``None``: another call."""
     recording = services.engine.recording
     shown = recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
-    latest = shown.actions[-1] if shown.actions else None
-    if latest is None or (latest.connector, latest.api_name) != (call.connector, call.api_name):
+    payload = services.engine.redactors.of(call.connector).redact(call.payload)
+    same = (call.connector, call.api_name, payload)
+    latest = next((a for a in reversed(shown.actions) if (a.connector, a.api_name, a.payload) == same), None)
+    if latest is None:
         return None
     if latest.status in (ActionStatus.PENDING_APPROVAL, ActionStatus.CLEARED):
         failure = Failed("the agent reports the held call did not run or failed (published SDK)")
