@@ -389,6 +389,16 @@ describe('the mcp connector', () => {
     });
   });
 
+  it("reads the user's table from a YAML file as from a JSON one", async () => {
+    const table = join(folder('table'), 'memory.yaml');
+    writeFileSync(table, 'tools:\n  create_entities:\n    undo: none\n    why: kept on purpose # as YAML says it\n');
+    await withServer({ undo: table }, async (memory, _raw, session, agentrein) => {
+      await memory.callTool({ name: 'create_entities', arguments: { entities: [ADA] } });
+      const undos = (await actionsOf(agentrein, session)).map((a) => a.undo);
+      assert.deepEqual(undos[0], { type: 'none', requireApproval: false, why: 'kept on purpose' });
+    });
+  });
+
   it('classifies a tool of a table given as an object, its operation before its name', async () => {
     const undo = { server: 'memory', tools: { create_entities: { operation: 'READ' } } };
     await withServer({ undo }, async (memory, _raw, session, agentrein) => {

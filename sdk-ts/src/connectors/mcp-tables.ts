@@ -73,12 +73,13 @@ export interface UndoTable {
 
 export const EMPTY: UndoTable = { server: '', tools: new Map() };
 
-/** A table from its parsed JSON, or from a `.json` file (`.yaml` is Python's alone: the SDK has no YAML
- *  parser); `ValidationError` naming the part at fault otherwise. */
+/** A table from its parsed form, or from a `.json`, `.yaml` or `.yml` file (YAML read by the `yaml` package, an
+ *  optional peer); `ValidationError` naming the part at fault otherwise. */
 export function loadTable(source: unknown, field = 'undo'): UndoTable {
   if (typeof source !== 'string') return parseTable(source, field);
-  if (extname(source) !== '.json') {
-    throw new ValidationError(field, `the undo table ${JSON.stringify(source)} must be a .json file`);
+  const kind = extname(source);
+  if (!['.json', '.yaml', '.yml'].includes(kind)) {
+    throw new ValidationError(field, `the undo table ${JSON.stringify(source)} must be a .json, .yaml or .yml file`);
   }
   let text: string;
   try {
@@ -89,8 +90,9 @@ export function loadTable(source: unknown, field = 'undo'): UndoTable {
   }
   let data: unknown;
   try {
-    data = JSON.parse(text);
+    data = kind === '.json' ? JSON.parse(text) : yamlParser(field).parse(text);
   } catch (error) {
+    if (error instanceof ValidationError) throw error;
     throw new ValidationError(field, `the undo table ${JSON.stringify(source)} is not valid: ${(error as Error).message}`);
   }
   return parseTable(data, field);
@@ -242,6 +244,19 @@ interface JmesPath {
 }
 
 let loaded: JmesPath | undefined;
+
+interface Yaml {
+  parse(text: string): unknown;
+}
+
+/** The `yaml` package, loaded when a YAML table is read (an optional peer; CommonJS, so required synchronously). */
+function yamlParser(field: string): Yaml {
+  try {
+    return createRequire(import.meta.url)('yaml') as Yaml;
+  } catch {
+    throw new ValidationError(field, 'a YAML undo table is read with the yaml package: npm install yaml');
+  }
+}
 
 /** The JMESPath package, loaded when a table is first read: an optional peer, so the SDK needs it only for MCP
  *  (required synchronously, for `wrap()` is synchronous; the package ships a CommonJS build). */
