@@ -20,12 +20,13 @@ const { AgentRein } = require('agentrein'); // its ESM entry does not load on No
 const { Octokit } = await import('@octokit/rest');
 
 const args = JSON.parse(process.env.COMPAT_SCENARIO);
-const ar = new AgentRein({ apiKey: args.apiKey, serverUrl: args.serverUrl, failureMode: 'closed' });
+const ar = new AgentRein({ apiKey: args.apiKey, serverUrl: args.serverUrl, failureMode: args.failureMode ?? 'closed' });
+const held = args.requiresApproval ? { requiresApproval: args.requiresApproval, timeoutMs: args.timeoutMs, pollIntervalMs: 1000 } : {};
 const seen = {};
-const session = await ar.newSession({ agentId: 'triage-agent', intent: 'file an issue' });
-seen.session = { id: session.id, status: session.status, recordedWith: session.recordedWith };
-const github = ar.wrap(new Octokit({ auth: 'ghp_test', baseUrl: args.githubUrl }), session, { connector: 'github' });
 try {
+  const session = await ar.newSession({ agentId: 'triage-agent', intent: 'file an issue' });
+  seen.session = { id: session.id, status: session.status, recordedWith: session.recordedWith };
+  const github = ar.wrap(new Octokit({ auth: 'ghp_test', baseUrl: args.githubUrl }), session, { connector: 'github', ...held });
   const made = await github.rest.issues.create({ owner: 'acme', repo: 'shop', title: 'Checkout is slow' });
   seen.issue = made.data.number;
   if (args.branchFrom) {
@@ -36,10 +37,12 @@ try {
   if (args.thenFail) {
     await github.rest.issues.update({ owner: 'acme', repo: 'shop', issue_number: 999999, title: 'Nobody' });
   }
+  if (args.complete) {
+    await ar.completeSession(session);
+  }
 } catch (error) {
-  seen.raised = { name: error.name, status: error.status ?? null };
+  seen.raised = { name: error.name, status: error.status ?? null, reason: error.reason ?? null };
 }
-if (args.complete) {
-  await ar.completeSession(session);
-}
+// Their logs of calls that succeeded are not awaited: give them a moment to land before the process ends.
+await new Promise((resolve) => setTimeout(resolve, args.settleMs ?? 0));
 console.log(JSON.stringify(seen));

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import socket
 import subprocess
@@ -149,6 +150,24 @@ SERVE_UNTIL_PARENT_DIES = (
     "from agentrein_cli.main import app\n"
     "app()"
 )
+
+
+def agent_outcome(agent: subprocess.Popen[str]) -> dict[str, Any]:
+    """What an agent process (a published SDK's driver) saw, once its scenario has ended: its last line, JSON."""
+    out, err = agent.communicate(timeout=300)
+    assert agent.returncode == 0, err
+    seen: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return seen
+
+
+def pending_approval(native: httpx.Client, agent: subprocess.Popen[str]) -> dict[str, Any]:
+    """The organisation's one pending approval, once the agent's call waits for it."""
+    while not (pending := native.get("/approvals", params={"status": "PENDING"}).json()):
+        assert agent.poll() is None, agent.communicate()
+        threading.Event().wait(0.05)
+    (approval,) = pending
+    found: dict[str, Any] = approval
+    return found
 
 
 class ServerProcess:

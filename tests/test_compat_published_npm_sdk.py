@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import RunningServer, Tenant
+from serving import RunningServer, Tenant, agent_outcome, free_port, pending_approval
 
+from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role
 from agentrein_testing import FakeGitHub
 
@@ -47,26 +48,34 @@ def native(tenant: Tenant) -> Iterator[httpx.Client]:
         yield api
 
 
+def start_agent(published_npm_sdk: Path, **scenario: Any) -> subprocess.Popen[str]:
+    """One scenario of the driver with the published npm SDK, started."""
+    return subprocess.Popen(
+        ["node", "--input-type=module", "-e", DRIVER.read_text()],
+        cwd=published_npm_sdk,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ["PATH"], "COMPAT_SCENARIO": json.dumps(scenario)},
+    )
+
+
 @pytest.fixture
-def agent(published_npm_sdk: Path, server: RunningServer, tenant: Tenant, fake_github: FakeGitHub) -> Any:
-    """Runs a scenario as an agent with an agent key of the organisation; what the agent saw."""
+def started(published_npm_sdk: Path, server: RunningServer, tenant: Tenant, fake_github: FakeGitHub) -> Any:
+    """Starts a scenario as an agent with an agent key of the organisation, its server URL ``…/compat``."""
     key = server.key(tenant, Role.AGENT)
 
-    def run(**args: Any) -> dict[str, Any]:
-        scenario = {"apiKey": key, "serverUrl": f"{server.url}/compat", "githubUrl": fake_github.base_url, **args}
-        done = subprocess.run(
-            ["node", "--input-type=module", "-e", DRIVER.read_text()],
-            cwd=published_npm_sdk,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={"PATH": os.environ["PATH"], "COMPAT_SCENARIO": json.dumps(scenario)},
-        )
-        assert done.returncode == 0, done.stderr
-        seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return seen
+    def start(**args: Any) -> subprocess.Popen[str]:
+        url = f"{server.url}/compat"
+        return start_agent(published_npm_sdk, apiKey=key, serverUrl=url, githubUrl=fake_github.base_url, **args)
 
-    return run
+    return start
+
+
+@pytest.fixture
+def agent(started: Any) -> Any:
+    """Runs a scenario to its end (:func:`started`); what the agent saw."""
+    return lambda **args: agent_outcome(started(**args))
 
 
 def test_the_quick_start_with_octokit_records_the_issue_it_opened_with_the_undo_that_closes_it(
@@ -118,3 +127,58 @@ def test_an_octokit_comment_and_branch_are_undone_by_the_server_when_a_later_cal
         ("issues.create", "ROLLED_BACK"),
         ("rest.issues.update", "FAILED"),
     ]
+
+
+HELD = {"requiresApproval": ["rest.issues.create"], "timeoutMs": 120_000}
+
+
+def test_a_held_octokit_call_runs_once_a_reviewer_approves_it_and_is_confirmed_with_its_undo(
+    started: Any, native: httpx.Client, fake_github: FakeGitHub
+) -> None:
+    agent = started(**HELD, settleMs=500)  # the confirmation of an approved call is not awaited either
+    approval = pending_approval(native, agent)
+    assert fake_github.issues("acme", "shop") == []  # held: not run yet
+    native.post(f"/approvals/{approval['approvalId']}/approve", json={})
+    seen = agent_outcome(agent)
+    assert fake_github.issue("acme", "shop", seen["issue"]) is not None
+    (action,) = native.get(f"/sessions/{seen['session']['id']}").json()["actions"]
+    assert (action["status"], action["undo"]["number"]) == ("SUCCESS", seen["issue"])
+
+
+def test_a_rejection_reaches_the_octokit_agent_as_approval_rejected_with_the_reason_and_the_call_never_runs(
+    started: Any, native: httpx.Client, fake_github: FakeGitHub
+) -> None:
+    agent = started(**HELD)
+    approval = pending_approval(native, agent)
+    native.post(f"/approvals/{approval['approvalId']}/reject", json={"reason": "not this repository"})
+    seen = agent_outcome(agent)
+    assert (seen["raised"]["name"], seen["raised"]["reason"]) == ("ApprovalRejectedError", "not this repository")
+    assert fake_github.issues("acme", "shop") == []
+    shown = native.get(f"/sessions/{seen['session']['id']}").json()
+    assert [a["status"] for a in shown["actions"]] == ["FAILED"]
+
+
+def test_a_block_policy_undoes_the_octokit_call_on_the_server_though_the_npm_sdk_never_hears_of_it(
+    server: RunningServer, tenant: Tenant, agent: Any, native: httpx.Client, fake_github: FakeGitHub
+) -> None:
+    """Their npm SDK logs a call that ran without awaiting the answer, so a block's 403 reaches nobody (in
+    ``open`` mode it is warned; README's table says so): the server undoes the call all the same."""
+    server.engine.policies.add_policy(
+        tenant.org_id, NewPolicy("no new issues", "BLOCK", connector="github", api_name="issues.create")
+    )
+    seen = agent(failureMode="open", settleMs=500)
+    assert "raised" not in seen
+    job = native.get(f"/sessions/{seen['session']['id']}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED", job
+    issue = fake_github.issue("acme", "shop", seen["issue"])
+    assert issue is not None and issue["state"] == "closed"
+
+
+@pytest.mark.parametrize("failure_mode", ["open", "closed"])
+def test_a_server_the_npm_sdk_cannot_reach_fails_the_session_start_whatever_the_failure_mode(
+    published_npm_sdk: Path, failure_mode: str
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/compat"
+    scenario = {"apiKey": "ar_x", "serverUrl": nobody, "githubUrl": "", "failureMode": failure_mode}
+    seen = agent_outcome(start_agent(published_npm_sdk, **scenario))
+    assert seen["raised"]["name"] == "AgentReinUnavailableError"

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
-from serving import RunningServer, ServerProcess, Tenant, free_port
+from serving import RunningServer, ServerProcess, Tenant, agent_outcome, free_port, pending_approval
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role
@@ -68,16 +67,8 @@ def start_agent(python: Path, **args: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={})
 
 
-def outcome(agent: subprocess.Popen[str]) -> dict[str, Any]:
-    """What the agent saw, once its scenario has ended."""
-    out, err = agent.communicate(timeout=300)
-    assert agent.returncode == 0, err
-    seen: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return seen
-
-
 def run_agent(python: Path, **args: Any) -> dict[str, Any]:
-    return outcome(start_agent(python, **args))
+    return agent_outcome(start_agent(python, **args))
 
 
 @pytest.fixture
@@ -96,17 +87,7 @@ def started(published_python: Path, server: RunningServer, tenant: Tenant, fake_
 @pytest.fixture
 def agent(started: Any) -> Any:
     """Runs a scenario to its end (:func:`started`); what the agent saw."""
-    return lambda **args: outcome(started(**args))
-
-
-def pending_approval(native: httpx.Client, agent: subprocess.Popen[str]) -> dict[str, Any]:
-    """The organisation's one pending approval, once the agent's call waits for it."""
-    while not (pending := native.get("/approvals", params={"status": "PENDING"}).json()):
-        assert agent.poll() is None, agent.communicate()
-        threading.Event().wait(0.05)
-    (approval,) = pending
-    found: dict[str, Any] = approval
-    return found
+    return lambda **args: agent_outcome(started(**args))
 
 
 def rollback_of(native: httpx.Client, session_id: str) -> dict[str, Any]:
@@ -189,7 +170,7 @@ def test_a_held_call_runs_once_a_reviewer_approves_it_and_is_confirmed_with_its_
     approval = pending_approval(native, agent)
     assert fake_stripe.objects("customer") == []  # held: not run yet
     native.post(f"/approvals/{approval['approvalId']}/approve", json={})
-    seen = outcome(agent)
+    seen = agent_outcome(agent)
     assert fake_stripe.get(seen["customer"]) is not None
     (action,) = native.get(f"/sessions/{seen['session']['id']}").json()["actions"]
     assert (action["status"], action["undo"]["id"]) == ("SUCCESS", seen["customer"])
@@ -201,7 +182,7 @@ def test_a_rejection_reaches_the_agent_as_approval_rejected_with_the_reason_and_
     agent = started(**HELD)
     approval = pending_approval(native, agent)
     native.post(f"/approvals/{approval['approvalId']}/reject", json={"reason": "not this customer"})
-    seen = outcome(agent)
+    seen = agent_outcome(agent)
     assert seen["raised"] == {"class": "ApprovalRejectedError", "reason": "not this customer"}
     assert fake_stripe.objects("customer") == []
     shown = native.get(f"/sessions/{seen['session']['id']}").json()
@@ -249,7 +230,7 @@ def test_an_update_held_for_approval_is_undone_from_the_before_state_read_before
     made = customer_made_before(fake_stripe)
     agent = started(updateCustomer=made["id"], requiresApproval=["v1.customers.update"], timeoutMs=120_000)
     native.post(f"/approvals/{pending_approval(native, agent)['approvalId']}/approve", json={})
-    session_id = outcome(agent)["session"]["id"]
+    session_id = agent_outcome(agent)["session"]["id"]
     assert fake_stripe.get(made["id"])["email"] == "new@example.com"
     native.post(f"/sessions/{session_id}/rollback", json={})
     assert rollback_of(native, session_id)["status"] == "ROLLED_BACK"
