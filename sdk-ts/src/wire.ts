@@ -271,7 +271,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** List a session's actions, a page at a time */
+        get: operations["listActions"];
         put?: never;
         /** Record a call before it runs */
         post: operations["recordAction"];
@@ -517,6 +518,11 @@ export interface components {
             undo?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /** ActionPage */
+        ActionPage: {
+            actions: components["schemas"]["Action"][];
+            nextCursor: string | null;
         };
         /**
          * ActionStatus
@@ -2347,6 +2353,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SessionInfo"];
+                };
+            };
+            /** @description `validation-error`: Bad input, naming the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unauthorized`: No API key, or one that is unknown or revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `not-found`: No such record in this organisation (another organisation's ids are reported the same way) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer now; try again later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+        };
+    };
+    listActions: {
+        parameters: {
+            query?: {
+                /** @description Where the page starts: the `nextCursor` (or the `cursor` of the `Link` header's `next` URL) of the page before, passed back as is. Opaque; any value a listing did not give out is refused (400). */
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionPage"];
                 };
             };
             /** @description `validation-error`: Bad input, naming the field at fault */

@@ -198,6 +198,15 @@ class SessionPage:
     next_cursor: str | None
 
 
+@frozen
+class ActionPage:
+    """One page of a session's actions, in ``seq`` order; ``next_cursor`` fetches the next (``None``: this was
+    the last)."""
+
+    actions: list[Action]
+    next_cursor: str | None
+
+
 #: The fields of :class:`ApprovalInfo` that need the approval's session read and explained (its actions and
 #: rollbacks, the connectors' words): a list that includes none of them reads less.
 EXPLAINED_FIELDS = frozenset({"description", "targetHost", "payload", "consequences", "outcome"})
@@ -253,11 +262,17 @@ def session_info(
     on the session."""
     of_session = None
     if checks is not None:
-        by_action = {v.action_id: v for v in checks}
-        actions = [evolve(a, verification=by_action[a.action_id]) if a.action_id in by_action else a for a in actions]
-        of_session = by_action.get(None)
+        checks = list(checks)
+        actions = checked(actions, checks)
+        of_session = next((v for v in reversed(checks) if v.action_id is None), None)
     summary = session_summary(session, rules.display_status(session, actions, approvals), len(actions))
     return SessionInfo(**asdict(summary, recurse=False), actions=actions, approvals=approvals, verification=of_session)
+
+
+def checked(actions: list[Action], checks: Iterable[Verification]) -> list[Action]:
+    """``actions``, each with its intent check among ``checks`` (the latest, when it has several)."""
+    by_action = {v.action_id: v for v in checks}
+    return [evolve(a, verification=by_action[a.action_id]) if a.action_id in by_action else a for a in actions]
 
 
 def session_summary(session: Session, display_status: DisplayStatus, action_count: int) -> SessionSummary:

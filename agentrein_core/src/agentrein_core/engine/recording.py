@@ -47,11 +47,13 @@ from agentrein_core.ids import new_id
 from agentrein_core.model import JSON, Action, Approval, BeforeState, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
 from agentrein_core.read_models import (
+    ActionPage,
     Confirmation,
     LoggedAction,
     RefusedConfirmation,
     SessionInfo,
     SessionPage,
+    checked,
     session_summary,
     shortened,
 )
@@ -129,6 +131,24 @@ class Recording(UseCases):
         other is not found, as another organisation's are not)."""
         with self.store.transaction(write=False) as tx:
             return read_session(tx, session_of(tx, org_id, session_id, agent_key=agent_key), verified=True)
+
+    def action_page(
+        self, org_id: str, session_id: str, limit: int = 100, *, cursor: str | None = None, agent_key: str | None = None
+    ) -> ActionPage:
+        """One page of the session's actions, in ``seq`` order (at most ``limit``, 1 to 1000), each as
+        :meth:`get_session` shows it; pass the page's ``next_cursor`` back as ``cursor`` for the next (keyset
+        pagination on ``seq``: actions recorded meanwhile come on a later page, none is shown twice). A page
+        costs the same however many actions the session holds."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        (after,) = cursors.decode(cursor, (cursors.position_in_session,)) if cursor else (0,)
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, session_id, agent_key=agent_key)  # another's (organisation, key): not found
+            actions = tx.actions.page(session_id, limit, after)
+            actions = checked(actions, tx.verifications.of_actions(session_id, [a.action_id for a in actions]))
+        if len(actions) < limit:
+            return ActionPage(actions, None)
+        return ActionPage(actions, cursors.encode((actions[-1].seq,)))
 
     def list_sessions(
         self,

@@ -181,6 +181,12 @@ class Actions:
     def of_session(self, session_id: str) -> list[Action]:
         return self.rows.all(Action, sa.select(_A).where(_A.c.session_id == session_id).order_by(_A.c.seq))
 
+    def page(self, session_id: str, limit: int, after_seq: int = 0) -> list[Action]:
+        """At most ``limit`` of the session's actions after ``after_seq``, in ``seq`` order (the unique index
+        on ``(session_id, seq)`` reads them, so a page costs the same however long the session)."""
+        stmt = sa.select(_A).where(_A.c.session_id == session_id, _A.c.seq > after_seq).order_by(_A.c.seq).limit(limit)
+        return self.rows.all(Action, stmt)
+
     def of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Action]]:
         """The actions of each session, in ``seq`` order, in one query."""
         return of_sessions(self.rows, Action, _A, session_ids, _A.c.session_id, _A.c.seq)

@@ -99,6 +99,28 @@ class SessionController(Controller):
         shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
         return to_wire(shown)  # type: ignore[no-any-return]
 
+    @get(
+        "/{session_id:str}/actions",
+        sync_to_thread=True,
+        operation_id="listActions",
+        summary="List a session's actions, a page at a time",
+        responses=documented(ValidationError, NotFoundError),
+    )
+    def actions(
+        self,
+        session_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        cursor: bodies.Cursor = None,
+    ) -> answers.ActionPage:
+        """The session's actions in ``seq`` order, as ``GET /sessions/{id}`` shows them; ``nextCursor`` (when
+        not null) fetches the next page. A page costs the same however many actions the session holds."""
+        page = services.engine.recording.action_page(
+            caller.org_id, session_id, limit, cursor=cursor, agent_key=caller.agent_key
+        )
+        return {"actions": to_wire(page.actions), "nextCursor": page.next_cursor}
+
     @post(
         "/{session_id:str}/complete",
         status_code=200,
