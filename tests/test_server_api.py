@@ -568,6 +568,29 @@ def test_a_sessions_actions_are_read_a_page_at_a_time_in_the_order_they_were_rec
     assert read == api.get(f"/sessions/{session_id}").json()["actions"]
 
 
+def test_a_long_sessions_read_shows_its_first_hundred_actions_and_where_the_rest_start(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(130):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+    whole = api.get(f"/sessions/{session_id}").json()
+    assert [a["seq"] for a in whole["actions"]] == list(range(1, 101))
+    assert whole["actionCount"] == 131 and whole["displayStatus"] == "AWAITING_APPROVAL"
+    assert len(whole["approvals"]) == 1
+    rest = api.get(f"/sessions/{session_id}/actions", params={"cursor": whole["actionsCursor"]}).json()
+    assert [a["seq"] for a in rest["actions"]] == list(range(101, 132)) and rest["nextCursor"] is None
+    (listed,) = [s for s in api.get("/sessions").json()["sessions"] if s["id"] == session_id]
+    assert listed == {k: v for k, v in whole.items() if k in listed}
+
+
+def test_a_short_sessions_read_has_every_action_and_no_cursor(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(100):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    whole = api.get(f"/sessions/{session_id}").json()
+    assert len(whole["actions"]) == whole["actionCount"] == 100 and whole["actionsCursor"] is None
+
+
 def test_a_page_of_actions_ending_the_session_exactly_says_the_next_is_empty(api: httpx.Client) -> None:
     session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
     for _ in range(2):

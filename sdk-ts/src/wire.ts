@@ -944,6 +944,7 @@ export interface components {
         SessionInfo: {
             actionCount: number;
             actions: components["schemas"]["Action"][];
+            actionsCursor: string | null;
             agentId: string;
             approvals: components["schemas"]["Approval"][];
             completedAt: string | null;

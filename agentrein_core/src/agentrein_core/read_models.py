@@ -52,6 +52,10 @@ class SessionInfo(SessionSummary):
     #: The check of the session as a whole against its intent (made when it completes); each action carries
     #: its own as ``action.verification``. Read by ``get_session`` only (lists leave them out).
     verification: Verification | None = None
+    #: Where the actions not in ``actions`` start, for ``GET /sessions/{id}/actions?cursor=``: the server's
+    #: ``GET /sessions/{id}`` shows the first page of a long session's actions (``action_count`` says how many
+    #: there are in all). ``None``: ``actions`` holds them all (the SDKs' ``get_session`` always reads them all).
+    actions_cursor: str | None = None
 
 
 @frozen
@@ -260,13 +264,31 @@ def session_info(
 ) -> SessionInfo:
     """The session as read; ``checks`` (its intent verifications), when given, are shown on each action and
     on the session."""
+    summary = session_summary(session, rules.display_status(session, actions, approvals), len(actions))
+    return session_read(summary, actions, approvals, checks)
+
+
+def session_read(
+    summary: SessionSummary,
+    actions: list[Action],
+    approvals: list[Approval],
+    checks: Iterable[Verification] | None = None,
+    actions_cursor: str | None = None,
+) -> SessionInfo:
+    """The session of ``summary`` as read with ``actions`` (all of them, or the first page, the rest starting
+    at ``actions_cursor``) and ``approvals``; ``checks``, when given, shown on each action and on the session."""
     of_session = None
     if checks is not None:
         checks = list(checks)
         actions = checked(actions, checks)
         of_session = next((v for v in reversed(checks) if v.action_id is None), None)
-    summary = session_summary(session, rules.display_status(session, actions, approvals), len(actions))
-    return SessionInfo(**asdict(summary, recurse=False), actions=actions, approvals=approvals, verification=of_session)
+    return SessionInfo(
+        **asdict(summary, recurse=False),
+        actions=actions,
+        approvals=approvals,
+        verification=of_session,
+        actions_cursor=actions_cursor,
+    )
 
 
 def checked(actions: list[Action], checks: Iterable[Verification]) -> list[Action]:

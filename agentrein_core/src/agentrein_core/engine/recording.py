@@ -28,7 +28,9 @@ from agentrein_core.engine.consequences import (
 )
 from agentrein_core.engine.records import (
     action_of,
+    actions_after,
     check_acts_on,
+    read_first_actions,
     read_session,
     replace,
     session_of,
@@ -125,12 +127,19 @@ class Recording(UseCases):
                 return earlier
             raise InvalidTransitionError(CHOSEN_ID_REFUSED)
 
-    def get_session(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> SessionInfo:
+    def get_session(
+        self, org_id: str, session_id: str, *, agent_key: str | None = None, first_actions: int | None = None
+    ) -> SessionInfo:
         """The session with its actions, approvals and intent verifications. ``agent_key``, here and in every
         use case of a session: the caller is that agent key, which acts only on the sessions it opened (any
-        other is not found, as another organisation's are not)."""
+        other is not found, as another organisation's are not). ``first_actions``: only that many actions,
+        the first, and where the rest start (:attr:`SessionInfo.actions_cursor`, for :meth:`action_page`), so
+        that reading a long session costs what reading a short one does."""
         with self.store.transaction(write=False) as tx:
-            return read_session(tx, session_of(tx, org_id, session_id, agent_key=agent_key), verified=True)
+            session = session_of(tx, org_id, session_id, agent_key=agent_key)
+            if first_actions is not None:
+                return read_first_actions(tx, session, first_actions)
+            return read_session(tx, session, verified=True)
 
     def action_page(
         self, org_id: str, session_id: str, limit: int = 100, *, cursor: str | None = None, agent_key: str | None = None
@@ -146,9 +155,7 @@ class Recording(UseCases):
             session_of(tx, org_id, session_id, agent_key=agent_key)  # another's (organisation, key): not found
             actions = tx.actions.page(session_id, limit, after)
             actions = checked(actions, tx.verifications.of_actions(session_id, [a.action_id for a in actions]))
-        if len(actions) < limit:
-            return ActionPage(actions, None)
-        return ActionPage(actions, cursors.encode((actions[-1].seq,)))
+        return ActionPage(actions, actions_after(actions[-1]) if len(actions) == limit else None)
 
     def list_sessions(
         self,

@@ -53,8 +53,10 @@ class Verifications:
         return self.rows.all(Verification, stmt)
 
     def of_actions(self, session_id: str, action_ids: Sequence[str]) -> list[Verification]:
-        """The checks of those of the session's actions (a page of them), in one query."""
-        stmt = sa.select(_V).where(_V.c.session_id == session_id, _V.c.action_id.in_(action_ids))
+        """The checks of those of the session's actions (a page of them) and of the session as a whole, in one
+        query."""
+        of_them = sa.or_(_V.c.action_id.in_(action_ids), _V.c.action_id.is_(None))
+        stmt = sa.select(_V).where(_V.c.session_id == session_id, of_them)
         return self.rows.all(Verification, stmt.order_by(_V.c.created_at))
 
     def has_due(self, now: datetime, org_id: str | None) -> bool:

@@ -146,6 +146,15 @@ class Sessions:
         if after is not None:
             stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
         page = stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit).subquery("page")
+        return self._listed(page)
+
+    def summary(self, org_id: str, session_id: str) -> Listed | None:
+        """The session with its display status and action count, worked out in SQL as a list does (a read of a
+        long session's first page need not read every action for them)."""
+        one = sa.select(_S).where(_S.c.org_id == org_id, _S.c.session_id == session_id).subquery("page")
+        return next(iter(self._listed(one)), None)
+
+    def _listed(self, page: sa.Subquery) -> list[Listed]:
         listed = []
         for row in self.rows.conn.execute(_summarised(page)):
             columns = dict(row._mapping)

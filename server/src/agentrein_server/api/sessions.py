@@ -30,6 +30,9 @@ from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
 
+#: The actions ``GET /sessions/{id}`` shows, the first (``GET /sessions/{id}/actions`` pages through the rest).
+FIRST_ACTIONS = 100
+
 
 class SessionController(Controller):
     path = "/sessions"
@@ -96,7 +99,13 @@ class SessionController(Controller):
         responses=documented(ValidationError, NotFoundError),
     )
     def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        """The session with its approvals and its first 100 actions (``actionCount`` says how many it holds):
+        when it holds more, ``actionsCursor`` is the ``cursor`` of ``GET /sessions/{id}/actions`` for the rest
+        (null: ``actions`` holds them all), so that reading a long session costs what reading a short one does.
+        The SDKs' ``get_session`` follows the pages and returns every action."""
+        shown = services.engine.recording.get_session(
+            caller.org_id, session_id, agent_key=caller.agent_key, first_actions=FIRST_ACTIONS
+        )
         return to_wire(shown)  # type: ignore[no-any-return]
 
     @get(
