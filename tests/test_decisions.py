@@ -360,3 +360,41 @@ def test_the_queue_puts_the_requests_someone_waits_for_first_least_time_left_fir
     ordered = queue_order([review, waiting_long, undo, waiting_short])
     assert [p.approval_id for p in ordered] == ["apr_short", "apr_long", "apr_undo", "apr_review"]
     assert [p.blocking for p in ordered] == [True, True, True, False]
+
+
+def test_a_decision_said_not_to_read_its_session_says_the_same_without_the_sessions_actions() -> None:
+    """The approvals page reads the actions of a session only for the approvals whose words depend on them
+    (``reads_session``): for the others, the words with no actions are the words with every action."""
+    others = [action(1), action(2, undo=UndoConfig("none")), action(3, ActionStatus.ROLLED_BACK)]
+    ran = action(4)
+    held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
+    undone_later = action(4, ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE)
+    decided = {"resolved_at": NOW, "resolved_by": "lead@example.com"}
+    rollbacks = [rollback_job(RollbackStatus.SUCCEEDED, finished_at=NOW)]
+    cases = [
+        (approval(ApprovalPurpose.AFTER_EXECUTION, ran), ran),
+        (approval(ApprovalPurpose.AFTER_EXECUTION, ran, status=ApprovalStatus.REJECTED, **decided), ran),
+        (approval(ApprovalPurpose.AFTER_EXECUTION, ran, status=ApprovalStatus.APPROVED, **decided), undone_later),
+        (approval(ApprovalPurpose.BEFORE_EXECUTION, held, status=ApprovalStatus.APPROVED, **decided), ran),
+        (approval(ApprovalPurpose.ROLLBACK, ran, status=ApprovalStatus.APPROVED, rollback_id="rbk_1", **decided), ran),
+        (approval(ApprovalPurpose.ROLLBACK, ran, status=ApprovalStatus.REJECTED, rollback_id="rbk_1", **decided), ran),
+    ]
+    for asked, of in cases:
+        assert not decisions.reads_session(asked)
+        whole = explain(asked, of, SESSION, [*others, of], rollbacks, words())
+        assert explain(asked, of, SESSION, [], rollbacks, words()) == whole, asked
+
+
+def test_a_held_call_and_a_pending_undo_are_said_from_their_sessions_actions() -> None:
+    others = [action(1), action(2)]
+    held = action(3, ActionStatus.PENDING_APPROVAL, undo=None)
+    for asked in (
+        approval(ApprovalPurpose.BEFORE_EXECUTION, held),
+        approval(ApprovalPurpose.BEFORE_EXECUTION, held, status=ApprovalStatus.REJECTED, resolved_at=NOW),
+    ):
+        assert decisions.reads_session(asked)
+    undo = approval(ApprovalPurpose.ROLLBACK, others[1], rollback_id="rbk_1")
+    assert decisions.reads_session(undo)
+    running = [rollback_job(RollbackStatus.WAITING_APPROVAL)]
+    with_actions = explain(undo, others[1], SESSION, others, running, words())
+    assert explain(undo, others[1], SESSION, [], running, words()) != with_actions
