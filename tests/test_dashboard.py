@@ -360,6 +360,20 @@ def test_a_long_sessions_page_shows_its_first_hundred_actions_and_links_to_the_l
     assert f'href="/dashboard/sessions/{session_id}">First actions' in second and 'rel="next"' not in second
 
 
+def test_a_held_call_after_many_that_ran_lists_the_first_twenty_undos_and_says_how_many_more(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    session_id = session_that_ran(api, *[("http", f"POST /v1/things/{n}", "CREATE", DELETE_THING) for n in range(25)])
+    body = {"connector": "http", "apiName": "POST /v1/refunds", "operationType": "CREATE", "payload": {}}
+    logged = api.post(f"/sessions/{session_id}/actions", json={**body, "requiresApproval": True}).json()
+    listed = api.get("/approvals", params={"status": "PENDING", "include": "consequences"}).json()
+    (shown,) = [p for p in listed if p["approvalId"] == approval_of(logged)]
+    reject = shown["consequences"]["reject"]
+    assert [step["seq"] for step in reject["steps"]] == list(range(25, 5, -1)) and reject["moreSteps"] == 5
+    assert "25 actions are undone" in reject["summary"]
+    assert "and 5 more undos" in as_reviewer.get("/dashboard/approvals").text
+
+
 def test_a_bad_filter_is_explained_not_an_error(as_reviewer: Visitor) -> None:
     for query in ("since=yesterday", "display_status=SHINY", "until=9999-12-31T23:59-14:00"):
         page = as_reviewer.get(f"/dashboard/sessions?{query}")

@@ -117,6 +117,22 @@ def test_rejecting_a_held_call_rolls_the_session_back_listing_each_undo_last_don
     assert reject.irreversible  # what has no inverse stays
 
 
+def test_rejecting_a_held_call_after_a_thousand_calls_lists_the_first_twenty_undos_and_counts_the_rest() -> None:
+    held = action(1001, ActionStatus.PENDING_APPROVAL, undo=None)
+    done = [*(action(n) for n in range(1, 1001)), held]
+    reject = foresee(approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, done, [], words()).reject
+    assert "1000 actions are undone, last done first" in reject.summary
+    assert [step.seq for step in reject.steps] == list(range(1000, 980, -1))
+    assert reject.more_steps == 980 and wording.more_undos(reject.more_steps) == "and 980 more undos"
+
+
+def test_a_rollback_of_twenty_steps_lists_them_all_and_counts_none_more() -> None:
+    held = action(21, ActionStatus.PENDING_APPROVAL, undo=None)
+    done = [*(action(n) for n in range(1, 21)), held]
+    reject = foresee(approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, done, [], words()).reject
+    assert len(reject.steps) == 20 and reject.more_steps == 0
+
+
 def test_a_foreseen_rejection_names_as_data_each_action_it_undoes_and_each_that_stays_without_an_inverse() -> None:
     held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
     guarded = action(3, undo=evolve(DELETE_THING, require_approval=True))

@@ -731,6 +731,7 @@ def test_the_approval_list_adds_what_deciding_does_when_asked(api: httpx.Client)
         "Delete what it creates (a DELETE of the answer's Location, or of the path and its id).",
         "steps": [],
         "irreversible": False,
+        "moreSteps": 0,
     }
     shown = api.get(f"/approvals/{listed['approvalId']}").json()
     assert (shown["targetHost"], shown["outcome"]) == ("api.example.com", None)

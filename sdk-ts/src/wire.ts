@@ -707,6 +707,7 @@ export interface components {
         /** Effect */
         Effect: {
             irreversible: boolean;
+            moreSteps: number;
             steps: components["schemas"]["UndoStep"][];
             summary: string;
         };
