@@ -11,7 +11,9 @@
     request is timed over loopback: ``GET /sessions`` (the first page, and a later one through
     ``nextCursor``) unfiltered and with each filter (``displayStatus`` with each display status), ``GET
     /approvals`` (all, ``?status=PENDING``, with ``include=``), ``GET /sessions/{id}`` of the 1,000-action
-    session, and the dashboard's sessions, approvals and session pages. Any 4xx/5xx answer is reported.
+    session (its first page) and ``GET /sessions/{id}/actions?limit=1000`` (all of them, as the SDK's
+    ``get_session`` reads them), and the dashboard's sessions, approvals and session pages. Any 4xx/5xx answer
+    is reported.
 
     Then, embedded: a rollback of a 1,000-action session through an ``httpx.MockTransport`` client (undos/s),
     and the embedded executor's memory over a long run (``--calls`` wrapped calls in sessions that complete),
@@ -383,7 +385,8 @@ def requests_of(seeded: Seeded, api: httpx.Client, pages: Dashboard) -> Iterator
         "GET /approvals?status=PENDING&include=purpose,consequences",
         get("/approvals", [("status", "PENDING"), ("include", "purpose"), ("include", "consequences")]),
     )
-    yield f"GET /sessions/{{id}} ({BIG} actions)", get(f"/sessions/{seeded.big}")
+    yield f"GET /sessions/{{id}} ({BIG} actions: the first 100 shown)", get(f"/sessions/{seeded.big}")
+    yield "  … every action, as get_session reads them", get(f"/sessions/{seeded.big}/actions", {"limit": BIG})
     yield "dashboard sessions page", lambda: pages.get("/dashboard/sessions")
     yield "dashboard sessions page, ROLLING_BACK", lambda: pages.get("/dashboard/sessions?display_status=ROLLING_BACK")
     yield "dashboard approvals page", lambda: pages.get("/dashboard/approvals")

@@ -345,6 +345,35 @@ def test_sessions_are_filtered_by_agent_and_status_and_paged(api: httpx.Client, 
     assert other in completed and ids[0] not in completed
 
 
+def test_a_long_sessions_page_shows_its_first_hundred_actions_and_links_to_the_later_ones(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    body = {"connector": "http", "apiName": "POST /v1/x", "operationType": "CREATE", "payload": {}}
+    made = [api.post(f"/sessions/{session_id}/actions", json=body).json()["action"]["actionId"] for _ in range(130)]
+    first = as_reviewer.get(f"/dashboard/sessions/{session_id}").text
+    assert [a for a in made if f'id="action-{a}"' in first] == made[:100]
+    later = re.search(rf'rel="next" href="(/dashboard/sessions/{session_id}\?cursor=[^"]+)"', first)
+    assert later is not None and "130 in all" in first
+    second = as_reviewer.get(later.group(1)).text
+    assert [a for a in made if f'id="action-{a}"' in second] == made[100:]
+    assert f'href="/dashboard/sessions/{session_id}">First actions' in second and 'rel="next"' not in second
+
+
+def test_a_held_call_after_many_that_ran_lists_the_first_twenty_undos_and_says_how_many_more(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    session_id = session_that_ran(api, *[("http", f"POST /v1/things/{n}", "CREATE", DELETE_THING) for n in range(25)])
+    body = {"connector": "http", "apiName": "POST /v1/refunds", "operationType": "CREATE", "payload": {}}
+    logged = api.post(f"/sessions/{session_id}/actions", json={**body, "requiresApproval": True}).json()
+    listed = api.get("/approvals", params={"status": "PENDING", "include": "consequences"}).json()
+    (shown,) = [p for p in listed if p["approvalId"] == approval_of(logged)]
+    reject = shown["consequences"]["reject"]
+    assert [step["seq"] for step in reject["steps"]] == list(range(25, 5, -1)) and reject["moreSteps"] == 5
+    assert "25 actions are undone" in reject["summary"]
+    assert "and 5 more undos" in as_reviewer.get("/dashboard/approvals").text
+
+
 def test_a_bad_filter_is_explained_not_an_error(as_reviewer: Visitor) -> None:
     for query in ("since=yesterday", "display_status=SHINY", "until=9999-12-31T23:59-14:00"):
         page = as_reviewer.get(f"/dashboard/sessions?{query}")

@@ -117,6 +117,22 @@ def test_rejecting_a_held_call_rolls_the_session_back_listing_each_undo_last_don
     assert reject.irreversible  # what has no inverse stays
 
 
+def test_rejecting_a_held_call_after_a_thousand_calls_lists_the_first_twenty_undos_and_counts_the_rest() -> None:
+    held = action(1001, ActionStatus.PENDING_APPROVAL, undo=None)
+    done = [*(action(n) for n in range(1, 1001)), held]
+    reject = foresee(approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, done, [], words()).reject
+    assert "1000 actions are undone, last done first" in reject.summary
+    assert [step.seq for step in reject.steps] == list(range(1000, 980, -1))
+    assert reject.more_steps == 980 and wording.more_undos(reject.more_steps) == "and 980 more undos"
+
+
+def test_a_rollback_of_twenty_steps_lists_them_all_and_counts_none_more() -> None:
+    held = action(21, ActionStatus.PENDING_APPROVAL, undo=None)
+    done = [*(action(n) for n in range(1, 21)), held]
+    reject = foresee(approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, done, [], words()).reject
+    assert len(reject.steps) == 20 and reject.more_steps == 0
+
+
 def test_a_foreseen_rejection_names_as_data_each_action_it_undoes_and_each_that_stays_without_an_inverse() -> None:
     held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
     guarded = action(3, undo=evolve(DELETE_THING, require_approval=True))
@@ -360,3 +376,41 @@ def test_the_queue_puts_the_requests_someone_waits_for_first_least_time_left_fir
     ordered = queue_order([review, waiting_long, undo, waiting_short])
     assert [p.approval_id for p in ordered] == ["apr_short", "apr_long", "apr_undo", "apr_review"]
     assert [p.blocking for p in ordered] == [True, True, True, False]
+
+
+def test_a_decision_said_not_to_read_its_session_says_the_same_without_the_sessions_actions() -> None:
+    """The approvals page reads the actions of a session only for the approvals whose words depend on them
+    (``reads_session``): for the others, the words with no actions are the words with every action."""
+    others = [action(1), action(2, undo=UndoConfig("none")), action(3, ActionStatus.ROLLED_BACK)]
+    ran = action(4)
+    held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
+    undone_later = action(4, ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE)
+    decided = {"resolved_at": NOW, "resolved_by": "lead@example.com"}
+    rollbacks = [rollback_job(RollbackStatus.SUCCEEDED, finished_at=NOW)]
+    cases = [
+        (approval(ApprovalPurpose.AFTER_EXECUTION, ran), ran),
+        (approval(ApprovalPurpose.AFTER_EXECUTION, ran, status=ApprovalStatus.REJECTED, **decided), ran),
+        (approval(ApprovalPurpose.AFTER_EXECUTION, ran, status=ApprovalStatus.APPROVED, **decided), undone_later),
+        (approval(ApprovalPurpose.BEFORE_EXECUTION, held, status=ApprovalStatus.APPROVED, **decided), ran),
+        (approval(ApprovalPurpose.ROLLBACK, ran, status=ApprovalStatus.APPROVED, rollback_id="rbk_1", **decided), ran),
+        (approval(ApprovalPurpose.ROLLBACK, ran, status=ApprovalStatus.REJECTED, rollback_id="rbk_1", **decided), ran),
+    ]
+    for asked, of in cases:
+        assert not decisions.reads_session(asked)
+        whole = explain(asked, of, SESSION, [*others, of], rollbacks, words())
+        assert explain(asked, of, SESSION, [], rollbacks, words()) == whole, asked
+
+
+def test_a_held_call_and_a_pending_undo_are_said_from_their_sessions_actions() -> None:
+    others = [action(1), action(2)]
+    held = action(3, ActionStatus.PENDING_APPROVAL, undo=None)
+    for asked in (
+        approval(ApprovalPurpose.BEFORE_EXECUTION, held),
+        approval(ApprovalPurpose.BEFORE_EXECUTION, held, status=ApprovalStatus.REJECTED, resolved_at=NOW),
+    ):
+        assert decisions.reads_session(asked)
+    undo = approval(ApprovalPurpose.ROLLBACK, others[1], rollback_id="rbk_1")
+    assert decisions.reads_session(undo)
+    running = [rollback_job(RollbackStatus.WAITING_APPROVAL)]
+    with_actions = explain(undo, others[1], SESSION, others, running, words())
+    assert explain(undo, others[1], SESSION, [], running, words()) != with_actions

@@ -549,6 +549,73 @@ def test_a_listed_session_shows_its_display_status_and_action_count_and_its_page
     assert [a["status"] for a in whole["actions"]] == ["CLEARED", "CLEARED"]
 
 
+def test_a_sessions_actions_are_read_a_page_at_a_time_in_the_order_they_were_recorded(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(45):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    pages: list[list[dict[str, Any]]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 20, **({"cursor": cursor} if cursor else {})}
+        page = api.get(f"/sessions/{session_id}/actions", params=params).json()
+        pages.append(page["actions"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert [len(p) for p in pages] == [20, 20, 5]
+    read = [a for p in pages for a in p]
+    assert [a["seq"] for a in read] == list(range(1, 46))
+    assert read == api.get(f"/sessions/{session_id}").json()["actions"]
+
+
+def test_a_long_sessions_read_shows_its_first_hundred_actions_and_where_the_rest_start(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(130):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "requiresApproval": True})
+    whole = api.get(f"/sessions/{session_id}").json()
+    assert [a["seq"] for a in whole["actions"]] == list(range(1, 101))
+    assert whole["actionCount"] == 131 and whole["displayStatus"] == "AWAITING_APPROVAL"
+    assert len(whole["approvals"]) == 1
+    rest = api.get(f"/sessions/{session_id}/actions", params={"cursor": whole["actionsCursor"]}).json()
+    assert [a["seq"] for a in rest["actions"]] == list(range(101, 132)) and rest["nextCursor"] is None
+    (listed,) = [s for s in api.get("/sessions").json()["sessions"] if s["id"] == session_id]
+    assert listed == {k: v for k, v in whole.items() if k in listed}
+
+
+def test_a_short_sessions_read_has_every_action_and_no_cursor(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(100):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    whole = api.get(f"/sessions/{session_id}").json()
+    assert len(whole["actions"]) == whole["actionCount"] == 100 and whole["actionsCursor"] is None
+
+
+def test_a_page_of_actions_ending_the_session_exactly_says_the_next_is_empty(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    for _ in range(2):
+        api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    first = api.get(f"/sessions/{session_id}/actions", params={"limit": 2}).json()
+    assert [a["seq"] for a in first["actions"]] == [1, 2]
+    last = api.get(f"/sessions/{session_id}/actions", params={"cursor": first["nextCursor"]}).json()
+    assert last == {"actions": [], "nextCursor": None}
+
+
+def test_a_cursor_the_action_list_did_not_give_out_is_refused_with_a_problem(api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    sessions_cursor = base64.urlsafe_b64encode(json.dumps([0]).encode()).decode().rstrip("=")
+    answer = api.get(f"/sessions/{session_id}/actions", params={"cursor": sessions_cursor})
+    assert answer.status_code == 400 and slug(answer) == "validation-error"
+    assert "cursor" in answer.json()["detail"]
+
+
+def test_another_organisations_session_has_no_actions_to_page_through(server: RunningServer, api: httpx.Client) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)
+    with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {server.tenant().key}"}) as theirs:
+        assert theirs.get(f"/sessions/{session_id}/actions").status_code == 404
+
+
 def test_a_display_status_filter_fills_its_pages_however_many_other_sessions_lie_between(
     server: RunningServer, tenant: Tenant, api: httpx.Client
 ) -> None:
@@ -664,6 +731,7 @@ def test_the_approval_list_adds_what_deciding_does_when_asked(api: httpx.Client)
         "Delete what it creates (a DELETE of the answer's Location, or of the path and its id).",
         "steps": [],
         "irreversible": False,
+        "moreSteps": 0,
     }
     shown = api.get(f"/approvals/{listed['approvalId']}").json()
     assert (shown["targetHost"], shown["outcome"]) == ("api.example.com", None)

@@ -340,3 +340,17 @@ def test_a_wrapped_client_is_truthy_like_the_client(ar: AgentRein, service: Fake
     session = ar.new_session(agent_id="a", intent="i")
     client = ar.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
     assert bool(client) and (client or None) is client
+
+
+def test_a_session_longer_than_a_page_is_read_with_every_action_in_order(ar: AgentRein) -> None:
+    """A server shows a long session's first 100 actions; ``get_session`` reads the rest a page at a time."""
+    session = ar.new_session(agent_id="a", intent="many calls")
+    client = ar.wrap(
+        httpx.Client(transport=httpx.MockTransport(lambda _: httpx.Response(201, json={}))), session, connector="http"
+    )
+    for n in range(130):
+        client.post(f"https://api.test/v1/x/{n}", json={})
+    read = ar.get_session(session)
+    assert [a.seq for a in read.actions] == list(range(1, 131))
+    assert read.actions[-1].api_name == "POST /v1/x/129"
+    assert read.action_count == 130 and read.actions_cursor is None

@@ -329,6 +329,7 @@ function offlineSession(id: string, agentId: string, intent: string, sandbox: bo
     actions: [],
     approvals: [],
     verification: null,
+    actionsCursor: null,
   };
 }
 

@@ -22,6 +22,7 @@ import type { components } from './wire.js';
 type Schemas = components['schemas'];
 export type WireSession = Schemas['SessionInfo'];
 export type WireAction = Schemas['Action'];
+type WireActionPage = Schemas['ActionPage'];
 export type WireApproval = Schemas['ApprovalInfo'];
 export type WireListedApproval = Schemas['ListedApproval'];
 export type WirePolicy = Schemas['Policy'];
@@ -33,6 +34,8 @@ export type LoggedAction = Schemas['LoggedAction'];
 export const LONG_POLL_MS = 30_000;
 /** How long a rollback is waited for in one request before the caller's loop looks again. */
 const ROLLBACK_POLL_MS = 10_000;
+/** The actions read in one request when a session holds more than the server shows with it (the most it gives). */
+const ACTIONS_PAGE = 1000;
 /** How often a rollback that waits for a reviewer is looked at again. */
 const REVIEW_POLL_MS = 500;
 const ENDED = new Set(['SUCCEEDED', 'FAILED']);
@@ -66,8 +69,19 @@ export class Served implements Replayer {
     return this.call('POST', '/sessions', { body });
   }
 
-  getSession(sessionId: string): Promise<WireSession> {
-    return this.call('GET', `/sessions/${segment(sessionId)}`);
+  /** The session with every action: the server shows a long session's first page, and the rest are read a
+   *  page at a time (`GET /sessions/{id}/actions`) from its `actionsCursor`. */
+  async getSession(sessionId: string): Promise<WireSession> {
+    const shown = await this.call<WireSession>('GET', `/sessions/${segment(sessionId)}`);
+    const actions = [...shown.actions];
+    let cursor = shown.actionsCursor ?? null; // null: all shown (or a server that does not page them)
+    while (cursor !== null) {
+      const query: Query = { limit: ACTIONS_PAGE, cursor };
+      const page = await this.call<WireActionPage>('GET', `/sessions/${segment(sessionId)}/actions`, { query });
+      actions.push(...page.actions);
+      cursor = page.nextCursor;
+    }
+    return { ...shown, actions, actionsCursor: null };
   }
 
   completeSession(sessionId: string): Promise<WireSession> {

@@ -271,7 +271,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** List a session's actions, a page at a time */
+        get: operations["listActions"];
         put?: never;
         /** Record a call before it runs */
         post: operations["recordAction"];
@@ -518,6 +519,11 @@ export interface components {
                 [key: string]: unknown;
             } | null;
         };
+        /** ActionPage */
+        ActionPage: {
+            actions: components["schemas"]["Action"][];
+            nextCursor: string | null;
+        };
         /**
          * ActionStatus
          * @description Where one recorded call stands. ``CLEARED`` is "cleared to run, not yet confirmed".
@@ -701,6 +707,7 @@ export interface components {
         /** Effect */
         Effect: {
             irreversible: boolean;
+            moreSteps: number;
             steps: components["schemas"]["UndoStep"][];
             summary: string;
         };
@@ -939,6 +946,7 @@ export interface components {
         SessionInfo: {
             actionCount: number;
             actions: components["schemas"]["Action"][];
+            actionsCursor: string | null;
             agentId: string;
             approvals: components["schemas"]["Approval"][];
             completedAt: string | null;
@@ -2348,6 +2356,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SessionInfo"];
+                };
+            };
+            /** @description `validation-error`: Bad input, naming the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unauthorized`: No API key, or one that is unknown or revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `not-found`: No such record in this organisation (another organisation's ids are reported the same way) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer now; try again later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+        };
+    };
+    listActions: {
+        parameters: {
+            query?: {
+                /** @description Where the page starts: the `nextCursor` (or the `cursor` of the `Link` header's `next` URL) of the page before, passed back as is. Opaque; any value a listing did not give out is refused (400). */
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionPage"];
                 };
             };
             /** @description `validation-error`: Bad input, naming the field at fault */

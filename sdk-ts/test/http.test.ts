@@ -66,6 +66,18 @@ describe('the http connector through a server', () => {
     assert.deepEqual(seenBeforeSending, ['POST /v1/orders CLEARED']);
   });
 
+  it('reads a session longer than the page a server shows with every action, in order', async () => {
+    const { agentrein, session } = await begun();
+    const answered: typeof fetch = async () => Response.json({}, { status: 201 });
+    const api = agentrein.wrap(answered, session, { connector: 'http' });
+    for (let n = 0; n < 130; n += 1) await post(api, `https://api.test/v1/x/${n}`, {});
+    const read = await agentrein.getSession(session);
+    assert.deepEqual(read.actions.map((a) => a.seq), Array.from({ length: 130 }, (_, n) => n + 1));
+    assert.equal(read.actions.at(-1)!.apiName, 'POST /v1/x/129');
+    assert.equal(read.actionCount, 130);
+    assert.equal(read.actionsCursor, null);
+  });
+
   it('confirms a call with its response and the undo it derives', async () => {
     const { h, agentrein, session } = await begun();
     const api = agentrein.wrap(fetch, session, { connector: 'http' });

@@ -159,6 +159,16 @@ class Forecast:
     reject: Foreseen
 
 
+def reads_session(approval: Approval) -> bool:
+    """Whether :func:`foresee` and :func:`outcome` read the actions of ``approval``'s session: a held call's
+    do (pending: what a refusal rolls back; refused: how far that rollback went), as does a pending undo (the
+    rest of its rollback). The others read only their own action and the session's rollbacks, so a page of
+    approvals need not read those sessions' actions."""
+    if approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
+        return approval.status is not ApprovalStatus.APPROVED
+    return approval.purpose is ApprovalPurpose.ROLLBACK and approval.status is ApprovalStatus.PENDING
+
+
 def foresee(
     approval: Approval,
     action: Action,

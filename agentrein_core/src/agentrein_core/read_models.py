@@ -52,6 +52,10 @@ class SessionInfo(SessionSummary):
     #: The check of the session as a whole against its intent (made when it completes); each action carries
     #: its own as ``action.verification``. Read by ``get_session`` only (lists leave them out).
     verification: Verification | None = None
+    #: Where the actions not in ``actions`` start, for ``GET /sessions/{id}/actions?cursor=``: the server's
+    #: ``GET /sessions/{id}`` shows the first page of a long session's actions (``action_count`` says how many
+    #: there are in all). ``None``: ``actions`` holds them all (the SDKs' ``get_session`` always reads them all).
+    actions_cursor: str | None = None
 
 
 @frozen
@@ -71,11 +75,14 @@ class UndoStep:
 @frozen
 class Effect:
     """What one decision does: a sentence, and the actions whose undo it sets off (``steps``, last done
-    first). ``irreversible``: what stays after this decision cannot be taken back (warn the reviewer)."""
+    first: the first :data:`~agentrein_core.wording.MAX_STEPS`, and how many more there are, ``more_steps``,
+    so that a card costs the same however long the session). ``irreversible``: what stays after this decision
+    cannot be taken back (warn the reviewer)."""
 
     summary: str
     steps: list[UndoStep] = field(factory=list)
     irreversible: bool = False
+    more_steps: int = 0
 
 
 @frozen
@@ -198,6 +205,15 @@ class SessionPage:
     next_cursor: str | None
 
 
+@frozen
+class ActionPage:
+    """One page of a session's actions, in ``seq`` order; ``next_cursor`` fetches the next (``None``: this was
+    the last)."""
+
+    actions: list[Action]
+    next_cursor: str | None
+
+
 #: The fields of :class:`ApprovalInfo` that need the approval's session read and explained (its actions and
 #: rollbacks, the connectors' words): a list that includes none of them reads less.
 EXPLAINED_FIELDS = frozenset({"description", "targetHost", "payload", "consequences", "outcome"})
@@ -253,13 +269,37 @@ def session_info(
 ) -> SessionInfo:
     """The session as read; ``checks`` (its intent verifications), when given, are shown on each action and
     on the session."""
+    summary = session_summary(session, rules.display_status(session, actions, approvals), len(actions))
+    return session_read(summary, actions, approvals, checks)
+
+
+def session_read(
+    summary: SessionSummary,
+    actions: list[Action],
+    approvals: list[Approval],
+    checks: Iterable[Verification] | None = None,
+    actions_cursor: str | None = None,
+) -> SessionInfo:
+    """The session of ``summary`` as read with ``actions`` (all of them, or the first page, the rest starting
+    at ``actions_cursor``) and ``approvals``; ``checks``, when given, shown on each action and on the session."""
     of_session = None
     if checks is not None:
-        by_action = {v.action_id: v for v in checks}
-        actions = [evolve(a, verification=by_action[a.action_id]) if a.action_id in by_action else a for a in actions]
-        of_session = by_action.get(None)
-    summary = session_summary(session, rules.display_status(session, actions, approvals), len(actions))
-    return SessionInfo(**asdict(summary, recurse=False), actions=actions, approvals=approvals, verification=of_session)
+        checks = list(checks)
+        actions = checked(actions, checks)
+        of_session = next((v for v in reversed(checks) if v.action_id is None), None)
+    return SessionInfo(
+        **asdict(summary, recurse=False),
+        actions=actions,
+        approvals=approvals,
+        verification=of_session,
+        actions_cursor=actions_cursor,
+    )
+
+
+def checked(actions: list[Action], checks: Iterable[Verification]) -> list[Action]:
+    """``actions``, each with its intent check among ``checks`` (the latest, when it has several)."""
+    by_action = {v.action_id: v for v in checks}
+    return [evolve(a, verification=by_action[a.action_id]) if a.action_id in by_action else a for a in actions]
 
 
 def session_summary(session: Session, display_status: DisplayStatus, action_count: int) -> SessionSummary:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from agentrein_core.connector import (
     Connector,
@@ -293,9 +293,25 @@ def words_of(connector: Connector | None, action: Action) -> ActionWords:
     return ActionWords(plain_description(action), None, undo)
 
 
+#: The steps of a rollback a card lists; the rest are counted (:attr:`Effect.more_steps`).
+MAX_STEPS = 20
+
+
 def consequences(forecast: Forecast, words: Describe) -> Consequences:
-    """What approving and what rejecting would each do (:func:`agentrein_core.decisions.foresee`), in words."""
-    return Consequences(_effect(forecast.approve, words), _effect(forecast.reject, words))
+    """What approving and what rejecting would each do (:func:`agentrein_core.decisions.foresee`), in words:
+    each with the first :data:`MAX_STEPS` steps of the rollback it sets off, and how many more."""
+    return Consequences(_bounded(_effect(forecast.approve, words)), _bounded(_effect(forecast.reject, words)))
+
+
+def more_undos(n: int) -> str:
+    """What a list of a rollback's first steps says of the ones it leaves out ("and 980 more undos")."""
+    return f"and {n} more undo{'s' if n != 1 else ''}"
+
+
+def _bounded(effect: Effect) -> Effect:
+    if len(effect.steps) <= MAX_STEPS:
+        return effect
+    return evolve(effect, steps=effect.steps[:MAX_STEPS], more_steps=len(effect.steps) - MAX_STEPS)
 
 
 _REFUSED = "The agent's call does not run (the agent is told it was rejected)"

@@ -64,6 +64,8 @@ def _consequences(info: ApprovalInfo) -> None:
     printed as they are, never as markup)."""
     if info.consequences is None:
         return
+    from agentrein_core.wording import more_undos
+
     console.print(f"{info.approval_id}: {info.description or info.api_name}", markup=False, highlight=False)
     for choice, effect in (("Approve", info.consequences.approve), ("Reject", info.consequences.reject)):
         warning = " (cannot be undone)" if effect.irreversible else ""
@@ -71,6 +73,8 @@ def _consequences(info: ApprovalInfo) -> None:
         for step in effect.steps:
             how = f"undone by {step.undo}" if step.undo else f"stays as it is ({step.stays})"
             console.print(f"    #{step.seq} {step.action}: {how}", markup=False, highlight=False)
+        if effect.more_steps:
+            console.print(f"    {more_undos(effect.more_steps)}", markup=False, highlight=False)
 
 
 #: What ``approvals list --json`` adds to the fields ``GET /approvals`` lists: what the table shows and prints

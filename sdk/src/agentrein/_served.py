@@ -39,6 +39,8 @@ log = logging.getLogger("agentrein")
 LONG_POLL = 30.0
 #: How long a rollback is waited for in one request before the caller's loop looks again.
 ROLLBACK_POLL = 10.0
+#: The actions read in one request when a session holds more than the server shows with it (the most it gives).
+ACTIONS_PAGE = 1000
 
 
 class ServedMode:
@@ -79,10 +81,20 @@ class ServedMode:
         return from_wire(self._call("POST", f"/sessions/{_seg(session_id)}/fail", json=body), SessionInfo)
 
     def get_session(self, session_id: str) -> SessionInfo:
-        return from_wire(self._call("GET", f"/sessions/{_seg(session_id)}"), SessionInfo)
+        """The session with every action: the server shows a long session's first page, and the rest are
+        read a page at a time (``GET /sessions/{id}/actions``) from its ``actionsCursor``."""
+        shown = self._call("GET", f"/sessions/{_seg(session_id)}")
+        cursor, actions = shown.get("actionsCursor"), shown["actions"]
+        while cursor is not None:
+            params = {"limit": ACTIONS_PAGE, "cursor": cursor}
+            page = self._call("GET", f"/sessions/{_seg(session_id)}/actions", params=params)
+            actions += page["actions"]
+            cursor = page["nextCursor"]
+        return from_wire({**shown, "actions": actions, "actionsCursor": None}, SessionInfo)
 
     def session_approvals(self, session_id: str) -> list[Approval]:
-        return self.get_session(session_id).approvals
+        shown = self._call("GET", f"/sessions/{_seg(session_id)}")  # every approval, whatever the actions
+        return from_wire(shown["approvals"], list[Approval])
 
     def list_sessions(self, limit: int) -> list[SessionSummary]:
         page = self._call("GET", "/sessions", params={"limit": limit})

@@ -69,6 +69,13 @@ def one_of(*values: int) -> Part:
     return read
 
 
+def position_in_session(part: Any) -> int:
+    """An action's ``seq``: a whole number from 1."""
+    if type(part) is not int or part < 1:
+        raise ValueError(part)
+    return part
+
+
 def identifier(prefix: str) -> Part:
     """A record id of the shape ``prefix`` ids have."""
 

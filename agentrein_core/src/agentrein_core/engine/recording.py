@@ -28,7 +28,9 @@ from agentrein_core.engine.consequences import (
 )
 from agentrein_core.engine.records import (
     action_of,
+    actions_after,
     check_acts_on,
+    read_first_actions,
     read_session,
     replace,
     session_of,
@@ -47,11 +49,13 @@ from agentrein_core.ids import new_id
 from agentrein_core.model import JSON, Action, Approval, BeforeState, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
 from agentrein_core.read_models import (
+    ActionPage,
     Confirmation,
     LoggedAction,
     RefusedConfirmation,
     SessionInfo,
     SessionPage,
+    checked,
     session_summary,
     shortened,
 )
@@ -123,12 +127,35 @@ class Recording(UseCases):
                 return earlier
             raise InvalidTransitionError(CHOSEN_ID_REFUSED)
 
-    def get_session(self, org_id: str, session_id: str, *, agent_key: str | None = None) -> SessionInfo:
+    def get_session(
+        self, org_id: str, session_id: str, *, agent_key: str | None = None, first_actions: int | None = None
+    ) -> SessionInfo:
         """The session with its actions, approvals and intent verifications. ``agent_key``, here and in every
         use case of a session: the caller is that agent key, which acts only on the sessions it opened (any
-        other is not found, as another organisation's are not)."""
+        other is not found, as another organisation's are not). ``first_actions``: only that many actions,
+        the first, and where the rest start (:attr:`SessionInfo.actions_cursor`, for :meth:`action_page`), so
+        that reading a long session costs what reading a short one does."""
         with self.store.transaction(write=False) as tx:
-            return read_session(tx, session_of(tx, org_id, session_id, agent_key=agent_key), verified=True)
+            session = session_of(tx, org_id, session_id, agent_key=agent_key)
+            if first_actions is not None:
+                return read_first_actions(tx, session, first_actions)
+            return read_session(tx, session, verified=True)
+
+    def action_page(
+        self, org_id: str, session_id: str, limit: int = 100, *, cursor: str | None = None, agent_key: str | None = None
+    ) -> ActionPage:
+        """One page of the session's actions, in ``seq`` order (at most ``limit``, 1 to 1000), each as
+        :meth:`get_session` shows it; pass the page's ``next_cursor`` back as ``cursor`` for the next (keyset
+        pagination on ``seq``: actions recorded meanwhile come on a later page, none is shown twice). A page
+        costs the same however many actions the session holds."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        (after,) = cursors.decode(cursor, (cursors.position_in_session,)) if cursor else (0,)
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, session_id, agent_key=agent_key)  # another's (organisation, key): not found
+            actions = tx.actions.page(session_id, limit, after)
+            actions = checked(actions, tx.verifications.of_actions(session_id, [a.action_id for a in actions]))
+        return ActionPage(actions, actions_after(actions[-1]) if len(actions) == limit else None)
 
     def list_sessions(
         self,

@@ -8,11 +8,19 @@ from datetime import datetime
 
 from attrs import evolve
 
+import agentrein_core.engine.cursors as cursors
 from agentrein_core import rules
 from agentrein_core.converter import undo_to_wire
 from agentrein_core.errors import InvalidTransitionError, NotFoundError
 from agentrein_core.model import JSON, Action, Approval, Session, UndoConfig
-from agentrein_core.read_models import ApprovalInfo, SessionInfo, approval_info, session_info
+from agentrein_core.read_models import (
+    ApprovalInfo,
+    SessionInfo,
+    approval_info,
+    session_info,
+    session_read,
+    session_summary,
+)
 from agentrein_core.statuses import ActionStatus, SessionStatus, UndoStatus
 from agentrein_core.store import Tx
 
@@ -97,6 +105,25 @@ def read_session(tx: Tx, session: Session, *, verified: bool = False) -> Session
     return session_info(
         session, tx.actions.of_session(session.session_id), tx.approvals.of_session(session.session_id), checks
     )
+
+
+def actions_after(action: Action) -> str:
+    """The cursor of the page of actions that starts after ``action`` (keyset on ``seq``)."""
+    return cursors.encode((action.seq,))
+
+
+def read_first_actions(tx: Tx, session: Session, limit: int) -> SessionInfo:
+    """The session as read with its first ``limit`` actions, and where the rest start
+    (:attr:`SessionInfo.actions_cursor`): its display status and action count are worked out in SQL, so the
+    read costs the same however many actions it holds."""
+    listed = tx.sessions.summary(session.org_id, session.session_id)
+    if listed is None:
+        raise NotFoundError("session", session.session_id)
+    actions = tx.actions.page(session.session_id, limit)
+    checks = tx.verifications.of_actions(session.session_id, [a.action_id for a in actions])
+    more = actions_after(actions[-1]) if listed.action_count > len(actions) else None
+    summary = session_summary(session, listed.display_status, listed.action_count)
+    return session_read(summary, actions, tx.approvals.of_session(session.session_id), checks, more)
 
 
 def read_approval(tx: Tx, approval: Approval, now: datetime) -> ApprovalInfo:

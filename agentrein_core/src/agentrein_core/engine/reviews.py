@@ -111,17 +111,19 @@ class Reviews(UseCases):
         return self._explain(tx, found, self.clock())
 
     def _explain(self, tx: Tx, found: list[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
-        """Each approval as read with what its decision does: the actions and rollbacks of all their sessions
-        are read in one query apiece."""
+        """Each approval as read with what its decision does: the rollbacks of all their sessions, and the
+        actions of those whose decision reads them (:func:`~agentrein_core.decisions.reads_session`), are read
+        in one query apiece."""
         ids = sorted({session.session_id for _, _, session in found})
-        actions, rollbacks = tx.actions.of_sessions(ids), tx.rollbacks.of_sessions(ids)
+        read = sorted({p.session_id for p, _, _ in found if decisions.reads_session(p)})
+        actions, rollbacks = tx.actions.of_sessions(read), tx.rollbacks.of_sessions(ids)
         return [
             approval_info(
                 approval,
                 action,
                 session,
                 now,
-                explain(approval, action, session, actions[sid], rollbacks.get(sid, []), self.words),
+                explain(approval, action, session, actions.get(sid, []), rollbacks.get(sid, []), self.words),
             )
             for approval, action, session in found
             for sid in (session.session_id,)

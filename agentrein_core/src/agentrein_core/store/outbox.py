@@ -3,6 +3,7 @@ checks (verifications). Deliveries and checks are due work (``due_at``) that any
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -50,6 +51,13 @@ class Verifications:
     def of_session(self, session_id: str) -> list[Verification]:
         stmt = sa.select(_V).where(_V.c.session_id == session_id).order_by(_V.c.created_at)
         return self.rows.all(Verification, stmt)
+
+    def of_actions(self, session_id: str, action_ids: Sequence[str]) -> list[Verification]:
+        """The checks of those of the session's actions (a page of them) and of the session as a whole, in one
+        query."""
+        of_them = sa.or_(_V.c.action_id.in_(action_ids), _V.c.action_id.is_(None))
+        stmt = sa.select(_V).where(_V.c.session_id == session_id, of_them)
+        return self.rows.all(Verification, stmt.order_by(_V.c.created_at))
 
     def has_due(self, now: datetime, org_id: str | None) -> bool:
         due = sa.select(_V.c.verification_id).where(_V.c.due_at.is_not(None), _V.c.due_at <= now)

@@ -150,6 +150,15 @@ class Sessions:
         if after is not None:
             stmt = stmt.where(sa.tuple_(t.c.created_at, t.c.session_id) < sa.tuple_(*after))
         page = stmt.order_by(t.c.created_at.desc(), t.c.session_id.desc()).limit(limit).subquery("page")
+        return self._listed(page)
+
+    def summary(self, org_id: str, session_id: str) -> Listed | None:
+        """The session with its display status and action count, worked out in SQL as a list does (a read of a
+        long session's first page need not read every action for them)."""
+        one = sa.select(_S).where(_S.c.org_id == org_id, _S.c.session_id == session_id).subquery("page")
+        return next(iter(self._listed(one)), None)
+
+    def _listed(self, page: sa.Subquery) -> list[Listed]:
         listed = []
         for row in self.rows.conn.execute(_summarised(page)):
             columns = dict(row._mapping)
@@ -184,6 +193,12 @@ class Actions:
 
     def of_session(self, session_id: str) -> list[Action]:
         return self.rows.all(Action, sa.select(_A).where(_A.c.session_id == session_id).order_by(_A.c.seq))
+
+    def page(self, session_id: str, limit: int, after_seq: int = 0) -> list[Action]:
+        """At most ``limit`` of the session's actions after ``after_seq``, in ``seq`` order (the unique index
+        on ``(session_id, seq)`` reads them, so a page costs the same however long the session)."""
+        stmt = sa.select(_A).where(_A.c.session_id == session_id, _A.c.seq > after_seq).order_by(_A.c.seq).limit(limit)
+        return self.rows.all(Action, stmt)
 
     def of_sessions(self, session_ids: Sequence[str]) -> dict[str, list[Action]]:
         """The actions of each session, in ``seq`` order, in one query."""

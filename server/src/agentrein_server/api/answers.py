@@ -114,6 +114,7 @@ class AnswerSchemas(OpenAPISchemaPlugin):
 
 SessionInfo: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.SessionInfo))]
 SessionPage: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.SessionPage))]
+ActionPage: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.ActionPage))]
 Action: TypeAlias = Annotated[dict[str, Any], Shows(record_model(model.Action))]
 LoggedAction: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.LoggedAction))]
 ApprovalInfo: TypeAlias = Annotated[dict[str, Any], Shows(record_model(read_models.ApprovalInfo))]

@@ -30,6 +30,9 @@ from agentrein_server.api import answers, bodies
 from agentrein_server.problems import documented
 from agentrein_server.services import CallerDep, ServicesDep
 
+#: The actions ``GET /sessions/{id}`` shows, the first (``GET /sessions/{id}/actions`` pages through the rest).
+FIRST_ACTIONS = 100
+
 
 class SessionController(Controller):
     path = "/sessions"
@@ -96,8 +99,36 @@ class SessionController(Controller):
         responses=documented(ValidationError, NotFoundError),
     )
     def show(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        """The session with its approvals and its first 100 actions (``actionCount`` says how many it holds):
+        when it holds more, ``actionsCursor`` is the ``cursor`` of ``GET /sessions/{id}/actions`` for the rest
+        (null: ``actions`` holds them all), so that reading a long session costs what reading a short one does.
+        The SDKs' ``get_session`` follows the pages and returns every action."""
+        shown = services.engine.recording.get_session(
+            caller.org_id, session_id, agent_key=caller.agent_key, first_actions=FIRST_ACTIONS
+        )
         return to_wire(shown)  # type: ignore[no-any-return]
+
+    @get(
+        "/{session_id:str}/actions",
+        sync_to_thread=True,
+        operation_id="listActions",
+        summary="List a session's actions, a page at a time",
+        responses=documented(ValidationError, NotFoundError),
+    )
+    def actions(
+        self,
+        session_id: FromPath[str],
+        caller: CallerDep,
+        services: ServicesDep,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        cursor: bodies.Cursor = None,
+    ) -> answers.ActionPage:
+        """The session's actions in ``seq`` order, as ``GET /sessions/{id}`` shows them; ``nextCursor`` (when
+        not null) fetches the next page. A page costs the same however many actions the session holds."""
+        page = services.engine.recording.action_page(
+            caller.org_id, session_id, limit, cursor=cursor, agent_key=caller.agent_key
+        )
+        return {"actions": to_wire(page.actions), "nextCursor": page.next_cursor}
 
     @post(
         "/{session_id:str}/complete",

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from attrs import frozen
+from attrs import evolve, frozen
 from litestar import Controller, Request, get, post
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Response, Template
@@ -29,6 +29,8 @@ from agentrein_server.dashboard.viewer import ViewerDep, require_admin
 from agentrein_server.services import Services, ServicesDep
 
 PAGE_SIZE = 25
+#: The actions a session's page shows at once; a link leads on to the next ones.
+TIMELINE_PAGE = 100
 
 
 @frozen
@@ -89,9 +91,17 @@ class SessionPages(Controller):
 
     @get("/{session_id:str}", sync_to_thread=True)
     def show(
-        self, session_id: FromPath[str], request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep
+        self,
+        session_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        viewer: ViewerDep,
+        services: ServicesDep,
+        cursor: FromQuery[str] = "",
     ) -> Template:
-        return page(request, "session.html", viewer, **_session_view(services, viewer.org_id, session_id))
+        """The session, its timeline a page at a time (``cursor``: the page after the link's), while no
+        rollback is recorded; with one, every action, which the rollback's chain walks."""
+        view = _session_view(services, viewer.org_id, session_id, cursor)
+        return page(request, "session.html", viewer, **view)
 
     @get("/{session_id:str}/rollback", sync_to_thread=True)
     def confirm_rollback(
@@ -157,16 +167,26 @@ def _said(services: Services, session: SessionInfo) -> dict[str, ActionWords]:
     return {action.action_id: services.engine.reviews.words(action) for action in session.actions}
 
 
-def _session_view(services: ServicesDep, org_id: str, session_id: str) -> dict[str, Any]:
-    session = services.engine.recording.get_session(org_id, session_id)
+def _session_view(services: ServicesDep, org_id: str, session_id: str, cursor: str = "") -> dict[str, Any]:
+    recording = services.engine.recording
     job = services.engine.rollbacks.latest_rollback(org_id, session_id)
+    if job is not None:  # the rollback's chain, and its live progress, walk every action
+        session = recording.get_session(org_id, session_id)
+    else:  # a page of the timeline, so that a long session's page costs what a short one's does
+        session = recording.get_session(org_id, session_id, first_actions=TIMELINE_PAGE)
+        if cursor:
+            later = recording.action_page(org_id, session_id, TIMELINE_PAGE, cursor=cursor)
+            session = evolve(session, actions=later.actions, actions_cursor=later.next_cursor)
     progress = _progress(session, job)
     under_way = progress is not None and progress["running"]
+    # Actions not on this page may be undoable: the confirmation lists what a rollback would do, whole.
+    unseen = session.action_count > len(session.actions)
     return {
         "session": session,
         "said": _said(services, session),
         "progress": progress,
-        "can_roll_back": bool(rollback.planned(session.actions)) and not under_way,
+        "paged": bool(cursor) and job is None,
+        "can_roll_back": (unseen or bool(rollback.planned(session.actions))) and not under_way,
         "version": fingerprint(
             session.display_status,
             job.status if job else None,
