@@ -46,8 +46,8 @@ What it measures
     the aim is <= 10x the floor (the 300 us beside it is the older absolute aim).
 
     What a commit costs is mostly the pages it writes to the WAL, so the run also counts them (SQLite's own
-    count, the frames a checkpoint finds): per recorded call, AgentRein's two transactions and the intent
-    check that the embedded checker writes for it, against the floor's two.
+    count, the frames a checkpoint finds): per recorded call, AgentRein's two transactions (the second marks
+    the call's intent check wanted; the supervisor queues it later, in a batch), against the floor's two.
 
     Each fake (:class:`agentrein_testing.fakes.service.FakeService` for the loopback http rows, FakeStripe,
     FakeGitHub) is started once in a process of its own (as a real service would be, so its threads do not
@@ -361,8 +361,8 @@ def wal_pages_per_call(db_file: Path, call: Call, calls: int = 40, settle: float
     """Pages that ``calls`` calls write to ``db_file``'s WAL, per call: what their commits cost is mostly
     copying these (4 KiB each; no fsync with synchronous=NORMAL). Counted by SQLite itself (the frames a
     checkpoint finds); ``settle`` seconds before and after let the embedded intent-check thread finish, so the
-    count includes the check each confirmed call queues. Few enough calls that no automatic checkpoint
-    (at 1,000 frames) runs in between."""
+    count includes whatever the supervisor writes for them meanwhile. Few enough calls that no automatic
+    checkpoint (at 1,000 frames) runs in between."""
     with closing(sqlite3.connect(db_file, isolation_level=None)) as db:
         time.sleep(settle)
         busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -526,7 +526,7 @@ def main() -> None:
                 ours = wal_pages_per_call(db_file, lambda: mwrapped.post("/v1/things", json=body))
                 least = wal_pages_per_call(Path(tmp) / "floor.db", floor.call, settle=0)
                 print(
-                    f"WAL pages written per recorded call (POST, MockTransport; intent check included): {ours:.1f}; "
+                    f"WAL pages written per recorded call (POST, MockTransport; marking its intent check): {ours:.1f}; "
                     f"floor: {least:.1f}"
                 )
                 elapsed = time.perf_counter() - started

@@ -340,6 +340,32 @@ def test_a_recorded_call_refreshes_the_sessions_last_activity_only_once_it_is_a_
     assert engine.recording.get_session(org.org_id, session.session_id).last_activity_at == clock.now
 
 
+def test_a_confirmed_call_writes_no_intent_check_and_the_next_round_queues_one_per_call(engine: Engine) -> None:
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 2)
+    checks = [a.verification for a in engine.recording.get_session(org.org_id, session.session_id).actions]
+    assert checks == [None, None]  # found from the session's watermark, not queued by the calls
+    assert engine.intent_checks.queue_wanted(org.org_id) == 2
+    assert engine.intent_checks.queue_wanted(org.org_id) == 0
+    actions = engine.recording.get_session(org.org_id, session.session_id).actions
+    assert all(a.verification is not None for a in actions)
+
+
+def test_a_call_still_under_way_has_its_check_queued_once_confirmed_and_no_later_call_is_checked_twice(
+    engine: Engine,
+) -> None:
+    org = engine.accounts.ensure_organisation("o")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    under_way = log(engine, org.org_id, session.session_id)  # CLEARED: the watermark stays below it
+    run_actions(engine, org.org_id, session.session_id, 1)
+    assert engine.intent_checks.queue_wanted(org.org_id) == 1
+    engine.recording.confirm_action(org.org_id, under_way.action.action_id, Confirmed(response={}))
+    assert engine.intent_checks.queue_wanted(org.org_id) == 1
+    actions = engine.recording.get_session(org.org_id, session.session_id).actions
+    assert [a.verification is not None for a in actions] == [True, True]
+
+
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
     team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)

@@ -48,6 +48,7 @@ def test_settled_records_older_than_the_retention_are_pruned_and_the_work_itself
         pass  # no verifier here: every check is settled "no verifier configured"
     clock.advance(days=31)
     review_one_call()  # recent: kept, and its delivery still waits to go out
+    assert engine.intent_checks.queue_wanted(org) == 1  # its check, queued by a round of the supervisor: kept too
 
     report = engine.maintenance.maintain()
 

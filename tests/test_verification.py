@@ -327,6 +327,10 @@ def test_drift_on_the_free_plan_says_no_review_was_possible(
     ar.close()
 
 
+def _answered(verification: Any) -> bool:
+    return verification is not None and verification.outcome is not None
+
+
 def test_an_embedded_client_asks_the_checks_left_waiting_in_its_database(
     tmp_path: Any, model: FakeModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -345,8 +349,11 @@ def test_an_embedded_client_asks_the_checks_left_waiting_in_its_database(
     monkeypatch.setenv(intent.URL_ENV, model.url)
     monkeypatch.setenv(intent.MODEL_ENV, MODEL)
     ar = AgentRein(url)
-    shown = eventually(lambda: ar.get_session(session.session_id), lambda s: s.actions[0].verification.outcome)
-    assert shown.actions[0].verification.outcome is VerificationOutcome.VERIFIED
+    # The check is queued by the new process's supervisor (the call marked it wanted) and then asked.
+    shown = eventually(lambda: ar.get_session(session.session_id), lambda s: bool(s.actions[0].verification))
+    verification = eventually(lambda: ar.get_session(session.session_id).actions[0].verification, _answered)
+    assert verification is not None and verification.outcome is VerificationOutcome.VERIFIED
+    assert shown.actions[0].action_id == logged.action.action_id
     ar.close()
 
 

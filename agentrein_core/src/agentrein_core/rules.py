@@ -75,6 +75,9 @@ UNDOABLE = frozenset({A.SUCCESS, A.ROLLBACK_FAILED})
 #: Actions past their confirmation: a confirmation sent again for one changes nothing and loses nothing (a held
 #: call rolled back before it ran is ROLLED_BACK too, but no agent confirms a call that never ran).
 PAST_CONFIRMATION = UNDOABLE | {A.ROLLED_BACK}
+#: Actions whose outcome may still come in (and want an intent check then): a session's checks are found up to
+#: the first of them (its watermark).
+OUTCOME_AWAITED = frozenset({A.PENDING_APPROVAL, A.CLEARED})
 
 #: Approvals someone waits for: the agent, for its call to run (before execution); a rollback, for an undo.
 BLOCKING_PURPOSES = frozenset({ApprovalPurpose.BEFORE_EXECUTION, ApprovalPurpose.ROLLBACK})

@@ -18,6 +18,7 @@ from agentrein_core.engine.consequences import (
     may_start_rollback,
     new_approval,
     open_approval,
+    queue_check,
     start_rollback,
 )
 from agentrein_core.engine.records import action_of, session_of
@@ -41,12 +42,14 @@ class IntentChecking(UseCases):
         """Take one due intent check (of ``org_id`` only, when given), ask ``verifiers`` outside any
         transaction, and record the outcome; ``None`` when nothing is due. When no verifier could answer with
         an organisation's settings, all its due checks are recorded "no verifier configured" at once (one
-        write, not one per action).
+        write, not one per action). The checks the calls confirmed since each session's watermark want are
+        queued first (:meth:`queue_wanted`).
 
         Whatever goes wrong after the check was taken is recorded as ``UNVERIFIED`` and the check is asked
         again later, so no check is left taken and never answered. Drift has the consequence the organisation
         chose (``onDrift``): none, an after-execution review of the action, or a rollback of the session; and
         a ``drift.detected`` event."""
+        self.queue_wanted(org_id)
         now = self.clock()
         with self.store.transaction(write=False) as tx:  # most looks find nothing: no write lock for them
             if not tx.verifications.has_due(now, org_id):
@@ -102,6 +105,34 @@ class IntentChecking(UseCases):
         if verdict is None:
             return self._record_check(claimed, VerificationOutcome.UNVERIFIED, intent.NO_VERIFIER, "", retry=False)
         return self._record_check(claimed, verdict.outcome, verdict.rationale, verdict.verifier, retry=False)
+
+    def queue_wanted(self, org_id: str | None = None, limit: int = 100) -> int:
+        """Queue the intent checks that calls want (of ``org_id`` only, when given), up to ``limit`` sessions at
+        a time: a recorded call marks its action and its session (DESIGN §4, "what a recorded call writes is
+        kept to the least"), and this finds them from each session's watermark, its ``checked_seq``, in one
+        transaction off the calls' path. The watermark then moves up to the first action whose outcome may
+        still come (:data:`~agentrein_core.rules.OUTCOME_AWAITED`). How many checks were queued."""
+        with self.store.transaction(write=False) as tx:  # most looks find nothing: no write lock for them
+            if not tx.sessions.have_checks_due(org_id):
+                return 0
+        now = self.clock()
+        queued = 0
+        with self.store.transaction() as tx:
+            for org, session_id, checked_seq in tx.sessions.checks_due(org_id, limit):
+                actions = tx.actions.wanting_checks(session_id, checked_seq)
+                wanted = [action_id for action_id, _, _, wants in actions if wants]
+                for action_id in wanted:
+                    queue_check(tx, now, org, session_id, action_id)
+                tx.actions.checks_queued(wanted)
+                settled = checked_seq
+                for _, seq, status, _ in actions:
+                    if status in rules.OUTCOME_AWAITED:
+                        break
+                    settled = seq
+                if settled > checked_seq:
+                    tx.sessions.checked_up_to(session_id, settled)
+                queued += len(wanted)
+        return queued
 
     def _record_check(
         self, claimed: Verification, outcome: VerificationOutcome, rationale: str, verifier: str, *, retry: bool

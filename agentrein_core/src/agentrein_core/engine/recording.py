@@ -407,7 +407,7 @@ class Recording(UseCases):
             raise InvalidTransitionError(f"action {action_id} changed concurrently; try again")
         if done.review_after:
             open_approval(tx, now, new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT))
-        queue_check(tx, now, done.org_id, done.session_id, done.action_id)
+        tx.sessions.want_check(done.session_id)  # the action wants one already (set_outcome)
         undo_late_success(tx, now, done)
         return done
 
@@ -559,7 +559,8 @@ class Recording(UseCases):
                 open_approval(tx, now, review)
             if succeeded and not blocked:
                 undo_late_success(tx, now, action, recorded_after_it_ran=True)
-            queue_check(tx, now, org_id, session_id, action.action_id)
+            tx.actions.want_check(action.action_id)
+            tx.sessions.want_check(session_id)
         if blocked:
             assert decision.policy is not None
             raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True, undoable=undoable)

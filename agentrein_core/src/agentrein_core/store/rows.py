@@ -73,7 +73,10 @@ _UNSCOPED = (Organisation, ApiKey, Event)  # looked up by id alone
 #: Prepared: a recorded call inserts its action and its intent check (``bench/overhead.py``'s WRITE rows; on
 #: SQLite under load, 61 us an insert of an action against 655 us through SQLAlchemy's execute); the other
 #: records share the one insert path.
-INSERT = {cls: Prepared(table.insert()) for cls, (table, _) in TABLES.items()}
+INSERT = {
+    cls: Prepared(table.insert(), columns=[c.key for c in table.columns if c.key not in schema.STORE_ONLY])
+    for cls, (table, _) in TABLES.items()
+}
 _SELECTS = {cls: _select_by_id(table, key, scoped=cls not in _UNSCOPED) for cls, (table, key) in TABLES.items()}
 #: Prepared: on the server, each call an agent key records or confirms reads its session (and action) by id to
 #: check the key opened it (46 us against 132 us through SQLAlchemy's execute, on SQLite under load).

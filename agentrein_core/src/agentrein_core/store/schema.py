@@ -78,6 +78,13 @@ sessions = Table(
     Column("opened_by_key", ID),
     # The client that recorded it when not one of AgentRein's own (a published SDK, through /compat).
     Column("recorded_with", String(100)),
+    # The intent checks' watermark (engine/intent_checks.py): every action up to ``checked_seq`` has had its
+    # check queued; ``check_due`` says a call confirmed since wants one. Written by the store's own statements
+    # only, never with a record (rows.py), so a stale session written back cannot clear them.
+    Column("checked_seq", Integer, nullable=False, server_default="0"),
+    Column("check_due", Boolean, nullable=False, server_default=false()),
+    # The sessions whose checks wait to be queued, read by the supervisor; a call writes it only when it flips.
+    Index("ix_sessions_check_due", "org_id", sqlite_where=text("check_due"), postgresql_where=text("check_due")),
     Index("ix_sessions_org_created", "org_id", "created_at", "session_id"),
     Index("ix_sessions_status_activity", "status", "last_activity_at"),
     # A list filtered by stored status or by agent walks its sessions newest first (store/sessions.py).
@@ -109,6 +116,8 @@ actions = Table(
     Column("undo_requested", Boolean, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # Its call ran and wants an intent check, not yet queued (set with its outcome: no write of its own).
+    Column("check_wanted", Boolean, nullable=False, server_default=false()),
     Index("ux_actions_session_seq", "session_id", "seq", unique=True),
     # A call is recorded once: a journal replay finds the record its key already made.
     Index("ux_actions_session_key", "session_id", "idempotency_key", unique=True),
@@ -166,6 +175,10 @@ policies = Table(
     Column("approval_timeout_ms", BigInteger),
     Index("ux_policies_org_name", "org_id", "name", unique=True),
 )
+
+#: Columns no record holds, written by the store's own statements only: an insert leaves them to their
+#: defaults, and a record written back never touches them.
+STORE_ONLY = frozenset({"checked_seq", "check_due", "check_wanted"})
 
 _ACTIVE_ROLLBACK = text("status IN ('RUNNING', 'WAITING_APPROVAL')")
 

@@ -63,8 +63,14 @@ _CONFIRM = Prepared(
         response=sa.bindparam("response"),
         undo=sa.bindparam("undo"),
         updated_at=sa.bindparam("now"),
+        check_wanted=sa.true(),  # its call ran: an intent check is wanted (found from the session's watermark)
     )
     .returning(*_A.c)
+)
+#: A session whose confirmed call wants an intent check: written only when it flips, so most calls find it set
+#: and write nothing more (the supervisor clears it when it queues the checks).
+_CHECK_DUE = Prepared(
+    _S.update().where(_S.c.session_id == sa.bindparam("sid"), _S.c.check_due.is_(False)).values(check_due=True)
 )
 _FAILURE = _A.alias("failure")
 
@@ -110,6 +116,33 @@ class Sessions:
 
     def touch(self, session_id: str, now: datetime) -> None:
         self.rows.conn.execute(_S.update().where(_S.c.session_id == session_id).values(last_activity_at=now))
+
+    def want_check(self, session_id: str) -> None:
+        """A call of the session ran (its action is marked ``check_wanted``): its intent check is queued by the
+        supervisor (:meth:`checks_due`), not by the call."""
+        _CHECK_DUE.run(self.rows.conn, {"sid": session_id})
+
+    def have_checks_due(self, org_id: str | None) -> bool:
+        stmt = sa.select(_S.c.session_id).where(_S.c.check_due.is_(True))
+        if org_id is not None:
+            stmt = stmt.where(_S.c.org_id == org_id)
+        return self.rows.conn.execute(stmt.limit(1)).first() is not None
+
+    def checks_due(self, org_id: str | None, limit: int) -> list[tuple[str, str, int]]:
+        """Up to ``limit`` sessions (of ``org_id``, when given) whose calls want intent checks, each as
+        ``(org_id, session_id, checked_seq)``, taken: ``check_due`` is cleared first, so that a call confirmed
+        while they are queued marks its session again rather than being missed."""
+        stmt = sa.select(_S.c.org_id, _S.c.session_id, _S.c.checked_seq).where(_S.c.check_due.is_(True))
+        if org_id is not None:
+            stmt = stmt.where(_S.c.org_id == org_id)
+        found = [(r.org_id, r.session_id, r.checked_seq) for r in self.rows.conn.execute(stmt.limit(limit))]
+        for _, session_id, _ in found:
+            self.rows.conn.execute(_S.update().where(_S.c.session_id == session_id).values(check_due=False))
+        return found
+
+    def checked_up_to(self, session_id: str, seq: int) -> None:
+        """Every action of the session up to ``seq`` has had its intent check queued (or wants none)."""
+        self.rows.conn.execute(_S.update().where(_S.c.session_id == session_id).values(checked_seq=seq))
 
     def idle_since(self, cutoff: datetime, limit: int = 500) -> list[Session]:
         """Active sessions idle since ``cutoff``, longest idle first. In that order PostgreSQL reads them from
@@ -193,6 +226,22 @@ class Actions:
 
     def of_session(self, session_id: str) -> list[Action]:
         return self.rows.all(Action, sa.select(_A).where(_A.c.session_id == session_id).order_by(_A.c.seq))
+
+    def wanting_checks(self, session_id: str, after_seq: int) -> list[tuple[str, int, ActionStatus, bool]]:
+        """The session's actions after ``after_seq``, as ``(action_id, seq, status, check_wanted)``, in ``seq``
+        order (read from the unique index on ``(session_id, seq)`` and the rows it points to)."""
+        columns = _A.c.action_id, _A.c.seq, _A.c.status, _A.c.check_wanted
+        stmt = sa.select(*columns).where(_A.c.session_id == session_id, _A.c.seq > after_seq).order_by(_A.c.seq)
+        return [(r.action_id, r.seq, ActionStatus(r.status), r.check_wanted) for r in self.rows.conn.execute(stmt)]
+
+    def checks_queued(self, action_ids: Sequence[str]) -> None:
+        """These actions' intent checks are queued: no longer wanted."""
+        for chunk in (action_ids[i : i + 500] for i in range(0, len(action_ids), 500)):
+            self.rows.conn.execute(_A.update().where(_A.c.action_id.in_(chunk)).values(check_wanted=False))
+
+    def want_check(self, action_id: str) -> None:
+        """This action's call ran (recorded only once it had run): an intent check is wanted."""
+        self.rows.conn.execute(_A.update().where(_A.c.action_id == action_id).values(check_wanted=True))
 
     def page(self, session_id: str, limit: int, after_seq: int = 0) -> list[Action]:
         """At most ``limit`` of the session's actions after ``after_seq``, in ``seq`` order (the unique index
