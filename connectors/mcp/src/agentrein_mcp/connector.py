@@ -239,8 +239,8 @@ class McpConnector(Connector):
         answered = isinstance(error, MCPError) and error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
         return not (answered and context.binding.on_tool_error == "record")
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
-        check_servers(config, credentials)
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
+        check_servers(config, credentials, org_id)
 
     def targets(self, config: JSON, credentials: JSON) -> list[tuple[str, str]]:
         return urls(config)
@@ -248,8 +248,8 @@ class McpConnector(Connector):
     def not_reached(self, config: JSON, action: Action) -> str | None:
         return unconfigured(config, action)
 
-    def server_client(self, config: JSON, credentials: JSON) -> McpServers:
-        return McpServers(config, credentials)
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> McpServers:
+        return McpServers(config, credentials, org_id)
 
     def is_closed(self, client: Any) -> bool:
         binding: McpBinding = client
