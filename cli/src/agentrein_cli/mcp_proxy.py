@@ -4,7 +4,8 @@ each ``tools/call`` alone goes through AgentRein's guard (the ``mcp`` connector'
 
 The proxy speaks the handshake era (``initialize``) on both sides, so that what the upstream asks of the host
 (sampling, elicitation, roots) can travel as requests, as the reference servers expect. One AgentRein session
-per host connection, opened at the first ``tools/call`` and completed when the host disconnects cleanly; after
+per host connection, opened at the first ``tools/call`` and completed when the host disconnects cleanly (or stops
+the proxy with SIGTERM or SIGINT, as hosts do); after
 a rollback has ended it, the next call opens a new one. Refusals (a block, a rejection, an expiry, AgentRein
 unreachable in ``closed`` mode) answer an ``isError`` result in words a model can act on: nothing raises across
 the host. stdout is the protocol's channel: every word this process says goes to stderr.
@@ -16,9 +17,11 @@ import asyncio
 import contextvars
 import logging
 import os
+import signal
+import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -493,9 +496,13 @@ async def run(options: ProxyOptions) -> None:
             guard = Guard(upstream, options)
             server = proxy_server(upstream, guard, host, options)
             try:
-                async with stdio_server() as (read, write):
-                    init = initialization(upstream, options)
-                    await serve_loop(server, read, write, lifespan_state={}, init_options=init)
+                with closing(StdinLines(sys.stdin.fileno())) as stdin:
+                    async with anyio.create_task_group() as serving:
+                        serving.start_soon(_stop_on_signal, serving.cancel_scope)
+                        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", stdin)) as (read, write):
+                            init = initialization(upstream, options)
+                            await serve_loop(server, read, write, lifespan_state={}, init_options=init)
+                        serving.cancel_scope.cancel()
                 await guard.complete()
             finally:
                 await guard.close()
@@ -506,6 +513,51 @@ async def run(options: ProxyOptions) -> None:
         raise AgentReinError(f"the upstream MCP server could not be started ({reasons})") from None
     finally:
         logging.getLogger("agentrein").removeHandler(notices)
+
+
+async def _stop_on_signal(serving: anyio.CancelScope) -> None:
+    """SIGTERM or SIGINT (hosts stop their servers so) ends the host's connection as a clean disconnect does: the
+    serving is cancelled, then the session is completed and the upstream closed."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for number in signals:
+            log.warning("stopped by %s: the host's connection ends as a disconnect", signal.Signals(number).name)
+            serving.cancel()
+            return
+
+
+class StdinLines:
+    """The host's lines on stdin, read as the loop finds them ready. The ``mcp`` SDK reads stdin in a worker
+    thread, which a cancellation waits for until the host closes stdin: a signal could not end the serving."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.waits = not stat.S_ISREG(os.fstat(fd).st_mode)  # a file is always ready, and the loop cannot watch it
+        self.was_blocking = os.get_blocking(fd)
+        os.set_blocking(fd, False)
+
+    def close(self) -> None:
+        """The descriptor as it was: it may be a terminal the shell reads next."""
+        os.set_blocking(self.fd, self.was_blocking)
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self.buffer:
+            if self.waits:
+                await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:  # another reader of the descriptor was first
+                continue
+            if not chunk:  # the host closed stdin: its last line, if unterminated, then the end
+                if not self.buffer:
+                    raise StopAsyncIteration
+                chunk = b"\n"
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode("utf-8", errors="replace") + "\n"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
