@@ -5,10 +5,10 @@ each ``tools/call`` alone goes through AgentRein's guard (the ``mcp`` connector'
 The proxy speaks the handshake era (``initialize``) on both sides, so that what the upstream asks of the host
 (sampling, elicitation, roots) can travel as requests, as the reference servers expect. One AgentRein session
 per host connection, opened at the first ``tools/call`` and completed when the host disconnects cleanly (or stops
-the proxy with SIGTERM or SIGINT, as hosts do); after
-a rollback has ended it, the next call opens a new one. Refusals (a block, a rejection, an expiry, AgentRein
-unreachable in ``closed`` mode) answer an ``isError`` result in words a model can act on: nothing raises across
-the host. stdout is the protocol's channel: every word this process says goes to stderr.
+the proxy with SIGTERM or SIGINT, as hosts do); after a rollback has ended it, the next call opens a new one.
+Refusals (a block, a rejection, an expiry, AgentRein unreachable in ``closed`` mode) answer an ``isError`` result
+in words a model can act on: nothing raises across the host. stdout is the protocol's channel: every word this
+process says goes to stderr.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ if TYPE_CHECKING:  # the mcp SDK is imported where a client is wrapped or used (
     from mcp.types import CallToolResult, Tool
 
 MCP_TOOLS = "mcp-tools"
-#: Failures worth sending the same call again for (the connection dropped), when the tool may run twice.
+#: Failures worth sending the same call again for (the connection dropped), when the tool may run twice; and the
+#: ``mcp`` SDK's "Connection closed" (:meth:`McpConnector.is_transient`).
 TRANSIENT_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError, TimeoutError)
 
 
@@ -228,7 +229,14 @@ class McpConnector(Connector):
             raise ValidationError("undo.calls", "an mcp-tools undo makes one call or more")
 
     def is_transient(self, error: BaseException) -> bool:
-        return isinstance(error, TRANSIENT_ERRORS)
+        if isinstance(error, TRANSIENT_ERRORS):
+            return True
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        # The connection closed under the call ("Connection closed"): an undo tried again connects anew
+        # (McpBinding.connected), as the forward call of an idempotent tool is tried again.
+        return isinstance(error, MCPError) and error.code == CONNECTION_CLOSED
 
     def rolls_back(self, call: PreparedCall, error: BaseException) -> bool:
         from mcp.shared.exceptions import MCPError  # loaded already: the call raised it
