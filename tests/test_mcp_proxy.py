@@ -510,6 +510,26 @@ def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upst
     assert not memory.exists() or "fay" not in memory.read_text()  # the server's own file: nothing was made
 
 
+def test_agentrein_out_of_reach_lets_a_proxy_that_runs_closed_pass_reads_which_are_never_recorded(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    (tmp_path / "memory.jsonl").write_text(
+        json.dumps({"type": "entity", "name": "kim", "entityType": "person", "observations": []}) + "\n"
+    )
+    host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", "--failure-mode", "closed")
+    try:
+        read = host.call("read_graph", {})  # READ by the built-in table and by its readOnlyHint
+        written = host.call("create_entities", entities("lou"))
+    finally:
+        host.disconnect()
+    assert not read.is_error, read
+    assert "kim" in text_of(read)
+    assert written.is_error and "this proxy runs closed" in text_of(written)
+
+
 def test_agentrein_out_of_reach_lets_a_proxy_that_runs_open_make_the_call_and_journal_it(tmp_path: Path) -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))

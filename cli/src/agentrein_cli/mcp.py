@@ -83,7 +83,10 @@ def proxy(
         OnToolError, typer.Option(help="A tool's isError result rolls the session back, or is only recorded.")
     ] = OnToolError.ROLLBACK,
     failure_mode: Annotated[
-        FailureMode, typer.Option(help="AgentRein unreachable: run the calls and journal them, or refuse them.")
+        FailureMode,
+        typer.Option(
+            help="AgentRein unreachable: run the calls and journal them, or refuse them (reads pass either way)."
+        ),
     ] = FailureMode.OPEN,
 ) -> None:
     """Serve an MCP server to a host (on stdin/stdout) with every tool call guarded by AgentRein: recorded

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 import os
 import signal
@@ -262,14 +263,19 @@ class Guard:
         self, params: types.CallToolRequestParams, agent_id: str, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         try:
-            guarded = await self._guarded(agent_id)
             try:
-                return await self._send(guarded, params, progress)
+                guarded = await self._guarded(agent_id)
+            except AgentReinUnavailableError:  # closed mode: no session could be opened
+                if not await self._reads(params):
+                    raise
+                return await self._send(self.upstream, params, progress)  # a read is never recorded: it passes
+            try:
+                return await self._send(guarded.client, params, progress)
             except InvalidTransitionError:
                 if not await self._ended(guarded.session):
                     raise
                 # a rollback ended the session: the call was refused before it ran, so it runs in a new one
-                return await self._send(await self._guarded(agent_id, ended=guarded), params, progress)
+                return await self._send((await self._guarded(agent_id, ended=guarded)).client, params, progress)
         except AgentReinError as exc:
             log.warning("AgentRein did not run %s: %s", params.name, exc)
             return refused(refusal(exc, params.name))
@@ -284,13 +290,24 @@ class Guard:
             raise
 
     async def _send(
-        self, guarded: Guarded, params: types.CallToolRequestParams, progress: ProgressFnT | None
+        self, client: Client, params: types.CallToolRequestParams, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         # the host's progress token stays here: the upstream gets its own (see CallProgress)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
-        return await guarded.client.call_tool(
+        return await client.call_tool(
             params.name, params.arguments, progress_callback=progress, meta=cast(types.RequestParamsMeta, meta) or None
         )
+
+    async def _reads(self, params: types.CallToolRequestParams) -> bool:
+        """Whether the mcp connector takes the tool for a read, which passes unrecorded: classified as a wrapped
+        client would (the undo table, then the tool's annotations, then its name), through the plugin contract,
+        as the CLI imports no connector (DESIGN §2)."""
+        from agentrein_core.plugins import installed_connectors
+
+        connector = installed_connectors().get("mcp")
+        binding = connector.bind(self.upstream, {"server": self.options.name, "undo": self.options.undo})
+        prepared = connector.prepare(binding, ("call_tool",), (params.name, params.arguments), {})
+        return (await prepared if inspect.isawaitable(prepared) else prepared) is None
 
     @property
     def agentrein(self) -> AsyncAgentRein:
