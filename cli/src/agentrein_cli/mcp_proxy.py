@@ -248,7 +248,7 @@ class Guarded:
     client: Client
 
 
-class Guard:
+class HostSession:
     """This host connection's AgentRein session and the upstream client wrapped in it: opened at the first tool
     call, opened anew after a rollback ended it."""
 
@@ -371,7 +371,7 @@ class Guard:
 # The server the host sees ------------------------------------------------------------------------------------
 
 
-def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptions) -> Server[Any]:
+def proxy_server(upstream: Client, recording: HostSession, host: Host, options: ProxyOptions) -> Server[Any]:
     """A low-level MCP server whose every request is answered by the upstream: tools/call through the guard."""
     session = upstream.session
 
@@ -380,7 +380,7 @@ def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptio
         agent_id = options.agent_id or (client.client_info.name if client else None) or "mcp-host"
         token = (params.meta or {}).get("progress_token")
         if token is None:
-            return await _upstream_errors(guard.call(params, agent_id, None))
+            return await _upstream_errors(recording.call(params, agent_id, None))
         progress = CallProgress(ctx.session, token)
         waiting = Waiting(asyncio.get_running_loop())
         watched = _waiting.set(waiting)
@@ -388,7 +388,7 @@ def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptio
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(progress.heartbeat, waiting)
                 try:
-                    return await _upstream_errors(guard.call(params, agent_id, progress.upstream))
+                    return await _upstream_errors(recording.call(params, agent_id, progress.upstream))
                 finally:
                     tasks.cancel_scope.cancel()
         finally:
@@ -510,8 +510,8 @@ async def run(options: ProxyOptions) -> None:
     try:
         async with connected(options, host) as upstream:
             started = True
-            guard = Guard(upstream, options)
-            server = proxy_server(upstream, guard, host, options)
+            recording = HostSession(upstream, options)
+            server = proxy_server(upstream, recording, host, options)
             try:
                 with closing(StdinLines(sys.stdin.fileno())) as stdin:
                     async with anyio.create_task_group() as serving:
@@ -520,9 +520,9 @@ async def run(options: ProxyOptions) -> None:
                             init = initialization(upstream, options)
                             await serve_loop(server, read, write, lifespan_state={}, init_options=init)
                         serving.cancel_scope.cancel()
-                await guard.complete()
+                await recording.complete()
             finally:
-                await guard.close()
+                await recording.close()
     except Exception as exc:
         if started:
             raise
