@@ -455,3 +455,16 @@ def test_the_connectors_page_saves_mcp_servers_typed_as_json_and_refuses_an_unde
     with operator(tenant) as api:
         shown = api.get("/connectors/mcp").json()
     assert shown["config"] == {"servers": {"notes": {"url": notes.url}}} and shown["hasCredentials"]
+
+
+def test_the_connectors_page_says_the_undos_of_mcp_servers_not_named_are_handed_to_the_agents_process(
+    server: RunningServer,
+) -> None:
+    tenant = server.tenant(http_undo=False)
+    with visitor(server, account(server, tenant)) as as_admin:
+        page = as_admin.get("/dashboard/connectors").text
+    mcp = page[page.index('id="connector-mcp"') :].split("</section>")[0]
+    http = page[page.index('id="connector-http"') :].split("</section>")[0]
+    assert "handed to the agent process that holds the client" in mcp and "(every one, while it is not enabled)" in mcp
+    assert "handed to the agent" not in http  # the http connector's undos fail until it is enabled
+    assert "the undos of its actions fail, unless its card says they are handed to the agent's process" in page
