@@ -493,12 +493,17 @@ def test_a_proxy_on_an_agentrein_server_records_there_and_runs_the_undos_the_ser
     assert [a.api_name for a in session.actions] == ["memory.create_entities", "memory.add_observations"]
 
 
+def unused_address() -> str:
+    """An address on 127.0.0.1 where no AgentRein answers (a port bound, then freed)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{unused.getsockname()[1]}"
+
+
 def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upstream_sees_the_call(
     tmp_path: Path,
 ) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    nowhere = unused_address()
     host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", "--failure-mode", "closed")
     try:
         result = host.call("create_entities", entities("fay"))
@@ -513,9 +518,7 @@ def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upst
 def test_agentrein_out_of_reach_lets_a_proxy_that_runs_closed_pass_reads_which_are_never_recorded(
     tmp_path: Path,
 ) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    nowhere = unused_address()
     (tmp_path / "memory.jsonl").write_text(
         json.dumps({"type": "entity", "name": "kim", "entityType": "person", "observations": []}) + "\n"
     )
@@ -531,9 +534,7 @@ def test_agentrein_out_of_reach_lets_a_proxy_that_runs_closed_pass_reads_which_a
 
 
 def test_agentrein_out_of_reach_lets_a_proxy_that_runs_open_make_the_call_and_journal_it(tmp_path: Path) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    nowhere = unused_address()
     journal = tmp_path / "journal.db"
     host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", env={"AGENTREIN_JOURNAL": str(journal)})
     try:
