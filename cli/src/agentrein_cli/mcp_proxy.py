@@ -22,7 +22,7 @@ import signal
 import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager, closing, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -513,10 +513,13 @@ async def run(options: ProxyOptions) -> None:
             recording = HostSession(upstream, options)
             server = proxy_server(upstream, recording, host, options)
             try:
-                with closing(StdinLines(sys.stdin.fileno())) as stdin:
+                # Windows ends a process with no signal it could catch (and anyio has no receiver there)
+                posix = os.name == "posix"
+                with closing(StdinLines(sys.stdin.fileno())) if posix else nullcontext() as stdin:
                     async with anyio.create_task_group() as serving:
-                        serving.start_soon(_stop_on_signal, serving.cancel_scope)
-                        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", stdin)) as (read, write):
+                        if posix:
+                            serving.start_soon(_stop_on_signal, serving.cancel_scope)
+                        async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin)) as (read, write):
                             init = initialization(upstream, options)
                             await serve_loop(server, read, write, lifespan_state={}, init_options=init)
                         serving.cancel_scope.cancel()
