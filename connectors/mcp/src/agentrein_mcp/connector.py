@@ -90,8 +90,8 @@ class McpConnector(Connector):
             "MCP servers",
             "The MCP servers the server may reach to undo calls itself, as a JSON object: each server's name (the "
             'one its calls are recorded under) to {"url": ...}, a streamable-HTTP address, or {"command": ...}, the '
-            "name of a stdio command the server's administrator declared. The undos of a server not named here are "
-            "handed to the agent process that made the calls.",
+            "name of a stdio command the server's administrator declared for this organisation. The undos of a server "
+            "not named here are handed to the agent process that made the calls.",
             SettingKind.JSON,
             example='{"tracker": {"url": "https://mcp.example.com/mcp"}, "memory": {"command": "memory"}}',
         ),
