@@ -23,7 +23,7 @@ class Undeclared(Connector):
     def prepare(self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         return None
 
-    def server_client(self, config: JSON, credentials: JSON) -> object:
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> object:
         return object()
 
 

@@ -1,16 +1,18 @@
 """The mcp connector against a small server of the tests' own (the ``mcp`` SDK's ``MCPServer``, in process), for
 what the reference servers do not show: a server whose annotations lie, the idempotency key in ``_meta``, and
-a closed connection that AgentRein cannot open again."""
+a closed connection that AgentRein cannot open again, and one that closes in the middle of an undo."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
@@ -205,3 +207,73 @@ def test_a_json_rpc_error_rolls_the_session_back_by_default(tmp_path: Path) -> N
     session, state = after_a_json_rpc_error(tmp_path, "rollback")
     assert session.display_status is DisplayStatus.REVERTED
     assert state["entries"] == {}  # the entry added before it was removed
+
+
+def test_an_undo_through_a_closed_client_session_says_it_is_closed_and_cannot_be_reached_again(
+    tmp_path: Path,
+) -> None:
+    server, state = ledger()
+
+    async def scenario() -> None:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(server) as raw:  # a ClientSession knows no command or URL to connect with again
+                await ar.wrap(raw.session, s, connector="mcp", undo=TABLE).call_tool("add_entry", {"text": "tea"})
+            with pytest.raises(RollbackFailedError, match="is closed, and AgentRein cannot reach that server again"):
+                await ar.rollback_session(s)
+
+    asyncio.run(scenario())
+    assert state["entries"] == {"e1": "tea"}
+
+
+#: A ledger over stdio that keeps its entries in a file, and whose ``remove_entry`` exits the process the first
+#: time it is called (a crash in the middle of an undo); started anew, it removes the entry.
+CRASHING_LEDGER = """
+import json, os, sys
+from pathlib import Path
+from mcp.server.mcpserver import MCPServer
+
+book = Path(sys.argv[1])
+server = MCPServer("ledger")
+
+@server.tool()
+def add_entry(text: str) -> dict:
+    entries = json.loads(book.read_text()) if book.exists() else {}
+    entries[f"e{len(entries) + 1}"] = text
+    book.write_text(json.dumps(entries))
+    return {"id": f"e{len(entries)}"}
+
+@server.tool()
+def remove_entry(entry_id: str) -> dict:
+    crashed = book.with_suffix(".crashed")
+    if not crashed.exists():
+        crashed.write_text("once")
+        os._exit(1)
+    entries = json.loads(book.read_text())
+    removed = entries.pop(entry_id, None)
+    book.write_text(json.dumps(entries))
+    return {"removed": removed}
+
+server.run()
+"""
+
+
+def test_a_connection_that_closes_in_the_middle_of_an_undo_is_opened_again_and_the_undo_retried(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "ledger.py"
+    script.write_text(CRASHING_LEDGER)
+    book = tmp_path / "book.json"
+    params = StdioServerParameters(command=sys.executable, args=[str(script), str(book)])
+
+    async def scenario() -> list[Any]:
+        async with embedded(tmp_path) as ar:
+            s = await ar.new_session(agent_id="bookkeeper")
+            async with Client(params) as raw:
+                await ar.wrap(raw, s, connector="mcp", undo=TABLE).call_tool("add_entry", {"text": "tea"})
+                await ar.rollback_session(s)  # the server exits under the undo, the undo goes on in a new one
+            return list((await ar.get_session(s)).actions)
+
+    (action,) = asyncio.run(scenario())
+    assert action.status is ActionStatus.ROLLED_BACK
+    assert book.with_suffix(".crashed").exists() and json.loads(book.read_text()) == {}

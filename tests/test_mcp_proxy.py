@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -492,12 +493,17 @@ def test_a_proxy_on_an_agentrein_server_records_there_and_runs_the_undos_the_ser
     assert [a.api_name for a in session.actions] == ["memory.create_entities", "memory.add_observations"]
 
 
+def unused_address() -> str:
+    """An address on 127.0.0.1 where no AgentRein answers (a port bound, then freed)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{unused.getsockname()[1]}"
+
+
 def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upstream_sees_the_call(
     tmp_path: Path,
 ) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    nowhere = unused_address()
     host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", "--failure-mode", "closed")
     try:
         result = host.call("create_entities", entities("fay"))
@@ -509,10 +515,26 @@ def test_agentrein_out_of_reach_answers_a_proxy_that_runs_closed_before_the_upst
     assert not memory.exists() or "fay" not in memory.read_text()  # the server's own file: nothing was made
 
 
+def test_agentrein_out_of_reach_lets_a_proxy_that_runs_closed_pass_reads_which_are_never_recorded(
+    tmp_path: Path,
+) -> None:
+    nowhere = unused_address()
+    (tmp_path / "memory.jsonl").write_text(
+        json.dumps({"type": "entity", "name": "kim", "entityType": "person", "observations": []}) + "\n"
+    )
+    host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", "--failure-mode", "closed")
+    try:
+        read = host.call("read_graph", {})  # READ by the built-in table and by its readOnlyHint
+        written = host.call("create_entities", entities("lou"))
+    finally:
+        host.disconnect()
+    assert not read.is_error, read
+    assert "kim" in text_of(read)
+    assert written.is_error and "this proxy runs closed" in text_of(written)
+
+
 def test_agentrein_out_of_reach_lets_a_proxy_that_runs_open_make_the_call_and_journal_it(tmp_path: Path) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    nowhere = unused_address()
     journal = tmp_path / "journal.db"
     host = proxy(None, tmp_path, "--url", nowhere, "--api-key", "ar_none", env={"AGENTREIN_JOURNAL": str(journal)})
     try:
@@ -545,3 +567,63 @@ def test_an_upstream_that_crashes_mid_call_answers_the_host_an_error_and_says_wh
     assert "the upstream MCP server closed its connection" in str(next_request.value)
     said = host.errlog.read_text()
     assert "closed its connection" in said and "Traceback" not in said
+
+
+class RawHost:
+    """A host as a process sees it: the proxy launched with pipes, JSON-RPC lines written and read by hand, so
+    that the test holds the proxy's process (to signal it) while its stdin stays open."""
+
+    def __init__(self, database_url: str, tmp_path: Path) -> None:
+        env = {**os.environ, "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
+        args = ["mcp", "proxy", "--database-url", database_url, "--", "node", str(MEMORY_SERVER)]
+        self.process = subprocess.Popen(
+            [str(AGENTREIN), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        self.sent = 0
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.sent += 1
+        self.notify(method, params, id=self.sent)
+        assert self.process.stdout is not None
+        while True:
+            answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+            if answer.get("id") == self.sent:
+                return answer
+
+    def notify(self, method: str, params: dict[str, Any], **fields: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method, "params": params, **fields}).encode())
+        self.process.stdin.write(b"\n")
+        self.process.stdin.flush()
+
+    def children(self) -> set[int]:
+        tasks = Path(f"/proc/{self.process.pid}/task")
+        return {int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_host_that_stops_the_proxy_with_a_signal_completes_its_session_and_the_upstream_is_closed(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = RawHost(database_url, tmp_path)
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "desktop", "version": "1"}}
+        assert "result" in host.request("initialize", hello)
+        host.notify("notifications/initialized", {})
+        called = host.request("tools/call", {"name": "create_entities", "arguments": entities("ned")})
+        assert called["result"]["isError"] is False
+        (upstream,) = host.children()
+        host.process.send_signal(stop)  # its stdin still open, as a host that stops its servers leaves it
+        assert host.process.wait(60) == 0
+    finally:
+        if host.process.poll() is None:
+            host.process.kill()
+            host.process.wait(10)
+    assert not Path(f"/proc/{upstream}").exists() or "Z" in Path(f"/proc/{upstream}/stat").read_text().split()[2]
+    assert host.process.stderr is not None and stop.name in host.process.stderr.read().decode()
+    with AgentRein(database_url) as agentrein:
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    assert (session.agent_id, session.status) == ("desktop", SessionStatus.COMPLETED)
+    assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]

@@ -28,7 +28,8 @@ from serving import RunningServer, ServerProcess, Tenant, free_port
 from test_dashboard import session_that_ran
 
 from agentrein import AsyncAgentRein, SessionInfo
-from agentrein_core.errors import ValidationError
+from agentrein_cli.reach import engine
+from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.statuses import ActionStatus
 from agentrein_core.targets import ALLOW_PRIVATE_ENV
@@ -138,16 +139,21 @@ async def agent_remembers_ada(
         return s
 
 
-def declare_memory_command(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """As a server's administrator would: the reference memory server declared as command ``team-memory``, its
-    graph in ``folder`` (the file this returns)."""
-    graph_file = folder / "memory.jsonl"
-    # env(1) gives the declared server its graph file: the server starts commands with PATH and HOME only
-    argv = ["env", f"MEMORY_FILE_PATH={graph_file}", node(), script("server-memory")]
+def declare_commands(folder: Path, monkeypatch: pytest.MonkeyPatch, declared: dict[str, Any]) -> Path:
+    """As a server's administrator would: the file of MCP commands ``declared``, named by the variable (read
+    again at each use, so a test may write it anew); the file."""
     commands = folder / "mcp-commands.json"
-    commands.write_text(json.dumps({"team-memory": argv}))
+    commands.write_text(json.dumps(declared))
     monkeypatch.setenv(COMMANDS_ENV, str(commands))
-    return graph_file
+    return commands
+
+
+def memory_command(folder: Path, organizations: list[str]) -> dict[str, Any]:
+    """The reference memory server as a declared command for ``organizations``, its graph in
+    ``folder / "memory.jsonl"``."""
+    # env(1) gives the declared server its graph file: the server starts commands with PATH and HOME only
+    argv = ["env", f"MEMORY_FILE_PATH={folder / 'memory.jsonl'}", node(), script("server-memory")]
+    return {"command": argv, "organizations": organizations}
 
 
 def operator(tenant: Tenant) -> httpx.Client:
@@ -205,11 +211,15 @@ def test_agentrein_serve_given_the_administrators_command_file_undoes_through_a_
     own_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real `agentrein serve` process, the file named by its variable, the undo run by its workers."""
-    graph_file = declare_memory_command(tmp_path, monkeypatch)
+    commands = declare_commands(tmp_path, monkeypatch, {})
     served = ServerProcess(own_database_url, Fernet.generate_key().decode())
     try:
         (key,) = served.printed_keys
-        tenant = Tenant("default", key, served.url)
+        with engine(own_database_url) as found:  # the organisation `agentrein serve` made: as `agentrein orgs list`
+            org_id = found.accounts.organisation_named("default").org_id
+        commands.write_text(json.dumps({"team-memory": memory_command(tmp_path, [org_id])}))
+        graph_file = tmp_path / "memory.jsonl"
+        tenant = Tenant(org_id, key, served.url)
         session = asyncio.run(agent_remembers_ada(tenant, tmp_path))
         assert "ada" in graph_file.read_text()
         assert configure(tenant, {"servers": {"memory": {"command": "not-declared"}}}).status_code == 400
@@ -223,10 +233,8 @@ def test_agentrein_serve_given_the_administrators_command_file_undoes_through_a_
 def test_a_declared_command_that_exits_at_once_fails_the_undo_saying_the_connection_closed(
     server: RunningServer, notes: Notes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    commands = tmp_path / "mcp-commands.json"
-    commands.write_text(json.dumps({"broken": ["false"]}))
-    monkeypatch.setenv(COMMANDS_ENV, str(commands))
     tenant = server.tenant(http_undo=False)
+    declare_commands(tmp_path, monkeypatch, {"broken": {"command": ["false"], "organizations": [tenant.org_id]}})
     session_id = agent_adds_a_note(tenant, notes)
     assert configure(tenant, {"servers": {"notes": {"command": "broken"}}}).status_code == 200
     session = rolled_back(tenant, session_id)
@@ -238,13 +246,75 @@ def test_a_declared_command_that_exits_at_once_fails_the_undo_saying_the_connect
 def test_an_organisation_cannot_name_a_command_the_administrator_did_not_declare(
     server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
-    commands = tmp_path / "mcp-commands.json"
-    commands.write_text(json.dumps({"team-memory": ["node", "memory.js"]}))
-    monkeypatch.setenv(COMMANDS_ENV, str(commands))
-    refused = configure(server.tenant(http_undo=False), {"servers": {"memory": {"command": command}}})
+    tenant = server.tenant(http_undo=False)
+    declare_commands(
+        tmp_path, monkeypatch, {"team-memory": {"command": ["node", "memory.js"], "organizations": [tenant.org_id]}}
+    )
+    refused = configure(tenant, {"servers": {"memory": {"command": command}}})
     assert refused.status_code == 400 and refused.headers["content-type"].startswith("application/problem+json")
     detail = refused.json()["detail"]
-    assert "config.servers.memory.command" in detail and "administrator declared (team-memory)" in detail
+    assert "config.servers.memory.command" in detail and "declared for this organisation (team-memory)" in detail
+
+
+def test_an_organisation_cannot_name_a_command_declared_for_another_and_is_not_told_its_name(
+    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, theirs = server.tenant(http_undo=False), server.tenant(http_undo=False)
+    declared = {"their-files": {"command": ["node", "files.js"], "organizations": [theirs.org_id]}}
+    declare_commands(tmp_path, monkeypatch, declared)
+    refused = configure(ours, {"servers": {"files": {"command": "their-files"}}})
+    assert refused.status_code == 400 and refused.headers["content-type"].startswith("application/problem+json")
+    detail = refused.json()["detail"]
+    assert "config.servers.files.command" in detail and "declared for this organisation (none are)" in detail
+    assert configure(theirs, {"servers": {"files": {"command": "their-files"}}}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "entry", [["node", "memory.js"], {"command": ["node", "memory.js"]}], ids=["earlier-form", "no-list"]
+)
+def test_a_command_declared_with_no_list_of_organisations_is_offered_to_none(
+    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: object
+) -> None:
+    declare_commands(tmp_path, monkeypatch, {"team-memory": entry})
+    refused = configure(server.tenant(http_undo=False), {"servers": {"memory": {"command": "team-memory"}}})
+    assert refused.status_code == 400
+    assert "declared for this organisation (none are)" in refused.json()["detail"]
+
+
+def test_a_malformed_file_of_commands_is_refused_naming_its_form(
+    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declare_commands(tmp_path, monkeypatch, {"team-memory": {"command": ["node"], "organizations": "everyone"}})
+    refused = configure(server.tenant(http_undo=False), {"servers": {"memory": {"command": "team-memory"}}})
+    assert refused.status_code == 400
+    assert COMMANDS_ENV in refused.json()["detail"] and '"organizations": ["org_...", ...]' in refused.json()["detail"]
+
+
+def test_an_undo_through_a_command_no_longer_declared_for_its_organisation_fails_saying_so_and_starts_nothing(
+    server: RunningServer, notes: Notes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant, other = server.tenant(http_undo=False), server.tenant(http_undo=False)
+    started = tmp_path / "started"
+    argv = ["touch", str(started)]
+    commands = declare_commands(tmp_path, monkeypatch, {"notes": {"command": argv, "organizations": [tenant.org_id]}})
+    session_id = agent_adds_a_note(tenant, notes)
+    assert configure(tenant, {"servers": {"notes": {"command": "notes"}}}).status_code == 200
+    commands.write_text(json.dumps({"notes": {"command": argv, "organizations": [other.org_id]}}))
+    session = rolled_back(tenant, session_id)
+    assert session["job"]["status"] == "FAILED"
+    assert "'notes'" in session["job"]["error"] and "for this organisation" in session["job"]["error"]
+    assert not started.exists() and notes.notes == {"n1": "tea"}
+
+
+def test_the_server_client_of_an_organisation_a_command_is_not_declared_for_cannot_reach_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Judged again when the undo runs, whatever the settings passed when stored."""
+    declare_commands(tmp_path, monkeypatch, {"notes": {"command": ["node", "notes.js"], "organizations": ["org_a"]}})
+    config = {"servers": {"notes": {"command": "notes"}}}
+    assert McpConnector().server_client(config, {}, "org_a").binding("notes").server == "notes"
+    with pytest.raises(UndoError, match="no longer declares MCP command 'notes' for this organisation"):
+        McpConnector().server_client(config, {}, "org_b").binding("notes")
 
 
 def test_a_loopback_url_is_refused_when_stored_without_the_variable_and_nothing_reaches_it(
@@ -292,7 +362,7 @@ def test_a_connection_to_a_server_whose_address_is_now_private_is_refused_naming
 ) -> None:
     """The stored address was checked; the connection checks again, on the address it connects to."""
     connector = McpConnector()
-    servers = connector.server_client({"servers": {"notes": {"url": notes.url}}}, {})
+    servers = connector.server_client({"servers": {"notes": {"url": notes.url}}}, {}, "org_test")
     undo = UndoConfig(
         "mcp-tools", {"server": "notes", "calls": [{"tool": "remove_note", "arguments": {"note_id": "n1"}}]}
     )
@@ -385,3 +455,16 @@ def test_the_connectors_page_saves_mcp_servers_typed_as_json_and_refuses_an_unde
     with operator(tenant) as api:
         shown = api.get("/connectors/mcp").json()
     assert shown["config"] == {"servers": {"notes": {"url": notes.url}}} and shown["hasCredentials"]
+
+
+def test_the_connectors_page_says_the_undos_of_mcp_servers_not_named_are_handed_to_the_agents_process(
+    server: RunningServer,
+) -> None:
+    tenant = server.tenant(http_undo=False)
+    with visitor(server, account(server, tenant)) as as_admin:
+        page = as_admin.get("/dashboard/connectors").text
+    mcp = page[page.index('id="connector-mcp"') :].split("</section>")[0]
+    http = page[page.index('id="connector-http"') :].split("</section>")[0]
+    assert "handed to the agent process that holds the client" in mcp and "(every one, while it is not enabled)" in mcp
+    assert "handed to the agent" not in http  # the http connector's undos fail until it is enabled
+    assert "the undos of its actions fail, unless its card says they are handed to the agent's process" in page

@@ -42,6 +42,20 @@ def test_a_write_after_a_failed_write_is_committed(tmp_path: os.PathLike[str]) -
     store.close()
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:///agentrein.db", "sqlite+pysqlite:///../up.db", "sqlite:///a%20b.db", "postgresql+psycopg://u:pw@h/db"],
+)
+def test_a_database_url_is_shown_as_sqlalchemy_reads_it_whether_or_not_it_is_parsed(url: str) -> None:
+    """The plain SQLite files and the URLs with no password are shown without loading SQLAlchemy."""
+    import sqlalchemy as sa
+
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        parsed = parsed.set(database=os.path.abspath(parsed.database))
+    assert database.shown_database_url(url) == parsed.render_as_string(hide_password=True)
+
+
 def test_a_postgres_connection_lost_while_idle_is_replaced_before_it_is_used(
     own_postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -248,7 +248,7 @@ def test_a_server_client_checks_the_address_of_its_api_as_it_connects(
     undo: UndoConfig,
 ) -> None:
     """Checked when stored and before the undo, the API's name may still resolve elsewhere as it connects."""
-    client = connector.server_client(config, credentials)
+    client = connector.server_client(config, credentials, "org_test")
     monkeypatch.delenv(ALLOW_PRIVATE_ENV)
     resolver.answer("api.rebound.test", "10.0.0.5")
     (field,) = config
@@ -270,10 +270,10 @@ class Reaching(Connector):
     def prepare(self, client: Any, path: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         return None
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
         pass  # it takes anything: the engine checks its targets all the same
 
-    def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> httpx.Client:
         return httpx.Client(base_url=config["endpoint"], headers={"Authorization": credentials["token"]})
 
 

@@ -25,7 +25,8 @@ approvals, retries, rollback) is the same for every service:
 :mod:`agentrein_core.runner` runs the calls and their inverses (keyed, retried, awaited) the same way for every
 connector. In server mode inverses run in the server, through a client the connector builds from the
 organisation's stored configuration and credentials (:meth:`Connector.server_client`, checked by
-:meth:`Connector.check_config` when an operator stores them). :attr:`Connector.settings` declares what those
+:meth:`Connector.check_config` when an operator stores them; both are given the organisation's id, for what the
+server offers some organisations only). :attr:`Connector.settings` declares what those
 take, one :class:`Setting` each (its key, type, help text, and whether it is a secret credential), so the
 dashboard asks for them in a form and converts what is typed to the same ``config`` and ``credentials`` JSON
 as ``PUT /connectors/{name}`` takes; ``check_config`` still judges the values. A setting of kind
@@ -341,16 +342,20 @@ class Connector(ABC):
             known = ", ".join(sorted({UNDO_NONE, *self.undo_types}))
             raise ValidationError("undo.type", f"{undo.type!r} is not an undo type of {self.name!r} ({known})")
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
-        """Reject settings (``PUT /connectors/{name}``) that :meth:`server_client` could not use, naming the
-        field at fault (:class:`ValidationError`). By default a connector takes no settings."""
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
+        """Reject settings (``PUT /connectors/{name}``) of organisation ``org_id`` that :meth:`server_client`
+        could not use, naming the field at fault (:class:`ValidationError`): a value the server offers some
+        organisations only (an MCP command its administrator declared for some) is judged for ``org_id``. By
+        default a connector takes no settings."""
         for field, value in (("config", config), ("credentials", credentials)):
             if value:
                 raise ValidationError(field, f"connector {self.name!r} takes no {field}")
 
-    def server_client(self, config: JSON, credentials: JSON) -> Any:
-        """A client through which the server runs this connector's inverses, built from the organisation's
-        settings (embedded mode too, when the process holds no client of the session). Closed after use if it
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> Any:
+        """A client through which the server runs this connector's inverses, built from the settings of
+        organisation ``org_id`` (embedded mode too, when the process holds no client of the session), which
+        reaches only what the server offers that organisation (judge it again: the server's own declarations,
+        such as its MCP commands, may have changed since the settings were stored). Closed after use if it
         has ``aclose()`` or ``close()``. By default the connector has no server-side undo. Where an undo's
         address comes from the agent, use :func:`pinned_client`: it reaches public
         addresses only, at the address it checked."""
@@ -416,14 +421,15 @@ class Connector(ABC):
             raise ValidationError(f"undo[{api_name_glob!r}].{REQUIRE_APPROVAL_KEY}", "must be true or false")
 
 
-def check_settings(connector: Connector, config: JSON, credentials: JSON) -> None:
-    """Settings of ``connector`` as the engine takes them, when they are stored (``PUT /connectors/{name}``,
-    the dashboard's form, the command line) and again before each server-side undo: the connector's own
+def check_settings(connector: Connector, config: JSON, credentials: JSON, org_id: str) -> None:
+    """Settings of ``connector`` for organisation ``org_id`` as the engine takes them, when they are stored
+    (``PUT /connectors/{name}``, the dashboard's form, the command line) and again before each server-side
+    undo: the connector's own
     :meth:`~Connector.check_config`, then every target it declares (a :attr:`~SettingKind.URL` or
     :attr:`~SettingKind.HOSTS` setting), which must reach public addresses only unless the server sets
     ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1 (:mod:`agentrein_core.targets`), and every URL its
     :meth:`~Connector.targets` lists. Checked here rather than by each connector, so none can skip it."""
-    connector.check_config(config, credentials)
+    connector.check_config(config, credentials, org_id)
     for setting in connector.settings:
         value = (credentials if setting.secret else config).get(setting.key)
         if value is None:

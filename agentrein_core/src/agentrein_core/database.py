@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sqlite3
 import time
 from importlib.resources import files
@@ -14,14 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
 
 from agentrein_core.errors import ValidationError
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.exc import OperationalError
+
+# SQLAlchemy is imported where a database is reached, not with this module: it takes about a second to import,
+# and a command that only says which database it uses (`agentrein mcp proxy` as it starts) needs none of it.
 
 log = logging.getLogger("agentrein")
 
@@ -30,6 +33,8 @@ DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
 #: Connections kept per process: a server's request threads and workers share them (a waiting long-poll
 #: holds none).
 POOL = {"pool_size": 10, "max_overflow": 20, "pool_timeout": 30}
+#: A SQLite file named with no query and nothing quoted: its dialect and path.
+_PLAIN_SQLITE_FILE = re.compile(r"(sqlite(?:\+\w+)?):///([^?#%]+)")
 
 
 def resolve_database_url(url: str | None = None) -> str:
@@ -43,6 +48,8 @@ def resolve_database_url(url: str | None = None) -> str:
 
 def sqlite_file(url: str) -> Path | None:
     """The file a SQLite URL names (``None``: not SQLite, or a database in memory)."""
+    import sqlalchemy as sa
+
     try:
         parsed = sa.engine.make_url(url)
     except sa.exc.ArgumentError:
@@ -55,6 +62,13 @@ def sqlite_file(url: str) -> Path | None:
 def shown_database_url(url: str) -> str:
     """``url`` as it may be shown to people: its password hidden, and a SQLite file's path made absolute (so
     that the URL shown names the same file from any directory)."""
+    plain = _PLAIN_SQLITE_FILE.fullmatch(url)
+    if plain is not None and plain[2] != ":memory:":  # as SQLAlchemy would show it, without loading it
+        return f"{plain[1]}:///{os.path.abspath(plain[2])}"
+    if "@" not in url and not url.startswith("sqlite"):  # no user, so no password to hide
+        return url
+    import sqlalchemy as sa
+
     try:
         parsed = sa.engine.make_url(url)
     except sa.exc.ArgumentError:
@@ -66,6 +80,8 @@ def shown_database_url(url: str) -> str:
 
 
 def create_db_engine(url: str) -> Engine:
+    import sqlalchemy as sa
+
     try:
         parsed = sa.engine.make_url(url)
     except sa.exc.ArgumentError:
@@ -116,6 +132,8 @@ def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         dbapi_connection.execute("SELECT 1")
         dbapi_connection.rollback()
     except Exception as exc:
+        import sqlalchemy as sa  # loaded: the pool is SQLAlchemy's
+
         # The pool discards it and hands out a new connection instead (SQLAlchemy's documented protocol).
         raise sa.exc.DisconnectionError(f"a pooled connection was lost ({exc})") from exc
 
@@ -169,6 +187,8 @@ def _sqlite_on_begin(conn: Connection) -> None:
     try:
         driver.execute(begin)
     except sqlite3.Error as exc:
+        import sqlalchemy as sa  # loaded: the connection is SQLAlchemy's
+
         raise sa.exc.DBAPIError.instance(begin, None, exc, sqlite3.Error) from exc
 
 

@@ -32,7 +32,9 @@ hookspec = pluggy.HookspecMarker("agentrein")
 def agentrein_register_connectors() -> list[Connector]:  # type: ignore[empty-body]
     """Return the connectors this plugin provides (see :class:`agentrein_core.connector.Connector`).
 
-    Every plugin's list is gathered; two connectors with one name are an error naming both plugins.
+    Every plugin's list is gathered; two connectors with one name are an error naming both plugins. A
+    connector's settings are judged and used per organisation: ``check_config`` and ``server_client`` are given
+    the organisation's id beside its config and credentials.
     """
 
 

@@ -93,7 +93,7 @@ class SettingsUndoExecutor:
                 raise UndoError(reached.reason)
             found, config, credentials = reached
             try:
-                made.append(found.server_client(config, credentials))
+                made.append(found.server_client(config, credentials, org_id))
             except AgentReinError as exc:
                 raise UndoError(str(exc)) from exc
             return made[-1]
@@ -116,7 +116,7 @@ class SettingsUndoExecutor:
             raise UndoError(reached.reason)
         connector, config, credentials = reached
         try:
-            client = connector.server_client(config, credentials)
+            client = connector.server_client(config, credentials, action.org_id)
         except AgentReinError as exc:
             raise UndoError(str(exc)) from exc
         run_inverse(connector, action, client, close_after=True)
@@ -174,7 +174,7 @@ class SettingsUndoExecutor:
         except AgentReinError as exc:  # stored under another secret key
             return Obstacle(str(exc), in_settings=True)
         try:  # again: a host's address may have changed, or the settings were stored when private ones were allowed
-            check_settings(connector, settings.config, credentials)
+            check_settings(connector, settings.config, credentials, org_id)
         except AgentReinError as exc:
             return Obstacle(
                 f"the stored settings of connector {name!r} are refused ({exc}); an operator corrects them on "

@@ -121,7 +121,7 @@ class Target:
         if self.url:
             return f"the server {self.url}"
         from agentrein_core.database import resolve_database_url, shown_database_url
-        from agentrein_core.engine import DEFAULT_ORGANISATION
+        from agentrein_core.model import DEFAULT_ORGANISATION  # not the engine: it loads the store and httpx
 
         database = f"the database {shown_database_url(resolve_database_url(self.database_url))}"
         return f"{database} (organisation {self.org or DEFAULT_ORGANISATION})" if in_organisation else database

@@ -83,13 +83,17 @@ def proxy(
         OnToolError, typer.Option(help="A tool's isError result rolls the session back, or is only recorded.")
     ] = OnToolError.ROLLBACK,
     failure_mode: Annotated[
-        FailureMode, typer.Option(help="AgentRein unreachable: run the calls and journal them, or refuse them.")
+        FailureMode,
+        typer.Option(
+            help="AgentRein unreachable: run the calls and journal them, or refuse them (reads pass either way)."
+        ),
     ] = FailureMode.OPEN,
 ) -> None:
     """Serve an MCP server to a host (on stdin/stdout) with every tool call guarded by AgentRein: recorded
     first, checked against the policies, held for approval where asked, undone last-first on rollback. One
-    session per host connection, completed when the host disconnects. Everything else (tool lists, resources,
-    prompts, notifications, what the server asks of the host) passes through unchanged."""
+    session per host connection, completed when the host disconnects (or stops the proxy: SIGTERM, SIGINT).
+    Everything else (tool lists, resources, prompts, notifications, what the server asks of the host) passes
+    through unchanged."""
     from agentrein_cli.mcp_proxy import ProxyOptions, header, serve
 
     with errors_exit():

@@ -4,21 +4,25 @@ each ``tools/call`` alone goes through AgentRein's guard (the ``mcp`` connector'
 
 The proxy speaks the handshake era (``initialize``) on both sides, so that what the upstream asks of the host
 (sampling, elicitation, roots) can travel as requests, as the reference servers expect. One AgentRein session
-per host connection, opened at the first ``tools/call`` and completed when the host disconnects cleanly; after
-a rollback has ended it, the next call opens a new one. Refusals (a block, a rejection, an expiry, AgentRein
-unreachable in ``closed`` mode) answer an ``isError`` result in words a model can act on: nothing raises across
-the host. stdout is the protocol's channel: every word this process says goes to stderr.
+per host connection, opened at the first ``tools/call`` and completed when the host disconnects cleanly (or stops
+the proxy with SIGTERM or SIGINT, as hosts do); after a rollback has ended it, the next call opens a new one.
+Refusals (a block, a rejection, an expiry, AgentRein unreachable in ``closed`` mode) answer an ``isError`` result
+in words a model can act on: nothing raises across the host. stdout is the protocol's channel: every word this
+process says goes to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 import os
+import signal
+import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -244,7 +248,7 @@ class Guarded:
     client: Client
 
 
-class Guard:
+class HostSession:
     """This host connection's AgentRein session and the upstream client wrapped in it: opened at the first tool
     call, opened anew after a rollback ended it."""
 
@@ -259,14 +263,19 @@ class Guard:
         self, params: types.CallToolRequestParams, agent_id: str, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         try:
-            guarded = await self._guarded(agent_id)
             try:
-                return await self._send(guarded, params, progress)
+                guarded = await self._guarded(agent_id)
+            except AgentReinUnavailableError:  # closed mode: no session could be opened
+                if not await self._reads(params):
+                    raise
+                return await self._send(self.upstream, params, progress)  # a read is never recorded: it passes
+            try:
+                return await self._send(guarded.client, params, progress)
             except InvalidTransitionError:
                 if not await self._ended(guarded.session):
                     raise
                 # a rollback ended the session: the call was refused before it ran, so it runs in a new one
-                return await self._send(await self._guarded(agent_id, ended=guarded), params, progress)
+                return await self._send((await self._guarded(agent_id, ended=guarded)).client, params, progress)
         except AgentReinError as exc:
             log.warning("AgentRein did not run %s: %s", params.name, exc)
             return refused(refusal(exc, params.name))
@@ -281,13 +290,24 @@ class Guard:
             raise
 
     async def _send(
-        self, guarded: Guarded, params: types.CallToolRequestParams, progress: ProgressFnT | None
+        self, client: Client, params: types.CallToolRequestParams, progress: ProgressFnT | None
     ) -> types.CallToolResult:
         # the host's progress token stays here: the upstream gets its own (see CallProgress)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
-        return await guarded.client.call_tool(
+        return await client.call_tool(
             params.name, params.arguments, progress_callback=progress, meta=cast(types.RequestParamsMeta, meta) or None
         )
+
+    async def _reads(self, params: types.CallToolRequestParams) -> bool:
+        """Whether the mcp connector takes the tool for a read, which passes unrecorded: classified as a wrapped
+        client would (the undo table, then the tool's annotations, then its name), through the plugin contract,
+        as the CLI imports no connector (DESIGN §2)."""
+        from agentrein_core.plugins import installed_connectors
+
+        connector = installed_connectors().get("mcp")
+        binding = connector.bind(self.upstream, {"server": self.options.name, "undo": self.options.undo})
+        prepared = connector.prepare(binding, ("call_tool",), (params.name, params.arguments), {})
+        return (await prepared if inspect.isawaitable(prepared) else prepared) is None
 
     @property
     def agentrein(self) -> AsyncAgentRein:
@@ -351,7 +371,7 @@ class Guard:
 # The server the host sees ------------------------------------------------------------------------------------
 
 
-def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptions) -> Server[Any]:
+def proxy_server(upstream: Client, recording: HostSession, host: Host, options: ProxyOptions) -> Server[Any]:
     """A low-level MCP server whose every request is answered by the upstream: tools/call through the guard."""
     session = upstream.session
 
@@ -360,7 +380,7 @@ def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptio
         agent_id = options.agent_id or (client.client_info.name if client else None) or "mcp-host"
         token = (params.meta or {}).get("progress_token")
         if token is None:
-            return await _upstream_errors(guard.call(params, agent_id, None))
+            return await _upstream_errors(recording.call(params, agent_id, None))
         progress = CallProgress(ctx.session, token)
         waiting = Waiting(asyncio.get_running_loop())
         watched = _waiting.set(waiting)
@@ -368,7 +388,7 @@ def proxy_server(upstream: Client, guard: Guard, host: Host, options: ProxyOptio
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(progress.heartbeat, waiting)
                 try:
-                    return await _upstream_errors(guard.call(params, agent_id, progress.upstream))
+                    return await _upstream_errors(recording.call(params, agent_id, progress.upstream))
                 finally:
                     tasks.cancel_scope.cancel()
         finally:
@@ -490,15 +510,22 @@ async def run(options: ProxyOptions) -> None:
     try:
         async with connected(options, host) as upstream:
             started = True
-            guard = Guard(upstream, options)
-            server = proxy_server(upstream, guard, host, options)
+            recording = HostSession(upstream, options)
+            server = proxy_server(upstream, recording, host, options)
             try:
-                async with stdio_server() as (read, write):
-                    init = initialization(upstream, options)
-                    await serve_loop(server, read, write, lifespan_state={}, init_options=init)
-                await guard.complete()
+                # Windows ends a process with no signal it could catch (and anyio has no receiver there)
+                posix = os.name == "posix"
+                with closing(StdinLines(sys.stdin.fileno())) if posix else nullcontext() as stdin:
+                    async with anyio.create_task_group() as serving:
+                        if posix:
+                            serving.start_soon(_stop_on_signal, serving.cancel_scope)
+                        async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin)) as (read, write):
+                            init = initialization(upstream, options)
+                            await serve_loop(server, read, write, lifespan_state={}, init_options=init)
+                        serving.cancel_scope.cancel()
+                await recording.complete()
             finally:
-                await guard.close()
+                await recording.close()
     except Exception as exc:
         if started:
             raise
@@ -506,6 +533,51 @@ async def run(options: ProxyOptions) -> None:
         raise AgentReinError(f"the upstream MCP server could not be started ({reasons})") from None
     finally:
         logging.getLogger("agentrein").removeHandler(notices)
+
+
+async def _stop_on_signal(serving: anyio.CancelScope) -> None:
+    """SIGTERM or SIGINT (hosts stop their servers so) ends the host's connection as a clean disconnect does: the
+    serving is cancelled, then the session is completed and the upstream closed."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for number in signals:
+            log.warning("stopped by %s: the host's connection ends as a disconnect", signal.Signals(number).name)
+            serving.cancel()
+            return
+
+
+class StdinLines:
+    """The host's lines on stdin, read as the loop finds them ready. The ``mcp`` SDK reads stdin in a worker
+    thread, which a cancellation waits for until the host closes stdin: a signal could not end the serving."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.waits = not stat.S_ISREG(os.fstat(fd).st_mode)  # a file is always ready, and the loop cannot watch it
+        self.was_blocking = os.get_blocking(fd)
+        os.set_blocking(fd, False)
+
+    def close(self) -> None:
+        """The descriptor as it was: it may be a terminal the shell reads next."""
+        os.set_blocking(self.fd, self.was_blocking)
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self.buffer:
+            if self.waits:
+                await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:  # another reader of the descriptor was first
+                continue
+            if not chunk:  # the host closed stdin: its last line, if unterminated, then the end
+                if not self.buffer:
+                    raise StopAsyncIteration
+                chunk = b"\n"
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode("utf-8", errors="replace") + "\n"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -75,9 +75,11 @@ def serve(
             exists=True,
             dir_okay=False,
             readable=True,
-            help='A JSON file {"NAME": ["program", "arg", ...]} of the stdio MCP servers this server may start to '
-            "undo MCP calls. Organisations pick one by NAME in their mcp connector settings "
-            '({"servers": {"memory": {"command": "NAME"}}}), never a command line of their own. None by default.',
+            help='A JSON file {"NAME": {"command": ["program", "arg", ...], "organizations": ["org_..."]}} of the '
+            "stdio MCP servers this server may start to undo MCP calls. The organisations it lists (ids, as `orgs "
+            'list` shows them) pick one by NAME in their mcp connector settings ({"servers": {"memory": '
+            '{"command": "NAME"}}}), never a command line of their own; a command with no list is offered to none. '
+            "None by default.",
         ),
     ] = None,
 ) -> None:

@@ -40,9 +40,9 @@ class Configuration:
             if credentials is None:
                 stored = self.engine.accounts.connector_config(org_id, name)
                 kept = self.vault.decrypt(stored.credentials) if stored is not None else {}
-                check_settings(connector, config, kept)
+                check_settings(connector, config, kept, org_id)
             else:
-                check_settings(connector, config, credentials)
+                check_settings(connector, config, credentials, org_id)
         token = self.vault.encrypt(credentials) if credentials is not None else None
         return self.engine.accounts.configure_connector(org_id, name, enabled=enabled, config=config, credentials=token)
 

@@ -422,7 +422,7 @@ class GitHubConnector(Connector):
             return None
         return urlsplit(target).netloc or None
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
         if set(config) - {"baseUrl"}:
             raise ValidationError("config", "the github connector takes only baseUrl (for GitHub Enterprise)")
         base = config.get("baseUrl")
@@ -431,7 +431,7 @@ class GitHubConnector(Connector):
         if set(credentials) != {"token"} or not isinstance(credentials["token"], str) or not credentials["token"]:
             raise ValidationError("credentials.token", "needs a GitHub token alone")
 
-    def server_client(self, config: JSON, credentials: JSON) -> github.Github:
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> github.Github:
         base = config.get("baseUrl")
         options: dict[str, Any] = {"base_url": base} if base else {}
         client = github.Github(auth=github.Auth.Token(credentials["token"]), retry=None, **options)

@@ -220,7 +220,7 @@ class HttpConnector(Connector):
         if undo.type == HTTP_REQUEST and str(undo.params.get("method", "")).upper() not in OPERATIONS:
             raise ValidationError("undo.method", "an http-request undo needs a method among POST, PUT, PATCH, DELETE")
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
         # allowedHosts is a target (SettingKind.HOSTS): the engine checks it (connector.check_settings)
         _only_keys("config", config, {"allowedHosts", "allowedMethods", "allowedPaths"})
         _globs(config, "allowedPaths", "path globs, e.g. ['/v1/*']")
@@ -235,7 +235,7 @@ class HttpConnector(Connector):
         ):
             raise ValidationError("credentials.headers", "must map header names to single-line string values")
 
-    def server_client(self, config: JSON, credentials: JSON) -> httpx.Client:
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> httpx.Client:
         # Checked again: settings stored before the rule on hosts was tightened may allow every host.
         hosts = host_entries(ALLOWED_HOSTS, config.get("allowedHosts", []))
         methods = {m.upper() for m in config.get("allowedMethods", ["DELETE"])}

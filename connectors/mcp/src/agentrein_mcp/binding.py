@@ -43,16 +43,19 @@ class McpBinding:
         return self._tools.get(name)
 
     def is_closed(self) -> bool:
+        """Whether the client can no longer send: its ``async with`` has ended, or its connection has (the
+        server exited, the transport ended), for an ``mcp.Client`` and an ``mcp.ClientSession`` alike."""
         import mcp
 
         if self.client is None:
             return True
-        if isinstance(self.client, mcp.Client):
-            try:
-                self.client.session  # noqa: B018 (raises once the client's ``async with`` has ended)
-            except RuntimeError:
-                return True
-        return False
+        try:
+            session = self.client.session if isinstance(self.client, mcp.Client) else self.client
+        except RuntimeError:  # raised once the client's ``async with`` has ended
+            return True
+        # The SDK says a session's connection has ended on its dispatcher only (closed for good, set before the
+        # requests in flight are answered "Connection closed"); a session of another make is taken as open.
+        return getattr(getattr(session, "_dispatcher", None), "_closed", False) is True
 
     def reopened(self) -> McpBinding:
         """This binding, to reach its server by connecting again (the client the agent wrapped is closed)."""

@@ -54,7 +54,8 @@ if TYPE_CHECKING:  # the mcp SDK is imported where a client is wrapped or used (
     from mcp.types import CallToolResult, Tool
 
 MCP_TOOLS = "mcp-tools"
-#: Failures worth sending the same call again for (the connection dropped), when the tool may run twice.
+#: Failures worth sending the same call again for (the connection dropped), when the tool may run twice; and the
+#: ``mcp`` SDK's "Connection closed" (:meth:`McpConnector.is_transient`).
 TRANSIENT_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError, TimeoutError)
 
 
@@ -89,8 +90,8 @@ class McpConnector(Connector):
             "MCP servers",
             "The MCP servers the server may reach to undo calls itself, as a JSON object: each server's name (the "
             'one its calls are recorded under) to {"url": ...}, a streamable-HTTP address, or {"command": ...}, the '
-            "name of a stdio command the server's administrator declared. The undos of a server not named here are "
-            "handed to the agent process that made the calls.",
+            "name of a stdio command the server's administrator declared for this organisation. The undos of a server "
+            "not named here are handed to the agent process that made the calls.",
             SettingKind.JSON,
             example='{"tracker": {"url": "https://mcp.example.com/mcp"}, "memory": {"command": "memory"}}',
         ),
@@ -228,7 +229,14 @@ class McpConnector(Connector):
             raise ValidationError("undo.calls", "an mcp-tools undo makes one call or more")
 
     def is_transient(self, error: BaseException) -> bool:
-        return isinstance(error, TRANSIENT_ERRORS)
+        if isinstance(error, TRANSIENT_ERRORS):
+            return True
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        # The connection closed under the call ("Connection closed"): an undo tried again connects anew
+        # (McpBinding.connected), as the forward call of an idempotent tool is tried again.
+        return isinstance(error, MCPError) and error.code == CONNECTION_CLOSED
 
     def rolls_back(self, call: PreparedCall, error: BaseException) -> bool:
         from mcp.shared.exceptions import MCPError  # loaded already: the call raised it
@@ -239,8 +247,8 @@ class McpConnector(Connector):
         answered = isinstance(error, MCPError) and error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
         return not (answered and context.binding.on_tool_error == "record")
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
-        check_servers(config, credentials)
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
+        check_servers(config, credentials, org_id)
 
     def targets(self, config: JSON, credentials: JSON) -> list[tuple[str, str]]:
         return urls(config)
@@ -248,8 +256,8 @@ class McpConnector(Connector):
     def not_reached(self, config: JSON, action: Action) -> str | None:
         return unconfigured(config, action)
 
-    def server_client(self, config: JSON, credentials: JSON) -> McpServers:
-        return McpServers(config, credentials)
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> McpServers:
+        return McpServers(config, credentials, org_id)
 
     def is_closed(self, client: Any) -> bool:
         binding: McpBinding = client

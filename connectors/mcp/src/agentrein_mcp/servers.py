@@ -8,12 +8,13 @@ settings, ``PUT /connectors/mcp``), after the agent that made the calls is gone.
   command line: an organisation's operator typing a command line would run programs on a server other
   organisations share.
 - ``credentials``: ``{"headers": {NAME: {HEADER: VALUE}}}``, sent to that URL server (stored encrypted).
-- The administrator declares the commands in a JSON file, ``{COMMAND: [PROGRAM, ARG, ...]}``, named by
-  ``$AGENTREIN_MCP_COMMANDS`` (``agentrein serve --mcp-commands FILE``). A command runs with the server's
-  ``PATH`` and ``HOME`` only (the ``mcp`` SDK's default environment), not the server's secrets. Every
-  organisation on the server may pick every declared command, and an undo's tool calls come from its agent:
-  declare only commands whose every tool any organisation here may call (per-organisation commands are not
-  built yet).
+- The administrator declares the commands in a JSON file, ``{COMMAND: {"command": [PROGRAM, ARG, ...],
+  "organizations": [ORG_ID, ...]}}``, named by ``$AGENTREIN_MCP_COMMANDS`` (``agentrein serve --mcp-commands
+  FILE``). Only the organisations a command lists may pick it, and an undo through it runs for them only: an
+  undo's tool calls come from the organisation's agent, so a command is offered only where the administrator
+  judged every tool of it safe for that organisation. A command with no list (and the earlier form,
+  ``{COMMAND: [PROGRAM, ...]}``) is offered to no organisation. A command runs with the server's ``PATH`` and
+  ``HOME`` only (the ``mcp`` SDK's default environment), not the server's secrets.
 - An undo runs on the server its call was made on (the api name's prefix), never on another its agent names.
 
 The undo's calls were derived by the table when the call was confirmed and are stored with it, so no table is
@@ -44,7 +45,16 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _HEADER_VALUE = re.compile(r"[^\x00-\x1f\x7f]*")
 
 
-def declared_commands() -> dict[str, list[str]]:
+@frozen
+class DeclaredCommand:
+    """A stdio command the server's administrator declared: the ``argv`` it runs, and the ids of the
+    ``organizations`` that may use it (none when the file lists none)."""
+
+    argv: list[str]
+    organizations: frozenset[str]
+
+
+def declared_commands() -> dict[str, DeclaredCommand]:
     """The stdio commands the server's administrator declared (``$AGENTREIN_MCP_COMMANDS``), read now: a change
     to the file holds from the next settings stored or undo run."""
     path = os.environ.get(COMMANDS_ENV)
@@ -55,15 +65,36 @@ def declared_commands() -> dict[str, list[str]]:
     except (OSError, ValueError) as exc:
         why = f"the server's file of MCP commands {path!r} cannot be read ({exc})"
         raise ValidationError(COMMANDS_ENV, why) from None
-    if not isinstance(declared, dict) or not all(
-        isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv) for argv in declared.values()
-    ):
-        raise ValidationError(COMMANDS_ENV, f'{path!r} must be a JSON object {{"NAME": ["program", "arg", ...]}}')
-    return declared
+    commands = {name: _declared(entry) for name, entry in declared.items()} if isinstance(declared, dict) else None
+    if commands is None or None in commands.values():
+        shape = '{"NAME": {"command": ["program", "arg", ...], "organizations": ["org_...", ...]}}'
+        raise ValidationError(COMMANDS_ENV, f"{path!r} must be a JSON object {shape}")
+    return {name: command for name, command in commands.items() if command is not None}
 
 
-def check_servers(config: JSON, credentials: JSON) -> None:
-    """The mcp connector's settings, as this module's docstring says; :class:`ValidationError` naming the field."""
+def _declared(entry: object) -> DeclaredCommand | None:
+    """One command of the administrator's file; ``None`` when malformed. The earlier form, a bare argv, lists
+    no organisation: such a command is offered to none until the administrator says which may use it."""
+    if isinstance(entry, list):
+        entry = {"command": entry}
+    if not isinstance(entry, dict) or not set(entry) <= {"command", "organizations"}:
+        return None
+    argv, organizations = entry.get("command"), entry.get("organizations", [])
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv)):
+        return None
+    if not (isinstance(organizations, list) and all(isinstance(o, str) and o for o in organizations)):
+        return None
+    return DeclaredCommand(argv, frozenset(organizations))
+
+
+def commands_for(org_id: str) -> dict[str, list[str]]:
+    """The declared commands organisation ``org_id`` may use, by name: their argv."""
+    return {name: c.argv for name, c in declared_commands().items() if org_id in c.organizations}
+
+
+def check_servers(config: JSON, credentials: JSON, org_id: str) -> None:
+    """The mcp connector's settings of organisation ``org_id``, as this module's docstring says (a command among
+    those declared for it); :class:`ValidationError` naming the field."""
     _only_keys("config", config, {"servers"})
     _only_keys("credentials", credentials, {"headers"})
     servers = config.get("servers", {})
@@ -77,13 +108,14 @@ def check_servers(config: JSON, credentials: JSON) -> None:
         if not isinstance(server, dict) or len(server) != 1 or not ({"url", "command"} & server.keys()):
             raise ValidationError(field, 'must be {"url": URL} (streamable HTTP) or {"command": NAME}')
         if "command" in server:
-            commands = declared_commands() if commands is None else commands
+            commands = commands_for(org_id) if commands is None else commands
             if server["command"] not in commands:
-                known = ", ".join(sorted(commands)) or "none are"
+                known = ", ".join(sorted(commands)) or "none are"  # the names of its own commands only
                 raise ValidationError(
                     f"{field}.command",
-                    f"{server['command']!r} is not an MCP command the server's administrator declared ({known}); "
-                    f"an administrator declares commands in the file ${COMMANDS_ENV} names",
+                    f"{server['command']!r} is not an MCP command the server's administrator declared for this "
+                    f"organisation ({known}); an administrator declares commands, and the organisations that may "
+                    f"use each, in the file ${COMMANDS_ENV} names",
                 )
     headers = credentials.get("headers", {})
     if not isinstance(headers, dict):
@@ -121,10 +153,12 @@ def unconfigured(config: JSON, action: Action) -> str | None:
 
 @frozen
 class McpServers:
-    """What the server undoes through: the organisation's MCP servers, each reached anew for each undo."""
+    """What the server undoes through: the MCP servers of organisation ``org_id``, each reached anew for each
+    undo."""
 
     config: JSON
     credentials: JSON
+    org_id: str
 
     def binding(self, server: str) -> McpBinding:
         """A binding that connects to ``server`` as the settings say (the undo's calls are stored with it)."""
@@ -137,9 +171,12 @@ class McpServers:
         else:
             import mcp
 
-            argv = declared_commands().get(entry["command"])
-            if argv is None:
-                raise UndoError(f"the server's administrator no longer declares MCP command {entry['command']!r}")
+            argv = commands_for(self.org_id).get(entry["command"])
+            if argv is None:  # the file changed since the settings were stored
+                raise UndoError(
+                    f"the server's administrator no longer declares MCP command {entry['command']!r} for this "
+                    "organisation"
+                )
             params = mcp.StdioServerParameters(command=argv[0], args=argv[1:])
             reconnect = functools.partial(_over_stdio, server, entry["command"], params)
         return McpBinding(client=None, server=server, table=UndoTable(server, {}), reconnect=reconnect)

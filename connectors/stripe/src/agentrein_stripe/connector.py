@@ -453,7 +453,7 @@ class StripeConnector(Connector):
             how = f"{'Delete' if kind == STRIPE_DELETE else 'Cancel'} the {thing} it creates"
         return UndoOutlook(Undoable.YES, how)
 
-    def check_config(self, config: JSON, credentials: JSON) -> None:
+    def check_config(self, config: JSON, credentials: JSON, org_id: str) -> None:
         unknown = sorted(set(config) - {"apiBase"})
         if unknown:
             raise ValidationError(f"config.{unknown[0]}", "unknown setting (allowed: apiBase)")
@@ -464,7 +464,7 @@ class StripeConnector(Connector):
         if set(credentials) - {"apiKey"} or not isinstance(key, str) or not key.startswith(("sk_", "rk_")):
             raise ValidationError("credentials.apiKey", "needs the secret or restricted key (sk_… or rk_…) alone")
 
-    def server_client(self, config: JSON, credentials: JSON) -> stripe.StripeClient:
+    def server_client(self, config: JSON, credentials: JSON, org_id: str) -> stripe.StripeClient:
         base = config.get("apiBase")
         # Our own retries (same undo key every attempt) replace the SDK's. Stripe's own address is trusted (and
         # reached through the server's proxy, if any); one the organisation chose is reached pinned.

@@ -329,11 +329,13 @@ def _readable(services: ServicesDep, stored: ConnectorConfig | None) -> JSON:
 @frozen
 class ConnectorCard:
     """One installed connector on the Connectors page: its stored settings, whether the server can run its
-    undos at all, and its form."""
+    undos at all, whether it hands some to the agent's process (those on a service its settings do not name:
+    each MCP server is one), and its form."""
 
     name: str
     stored: ConnectorConfig | None
     undoes_in_server: bool
+    hands_some_over: bool
     declared: bool
     fields: list[FormField]
 
@@ -353,5 +355,7 @@ def _connector_cards(
             form, err = typed[1], typed[2]
             refusal = err if isinstance(err, ValidationError) else None
         fields = form_fields(connector, settings, secrets, form, refusal)
-        cards.append(ConnectorCard(name, settings, connector.undoes_in_server(), bool(connector.settings), fields))
+        in_server = connector.undoes_in_server()
+        hands_some_over = in_server and connector.may_hand_over()
+        cards.append(ConnectorCard(name, settings, in_server, hands_some_over, bool(connector.settings), fields))
     return cards
