@@ -719,3 +719,35 @@ def test_a_confirmation_sent_again_is_answered_with_the_action_it_confirmed(
     first, again = (compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm) for _ in range(2))
     assert (first.status_code, again.status_code) == (200, 200)
     assert again.json()["data"] == first.json()["data"]
+
+
+# the fourth reading: what the second reading of /compat found -----------------------------------------------------
+#: The stripe module's abstract resource classes: they name no object, so no call through them is described.
+ABSTRACT_STRIPE_CLASSES = (
+    "APIResource",
+    "SingletonAPIResource",
+    "CreateableAPIResource",
+    "DeletableAPIResource",
+    "UpdateableAPIResource",
+    "ListableAPIResource",
+)
+
+
+@pytest.mark.parametrize("name", ABSTRACT_STRIPE_CLASSES)
+def test_a_call_logged_through_an_abstract_stripe_class_is_recorded_with_no_undo(
+    compat: httpx.Client, native: httpx.Client, name: str
+) -> None:
+    session_id = open_session(compat)
+    answer = log(compat, session_id, apiName=f"stripe.{name}.create", payload={}, response=CREATED, status="SUCCESS")
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["status"], action["undo"]["type"]) == (f"{name}.create", "SUCCESS", "none")
+
+
+@pytest.mark.parametrize("name", ABSTRACT_STRIPE_CLASSES)
+def test_a_precapture_through_an_abstract_stripe_class_keeps_nothing(compat: httpx.Client, name: str) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": f"stripe.{name}.modify", "payload": {"sid": "cus_1", "email": "b@x"}}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["data"] == {"precaptureId": None, "captureFailed": False}

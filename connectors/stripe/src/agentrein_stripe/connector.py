@@ -597,6 +597,9 @@ def _describe_path(client: Any, path: tuple[str, ...]) -> tuple[str | None, str,
             resource_class = getattr(resource_class, name, None)
         if not (isinstance(resource_class, type) and issubclass(resource_class, stripe.APIResource)):
             return None, method, is_async
+        # The abstract bases (``APIResource``, ``CreateableAPIResource``…) name no object and have no URL.
+        if not isinstance(getattr(resource_class, "OBJECT_NAME", None), str):
+            return None, method, is_async
         resource = resource_class.class_url().removeprefix("/v1/").replace("/", ".")
         return resource, LEGACY_NAMES.get(method, method), is_async
     head = head[1:] if head[:1] == ["v1"] else head
