@@ -751,3 +751,73 @@ def test_a_precapture_through_an_abstract_stripe_class_keeps_nothing(compat: htt
     answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body)
     assert answer.status_code == 200, answer.text
     assert answer.json()["data"] == {"precaptureId": None, "captureFailed": False}
+
+
+#: A finalization the SDK reports with the invoice's id positional only (their payload keeps the params alone).
+FINALIZED = {"apiName": "stripe.invoices.finalize_invoice", "payload": {"params": {"auto_advance": False}}}
+
+
+def test_a_held_finalization_confirmed_whose_payload_names_no_invoice_is_voided_by_the_responses_id(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = log(compat, session_id, **FINALIZED, response={}, status="PENDING_APPROVAL").json()["data"]
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    confirm = {"status": "SUCCESS", "response": {"id": "in_1", "object": "invoice", "status": "open"}}
+    answer = compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm)
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]) == (
+        "SUCCESS",
+        {"type": "stripe-void", "resource": "invoices", "id": "in_1", "requireApproval": False},
+    )
+
+
+def test_a_held_call_confirmed_with_an_undo_its_connector_refuses_is_recorded_with_no_undo_saying_why(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = log(compat, session_id, **FINALIZED, response={}, status="PENDING_APPROVAL").json()["data"]
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    answer = compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json={"status": "SUCCESS", "response": {}})
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]["type"]) == ("SUCCESS", "none")
+    assert "undo.id" in action["undo"]["why"]
+
+
+def test_a_held_call_confirmed_with_an_undo_its_redacted_record_could_not_run_is_recorded_with_no_undo(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """A branch named like a token: the stored undo would name ``[REDACTED]``, which its connector refuses."""
+    session_id = open_session(compat)
+    ref = "refs/heads/ghp_" + "a" * 36
+    payload = {"owner": "acme", "repo": "shop", "ref": ref, "sha": "0" * 40}
+    held = log(compat, session_id, apiName="github.rest.git.createRef", payload=payload, status="PENDING_APPROVAL")
+    held_call = held.json()["data"]
+    native.post(f"/approvals/{held_call['approvalRequest']['id']}/approve", json={})
+    confirm = {"status": "SUCCESS", "response": {"status": 201, "data": {"ref": ref}}}
+    answer = compat.patch(f"/sessions/{session_id}/actions/{held_call['id']}", json=confirm)
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]["type"]) == ("SUCCESS", "none")
+    assert "undo.ref" in action["undo"]["why"]
+
+
+def test_a_held_octokit_create_confirmed_gets_the_undo_its_connector_derives(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    payload = {"owner": "acme", "repo": "shop", "issue_number": 7, "body": "shipped"}
+    held = log(
+        compat, session_id, apiName="github.rest.issues.createComment", payload=payload, status="PENDING_APPROVAL"
+    ).json()["data"]
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    confirm = {"status": "SUCCESS", "response": {"status": 201, "data": {"id": 42}}}
+    assert compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm).status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["undo"]["type"], action["undo"]["id"]) == (
+        "issues.comments.create",
+        "github-delete-comment",
+        42,
+    )

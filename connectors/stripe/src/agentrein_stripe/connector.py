@@ -321,7 +321,8 @@ class StripeConnector(Connector):
         elif kind == STRIPE_REFUND:
             derived = UndoConfig(STRIPE_REFUND, {"charge": data.get("id")}, require_approval=True)
         else:
-            target = call.context["object_id"] if kind == STRIPE_VOID else data.get("id")
+            # A finalization voids the invoice it names, or the one it returned (its id passed positionally).
+            target = (call.context["object_id"] or data.get("id")) if kind == STRIPE_VOID else data.get("id")
             derived = UndoConfig(kind, {"resource": resource, "id": target})
         account = call.context.get("stripe_account")
         if account and derived.type in self.undo_types:  # the undo goes to the account the call went to

@@ -19,6 +19,7 @@ from agentrein_core.connector import JSON, Connector, PreparedCall, not_undone, 
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.plugins import Connectors
+from agentrein_core.redaction import Redactors
 from agentrein_core.statuses import OperationType
 
 #: The error recorded for a failed call the SDK reported without one (the Python SDK sends ``{}``).
@@ -64,6 +65,7 @@ class ReportedCall:
 
 def reported_call(
     connectors: Connectors,
+    redactors: Redactors,
     api_name: str,
     payload: Any,
     response: Any,
@@ -75,7 +77,8 @@ def reported_call(
     ``response`` it got (``before``: the object as precapture read it; ``capture_failed``: the SDK says it could
     not be read; a call whose connector reads a before-state and has none is taken as such). A call that ran is
     always recorded: when its connector derives no undo because nothing was read before it, or derives one the
-    response cannot fill (a create answered without an id), its undo is ``none`` saying why, for reviewers."""
+    response cannot fill (a create answered without an id) or that could not run once ``redactors`` redacted it
+    for the record (a branch named like a token), its undo is ``none`` saying why, for reviewers."""
     connector, method_path, described = _described(connectors, api_name, payload, before)
     if described is None:
         path = method_path.split(".")
@@ -85,8 +88,8 @@ def reported_call(
     unread = capture_failed or (before is None and connector.reads_before(described))
     if undo.is_none and unread:
         undo = not_undone(CAPTURE_FAILED)
-    try:
-        connector.check_undo(undo)  # what the engine checks: refused there, the call would not be recorded
+    try:  # what the engine checks, as it stores it: refused there, the call would not be recorded
+        connector.check_undo(redactors.of(connector.name).redact_undo(undo))
     except ValidationError as exc:
         undo = not_undone(f"no undo could be derived from what the call returned ({exc})")
     return ReportedCall(connector.name, described.api_name, described.operation_type, described.payload, undo)

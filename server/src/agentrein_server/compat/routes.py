@@ -178,7 +178,13 @@ class CompatController(Controller):
             kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
             before = kept.state
         call = reported_call(
-            services.connectors, data.api_name, data.payload, data.response, before, capture_failed=data.capture_failed
+            services.connectors,
+            services.engine.redactors,
+            data.api_name,
+            data.payload,
+            data.response,
+            before,
+            capture_failed=data.capture_failed,
         )
         if before is not None and kept.api_name != call.api_name:
             raise InvalidTransitionError(
@@ -258,7 +264,9 @@ class CompatController(Controller):
         kept = engine.recording.before_state_of(caller.org_id, session_id, action_id, agent_key=caller.agent_key)
         before = kept.state if kept is not None else None
         api_name = f"{held.connector}.{held.api_name}"
-        call = reported_call(services.connectors, api_name, held.payload, data.response, before)
+        call = reported_call(
+            services.connectors, services.engine.redactors, api_name, held.payload, data.response, before
+        )
         confirmed = Confirmed(json_object(data.response), call.undo)
         try:
             action = engine.recording.confirm_action(
