@@ -821,3 +821,15 @@ def test_a_held_octokit_create_confirmed_gets_the_undo_its_connector_derives(
         "github-delete-comment",
         42,
     )
+
+
+def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with_its_start(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    error = "Stripe said: " + "x" * 20_000
+    answer = log(compat, session_id, apiName="stripe.customers.create", payload={}, response=error, status="FAILED")
+    assert answer.status_code == 200, answer.text
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["error"] for a in shown["actions"]] == [error[:10_000]]
+    assert shown["status"] == "FAILED"  # the session ended as a failure ends it

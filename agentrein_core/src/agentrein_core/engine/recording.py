@@ -400,13 +400,14 @@ class Recording(UseCases):
         separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
-        error = validation.text("error", failure.error or "failed", validation.MAX_TEXT)
         with self.store.transaction() as tx:
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:
                 raise NotFoundError("action", action_id)
             rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
-            error = self.redactors.of(action.connector).redact_text(error)
+            # Cut, never refused for its length: it only says what happened, and the failure must be recorded.
+            redactor = self.redactors.of(action.connector)
+            error = validation.cut_text("error", failure.error or "failed", validation.MAX_TEXT, redactor)
             was_approved = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
                 for p in tx.approvals.of_action(action_id)
@@ -483,8 +484,8 @@ class Recording(UseCases):
             redactor.redact_undo(call.undo),
         )
         error = None
-        if not succeeded:
-            error = redactor.redact_text(validation.text("error", call.error or "failed", validation.MAX_TEXT))
+        if not succeeded:  # cut, never refused for its length: the call ran, and its record must not be lost
+            error = validation.cut_text("error", call.error or "failed", validation.MAX_TEXT, redactor)
         now = self.clock()
         with self.store.transaction() as tx:
             check_acts_on(tx, org_id, session_id, agent_key)
