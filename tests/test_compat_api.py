@@ -13,7 +13,7 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
-from agentrein_server.compat.calls import CAPTURE_FAILED
+from agentrein_server.compat.calls import CAPTURE_FAILED, PRECAPTURE_OTHER_CALL, PRECAPTURE_UNKNOWN
 from agentrein_server.compat.routes import PRECAPTURE_FAILED
 from agentrein_server.compat.tokens import Tokens
 from agentrein_stripe import StripeConnector
@@ -519,18 +519,46 @@ def test_a_precapture_of_a_call_whose_undo_needs_nothing_read_keeps_nothing(comp
     assert answer == {"precaptureId": None, "captureFailed": False}
 
 
-def test_a_log_naming_a_precapture_the_server_never_made_is_not_found(compat: httpx.Client) -> None:
+def test_a_log_naming_a_precapture_the_server_never_made_is_recorded_saying_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The call ran: refusing its log would lose it."""
     session_id = open_session(compat)
-    answer = log(
-        compat,
-        session_id,
-        apiName="stripe.customers.update",
-        payload={},
-        response={},
-        status="SUCCESS",
-        precaptureId="pre_nosuch",
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}}
+    answer = log(compat, session_id, **body, status="SUCCESS", precaptureId="pre_nosuch")
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]) == (
+        "SUCCESS",
+        {"type": "none", "why": PRECAPTURE_UNKNOWN, "requireApproval": False},
     )
-    problem(answer, 404)
+
+
+def test_a_log_naming_a_precapture_read_for_another_call_is_recorded_saying_its_undo_cannot_restore_it(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = httpx.post(
+        f"{fake_stripe.base_url}/v1/customers",
+        data={"email": "old@example.com"},
+        headers={"Authorization": "Bearer sk_test_1"},
+    ).json()
+    session_id = open_session(compat)
+    read = {
+        "apiName": "stripe.v1.customers.update",
+        "payload": {"customer": customer["id"], "params": {"email": "b@x"}},
+    }
+    precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
+    assert precapture_id is not None
+    body = {"apiName": "stripe.subscriptions.update", "payload": {"subscription": "sub_1", "params": {"metadata": {}}}}
+    answer = log(compat, session_id, **body, response={"id": "sub_1"}, status="SUCCESS", precaptureId=precapture_id)
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["undo"]["type"], action["undo"]["why"]) == (
+        "subscriptions.update",
+        "none",
+        PRECAPTURE_OTHER_CALL,
+    )
 
 
 # what holds as on the native API --------------------------------------------------------------------------------------

@@ -22,13 +22,22 @@ from agentrein_core.errors import (
     PolicyBlockedError,
     ValidationError,
 )
-from agentrein_core.model import Action
+from agentrein_core.model import JSON, Action
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
 from agentrein_server.api.bodies import TimeoutMs
 from agentrein_server.auth import Caller
-from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, registry_entries, reported_call
+from agentrein_server.compat.calls import (
+    CAPTURE_FAILED,
+    PRECAPTURE_OTHER_CALL,
+    PRECAPTURE_UNKNOWN,
+    ReportedCall,
+    call_about_to_run,
+    json_object,
+    registry_entries,
+    reported_call,
+)
 from agentrein_server.compat.tokens import Tokens
 from agentrein_server.services import CallerDep, Services, ServicesDep
 
@@ -172,11 +181,9 @@ class CompatController(Controller):
         before it runs (``PENDING_APPROVAL``). One that ran is recorded as such, its undo derived here by its
         connector: a ``BLOCK`` policy answers ``403 policy-blocked`` and undoes it; a ``FAILED`` one rolls the
         session back. A successful read is not recorded (their SDKs log reads too)."""
-        before = None
+        before, unread = None, CAPTURE_FAILED if data.capture_failed else None
         if data.precapture_id is not None and data.status == "SUCCESS":
-            recording = services.engine.recording
-            kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
-            before = kept.state
+            before, unread = _kept_before(services, caller, session_id, data, data.precapture_id)
         call = reported_call(
             services.connectors,
             services.engine.redactors,
@@ -184,12 +191,8 @@ class CompatController(Controller):
             data.payload,
             data.response,
             before,
-            capture_failed=data.capture_failed,
+            unread=unread,
         )
-        if before is not None and kept.api_name != call.api_name:
-            raise InvalidTransitionError(
-                f"precapture {data.precapture_id} was read for {kept.api_name}, not {call.api_name}"
-            )
         if data.status == "PENDING_APPROVAL":
             return _hold(services, caller, session_id, call, data.timeout_ms, data.precapture_id)
         if data.status == "FAILED":
@@ -322,6 +325,25 @@ def _action_of(services: Services, caller: Caller, session_id: str, action_id: s
 
 def _action_answer(action: Action) -> Answer:
     return {"data": {"id": action.action_id, "status": action.status, "apiName": action.api_name}}
+
+
+def _kept_before(
+    services: Services, caller: Caller, session_id: str, data: ReportedAction, precapture_id: str
+) -> tuple[JSON | None, str | None]:
+    """The before-state a call that ran names, if the server kept it for this session and this call; else
+    ``None`` and why its undo cannot restore the object (the call ran: it is recorded whatever its log names)."""
+    try:
+        kept = services.engine.recording.before_state(
+            caller.org_id, session_id, precapture_id, agent_key=caller.agent_key
+        )
+    except NotFoundError as exc:
+        if exc.kind != "before-state":  # the session itself
+            raise
+        return None, PRECAPTURE_UNKNOWN
+    _, described = call_about_to_run(services.connectors, data.api_name, data.payload)
+    if described is None or kept.api_name != described.api_name:
+        return None, PRECAPTURE_OTHER_CALL
+    return kept.state, None
 
 
 def _hold(
