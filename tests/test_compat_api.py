@@ -3,7 +3,9 @@ engine's use cases (read back through the native API), and the refusals, as prob
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -861,3 +863,29 @@ def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with
     shown = native.get(f"/sessions/{session_id}").json()
     assert [a["error"] for a in shown["actions"]] == [error[:10_000]]
     assert shown["status"] == "FAILED"  # the session ended as a failure ends it
+
+
+def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_nothing_of_the_other(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The before-state is tied in the write-ahead's own transaction: the loser's held call is not left open
+    (expiring, it would roll the session back)."""
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "status": "PENDING_APPROVAL"}
+
+    def hold(session_id: str, precapture_id: str, barrier: threading.Barrier) -> int:
+        barrier.wait()
+        return log(compat, session_id, **body, precaptureId=precapture_id).status_code
+
+    for _ in range(5):
+        session_id = open_session(compat)
+        kept = server.engine.recording.keep_before_state(
+            tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+        )
+        barrier = threading.Barrier(2)
+        with ThreadPoolExecutor(2) as pool:
+            both = [pool.submit(hold, session_id, kept.precapture_id, barrier) for _ in range(2)]
+            answers = sorted(f.result() for f in both)
+        assert answers == [200, 409]
+        shown = native.get(f"/sessions/{session_id}").json()
+        assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
+        assert [p["status"] for p in shown["approvals"]] == ["PENDING"]

@@ -364,15 +364,11 @@ def _hold(
         requires_approval=True,
         approval_timeout=timedelta(milliseconds=timeout_ms) if timeout_ms is not None else DEFAULT_APPROVAL_TIMEOUT,
     )
-    recording = services.engine.recording
-    if precapture_id is not None:  # checked before anything is written: a bad one leaves no held call behind
-        kept = recording.before_state(caller.org_id, session_id, precapture_id, agent_key=caller.agent_key)
-        if kept.action_id is not None or kept.api_name != call.api_name:
-            raise InvalidTransitionError(f"precapture {precapture_id} was read for another call")
-    logged = recording.log_action(caller.org_id, session_id, ahead, agent_key=caller.agent_key)
-    if precapture_id is not None:
-        action_id = logged.action.action_id
-        recording.hold_before_state(caller.org_id, session_id, precapture_id, action_id, agent_key=caller.agent_key)
+    # Tied in the write-ahead's own transaction: a precapture refused (unknown, or another call's, even one
+    # a concurrent log took) leaves no held call behind.
+    logged = services.engine.recording.log_action(
+        caller.org_id, session_id, ahead, agent_key=caller.agent_key, before_state=precapture_id
+    )
     metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
     held = {"id": logged.approval.approval_id} if logged.approval is not None else None
     return {"data": {"id": logged.action.action_id, "status": logged.action.status, "approvalRequest": held}}
