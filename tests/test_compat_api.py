@@ -889,3 +889,36 @@ def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_not
         shown = native.get(f"/sessions/{session_id}").json()
         assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
         assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
+
+
+def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redacted(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    """The before-state is kept redacted: restored as kept, ``[REDACTED]`` would be written over the secret."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = httpx.post(
+        f"{fake_stripe.base_url}/v1/customers",
+        data={"email": "old@example.com", "metadata[api_key]": "k_old", "metadata[tier]": "gold"},
+        headers={"Authorization": "Bearer sk_test_1"},
+    ).json()
+    session_id = open_session(compat)
+    payload = {"customer": customer["id"], "params": {"email": "new@example.com", "metadata": {"api_key": "k_new"}}}
+    read = {"apiName": "stripe.v1.customers.update", "payload": payload}
+    precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
+    httpx.post(  # the agent's update, as its Stripe client makes it
+        f"{fake_stripe.base_url}/v1/customers/{customer['id']}",
+        data={"email": "new@example.com", "metadata[api_key]": "k_new"},
+        headers={"Authorization": "Bearer sk_test_1"},
+    )
+    body = {**read, "response": {"id": customer["id"]}, "status": "SUCCESS", "precaptureId": precapture_id}
+    assert log(compat, session_id, **body).status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"]["params"] == {"email": "old@example.com"}
+    assert action["undo"]["notRestored"] == ["metadata.api_key"]
+    native.post(f"/sessions/{session_id}/rollback", json={})
+    assert native.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()["status"] == "SUCCEEDED"
+    assert fake_stripe.get(customer["id"]) == {
+        **customer,
+        "email": "old@example.com",
+        "metadata": {"api_key": "k_new", "tier": "gold"},
+    }
