@@ -453,6 +453,14 @@ def store_stripe_settings(server: RunningServer, tenant: Tenant, api_base: str) 
     )
 
 
+def sent_to_stripe(fake_stripe: FakeStripe, path: str, form: dict[str, str]) -> dict[str, Any]:
+    """What the fake Stripe answers to ``POST path`` with ``form``, as the agent's own client sends it."""
+    answer = httpx.post(f"{fake_stripe.base_url}{path}", data=form, headers={"Authorization": "Bearer sk_test_1"})
+    assert answer.status_code == 200, answer.text
+    made: dict[str, Any] = answer.json()
+    return made
+
+
 def test_validating_credentials_says_per_connector_whether_the_server_can_undo_with_the_stored_settings(
     server: RunningServer, tenant: Tenant, compat: httpx.Client
 ) -> None:
@@ -540,11 +548,7 @@ def test_a_log_naming_a_precapture_read_for_another_call_is_recorded_saying_its_
     server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
 ) -> None:
     store_stripe_settings(server, tenant, fake_stripe.base_url)
-    customer = httpx.post(
-        f"{fake_stripe.base_url}/v1/customers",
-        data={"email": "old@example.com"},
-        headers={"Authorization": "Bearer sk_test_1"},
-    ).json()
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "old@example.com"})
     session_id = open_session(compat)
     read = {
         "apiName": "stripe.v1.customers.update",
@@ -787,65 +791,53 @@ def test_a_precapture_through_an_abstract_stripe_class_keeps_nothing(compat: htt
 FINALIZED = {"apiName": "stripe.invoices.finalize_invoice", "payload": {"params": {"auto_advance": False}}}
 
 
-def test_a_held_finalization_confirmed_whose_payload_names_no_invoice_is_voided_by_the_responses_id(
-    compat: httpx.Client, native: httpx.Client
-) -> None:
+def held_then_confirmed(
+    compat: httpx.Client, native: httpx.Client, held_call: dict[str, Any], response: Any
+) -> dict[str, Any]:
+    """The action of ``held_call`` held for a reviewer, approved, then confirmed with the ``response`` it got
+    once it ran, as their SDK confirms it (the confirmation must be accepted: the call ran)."""
     session_id = open_session(compat)
-    held = log(compat, session_id, **FINALIZED, response={}, status="PENDING_APPROVAL").json()["data"]
+    held = log(compat, session_id, **held_call, status="PENDING_APPROVAL").json()["data"]
     native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
-    confirm = {"status": "SUCCESS", "response": {"id": "in_1", "object": "invoice", "status": "open"}}
+    confirm = {"status": "SUCCESS", "response": response}
     answer = compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm)
     assert answer.status_code == 200, answer.text
     (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
-    assert (action["status"], action["undo"]) == (
-        "SUCCESS",
-        {"type": "stripe-void", "resource": "invoices", "id": "in_1", "requireApproval": False},
-    )
+    assert action["status"] == "SUCCESS"
+    return action
+
+
+def test_a_held_finalization_confirmed_whose_payload_names_no_invoice_is_voided_by_the_responses_id(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    action = held_then_confirmed(compat, native, FINALIZED, {"id": "in_1", "object": "invoice", "status": "open"})
+    assert action["undo"] == {"type": "stripe-void", "resource": "invoices", "id": "in_1", "requireApproval": False}
 
 
 def test_a_held_call_confirmed_with_an_undo_its_connector_refuses_is_recorded_with_no_undo_saying_why(
     compat: httpx.Client, native: httpx.Client
 ) -> None:
-    session_id = open_session(compat)
-    held = log(compat, session_id, **FINALIZED, response={}, status="PENDING_APPROVAL").json()["data"]
-    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
-    answer = compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json={"status": "SUCCESS", "response": {}})
-    assert answer.status_code == 200, answer.text
-    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
-    assert (action["status"], action["undo"]["type"]) == ("SUCCESS", "none")
-    assert "undo.id" in action["undo"]["why"]
+    undo = held_then_confirmed(compat, native, FINALIZED, {})["undo"]
+    assert undo["type"] == "none" and "undo.id" in undo["why"]
 
 
 def test_a_held_call_confirmed_with_an_undo_its_redacted_record_could_not_run_is_recorded_with_no_undo(
     compat: httpx.Client, native: httpx.Client
 ) -> None:
     """A branch named like a token: the stored undo would name ``[REDACTED]``, which its connector refuses."""
-    session_id = open_session(compat)
     ref = "refs/heads/ghp_" + "a" * 36
     payload = {"owner": "acme", "repo": "shop", "ref": ref, "sha": "0" * 40}
-    held = log(compat, session_id, apiName="github.rest.git.createRef", payload=payload, status="PENDING_APPROVAL")
-    held_call = held.json()["data"]
-    native.post(f"/approvals/{held_call['approvalRequest']['id']}/approve", json={})
-    confirm = {"status": "SUCCESS", "response": {"status": 201, "data": {"ref": ref}}}
-    answer = compat.patch(f"/sessions/{session_id}/actions/{held_call['id']}", json=confirm)
-    assert answer.status_code == 200, answer.text
-    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
-    assert (action["status"], action["undo"]["type"]) == ("SUCCESS", "none")
-    assert "undo.ref" in action["undo"]["why"]
+    created = {"apiName": "github.rest.git.createRef", "payload": payload}
+    undo = held_then_confirmed(compat, native, created, {"status": 201, "data": {"ref": ref}})["undo"]
+    assert undo["type"] == "none" and "undo.ref" in undo["why"]
 
 
 def test_a_held_octokit_create_confirmed_gets_the_undo_its_connector_derives(
     compat: httpx.Client, native: httpx.Client
 ) -> None:
-    session_id = open_session(compat)
     payload = {"owner": "acme", "repo": "shop", "issue_number": 7, "body": "shipped"}
-    held = log(
-        compat, session_id, apiName="github.rest.issues.createComment", payload=payload, status="PENDING_APPROVAL"
-    ).json()["data"]
-    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
-    confirm = {"status": "SUCCESS", "response": {"status": 201, "data": {"id": 42}}}
-    assert compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm).status_code == 200
-    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    commented = {"apiName": "github.rest.issues.createComment", "payload": payload}
+    action = held_then_confirmed(compat, native, commented, {"status": 201, "data": {"id": 42}})
     assert (action["apiName"], action["undo"]["type"], action["undo"]["id"]) == (
         "issues.comments.create",
         "github-delete-comment",
@@ -896,20 +888,14 @@ def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redac
 ) -> None:
     """The before-state is kept redacted: restored as kept, ``[REDACTED]`` would be written over the secret."""
     store_stripe_settings(server, tenant, fake_stripe.base_url)
-    customer = httpx.post(
-        f"{fake_stripe.base_url}/v1/customers",
-        data={"email": "old@example.com", "metadata[api_key]": "k_old", "metadata[tier]": "gold"},
-        headers={"Authorization": "Bearer sk_test_1"},
-    ).json()
+    made = {"email": "old@example.com", "metadata[api_key]": "k_old", "metadata[tier]": "gold"}
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", made)
     session_id = open_session(compat)
     payload = {"customer": customer["id"], "params": {"email": "new@example.com", "metadata": {"api_key": "k_new"}}}
     read = {"apiName": "stripe.v1.customers.update", "payload": payload}
     precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
-    httpx.post(  # the agent's update, as its Stripe client makes it
-        f"{fake_stripe.base_url}/v1/customers/{customer['id']}",
-        data={"email": "new@example.com", "metadata[api_key]": "k_new"},
-        headers={"Authorization": "Bearer sk_test_1"},
-    )
+    updated = {"email": "new@example.com", "metadata[api_key]": "k_new"}
+    sent_to_stripe(fake_stripe, f"/v1/customers/{customer['id']}", updated)  # the agent's update, as it ran
     body = {**read, "response": {"id": customer["id"]}, "status": "SUCCESS", "precaptureId": precapture_id}
     assert log(compat, session_id, **body).status_code == 200
     (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
