@@ -31,11 +31,13 @@ from stripe._stripe_service import StripeService
 
 from agentrein_core.connector import (
     JSON,
+    REDACTED,
     UNDO_NONE,
     Action,
     Connector,
     OperationType,
     PreparedCall,
+    Redactor,
     Setting,
     SettingKind,
     Undoable,
@@ -48,7 +50,6 @@ from agentrein_core.connector import (
     not_undone,
     pinned_client,
 )
-from agentrein_core.redaction import REDACTED, Redactor
 
 STRIPE_DELETE = "stripe-delete"
 STRIPE_CANCEL = "stripe-cancel"
