@@ -3,7 +3,9 @@ engine's use cases (read back through the native API), and the refusals, as prob
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -13,7 +15,7 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
-from agentrein_server.compat.calls import CAPTURE_FAILED
+from agentrein_server.compat.calls import CAPTURE_FAILED, PRECAPTURE_OTHER_CALL, PRECAPTURE_UNKNOWN
 from agentrein_server.compat.routes import PRECAPTURE_FAILED
 from agentrein_server.compat.tokens import Tokens
 from agentrein_stripe import StripeConnector
@@ -451,6 +453,14 @@ def store_stripe_settings(server: RunningServer, tenant: Tenant, api_base: str) 
     )
 
 
+def sent_to_stripe(fake_stripe: FakeStripe, path: str, form: dict[str, str]) -> dict[str, Any]:
+    """What the fake Stripe answers to ``POST path`` with ``form``, as the agent's own client sends it."""
+    answer = httpx.post(f"{fake_stripe.base_url}{path}", data=form, headers={"Authorization": "Bearer sk_test_1"})
+    assert answer.status_code == 200, answer.text
+    made: dict[str, Any] = answer.json()
+    return made
+
+
 def test_validating_credentials_says_per_connector_whether_the_server_can_undo_with_the_stored_settings(
     server: RunningServer, tenant: Tenant, compat: httpx.Client
 ) -> None:
@@ -519,18 +529,42 @@ def test_a_precapture_of_a_call_whose_undo_needs_nothing_read_keeps_nothing(comp
     assert answer == {"precaptureId": None, "captureFailed": False}
 
 
-def test_a_log_naming_a_precapture_the_server_never_made_is_not_found(compat: httpx.Client) -> None:
+def test_a_log_naming_a_precapture_the_server_never_made_is_recorded_saying_its_undo_cannot_restore_it(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The call ran: refusing its log would lose it."""
     session_id = open_session(compat)
-    answer = log(
-        compat,
-        session_id,
-        apiName="stripe.customers.update",
-        payload={},
-        response={},
-        status="SUCCESS",
-        precaptureId="pre_nosuch",
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}}
+    answer = log(compat, session_id, **body, status="SUCCESS", precaptureId="pre_nosuch")
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["status"], action["undo"]) == (
+        "SUCCESS",
+        {"type": "none", "why": PRECAPTURE_UNKNOWN, "requireApproval": False},
     )
-    problem(answer, 404)
+
+
+def test_a_log_naming_a_precapture_read_for_another_call_is_recorded_saying_its_undo_cannot_restore_it(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "old@example.com"})
+    session_id = open_session(compat)
+    read = {
+        "apiName": "stripe.v1.customers.update",
+        "payload": {"customer": customer["id"], "params": {"email": "b@x"}},
+    }
+    precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
+    assert precapture_id is not None
+    body = {"apiName": "stripe.subscriptions.update", "payload": {"subscription": "sub_1", "params": {"metadata": {}}}}
+    answer = log(compat, session_id, **body, response={"id": "sub_1"}, status="SUCCESS", precaptureId=precapture_id)
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["undo"]["type"], action["undo"]["why"]) == (
+        "subscriptions.update",
+        "none",
+        PRECAPTURE_OTHER_CALL,
+    )
 
 
 # what holds as on the native API --------------------------------------------------------------------------------------
@@ -719,3 +753,158 @@ def test_a_confirmation_sent_again_is_answered_with_the_action_it_confirmed(
     first, again = (compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm) for _ in range(2))
     assert (first.status_code, again.status_code) == (200, 200)
     assert again.json()["data"] == first.json()["data"]
+
+
+# the fourth reading: what the second reading of /compat found -----------------------------------------------------
+#: The stripe module's abstract resource classes: they name no object, so no call through them is described.
+ABSTRACT_STRIPE_CLASSES = (
+    "APIResource",
+    "SingletonAPIResource",
+    "CreateableAPIResource",
+    "DeletableAPIResource",
+    "UpdateableAPIResource",
+    "ListableAPIResource",
+)
+
+
+@pytest.mark.parametrize("name", ABSTRACT_STRIPE_CLASSES)
+def test_a_call_logged_through_an_abstract_stripe_class_is_recorded_with_no_undo(
+    compat: httpx.Client, native: httpx.Client, name: str
+) -> None:
+    session_id = open_session(compat)
+    answer = log(compat, session_id, apiName=f"stripe.{name}.create", payload={}, response=CREATED, status="SUCCESS")
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert (action["apiName"], action["status"], action["undo"]["type"]) == (f"{name}.create", "SUCCESS", "none")
+
+
+@pytest.mark.parametrize("name", ABSTRACT_STRIPE_CLASSES)
+def test_a_precapture_through_an_abstract_stripe_class_keeps_nothing(compat: httpx.Client, name: str) -> None:
+    session_id = open_session(compat)
+    body = {"apiName": f"stripe.{name}.modify", "payload": {"sid": "cus_1", "email": "b@x"}}
+    answer = compat.post(f"/sessions/{session_id}/actions/precapture", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["data"] == {"precaptureId": None, "captureFailed": False}
+
+
+#: A finalization the SDK reports with the invoice's id positional only (their payload keeps the params alone).
+FINALIZED = {"apiName": "stripe.invoices.finalize_invoice", "payload": {"params": {"auto_advance": False}}}
+
+
+def held_then_confirmed(
+    compat: httpx.Client, native: httpx.Client, held_call: dict[str, Any], response: Any
+) -> dict[str, Any]:
+    """The action of ``held_call`` held for a reviewer, approved, then confirmed with the ``response`` it got
+    once it ran, as their SDK confirms it (the confirmation must be accepted: the call ran)."""
+    session_id = open_session(compat)
+    held = log(compat, session_id, **held_call, status="PENDING_APPROVAL").json()["data"]
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    confirm = {"status": "SUCCESS", "response": response}
+    answer = compat.patch(f"/sessions/{session_id}/actions/{held['id']}", json=confirm)
+    assert answer.status_code == 200, answer.text
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["status"] == "SUCCESS"
+    return action
+
+
+def test_a_held_finalization_confirmed_whose_payload_names_no_invoice_is_voided_by_the_responses_id(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    action = held_then_confirmed(compat, native, FINALIZED, {"id": "in_1", "object": "invoice", "status": "open"})
+    assert action["undo"] == {"type": "stripe-void", "resource": "invoices", "id": "in_1", "requireApproval": False}
+
+
+def test_a_held_call_confirmed_with_an_undo_its_connector_refuses_is_recorded_with_no_undo_saying_why(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    undo = held_then_confirmed(compat, native, FINALIZED, {})["undo"]
+    assert undo["type"] == "none" and "undo.id" in undo["why"]
+
+
+def test_a_held_call_confirmed_with_an_undo_its_redacted_record_could_not_run_is_recorded_with_no_undo(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """A branch named like a token: the stored undo would name ``[REDACTED]``, which its connector refuses."""
+    ref = "refs/heads/ghp_" + "a" * 36
+    payload = {"owner": "acme", "repo": "shop", "ref": ref, "sha": "0" * 40}
+    created = {"apiName": "github.rest.git.createRef", "payload": payload}
+    undo = held_then_confirmed(compat, native, created, {"status": 201, "data": {"ref": ref}})["undo"]
+    assert undo["type"] == "none" and "undo.ref" in undo["why"]
+
+
+def test_a_held_octokit_create_confirmed_gets_the_undo_its_connector_derives(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    payload = {"owner": "acme", "repo": "shop", "issue_number": 7, "body": "shipped"}
+    commented = {"apiName": "github.rest.issues.createComment", "payload": payload}
+    action = held_then_confirmed(compat, native, commented, {"status": 201, "data": {"id": 42}})
+    assert (action["apiName"], action["undo"]["type"], action["undo"]["id"]) == (
+        "issues.comments.create",
+        "github-delete-comment",
+        42,
+    )
+
+
+def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with_its_start(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    error = "Stripe said: " + "x" * 20_000
+    answer = log(compat, session_id, apiName="stripe.customers.create", payload={}, response=error, status="FAILED")
+    assert answer.status_code == 200, answer.text
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["error"] for a in shown["actions"]] == [error[:10_000]]
+    assert shown["status"] == "FAILED"  # the session ended as a failure ends it
+
+
+def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_nothing_of_the_other(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The before-state is tied in the write-ahead's own transaction: the loser's held call is not left open
+    (expiring, it would roll the session back)."""
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "status": "PENDING_APPROVAL"}
+
+    def hold(session_id: str, precapture_id: str, barrier: threading.Barrier) -> int:
+        barrier.wait()
+        return log(compat, session_id, **body, precaptureId=precapture_id).status_code
+
+    for _ in range(5):
+        session_id = open_session(compat)
+        kept = server.engine.recording.keep_before_state(
+            tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+        )
+        barrier = threading.Barrier(2)
+        with ThreadPoolExecutor(2) as pool:
+            both = [pool.submit(hold, session_id, kept.precapture_id, barrier) for _ in range(2)]
+            answers = sorted(f.result() for f in both)
+        assert answers == [200, 409]
+        shown = native.get(f"/sessions/{session_id}").json()
+        assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
+        assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
+
+
+def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redacted(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    """The before-state is kept redacted: restored as kept, ``[REDACTED]`` would be written over the secret."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    made = {"email": "old@example.com", "metadata[api_key]": "k_old", "metadata[tier]": "gold"}
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", made)
+    session_id = open_session(compat)
+    payload = {"customer": customer["id"], "params": {"email": "new@example.com", "metadata": {"api_key": "k_new"}}}
+    read = {"apiName": "stripe.v1.customers.update", "payload": payload}
+    precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
+    updated = {"email": "new@example.com", "metadata[api_key]": "k_new"}
+    sent_to_stripe(fake_stripe, f"/v1/customers/{customer['id']}", updated)  # the agent's update, as it ran
+    body = {**read, "response": {"id": customer["id"]}, "status": "SUCCESS", "precaptureId": precapture_id}
+    assert log(compat, session_id, **body).status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"]["params"] == {"email": "old@example.com"}
+    assert action["undo"]["notRestored"] == ["metadata.api_key"]
+    native.post(f"/sessions/{session_id}/rollback", json={})
+    assert native.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()["status"] == "SUCCEEDED"
+    assert fake_stripe.get(customer["id"]) == {
+        **customer,
+        "email": "old@example.com",
+        "metadata": {"api_key": "k_new", "tier": "gold"},
+    }

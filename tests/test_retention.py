@@ -81,8 +81,7 @@ def test_a_before_state_older_than_the_retention_is_pruned_and_a_recent_one_and_
     old = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_1"}).precapture_id
     held = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_3"}).precapture_id
     update = WriteAhead("stripe", "customers.update", OperationType.UPDATE, {}, True, timedelta(days=60))  # held
-    waiting = recording.log_action(org, session, update).action.action_id
-    recording.hold_before_state(org, session, held, waiting)
+    recording.log_action(org, session, update, before_state=held)
     clock.advance(days=31)
     recent = recording.keep_before_state(org, session, "stripe", "customers.update", {"id": "cus_2"}).precapture_id
 

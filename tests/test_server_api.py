@@ -851,6 +851,17 @@ def test_a_held_call_reported_failed_closes_its_approval_and_approving_it_says_w
     assert api.get(f"/sessions/{session_id}").json()["displayStatus"] == "FAILED"
 
 
+def test_a_failure_reported_with_an_error_longer_than_a_record_keeps_is_recorded_with_its_start(
+    api: httpx.Client,
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    action_id = api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION).json()["action"]["actionId"]
+    error = "the service said: " + "x" * 20_000
+    failed = api.patch(f"/sessions/{session_id}/actions/{action_id}", json={"status": "FAILED", "error": error})
+    assert failed.status_code == 200, failed.text
+    assert failed.json()["error"] == error[:10_000]
+
+
 def test_a_long_poll_returns_the_pending_approval_when_the_wait_runs_out(api: httpx.Client) -> None:
     approval_id = pending_approval(api)
     assert api.get(f"/approvals/{approval_id}", params={"wait": 0.2}).json()["status"] == "PENDING"

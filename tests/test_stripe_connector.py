@@ -162,6 +162,39 @@ def test_a_retried_update_whose_answer_was_lost_restores_what_was_there_before_i
     assert fake.get(customer.id)["email"] == "old@example.com"  # type: ignore[index]
 
 
+def test_an_updates_undo_leaves_out_a_secret_it_could_not_keep_and_says_so(ar: AgentRein, fake: FakeStripe) -> None:
+    """Its record is redacted: restored as stored, the marker would be written over the customer's own value."""
+    customer = stripe_client(fake).v1.customers.create(
+        params={"email": "old@example.com", "metadata": {"api_key": "k_old", "tier": "gold"}}
+    )
+    client, session_id = wrapped(ar, fake)
+    client.v1.customers.update(
+        customer.id, params={"email": "new@example.com", "metadata": {"api_key": "k_new", "tier": "x"}}
+    )
+    (action,) = ar.get_session(session_id).actions
+    assert StripeConnector().describe_undo(action) == (
+        f"Restore email, metadata of Stripe customer {customer.id} as they were "
+        "(metadata.api_key held a secret, which AgentRein does not keep: not restored)"
+    )
+    ar.rollback_session(session_id)
+    assert ar.get_session(session_id).actions[0].status is ActionStatus.ROLLED_BACK
+    _agents_update, restore = fake.calls("POST", f"/v1/customers/{customer.id}")
+    assert restore.params == {"email": "old@example.com", "metadata": {"tier": "gold"}}
+
+
+def test_an_update_that_changed_only_secrets_is_recorded_with_no_undo_saying_why(
+    ar: AgentRein, fake: FakeStripe
+) -> None:
+    customer = stripe_client(fake).v1.customers.create(params={"metadata": {"api_key": "k_old"}})
+    client, session_id = wrapped(ar, fake)
+    client.v1.customers.update(customer.id, params={"metadata": {"api_key": "k_new"}})
+    (action,) = ar.get_session(session_id).actions
+    assert action.undo is not None and action.undo.is_none
+    assert action.undo.params["why"] == (
+        "metadata.api_key held a secret, which AgentRein does not keep, so no undo can restore what it changed"
+    )
+
+
 def test_a_retried_create_whose_answer_was_lost_makes_one_customer(ar: AgentRein, fake: FakeStripe) -> None:
     client, session_id = wrapped(ar, fake, retryable=["customers.create"])
     fake.fail_next("POST", "/v1/customers", status=500, after_effect=True)

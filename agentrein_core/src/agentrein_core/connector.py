@@ -67,7 +67,9 @@ connectors too, as a third party's would; ``tests/test_layout.py`` holds them to
   reaches public addresses only, at the address it checked), :func:`checked_addresses` (the same decision, for a
   transport of another HTTP library to connect with), :func:`host_entries` and :func:`host_allowed`
   (an allow-list of hosts and the check against it), :data:`HostEntry`, :data:`DEFAULT_PORTS`;
-- :data:`REDACTED`, what a redacted value reads.
+- :data:`REDACTED`, what a redacted value reads, and :class:`Redactor`, which redacts a value as the records of
+  a connector's calls keep it (``Redactor(connector.sensitive_fields)``): an undo derived from a value its
+  record cannot keep would carry the marker.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ from attrs import frozen
 
 from agentrein_core.errors import UndoError, ValidationError
 from agentrein_core.model import JSON, UNDO_NONE, Action, UndoConfig
-from agentrein_core.redaction import REDACTED
+from agentrein_core.redaction import REDACTED, Redactor
 from agentrein_core.statuses import ActionStatus, OperationType
 from agentrein_core.targets import (
     DEFAULT_PORTS,
@@ -112,6 +114,7 @@ __all__ = [
     "HostEntry",
     "OperationType",
     "PreparedCall",
+    "Redactor",
     "Setting",
     "SettingKind",
     "UndoConfig",

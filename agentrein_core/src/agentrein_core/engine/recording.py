@@ -238,6 +238,7 @@ class Recording(UseCases):
         confirm: Sequence[Confirmation] = (),
         agent_key: str | None = None,
         redacted: bool = False,
+        before_state: str | None = None,
     ) -> LoggedAction:
         """Record a call before it runs and decide whether it may run now (``CLEARED``), must wait for a
         human (``PENDING_APPROVAL``: the agent declared it, or a before-execution policy holds it, for the
@@ -251,7 +252,14 @@ class Recording(UseCases):
         record.
 
         ``redacted``: the caller is this process's own guard (embedded mode), which redacted the payload with the
-        connector's redactor already, so it is not redacted twice; whatever comes over the wire always is."""
+        connector's redactor already, so it is not redacted twice; whatever comes over the wire always is.
+
+        ``before_state``: the id of a before-state kept for this session (:meth:`keep_before_state`) for this
+        call, read before it was held (the published SDKs' precapture): tied to the new record in the same
+        transaction (:meth:`before_state_of`), once. One that is not this session's (:class:`NotFoundError`),
+        or was read for another call or tied to one already, even by a concurrent request
+        (:class:`InvalidTransitionError`), refuses the whole request: nothing is written, not even the
+        confirmations carried."""
         operation_type = OperationType(call.operation_type)
         self._check_connector(call.connector)
         validation.json_value("payload", call.payload)
@@ -293,6 +301,8 @@ class Recording(UseCases):
                     requires_approval=call.requires_approval,
                     approval_timeout=call.approval_timeout,
                 )
+                if before_state is not None:  # raised here, the transaction and the record are rolled back
+                    _tie_before_state(tx, action, before_state)
         if refused is not None:  # raised after the transaction, so the confirmations carried are kept
             raise refused
         self.recent_connectors.remember(action.action_id, action.connector)
@@ -427,13 +437,14 @@ class Recording(UseCases):
         separate ``FAILED`` action, so the approval's history is never rewritten. An action still waiting for
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
-        error = validation.text("error", failure.error or "failed", validation.MAX_TEXT)
         with self.store.transaction() as tx:
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:
                 raise NotFoundError("action", action_id)
             rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
-            error = self.redactors.of(action.connector).redact_text(error)
+            # Cut, never refused for its length: it only says what happened, and the failure must be recorded.
+            redactor = self.redactors.of(action.connector)
+            error = validation.cut_text("error", failure.error or "failed", validation.MAX_TEXT, redactor)
             was_approved = any(
                 p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
                 for p in tx.approvals.of_action(action_id)
@@ -510,8 +521,8 @@ class Recording(UseCases):
             redactor.redact_undo(call.undo),
         )
         error = None
-        if not succeeded:
-            error = redactor.redact_text(validation.text("error", call.error or "failed", validation.MAX_TEXT))
+        if not succeeded:  # cut, never refused for its length: the call ran, and its record must not be lost
+            error = validation.cut_text("error", call.error or "failed", validation.MAX_TEXT, redactor)
         now = self.clock()
         with self.store.transaction() as tx:
             check_acts_on(tx, org_id, session_id, agent_key)
@@ -601,25 +612,10 @@ class Recording(UseCases):
             raise NotFoundError("before-state", precapture_id)
         return kept
 
-    def hold_before_state(
-        self, org_id: str, session_id: str, precapture_id: str, action_id: str, *, agent_key: str | None = None
-    ) -> BeforeState:
-        """Tie a kept before-state to the held call it was read for (:meth:`before_state_of`), once."""
-        with self.store.transaction() as tx:
-            check_acts_on(tx, org_id, session_id, agent_key)
-            kept = tx.before_states.get(org_id, precapture_id)
-            if kept is None or kept.session_id != session_id:
-                raise NotFoundError("before-state", precapture_id)
-            if kept.action_id not in (None, action_id):
-                raise InvalidTransitionError(f"before-state {precapture_id} was read for another call")
-            held = evolve(kept, action_id=action_id)
-            replace(tx, held, action_id=kept.action_id)
-            return held
-
     def before_state_of(
         self, org_id: str, session_id: str, action_id: str, *, agent_key: str | None = None
     ) -> BeforeState | None:
-        """The before-state tied to a held call (:meth:`hold_before_state`), if one was."""
+        """The before-state tied to a held call (:meth:`log_action`'s ``before_state``), if one was."""
         with self.store.transaction(write=False) as tx:
             check_acts_on(tx, org_id, session_id, agent_key)
             return tx.before_states.of_action(org_id, action_id)
@@ -635,6 +631,17 @@ class Recording(UseCases):
         stored (a connector this process does not have is checked where the inverse runs)."""
         if undo is not None and self.connectors is not None and connector in self.connectors.names():
             self.connectors.get(connector).check_undo(undo)
+
+
+def _tie_before_state(tx: Tx, action: Action, precapture_id: str) -> None:
+    """Tie the before-state ``precapture_id`` to ``action``, the call it was read for, compare-and-set: a
+    concurrent request tying it to another call wins or loses whole."""
+    kept = tx.before_states.get(action.org_id, precapture_id)
+    if kept is None or kept.session_id != action.session_id:
+        raise NotFoundError("before-state", precapture_id)
+    if kept.action_id is not None or kept.api_name != action.api_name:
+        raise InvalidTransitionError(f"before-state {precapture_id} was read for another call")
+    replace(tx, evolve(kept, action_id=action.action_id), action_id=None)
 
 
 def _checked(confirmation: Confirmation) -> Confirmation:

@@ -84,6 +84,9 @@ OCTOKIT_CREATES: Mapping[str, tuple[str, str]] = {
     "issues.createComment": ("issues.comments.create", "id"),
     "git.createRef": ("git.refs.create", "ref"),
 }
+#: The same calls by the name they are recorded under: a held call is confirmed by that name
+#: (``PATCH /compat/sessions/{id}/actions/{actionId}``), its undo derived then.
+OCTOKIT_RECORDED: Mapping[str, tuple[str, str]] = {name: (name, field) for name, field in OCTOKIT_CREATES.values()}
 #: What each undo names besides its repository.
 REQUIRED_PARAMS: Mapping[str, tuple[str, ...]] = {
     CLOSE_ISSUE: ("number",),
@@ -220,8 +223,10 @@ class GitHubConnector(Connector):
 
     def recorded(self, path: tuple[str, ...], payload: Any, before: JSON | None = None) -> PreparedCall | None:
         """Octokit's creations of issues, pull requests, issue comments and refs (``{owner, repo, …}``, answered
-        ``{status, data, …}``); other reported calls are recorded with no undo."""
-        known = OCTOKIT_CREATES.get(".".join(path[1:] if path[:1] == ("rest",) else path))
+        ``{status, data, …}``), by Octokit's path or by the name they are recorded under; other reported calls
+        are recorded with no undo."""
+        named = ".".join(path[1:] if path[:1] == ("rest",) else path)
+        known = OCTOKIT_CREATES.get(named) or OCTOKIT_RECORDED.get(named)
         if known is None or not isinstance(payload, Mapping):
             return None
         name, made_by = known

@@ -31,11 +31,13 @@ from stripe._stripe_service import StripeService
 
 from agentrein_core.connector import (
     JSON,
+    REDACTED,
     UNDO_NONE,
     Action,
     Connector,
     OperationType,
     PreparedCall,
+    Redactor,
     Setting,
     SettingKind,
     Undoable,
@@ -45,6 +47,7 @@ from agentrein_core.connector import (
     ValidationError,
     bind_call,
     merge_undo,
+    not_undone,
     pinned_client,
 )
 
@@ -103,6 +106,8 @@ RESTORABLE: Mapping[str, frozenset[str]] = {
     "products": frozenset({"active"}),
     "prices": frozenset({"active"}),
 }
+#: The undo parameter naming what a restore leaves out because its record could not keep it (a secret).
+NOT_RESTORED = "notRestored"
 #: Legacy class methods that send a request; other class attributes are helpers.
 LEGACY_WRITES = frozenset(
     {
@@ -183,6 +188,11 @@ class StripeConnector(Connector):
             example="https://api.stripe.com",
         ),
     )
+
+    @functools.cached_property
+    def _redactor(self) -> Redactor:
+        """Records of this connector's calls are redacted so (the engine's redactor of the connector)."""
+        return Redactor(self.sensitive_fields)
 
     def accepts(self, client: Any) -> bool:
         return isinstance(client, stripe.StripeClient) or client is stripe
@@ -305,13 +315,18 @@ class StripeConnector(Connector):
         elif kind == STRIPE_RESTORE and call.api_name in SNAPSHOT_BEFORE:
             params = call.payload.get("params", {})
             restore = _restore(params, _as_dict(call.context.get("before")), RESTORABLE[resource])
+            restore, secret = _without_secrets(restore, self._redactor)
             # Not undone: an update of nothing restorable (subscription items, say), or one reported after it
             # ran whose object nobody read before (restoring without it would clear the fields it set).
             object_id = call.context["object_id"] or data.get("id")
             read = _as_dict(call.context.get("before")).get("id")
             # A before-state read of another object than the one changed is never restored onto it.
-            if restore and "before" in call.context and object_id and read in (None, object_id):
-                derived = UndoConfig(STRIPE_RESTORE, {"resource": resource, "id": object_id, "params": restore})
+            usable = "before" in call.context and object_id and read in (None, object_id)
+            if usable and restore:
+                restored: JSON = {"resource": resource, "id": object_id, "params": restore}
+                derived = UndoConfig(STRIPE_RESTORE, {**restored, NOT_RESTORED: secret} if secret else restored)
+            elif usable and secret:
+                derived = not_undone(f"{_secret_fields(secret)}, so no undo can restore what it changed")
         elif kind == STRIPE_RESTORE:  # products and prices: deactivated
             derived = UndoConfig(
                 STRIPE_RESTORE, {"resource": resource, "id": data.get("id"), "params": {"active": False}}
@@ -321,7 +336,8 @@ class StripeConnector(Connector):
         elif kind == STRIPE_REFUND:
             derived = UndoConfig(STRIPE_REFUND, {"charge": data.get("id")}, require_approval=True)
         else:
-            target = call.context["object_id"] if kind == STRIPE_VOID else data.get("id")
+            # A finalization voids the invoice it names, or the one it returned (its id passed positionally).
+            target = (call.context["object_id"] or data.get("id")) if kind == STRIPE_VOID else data.get("id")
             derived = UndoConfig(kind, {"resource": resource, "id": target})
         account = call.context.get("stripe_account")
         if account and derived.type in self.undo_types:  # the undo goes to the account the call went to
@@ -430,7 +446,9 @@ class StripeConnector(Connector):
             restored = p["params"] if isinstance(p.get("params"), dict) else {}
             if restored == {"active": False}:
                 return f"Deactivate Stripe {thing} {object_id}"
-            return f"Restore {', '.join(sorted(restored))} of Stripe {thing} {object_id} as they were"
+            secret = p.get(NOT_RESTORED)
+            unsaid = f" ({_secret_fields(secret)}: not restored)" if isinstance(secret, list) and secret else ""
+            return f"Restore {', '.join(sorted(restored))} of Stripe {thing} {object_id} as they were{unsaid}"
         verb = {STRIPE_DELETE: "Delete", STRIPE_CANCEL: "Cancel", STRIPE_VOID: "Void"}[undo.type]
         return f"{verb} Stripe {thing} {object_id}"
 
@@ -597,6 +615,9 @@ def _describe_path(client: Any, path: tuple[str, ...]) -> tuple[str | None, str,
             resource_class = getattr(resource_class, name, None)
         if not (isinstance(resource_class, type) and issubclass(resource_class, stripe.APIResource)):
             return None, method, is_async
+        # The abstract bases (``APIResource``, ``CreateableAPIResource``…) name no object and have no URL.
+        if not isinstance(getattr(resource_class, "OBJECT_NAME", None), str):
+            return None, method, is_async
         resource = resource_class.class_url().removeprefix("/v1/").replace("/", ".")
         return resource, LEGACY_NAMES.get(method, method), is_async
     head = head[1:] if head[:1] == ["v1"] else head
@@ -690,6 +711,36 @@ def _restore(changed: Mapping[str, Any], before: Mapping[str, Any], restorable: 
             restore[field] = "" if old is None else old
     safe: JSON = json.loads(json.dumps(restore, default=str))  # Decimal and the like, as Stripe takes them
     return safe
+
+
+def _without_secrets(restore: JSON, redactor: Redactor) -> tuple[JSON, list[str]]:
+    """``restore`` without the values its record cannot keep (records are redacted, and a before-state read
+    through ``/compat`` was redacted when kept): restored, the redaction marker would be written over the
+    object's own value. Each field whole, each metadata key alone; and the names of those left out
+    (``metadata.api_key``), for reviewers."""
+    kept: JSON = {}
+    left_out: list[str] = []
+    for field, value in restore.items():
+        if field == "metadata" and isinstance(value, Mapping):
+            metadata = {k: v for k, v in value.items() if not _redacted({k: v}, redactor)}
+            left_out += [f"metadata.{k}" for k in value if k not in metadata]
+            if metadata:
+                kept[field] = metadata
+        elif _redacted({field: value}, redactor):
+            left_out.append(field)
+        else:
+            kept[field] = value
+    return kept, left_out
+
+
+def _redacted(value: JSON, redactor: Redactor) -> bool:
+    """Whether ``value`` as its record keeps it holds the redaction marker (redacted then, or already)."""
+    return REDACTED in json.dumps(redactor.redact(value))
+
+
+def _secret_fields(names: list[Any]) -> str:
+    """What a restore leaves out, in a reviewer's words."""
+    return f"{', '.join(map(str, names))} held a secret, which AgentRein does not keep"
 
 
 def _voided_instead(api: stripe.StripeClient, undo: UndoConfig) -> bool:

@@ -19,12 +19,19 @@ from agentrein_core.connector import JSON, Connector, PreparedCall, not_undone, 
 from agentrein_core.errors import ValidationError
 from agentrein_core.model import UndoConfig
 from agentrein_core.plugins import Connectors
+from agentrein_core.redaction import Redactors
 from agentrein_core.statuses import OperationType
 
 #: The error recorded for a failed call the SDK reported without one (the Python SDK sends ``{}``).
 UNSAID_FAILURE = "the call raised an error (the published SDK does not say which)"
 #: Why a call whose before-state could not be read is not undone (the SDK said ``captureFailed``).
 CAPTURE_FAILED = "the state before this call could not be read, so no undo can restore it"
+#: Why a call whose log names a before-state the server did not keep for the session is not undone.
+PRECAPTURE_UNKNOWN = (
+    "the state before this call was not one the server read for this session, so no undo can restore it"
+)
+#: Why a call whose log names a before-state read for another call is not undone.
+PRECAPTURE_OTHER_CALL = "the state before this call was read for another call, so no undo can restore it"
 
 
 @frozen
@@ -64,29 +71,31 @@ class ReportedCall:
 
 def reported_call(
     connectors: Connectors,
+    redactors: Redactors,
     api_name: str,
     payload: Any,
     response: Any,
     before: JSON | None = None,
     *,
-    capture_failed: bool = False,
+    unread: str | None = None,
 ) -> ReportedCall:
     """The call ``api_name`` (``<connector>.<attribute path>``) with the ``payload`` the SDK sent and the
-    ``response`` it got (``before``: the object as precapture read it; ``capture_failed``: the SDK says it could
-    not be read; a call whose connector reads a before-state and has none is taken as such). A call that ran is
+    ``response`` it got (``before``: the object as precapture read it; ``unread``: why there is none to use, such
+    as :data:`CAPTURE_FAILED` when the SDK says it could not be read; a call whose connector reads a
+    before-state and has none is taken as :data:`CAPTURE_FAILED`). A call that ran is
     always recorded: when its connector derives no undo because nothing was read before it, or derives one the
-    response cannot fill (a create answered without an id), its undo is ``none`` saying why, for reviewers."""
+    response cannot fill (a create answered without an id) or that could not run once ``redactors`` redacted it
+    for the record (a branch named like a token), its undo is ``none`` saying why, for reviewers."""
     connector, method_path, described = _described(connectors, api_name, payload, before)
     if described is None:
         path = method_path.split(".")
         return ReportedCall(connector.name, method_path, operation_by_verb(path[-1]), json_object(payload), None)
     undo = connector.undo_for(described, json_object(response), None)
-    # Unread: the SDK says so, or never asked (npm's never does, nor a log that names no precapture).
-    unread = capture_failed or (before is None and connector.reads_before(described))
-    if undo.is_none and unread:
-        undo = not_undone(CAPTURE_FAILED)
-    try:
-        connector.check_undo(undo)  # what the engine checks: refused there, the call would not be recorded
+    # Unread: said so, or never asked (npm's never does, nor a log that names no precapture).
+    if undo.is_none and (unread is not None or (before is None and connector.reads_before(described))):
+        undo = not_undone(unread or CAPTURE_FAILED)
+    try:  # what the engine checks, as it stores it: refused there, the call would not be recorded
+        connector.check_undo(redactors.of(connector.name).redact_undo(undo))
     except ValidationError as exc:
         undo = not_undone(f"no undo could be derived from what the call returned ({exc})")
     return ReportedCall(connector.name, described.api_name, described.operation_type, described.payload, undo)

@@ -22,13 +22,22 @@ from agentrein_core.errors import (
     PolicyBlockedError,
     ValidationError,
 )
-from agentrein_core.model import Action
+from agentrein_core.model import JSON, Action
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
 from agentrein_server.api.bodies import TimeoutMs
 from agentrein_server.auth import Caller
-from agentrein_server.compat.calls import ReportedCall, call_about_to_run, json_object, registry_entries, reported_call
+from agentrein_server.compat.calls import (
+    CAPTURE_FAILED,
+    PRECAPTURE_OTHER_CALL,
+    PRECAPTURE_UNKNOWN,
+    ReportedCall,
+    call_about_to_run,
+    json_object,
+    registry_entries,
+    reported_call,
+)
 from agentrein_server.compat.tokens import Tokens
 from agentrein_server.services import CallerDep, Services, ServicesDep
 
@@ -172,18 +181,18 @@ class CompatController(Controller):
         before it runs (``PENDING_APPROVAL``). One that ran is recorded as such, its undo derived here by its
         connector: a ``BLOCK`` policy answers ``403 policy-blocked`` and undoes it; a ``FAILED`` one rolls the
         session back. A successful read is not recorded (their SDKs log reads too)."""
-        before = None
+        before, unread = None, CAPTURE_FAILED if data.capture_failed else None
         if data.precapture_id is not None and data.status == "SUCCESS":
-            recording = services.engine.recording
-            kept = recording.before_state(caller.org_id, session_id, data.precapture_id, agent_key=caller.agent_key)
-            before = kept.state
+            before, unread = _kept_before(services, caller, session_id, data, data.precapture_id)
         call = reported_call(
-            services.connectors, data.api_name, data.payload, data.response, before, capture_failed=data.capture_failed
+            services.connectors,
+            services.engine.redactors,
+            data.api_name,
+            data.payload,
+            data.response,
+            before,
+            unread=unread,
         )
-        if before is not None and kept.api_name != call.api_name:
-            raise InvalidTransitionError(
-                f"precapture {data.precapture_id} was read for {kept.api_name}, not {call.api_name}"
-            )
         if data.status == "PENDING_APPROVAL":
             return _hold(services, caller, session_id, call, data.timeout_ms, data.precapture_id)
         if data.status == "FAILED":
@@ -258,7 +267,9 @@ class CompatController(Controller):
         kept = engine.recording.before_state_of(caller.org_id, session_id, action_id, agent_key=caller.agent_key)
         before = kept.state if kept is not None else None
         api_name = f"{held.connector}.{held.api_name}"
-        call = reported_call(services.connectors, api_name, held.payload, data.response, before)
+        call = reported_call(
+            services.connectors, services.engine.redactors, api_name, held.payload, data.response, before
+        )
         confirmed = Confirmed(json_object(data.response), call.undo)
         try:
             action = engine.recording.confirm_action(
@@ -316,6 +327,25 @@ def _action_answer(action: Action) -> Answer:
     return {"data": {"id": action.action_id, "status": action.status, "apiName": action.api_name}}
 
 
+def _kept_before(
+    services: Services, caller: Caller, session_id: str, data: ReportedAction, precapture_id: str
+) -> tuple[JSON | None, str | None]:
+    """The before-state a call that ran names, if the server kept it for this session and this call; else
+    ``None`` and why its undo cannot restore the object (the call ran: it is recorded whatever its log names)."""
+    try:
+        kept = services.engine.recording.before_state(
+            caller.org_id, session_id, precapture_id, agent_key=caller.agent_key
+        )
+    except NotFoundError as exc:
+        if exc.kind != "before-state":  # the session itself
+            raise
+        return None, PRECAPTURE_UNKNOWN
+    _, described = call_about_to_run(services.connectors, data.api_name, data.payload)
+    if described is None or kept.api_name != described.api_name:
+        return None, PRECAPTURE_OTHER_CALL
+    return kept.state, None
+
+
 def _hold(
     services: Services,
     caller: Caller,
@@ -334,15 +364,11 @@ def _hold(
         requires_approval=True,
         approval_timeout=timedelta(milliseconds=timeout_ms) if timeout_ms is not None else DEFAULT_APPROVAL_TIMEOUT,
     )
-    recording = services.engine.recording
-    if precapture_id is not None:  # checked before anything is written: a bad one leaves no held call behind
-        kept = recording.before_state(caller.org_id, session_id, precapture_id, agent_key=caller.agent_key)
-        if kept.action_id is not None or kept.api_name != call.api_name:
-            raise InvalidTransitionError(f"precapture {precapture_id} was read for another call")
-    logged = recording.log_action(caller.org_id, session_id, ahead, agent_key=caller.agent_key)
-    if precapture_id is not None:
-        action_id = logged.action.action_id
-        recording.hold_before_state(caller.org_id, session_id, precapture_id, action_id, agent_key=caller.agent_key)
+    # Tied in the write-ahead's own transaction: a precapture refused (unknown, or another call's, even one
+    # a concurrent log took) leaves no held call behind.
+    logged = services.engine.recording.log_action(
+        caller.org_id, session_id, ahead, agent_key=caller.agent_key, before_state=precapture_id
+    )
     metrics.ACTIONS_LOGGED.labels(status=logged.action.status).inc()
     held = {"id": logged.approval.approval_id} if logged.approval is not None else None
     return {"data": {"id": logged.action.action_id, "status": logged.action.status, "approvalRequest": held}}
