@@ -11,7 +11,7 @@ from test_engine import Clock, clock, run_actions
 
 from agentrein_core.engine import Engine
 from agentrein_core.errors import LeaseLostError
-from agentrein_core.model import Action
+from agentrein_core.model import Action, Rollback
 from agentrein_core.statuses import ActionStatus, Plan, Role, RollbackStatus, UndoStatus
 from agentrein_core.store import Store
 
@@ -178,3 +178,75 @@ def test_an_undo_handed_to_the_agent_is_never_run_here_too_once_the_settings_wou
     job = engine.rollbacks.run_rollback(org_id, requested.rollback_id, executor)
     assert executor.ran == []  # the agent's process ran it: once
     assert job.status is RollbackStatus.SUCCEEDED
+
+
+def advanced(engine: Engine, org_id: str, session_id: str) -> Rollback:
+    """The session's rollback, advanced as far as it goes now (by its id: on a shared database, a job another
+    test left due is not this one)."""
+    job = engine.rollbacks.latest_rollback(org_id, session_id)
+    assert job is not None
+    return engine.rollbacks.run_rollback(org_id, job.rollback_id, AgentsOnly())
+
+
+def test_a_taker_that_renews_its_lease_reports_an_undo_that_outlasted_the_first_lease(
+    engine: Engine, clock: Clock
+) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    advanced(engine, org_id, session_id)
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    lease_id = taken.handoff.lease_id
+    for _ in range(3):  # 300 s in all, well past the 120 s of one lease
+        clock.advance(seconds=100)
+        renewed = engine.rollbacks.renew_handed_undo(org_id, action.action_id, lease_id, agent_key=key)
+        assert renewed.leased_until == clock.now + timedelta(seconds=120)
+        advanced(engine, org_id, session_id)  # the job, due at the old lease's end, waits on
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, True, agent_key=key)
+    job = advanced(engine, org_id, session_id)
+    assert job.status is RollbackStatus.SUCCEEDED
+    (undone,) = engine.recording.get_session(org_id, session_id).actions
+    assert (undone.status, undone.undo_status) == (ActionStatus.ROLLED_BACK, UndoStatus.DONE)
+
+
+def test_a_taker_that_stops_renewing_has_its_undo_failed_and_it_is_never_offered_again(
+    engine: Engine, clock: Clock
+) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    advanced(engine, org_id, session_id)
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    clock.advance(seconds=100)
+    engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+    clock.advance(seconds=121)  # the taker died
+    job = advanced(engine, org_id, session_id)
+    assert job.status is RollbackStatus.FAILED
+    assert "did not report the outcome before its lease ended" in (job.error or "")
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+    assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key) is None
+
+
+def test_a_lease_renewed_after_its_end_is_refused_even_before_the_rollback_gives_up_on_it(
+    engine: Engine, clock: Clock
+) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    advanced(engine, org_id, session_id)
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    clock.advance(seconds=121)
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+    job = advanced(engine, org_id, session_id)
+    assert job.status is RollbackStatus.FAILED
+
+
+def test_a_renewal_under_another_lease_or_after_the_report_is_refused(engine: Engine) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    advanced(engine, org_id, session_id)
+    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert taken is not None and taken.handoff.lease_id is not None
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, "not-the-lease", agent_key=key)
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)

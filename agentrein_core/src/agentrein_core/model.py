@@ -18,6 +18,7 @@ from agentrein_core.statuses import (
     DeliveryStatus,
     DriftResponse,
     EventType,
+    HandoffOutcome,
     OperationType,
     Plan,
     PolicyEffect,
@@ -251,7 +252,7 @@ class UndoHandoff:
     claim_by: datetime
     lease_id: str | None = None
     leased_until: datetime | None = None
-    outcome: str | None = None
+    outcome: HandoffOutcome | None = None
     error: str | None = None
 
 

@@ -17,7 +17,7 @@ from attrs import frozen
 
 from agentrein_core.model import Action, Approval, Rollback, UndoHandoff
 from agentrein_core.rules import UNDOABLE
-from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, UndoStatus
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, HandoffOutcome, UndoStatus
 
 
 class UndoExecutor(Protocol):
@@ -122,11 +122,6 @@ class AgentFailed:
 
 
 Handed = Offer | AwaitAgent | AgentUndid | AgentFailed
-#: A handoff's ``outcome``: as the agent process reported it, or ``EXPIRED`` when the rollback gave up on it first
-#: (written before the undo is failed, so that a claim or a report racing that decision loses, or wins it).
-HANDOFF_DONE = "DONE"
-HANDOFF_FAILED = "FAILED"
-HANDOFF_EXPIRED = "EXPIRED"
 
 
 def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> Handed:
@@ -134,11 +129,11 @@ def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> H
     it, if any)."""
     if handoff is None:
         return Offer(action)
-    if handoff.outcome == HANDOFF_DONE:
+    if handoff.outcome is HandoffOutcome.DONE:
         return AgentUndid(action)
-    if handoff.outcome == HANDOFF_FAILED:
+    if handoff.outcome is HandoffOutcome.FAILED:
         return AgentFailed(action, f"the agent's process could not undo it: {handoff.error or 'no reason given'}")
-    expired = handoff.outcome == HANDOFF_EXPIRED
+    expired = handoff.outcome is HandoffOutcome.EXPIRED
     if handoff.lease_id is None:
         if not expired and now < handoff.claim_by:
             return AwaitAgent(action, handoff.claim_by)

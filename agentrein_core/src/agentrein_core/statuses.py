@@ -98,6 +98,16 @@ class RollbackStatus(StrEnum):
     FAILED = "FAILED"
 
 
+class HandoffOutcome(StrEnum):
+    """How an undo handed to the agent's process ended: as that process reported it (``DONE``, ``FAILED``), or
+    ``EXPIRED`` when the rollback gave up on it first (written before the undo is failed, so that a claim, a
+    renewal or a report racing that decision loses it, or wins it)."""
+
+    DONE = "DONE"
+    FAILED = "FAILED"
+    EXPIRED = "EXPIRED"
+
+
 class Plan(StrEnum):
     """An organisation's plan. ``free`` has no approval gates."""
 

@@ -29,7 +29,7 @@ from agentrein_core.commands import Confirmed, ExecutedCall, Failed, NewPolicy, 
 from agentrein_core.converter import from_wire, to_wire
 from agentrein_core.model import Action, Approval, Policy, Rollback, UndoConfig
 from agentrein_core.read_models import INCLUDED_FIELDS, ApprovalInfo, LoggedAction, SessionInfo, SessionSummary
-from agentrein_core.rules import ROLLBACK_UNDER_WAY
+from agentrein_core.rules import AGENT_UNDO_LEASE, ROLLBACK_UNDER_WAY
 from agentrein_core.statuses import ActionStatus, ApprovalStatus, OperationType
 
 T = TypeVar("T")
@@ -244,6 +244,12 @@ class ServedMode:
         answer = self._connection.call("POST", "/undos/claim", json=body, params={"wait": wait}, wait=wait)["undo"]
         return None if answer is None else TakenUndo.from_wire(answer)
 
+    def renew_undo(self, taken: TakenUndo) -> None:
+        """This process is still running the undo it took: its lease runs another ``taken.lease_seconds``
+        (:class:`~agentrein_core.errors.LeaseLostError` when it has ended: the undo has failed)."""
+        body = {"leaseId": taken.lease_id}
+        self._connection.call("POST", f"/undos/{_seg(taken.action.action_id)}/renew", json=body)
+
     def report_undo(self, taken: TakenUndo, error: str | None) -> None:
         """How the undo this process took went (``error``: why it failed)."""
         body = {"leaseId": taken.lease_id, "succeeded": error is None, "error": error}
@@ -257,6 +263,8 @@ class TakenUndo:
 
     action: Action
     lease_id: str
+    #: How long the lease runs from its taking or a renewal (a server older than renewals sends none: its own).
+    lease_seconds: float = AGENT_UNDO_LEASE.total_seconds()
 
     @classmethod
     def from_wire(cls, answer: dict[str, Any]) -> TakenUndo:
@@ -276,7 +284,7 @@ class TakenUndo:
             updated_at=now,
             undo=from_wire(answer["undo"], UndoConfig),
         )
-        return cls(action, answer["leaseId"])
+        return cls(action, answer["leaseId"], float(answer.get("leaseSeconds", AGENT_UNDO_LEASE.total_seconds())))
 
 
 def _action_path(session_id: str, action_id: str) -> str:

@@ -5,7 +5,8 @@ process alone, unless the organisation's settings name it. The server offers suc
 holds the client, and this taker, running while this process holds clients of a connector whose undos may be
 handed over (:meth:`~agentrein_core.connector.Connector.may_hand_over`), takes it (``POST /undos/claim``, a
 long-poll), runs it through the client the session wrapped (:class:`~agentrein._executor.ClientUndoExecutor`:
-the open one, or one reopened as it was) and reports the outcome. The rollback waits for it meanwhile.
+the open one, or one reopened as it was), renewing its lease while the undo runs, and reports the outcome. The
+rollback waits for it meanwhile.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ MOST_SESSIONS = 1000
 #: How often an outcome is sent while the server cannot be reached (a pause of AFTER_TROUBLE between), well
 #: within the lease the undo was taken under.
 REPORT_ATTEMPTS = 10
+#: A taken undo's lease is renewed after this part of it, while the undo runs: twice more before it would end.
+RENEW_EVERY = 1 / 3
 #: The pause after the server could not be reached (or refused a claim) before the next claim.
 AFTER_TROUBLE = 2.0
 
@@ -87,10 +90,18 @@ class UndoTaker:
     def _run(self, taken: TakenUndo) -> None:
         action = taken.action
         error: str | None = None
+        finished = threading.Event()
+        renewer = threading.Thread(
+            target=self._keep_lease, args=(taken, finished), name="agentrein-undo-lease", daemon=True
+        )
+        renewer.start()
         try:
             self.clients.run_undo(action)
         except Exception as exc:  # the rollback stops here and says why; this process goes on
             error = self.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+        finally:
+            finished.set()
+            renewer.join()  # no renewal lands after the report (it would be refused, and said so)
         log.warning(
             "AgentRein %s the undo of %s (session %s), handed to this process: %s",
             "ran" if error is None else "could not run",
@@ -98,6 +109,22 @@ class UndoTaker:
             action.session_id,
             error or "done",
         )
+        self._report(taken, error)
+
+    def _keep_lease(self, taken: TakenUndo, finished: threading.Event) -> None:
+        """Renew the lease on ``taken`` every third of it while its undo runs, so a slow undo is reported within
+        it; a renewal the server could not be reached for is tried again at the next third."""
+        while not finished.wait(taken.lease_seconds * RENEW_EVERY):
+            try:
+                self.served.renew_undo(taken)
+            except AgentReinUnavailableError:
+                continue
+            except AgentReinError as exc:  # the lease ended (the undo has failed), or the server refuses
+                log.warning("AgentRein could not keep the lease on the undo of %s: %s", taken.action.api_name, exc)
+                return
+
+    def _report(self, taken: TakenUndo, error: str | None) -> None:
+        action = taken.action
         for attempt in range(REPORT_ATTEMPTS):  # the same report again is answered as the first was
             try:
                 self.served.report_undo(taken, error)

@@ -21,10 +21,10 @@ from litestar.exceptions import HTTPException
 from litestar.routes import HTTPRoute
 from litestar.status_codes import HTTP_204_NO_CONTENT
 
-from agentrein_core import redaction
+from agentrein_core import redaction, rules
 from agentrein_core.engine import Engine
 from agentrein_core.engine.configuration import Configuration, vault_of
-from agentrein_core.engine.rollbacks import lease_from_environment
+from agentrein_core.engine.rollbacks import AGENT_UNDO_LEASE_ENV, lease_from_environment
 from agentrein_core.plugins import Connectors, installed_connectors
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.store import Store
@@ -68,7 +68,12 @@ def open_services(
     """Open the database (migrating it) and make what the handlers and workers share."""
     store = Store(database_url)
     connectors = connectors or installed_connectors()
-    engine = Engine(store, connectors=connectors, rollback_lease=lease_from_environment())
+    engine = Engine(
+        store,
+        connectors=connectors,
+        rollback_lease=lease_from_environment(),
+        agent_undo_lease=lease_from_environment(AGENT_UNDO_LEASE_ENV, rules.AGENT_UNDO_LEASE),
+    )
     redaction.redact_logs(engine.redactors.common, redaction.REQUEST_LOGGERS)
     vault = vault or vault_of(store.url, store.dialect)
     undo = SettingsUndoExecutor(engine, connectors, vault.decrypt)

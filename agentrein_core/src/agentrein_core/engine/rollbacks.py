@@ -44,7 +44,14 @@ from agentrein_core.errors import LeaseLostError, NotFoundError, UndoError, Undo
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action, Rollback, UndoHandoff
 from agentrein_core.read_models import HandedUndo
-from agentrein_core.statuses import ActionStatus, ApprovalPurpose, RollbackStatus, SessionStatus, UndoStatus
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    HandoffOutcome,
+    RollbackStatus,
+    SessionStatus,
+    UndoStatus,
+)
 from agentrein_core.store import Change, Tx
 
 log = logging.getLogger("agentrein")
@@ -53,6 +60,9 @@ log = logging.getLogger("agentrein")
 ROLLBACK_LEASE = timedelta(seconds=60)
 #: ...unless this says otherwise (how soon a rollback left by a crashed server is taken over).
 LEASE_ENV = "AGENTREIN_ROLLBACK_LEASE_SECONDS"
+#: How long an agent process that took a handed undo holds it between renewals (else
+#: :data:`~agentrein_core.rules.AGENT_UNDO_LEASE`): how soon the undo of a process that died fails.
+AGENT_UNDO_LEASE_ENV = "AGENTREIN_AGENT_UNDO_LEASE_SECONDS"
 #: A rollback job whose advance failed through AgentRein's own fault waits this long before it is retried.
 RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
 #: A rollback waiting for a call's outcome (:class:`~agentrein_core.rollback.WaitForConfirmation`) looks again
@@ -60,11 +70,11 @@ RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
 CONFIRMATION_LOOK = timedelta(milliseconds=200)
 
 
-def lease_from_environment() -> timedelta:
-    """``$AGENTREIN_ROLLBACK_LEASE_SECONDS``, else :data:`ROLLBACK_LEASE`: the lease of the processes that run
-    rollbacks through the stored connector settings (the server, the command line on a database)."""
-    seconds = positive_number(LEASE_ENV, "seconds")
-    return timedelta(seconds=seconds) if seconds is not None else ROLLBACK_LEASE
+def lease_from_environment(name: str = LEASE_ENV, default: timedelta = ROLLBACK_LEASE) -> timedelta:
+    """``$name`` (in seconds), else ``default``: by default the lease of the processes that run rollbacks
+    through the stored connector settings (the server, the command line on a database)."""
+    seconds = positive_number(name, "seconds")
+    return timedelta(seconds=seconds) if seconds is not None else default
 
 
 class Rollbacks(UseCases):
@@ -315,13 +325,12 @@ class Rollbacks(UseCases):
         if isinstance(handed, rollback.AwaitAgent):
             return self._renew(tx, job, token, lease_token=None, lease_until=handed.until), handed
         if isinstance(handed, rollback.AgentFailed) and handoff is not None and handoff.outcome is None:
-            # Given up on for want of a taker or a report: settle the handoff first. A claim or a report that
-            # got there meanwhile wins, and the job looks again at once.
-            expired = {"outcome": rollback.HANDOFF_EXPIRED}
-            if (
-                tx.rollbacks.update_handoff(handoff.handoff_id, expired, outcome=None, lease_id=handoff.lease_id)
-                is None
-            ):
+            # Given up on for want of a taker or a report: settle the handoff first. A claim, a renewal or a
+            # report that got there meanwhile wins, and the job looks again at once.
+            # A renewal that got there meanwhile moved ``leased_until``: the lease is still held.
+            expired = {"outcome": HandoffOutcome.EXPIRED}
+            held = {"outcome": None, "lease_id": handoff.lease_id, "leased_until": handoff.leased_until}
+            if tx.rollbacks.update_handoff(handoff.handoff_id, expired, **held) is None:
                 again = rollback.AwaitAgent(action, now)
                 return self._renew(tx, job, token, lease_token=None, lease_until=now), again
         return job, handed
@@ -361,6 +370,29 @@ class Rollbacks(UseCases):
                 return None
             self.waiters.wait(remaining)
 
+    def renew_handed_undo(
+        self, org_id: str, action_id: str, lease_id: str, *, agent_key: str | None = None
+    ) -> UndoHandoff:
+        """The agent process that took a handed undo (holding ``lease_id``) is still running it: its lease runs
+        :attr:`agent_undo_lease` from now, so a slow undo is reported within it. Returns the handoff as renewed
+        (``leased_until``). :class:`LeaseLostError` when that lease has ended (the undo failed for want of an
+        outcome: it may have run, so it is never offered again), was reported, or is not the one held."""
+        with self.store.transaction() as tx:
+            now = self.clock()
+            action = action_of(tx, org_id, action_id, agent_key=agent_key)
+            handoff = tx.rollbacks.leased_handoff(org_id, action.action_id, lease_id)
+            renewed = None
+            if handoff is not None and handoff.leased_until is not None and handoff.leased_until > now:
+                # Compare-and-set on the lease as read: the rollback giving up on it meanwhile (EXPIRED) wins.
+                values = {"leased_until": now + self.agent_undo_lease}
+                held = {"outcome": None, "lease_id": lease_id, "leased_until": handoff.leased_until}
+                renewed = tx.rollbacks.update_handoff(handoff.handoff_id, values, **held)
+            if renewed is None:
+                raise LeaseLostError(
+                    f"the lease on the undo of action {action_id} has ended, was reported, or another process holds it"
+                )
+            return renewed
+
     def report_handed_undo(
         self,
         org_id: str,
@@ -378,7 +410,7 @@ class Rollbacks(UseCases):
             now = self.clock()
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             handoff = tx.rollbacks.leased_handoff(org_id, action.action_id, lease_id)
-            outcome = rollback.HANDOFF_DONE if succeeded else rollback.HANDOFF_FAILED
+            outcome = HandoffOutcome.DONE if succeeded else HandoffOutcome.FAILED
             if handoff is not None and handoff.outcome == outcome:
                 return handoff
             lost = f"the lease on the undo of action {action_id} has ended, or another process holds it"

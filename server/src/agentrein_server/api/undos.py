@@ -6,7 +6,7 @@ rollback waits meanwhile, and goes on (or stops, on a failure) once it hears."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
@@ -33,6 +33,12 @@ class ClaimUndos(bodies.Body):
     connectors: Annotated[list[Name], msgspec.Meta(max_length=100)]
 
 
+class HeldLease(bodies.Body):
+    """The lease under which the caller took the undo."""
+
+    lease_id: bodies.Text
+
+
 class UndoOutcome(bodies.Body):
     """How the handed undo went: ``error`` says why it failed."""
 
@@ -50,6 +56,14 @@ class HandedUndoAnswer(msgspec.Struct, rename="camel"):
     idempotency_key: str
     undo_idempotency_key: str
     lease_id: str
+    lease_expires_at: datetime
+    #: How long a lease runs from its taking or renewal: renew it well within this while the undo runs.
+    lease_seconds: float
+
+
+class Renewed(msgspec.Struct, rename="camel"):
+    """The lease as renewed."""
+
     lease_expires_at: datetime
 
 
@@ -85,13 +99,35 @@ class UndoController(Controller):
         wait: Annotated[float, QueryParameter(ge=0, le=bodies.MAX_WAIT)] = 0.0,
     ) -> Claimed:
         """The oldest undo offered for one of ``sessions`` through one of ``connectors``, taken by the caller
-        under a lease (``leaseExpiresAt``) to run it and report (``POST /undos/{actionId}/outcome``); with
+        under a lease (``leaseExpiresAt``; renewed by ``POST /undos/{actionId}/renew`` while it runs, each renewal
+        good for ``leaseSeconds``) to run it and report (``POST /undos/{actionId}/outcome``); with
         ``wait=N``, waits up to N seconds for one. An agent key takes the undos of the sessions it opened only
         (it may name at most 1,000 sessions; others and unknown ones are passed over)."""
         taken = services.engine.rollbacks.claim_handed_undo(
             caller.org_id, data.sessions, data.connectors, wait, agent_key=caller.agent_key
         )
-        return Claimed(undo=None if taken is None else _answer(taken))
+        return Claimed(undo=None if taken is None else _answer(taken, services.engine.rollbacks.agent_undo_lease))
+
+    @post(
+        "/{action_id:str}/renew",
+        sync_to_thread=True,
+        operation_id="renewUndoLease",
+        summary="Keep the lease on a handed undo while it runs",
+        status_code=200,
+        responses=documented(NotFoundError, LeaseLostError, body=True),
+    )
+    def renew(
+        self, action_id: FromPath[str], data: JSONBody[HeldLease], caller: CallerDep, services: ServicesDep
+    ) -> Renewed:
+        """The caller is still running the undo it took: its lease runs ``leaseSeconds`` from now again, so an
+        undo slower than one lease is reported within it. ``409 lease-lost`` when the lease has ended (the undo
+        has failed for want of an outcome, and is never offered again: it may have run), was reported, or is
+        not the caller's."""
+        renewed = services.engine.rollbacks.renew_handed_undo(
+            caller.org_id, action_id, data.lease_id, agent_key=caller.agent_key
+        )
+        assert renewed.leased_until is not None
+        return Renewed(lease_expires_at=renewed.leased_until)
 
     @post(
         "/{action_id:str}/outcome",
@@ -113,7 +149,7 @@ class UndoController(Controller):
         return Reported(outcome=str(reported.outcome))
 
 
-def _answer(taken: HandedUndo) -> HandedUndoAnswer:
+def _answer(taken: HandedUndo, lease: timedelta) -> HandedUndoAnswer:
     action, handoff = taken.action, taken.handoff
     assert action.undo is not None and handoff.lease_id is not None and handoff.leased_until is not None
     return HandedUndoAnswer(
@@ -126,4 +162,5 @@ def _answer(taken: HandedUndo) -> HandedUndoAnswer:
         undo_idempotency_key=action.undo_idempotency_key,
         lease_id=handoff.lease_id,
         lease_expires_at=handoff.leased_until,
+        lease_seconds=lease.total_seconds(),
     )
