@@ -403,6 +403,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/undos/{action_id}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Keep the lease on a handed undo while it runs */
+        post: operations["renewUndoLease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/undos/claim": {
         parameters: {
             query?: never;
@@ -747,6 +764,7 @@ export interface components {
             /** Format: date-time */
             leaseExpiresAt: string;
             leaseId: string;
+            leaseSeconds: number;
             sessionId: string;
             undo: {
                 [key: string]: unknown;
@@ -759,6 +777,10 @@ export interface components {
             database: "sqlite" | "postgresql";
             /** @constant */
             status: "ok";
+        };
+        /** HeldLease */
+        HeldLease: {
+            leaseId: string;
         };
         /** ListedApproval */
         ListedApproval: {
@@ -898,6 +920,11 @@ export interface components {
             actionId: string;
             detail: string;
             settled: boolean;
+        };
+        /** Renewed */
+        Renewed: {
+            /** Format: date-time */
+            leaseExpiresAt: string;
         };
         /** Reported */
         Reported: {
@@ -3196,6 +3223,95 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Reported"];
+                };
+            };
+            /** @description `validation-error`: Bad input, naming the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unauthorized`: No API key, or one that is unknown or revoked */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `not-found`: No such record in this organisation (another organisation's ids are reported the same way) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `lease-lost`: A lease ran out: a rollback worker's on its job (another worker took the job over), or an agent process's     on an undo it was handed (its outcome comes too late) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `payload-too-large`: the body is larger than the server takes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unsupported-media-type`: the body is not declared as 'Content-Type: application/json' (in UTF-8, the one charset taken) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer now; try again later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+        };
+    };
+    renewUndoLease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                action_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HeldLease"];
+            };
+        };
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Renewed"];
                 };
             };
             /** @description `validation-error`: Bad input, naming the field at fault */
