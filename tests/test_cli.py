@@ -25,6 +25,7 @@ import uvicorn
 from attrs import frozen
 from click.testing import Result
 from cryptography.fernet import Fernet
+from peers import eventually
 from rich.console import Console
 from serving import LOOPBACK_HTTP, RunningServer
 from typer.testing import CliRunner
@@ -272,10 +273,14 @@ def test_sessions_are_listed_and_shown(target: Target, service: FakeService) -> 
     listed = cli("sessions", "list", *target.options)
     assert listed.exit_code == 0, listed.output
     assert session.id in listed.output and "order-agent" in listed.output and "ACTIVE" in listed.output
-    shown = cli("sessions", "show", session.id, *target.options)
+    # each action is listed, then its intent check, once the agent's supervisor has queued the checks its
+    # calls want (every few seconds: they are found from the session's watermark, not queued by the calls)
+    shown = eventually(
+        lambda: cli("sessions", "show", session.id, *target.options),
+        lambda result: result.output.count("POST /v1/orders") == 4,
+    )
     assert shown.exit_code == 0, shown.output
     assert shown.output.count("SUCCESS") == 2
-    # each action is listed, then its intent check
     assert shown.output.count("POST /v1/orders") == 4 and "intent check" in shown.output
     assert "intent: Place the orders" in shown.output
 

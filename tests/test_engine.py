@@ -341,7 +341,7 @@ def test_a_recorded_call_refreshes_the_sessions_last_activity_only_once_it_is_a_
 
 
 def test_a_confirmed_call_writes_no_intent_check_and_the_next_round_queues_one_per_call(engine: Engine) -> None:
-    org = engine.accounts.ensure_organisation("o")
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
     session = engine.recording.new_session(org.org_id, "agent", "intent")
     run_actions(engine, org.org_id, session.session_id, 2)
     checks = [a.verification for a in engine.recording.get_session(org.org_id, session.session_id).actions]
@@ -355,7 +355,7 @@ def test_a_confirmed_call_writes_no_intent_check_and_the_next_round_queues_one_p
 def test_a_call_still_under_way_has_its_check_queued_once_confirmed_and_no_later_call_is_checked_twice(
     engine: Engine,
 ) -> None:
-    org = engine.accounts.ensure_organisation("o")
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
     session = engine.recording.new_session(org.org_id, "agent", "intent")
     under_way = log(engine, org.org_id, session.session_id)  # CLEARED: the watermark stays below it
     run_actions(engine, org.org_id, session.session_id, 1)
