@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -181,6 +182,7 @@ class ServerProcess:
         lease_seconds: float | None = None,
         workers: int = 1,
         port: int | None = None,
+        options: Sequence[str] = (),
     ) -> None:
         self.port = port or free_port()  # a port of its own, or the one a stopped server answered on
         self.url = f"http://127.0.0.1:{self.port}"
@@ -189,7 +191,7 @@ class ServerProcess:
             env["AGENTREIN_ROLLBACK_LEASE_SECONDS"] = str(lease_seconds)
         command = [sys.executable, "-c", SERVE_UNTIL_PARENT_DIES, "serve"]
         self.process = subprocess.Popen(
-            [*command, "--port", str(self.port), "--database-url", database_url, "--workers", str(workers)],
+            [*command, "--port", str(self.port), "--database-url", database_url, "--workers", str(workers), *options],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -220,3 +220,22 @@ def test_a_server_of_two_processes_expires_an_approval_once_delivers_its_webhook
         server.stop()
     assert server.process.returncode == 0
     assert [pid for pid in processes if _running(pid)] == []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_server_logs_a_line_per_request_only_when_started_with_access_log(
+    sqlite_url: str, secret_key: str, workers: int
+) -> None:
+    quiet = ServerProcess(sqlite_url, secret_key, workers=workers)
+    try:
+        assert httpx.get(f"{quiet.url}/sessions").status_code == 401
+    finally:
+        quiet.stop()
+    assert not any("/sessions" in line for line in quiet.output)
+    logged = ServerProcess(sqlite_url, secret_key, workers=workers, options=["--access-log"])
+    try:
+        assert httpx.get(f"{logged.url}/sessions").status_code == 401
+        output = eventually(lambda: list(logged.output), lambda out: any("/sessions" in line for line in out))
+    finally:
+        logged.stop()
+    assert any('"GET /sessions HTTP/1.1" 401' in line for line in output)

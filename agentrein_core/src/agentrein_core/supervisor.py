@@ -205,6 +205,7 @@ class Supervisor:
         #: raises it), until a round runs it.
         self._unavailable: dict[str, AgentReinError] = {}
         self._maintain_at = 0.0  # at once
+        self._checks_round = True  # the verifier's next look starts a round: it queues the checks wanted
 
     # the host's controls ------------------------------------------------------------------------------
     def start(self, *, background: bool = True) -> None:
@@ -341,13 +342,16 @@ class Supervisor:
             self.rollback_ended(job)
 
     def _check_intents(self) -> float:
-        """Run the checks due one after the other; then look again after ``checks_every``, or when the next
-        check to be asked again comes due if that is sooner."""
+        """A round: queue the checks the calls made since the last round want, run the checks due one after
+        the other; then look again after ``checks_every``, or when the next check to be asked again comes due
+        if that is sooner."""
         checks = self.checks
         assert checks is not None
         every = self.schedule.checks_every
-        if checks.run_one(self.org_id) is not None:
+        queue, self._checks_round = self._checks_round, False
+        if checks.run_one(self.org_id, queue=queue) is not None:
             return 0.0
+        self._checks_round = True
         if self.org_id is None:
             return every
         with self.engine.store.transaction(write=False) as tx:

@@ -32,9 +32,10 @@ class IntentChecks:
         self.environment = VerifierSettings.from_environment()
         self._redactors = Redactors(connectors.sensitive_fields)
 
-    def run_one(self, org_id: str | None = None) -> Verification | None:
-        """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due."""
-        return self.engine.intent_checks.verify_next(self, org_id)
+    def run_one(self, org_id: str | None = None, *, queue: bool = True) -> Verification | None:
+        """Check one due action or session (of ``org_id`` only, when given); ``None`` when none is due.
+        ``queue``: first queue the checks the calls since each session's watermark want."""
+        return self.engine.intent_checks.verify_next(self, org_id, queue=queue)
 
     def answerable(self, settings: VerifierSettings) -> bool:
         """Whether any verifier could answer: the built-in one needs a URL; another plugin may not."""

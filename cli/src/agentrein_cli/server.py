@@ -82,6 +82,9 @@ def serve(
             "None by default.",
         ),
     ] = None,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log a line per request answered (off: a request logs nothing).")
+    ] = False,
 ) -> None:
     """Run the AgentRein server (REST API, OpenAPI at /schema, workers). On an empty database it creates
     organisation 'default' (plan team) and prints one operator API key, once. Undos reach loopback and private
@@ -143,10 +146,17 @@ def serve(
         from agentrein_server.processes import serve_many
 
         services.engine.store.close()  # each process opens its own
-        raise typer.Exit(serve_many(database_url, host, port, rollback_threads=rollback_workers, processes=workers))
+        raise typer.Exit(
+            serve_many(
+                database_url, host, port, rollback_threads=rollback_workers, processes=workers, access_log=access_log
+            )
+        )
     import uvicorn
 
-    uvicorn.run(create_app(services, run_workers=rollback_workers > 0), host=host, port=port, log_level="warning")
+    from agentrein_server.processes import uvicorn_config
+
+    app = create_app(services, run_workers=rollback_workers > 0)
+    uvicorn.Server(uvicorn_config(app, access_log=access_log, host=host, port=port)).run()
 
 
 def _refuse_a_former_default() -> None:

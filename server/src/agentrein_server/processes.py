@@ -10,6 +10,7 @@ every process), within a second on SQLite (the wait's re-check).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import signal
 import socket
@@ -18,6 +19,10 @@ import threading
 from collections.abc import Sequence
 from multiprocessing.connection import wait
 from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import uvicorn
 
 #: How long the processes are given to finish their requests once asked to stop.
 STOP_GRACE = 15.0
@@ -29,7 +34,20 @@ LOG_LEVEL = "warning"
 _start = multiprocessing.get_context("fork") if sys.platform == "linux" else multiprocessing.get_context("spawn")
 
 
-def serve_many(database_url: str | None, host: str, port: int, *, rollback_threads: int, processes: int) -> int:
+def uvicorn_config(app: Any, *, access_log: bool, **where: Any) -> uvicorn.Config:
+    """How every server process runs uvicorn: warnings and errors only, and a line per request only when asked
+    for (``--access-log``): off, a request costs no log record at all."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level=LOG_LEVEL, access_log=access_log, **where)
+    if access_log:  # uvicorn sets its access logger to the log level: warnings, which no request line is
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
+    return config
+
+
+def serve_many(
+    database_url: str | None, host: str, port: int, *, rollback_threads: int, processes: int, access_log: bool = False
+) -> int:
     """Run ``processes`` server processes on one socket until this one is stopped (SIGTERM, SIGINT) or one of
     them ends; their exit status (0 after a stop)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -37,7 +55,7 @@ def serve_many(database_url: str | None, host: str, port: int, *, rollback_threa
     children = [
         _start.Process(
             target=_serve_child,
-            args=(listening, database_url, n, rollback_threads),
+            args=(listening, database_url, n, rollback_threads, access_log),
             name=f"agentrein-serve-{n}",
         )
         for n in range(processes)
@@ -77,7 +95,7 @@ def _stop_all(children: Sequence[multiprocessing.process.BaseProcess]) -> None:
             child.join()
 
 
-def _serve_child(listening: socket.socket, database_url: str | None, n: int, threads: int) -> None:
+def _serve_child(listening: socket.socket, database_url: str | None, n: int, threads: int, access_log: bool) -> None:
     if sys.platform == "linux":  # a supervisor killed outright takes its processes with it
         import ctypes
 
@@ -90,4 +108,4 @@ def _serve_child(listening: socket.socket, database_url: str | None, n: int, thr
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     services = open_services(database_url, rollback_threads=threads)
     app = create_app(services, run_workers=n == 0 and threads > 0)
-    uvicorn.Server(uvicorn.Config(app, log_level=LOG_LEVEL)).run(sockets=[listening])
+    uvicorn.Server(uvicorn_config(app, access_log=access_log)).run(sockets=[listening])

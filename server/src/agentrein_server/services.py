@@ -4,7 +4,8 @@ dashboard take them the same way."""
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from collections.abc import Callable
+from typing import TypeAlias, TypeVar
 
 from attrs import define
 from litestar.datastructures import State
@@ -19,6 +20,8 @@ from agentrein_core.vault import Vault
 from agentrein_server.auth import Authenticator, Caller
 from agentrein_server.workers import Workers
 
+T = TypeVar("T")
+
 
 @define
 class Services:
@@ -31,6 +34,11 @@ class Services:
     undo: SettingsUndoExecutor
     #: The settings that hold secrets (connectors', the verifier's key, webhooks'), checked and encrypted.
     configuration: Configuration
+
+    async def writes(self, work: Callable[[], T]) -> T:
+        """Run ``work`` (a use case that writes) in this process's one writer, with whatever arrives with it
+        (group commit, DESIGN §6): answered once the commit that holds it is durable."""
+        return await self.engine.store.group_commit.run(work)
 
     def decide(self, org_id: str, approval_id: str, reviewer: str, reason: str | None, *, approve: bool) -> Approval:
         """Approve or reject (a decision may start or resume a rollback: its commit wakes the workers)."""

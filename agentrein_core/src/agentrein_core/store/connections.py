@@ -22,6 +22,7 @@ from agentrein_core.database import alembic_config, create_db_engine, is_outage,
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, InvalidTransitionError, ValidationError
 from agentrein_core.store.changes import Change, Observer
 from agentrein_core.store.dialect import dialect_of
+from agentrein_core.store.group_commit import GroupCommit
 from agentrein_core.store.migrations import HEAD
 from agentrein_core.store.transaction import Tx
 
@@ -43,6 +44,9 @@ class Store:
         self.differences = dialect_of(self.dialect)
         self._sqlite_writers = threading.RLock()
         self._held: tuple[int, Connection] | None = None  # (pid, connection): see _sqlite_writer
+        self._shared = threading.local()  # .tx: this thread's shared transaction (shared_transaction)
+        #: This process's one writer for work handed over to be committed with whatever arrives with it.
+        self.group_commit = GroupCommit(self)
         self._observers: list[Observer] = []
         #: Whether :meth:`listen` runs, so that other processes' changes reach this one's observers at once.
         self.listening = False
@@ -70,6 +74,7 @@ class Store:
                 return None  # no alembic_version table: an empty database
 
     def close(self) -> None:
+        self.group_commit.close()
         with self._sqlite_writers:
             if self._held is not None and self._held[0] == os.getpid():
                 self._release(self._held[1])
@@ -112,20 +117,13 @@ class Store:
 
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
-        try:
+        with _outages():
             if write and self.differences.one_writer:
                 with self._sqlite_writer() as conn:
                     yield conn
             else:
                 with (self._writer if write else self.engine).connect() as conn:
                     yield conn
-        except OperationalError as exc:
-            if not is_outage(exc):
-                raise  # the database answered, and failed: an error of AgentRein's, not an outage
-            # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.
-            raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
-        except sa.exc.TimeoutError as exc:
-            raise AgentReinUnavailableError(f"no database connection free in time ({exc})") from exc
 
     @contextmanager
     def _sqlite_writer(self) -> Iterator[Connection]:
@@ -162,19 +160,57 @@ class Store:
         made impossible is :class:`InvalidTransitionError`; a value the database cannot hold (PostgreSQL
         refuses NUL characters, say) is :class:`ValidationError`; either way nothing is written. A database
         that cannot serve now (unreachable, locked, full) is :class:`AgentReinUnavailableError`; any other
-        database error is :class:`AgentReinError` (500): the store failed."""
-        try:
-            with self._connect(write) as conn, conn.begin():
-                tx = Tx(conn, self.differences)
-                yield tx
-        except IntegrityError as exc:
-            raise InvalidTransitionError(
-                f"a concurrent change conflicts with this one; try again ({exc.orig})"
-            ) from exc
-        except DataError as exc:
-            raise ValidationError("request", f"a value the database cannot store ({exc.orig})") from exc
-        except DBAPIError as exc:
-            # Named, so a caller can tell AgentRein's failure from its own; the database's words stay in the
-            # cause (a traceback, the server's log), for they may quote what was stored.
-            raise AgentReinError(f"the AgentRein database failed ({type(exc.orig).__name__})") from exc
+        database error is :class:`AgentReinError` (500): the store failed.
+
+        Inside :meth:`shared_transaction` (the group commit's writer), it is a savepoint of the shared
+        transaction instead: undone alone when it fails, committed with the others."""
+        shared: Tx | None = getattr(self._shared, "tx", None)
+        if shared is not None:
+            with _translated(), _outages(), shared.savepoint():
+                yield shared
+            return
+        with _translated(), self._connect(write) as conn, conn.begin():
+            tx = Tx(conn, self.differences)
+            yield tx
         self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
+
+    @contextmanager
+    def shared_transaction(self) -> Iterator[None]:
+        """Until the block ends, every transaction this thread opens is a savepoint of one transaction,
+        committed (and told to the observers) when the block ends: :class:`~.group_commit.GroupCommit`'s."""
+        with _translated(), self._connect(write=True) as conn, conn.begin():
+            tx = Tx(conn, self.differences)
+            self._shared.tx = tx
+            try:
+                yield
+            finally:
+                self._shared.tx = None
+        self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
+
+
+@contextmanager
+def _outages() -> Iterator[None]:
+    try:
+        yield
+    except OperationalError as exc:
+        if not is_outage(exc):
+            raise  # the database answered, and failed: an error of AgentRein's, not an outage
+        # Unreachable, locked past the busy timeout, out of disk...: the store cannot serve us now.
+        raise AgentReinUnavailableError(f"the AgentRein database is unavailable: {exc.orig}") from exc
+    except sa.exc.TimeoutError as exc:
+        raise AgentReinUnavailableError(f"no database connection free in time ({exc})") from exc
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """A database error as the :meth:`Store.transaction` it ended says."""
+    try:
+        yield
+    except IntegrityError as exc:
+        raise InvalidTransitionError(f"a concurrent change conflicts with this one; try again ({exc.orig})") from exc
+    except DataError as exc:
+        raise ValidationError("request", f"a value the database cannot store ({exc.orig})") from exc
+    except DBAPIError as exc:
+        # Named, so a caller can tell AgentRein's failure from its own; the database's words stay in the
+        # cause (a traceback, the server's log), for they may quote what was stored.
+        raise AgentReinError(f"the AgentRein database failed ({type(exc.orig).__name__})") from exc

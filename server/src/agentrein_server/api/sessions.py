@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 import msgspec
@@ -22,8 +24,8 @@ from agentrein_core.errors import (
     RollbackRefusedError,
     ValidationError,
 )
-from agentrein_core.model import Rollback, UndoConfig
-from agentrein_core.read_models import Confirmation
+from agentrein_core.model import Action, Rollback, UndoConfig
+from agentrein_core.read_models import Confirmation, SessionInfo
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
 from agentrein_server import metrics
 from agentrein_server.api import answers, bodies
@@ -39,22 +41,25 @@ class SessionController(Controller):
     tags = ("sessions",)
 
     @post(
-        sync_to_thread=True,
         operation_id="startSession",
         summary="Start a session",
         responses=documented(InvalidTransitionError, body=True),
     )
-    def create(
+    async def create(
         self, data: JSONBody[bodies.NewSession], caller: CallerDep, services: ServicesDep
     ) -> answers.SessionInfo:
         """Open a session. With ``id``: the session a client opened while this server was unreachable (the
         SDK's ``failure_mode="open"``), created once; ``409 invalid-transition`` when the id is taken. An agent
         key acts only on the sessions it opened (others answer ``404``, as another organisation's do)."""
-        engine = services.engine
-        session = engine.recording.new_session(
-            caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id, opened_by_key=caller.key_id
-        )
-        return to_wire(engine.recording.get_session(caller.org_id, session.session_id))  # type: ignore[no-any-return]
+        recording = services.engine.recording
+
+        def create() -> SessionInfo:
+            session = recording.new_session(
+                caller.org_id, data.agent_id, data.intent, data.sandbox, session_id=data.id, opened_by_key=caller.key_id
+            )
+            return recording.get_session(caller.org_id, session.session_id)
+
+        return to_wire(await services.writes(create))  # type: ignore[no-any-return]
 
     @get(
         sync_to_thread=True, operation_id="listSessions", summary="List sessions", responses=documented(ValidationError)
@@ -133,13 +138,17 @@ class SessionController(Controller):
     @post(
         "/{session_id:str}/complete",
         status_code=200,
-        sync_to_thread=True,
         operation_id="completeSession",
         summary="Complete a session",
         responses=documented(ValidationError, NotFoundError, InvalidTransitionError),
     )
-    def complete(self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep) -> answers.SessionInfo:
-        completed = services.engine.recording.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
+    async def complete(
+        self, session_id: FromPath[str], caller: CallerDep, services: ServicesDep
+    ) -> answers.SessionInfo:
+        recording = services.engine.recording
+        completed = await services.writes(
+            lambda: recording.complete_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        )
         return to_wire(completed)  # type: ignore[no-any-return]
 
     @post(
@@ -163,14 +172,13 @@ class SessionController(Controller):
 
     @post(
         "/{session_id:str}/actions",
-        sync_to_thread=True,
         operation_id="recordAction",
         summary="Record a call before it runs",
         responses=documented(
             NotFoundError, PolicyBlockedError, ApprovalRejectedError, InvalidTransitionError, body=True
         ),
     )
-    def log_action(
+    async def log_action(
         self, session_id: FromPath[str], data: JSONBody[bodies.NewAction], caller: CallerDep, services: ServicesDep
     ) -> answers.LoggedAction:
         """Record a call before it runs. ``403 policy-blocked``: a BLOCK policy matched (the action is stored
@@ -187,13 +195,13 @@ class SessionController(Controller):
             requires_approval=data.requires_approval,
             approval_timeout=bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT,
         )
+        confirm = [Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm]
+        recording = services.engine.recording
         try:
-            logged = services.engine.recording.log_action(
-                caller.org_id,
-                session_id,
-                call,
-                confirm=[Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm],
-                agent_key=caller.agent_key,
+            logged = await services.writes(
+                lambda: recording.log_action(
+                    caller.org_id, session_id, call, confirm=confirm, agent_key=caller.agent_key
+                )
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status=ActionStatus.FAILED).inc()
@@ -203,12 +211,11 @@ class SessionController(Controller):
 
     @patch(
         "/{session_id:str}/actions/{action_id:str}",
-        sync_to_thread=True,
         operation_id="recordOutcome",
         summary="Record how a call ended",
         responses=documented(NotFoundError, InvalidTransitionError, body=True),
     )
-    def record_outcome(
+    async def record_outcome(
         self,
         session_id: FromPath[str],
         action_id: FromPath[str],
@@ -219,39 +226,43 @@ class SessionController(Controller):
         """``CLEARED -> SUCCESS`` (with response and undo), or ``FAILED`` (with error; the session is rolled
         back by the server). The SDK sends a success this way only when no write-ahead record of the session
         carried it (``confirm``) within moments, or from its journal."""
-        engine = services.engine
+        recording = services.engine.recording
+        record: Callable[[], Action]
         if data.status == "SUCCESS":
             if data.error is not None:
                 raise ValidationError("error", "only a FAILED outcome has an error")
             if not data.rolls_back:
                 raise ValidationError("rollsBack", "only a FAILED outcome rolls the session back, or not")
-            action = engine.recording.confirm_action(
+            confirmed = Confirmed(data.response, _undo(data.undo))
+            record = partial(
+                recording.confirm_action,
                 caller.org_id,
                 action_id,
-                Confirmed(data.response, _undo(data.undo)),
+                confirmed,
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )
         else:
             if data.response is not None or data.undo is not None:
                 raise ValidationError("status", "a FAILED outcome has an error, not a response or undo")
-            action = engine.recording.fail_action(
+            failed = Failed(data.error or "failed", data.rolls_back)
+            record = partial(
+                recording.fail_action,
                 caller.org_id,
                 action_id,
-                Failed(data.error or "failed", data.rolls_back),
+                failed,
                 session_id=session_id,
                 agent_key=caller.agent_key,
             )
-        return to_wire(action)  # type: ignore[no-any-return]
+        return to_wire(await services.writes(record))  # type: ignore[no-any-return]
 
     @post(
         "/{session_id:str}/journal",
-        sync_to_thread=True,
         operation_id="replayAction",
         summary="Record a call that ran while the server was unreachable",
         responses=documented(NotFoundError, InvalidTransitionError, body=True),
     )
-    def replay(
+    async def replay(
         self, session_id: FromPath[str], data: JSONBody[bodies.ExecutedAction], caller: CallerDep, services: ServicesDep
     ) -> answers.Action:
         """Record a call that already ran while this server was unreachable (the SDK's ``failure_mode="open"``
@@ -268,8 +279,9 @@ class SessionController(Controller):
             error=data.error,
             rolls_back=data.rolls_back,
         )
-        action = services.engine.recording.record_executed_action(
-            caller.org_id, session_id, call, agent_key=caller.agent_key
+        recording = services.engine.recording
+        action = await services.writes(
+            lambda: recording.record_executed_action(caller.org_id, session_id, call, agent_key=caller.agent_key)
         )
         return to_wire(action)  # type: ignore[no-any-return]
 

@@ -1,0 +1,108 @@
+"""Group commit (DESIGN §6): one writer per process, to which the server's hot routes hand their database work,
+so that records arriving together share one transaction and one commit.
+
+Each piece of work is a use case run as it would run alone, in the writer's thread: its transactions are
+savepoints of the group's one (:meth:`Store.shared_transaction`), so a record that is refused, blocked or fails
+is undone alone and stays that record's answer alone. Every answer waits for the commit that holds it: nothing
+is answered before it is durable, and if that commit fails, every piece of work of the group is answered with
+the failure (none of it was written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentrein_core.errors import AgentReinUnavailableError
+
+if TYPE_CHECKING:
+    from agentrein_core.store.connections import Store
+
+T = TypeVar("T")
+log = logging.getLogger("agentrein")
+
+#: The most pieces of work one commit holds: enough to take in whatever arrived during the last commit,
+#: few enough that the first of them is not kept waiting long for the last.
+MOST_PER_COMMIT = 64
+#: How long :meth:`GroupCommit.close` waits for the work handed over before it to be committed.
+CLOSE_WAIT = 10.0
+
+_Work = tuple[Callable[[], Any], "Future[Any]"]
+
+
+class GroupCommit:
+    """The one writer of a :class:`~agentrein_core.store.Store` in this process (started at the first piece of
+    work handed to it, stopped by :meth:`close`)."""
+
+    def __init__(self, store: Store, most: int = MOST_PER_COMMIT) -> None:
+        self.store = store
+        self.most = most
+        self._waiting: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """Run ``work`` in the writer's group transaction; its result (or what it raised) once that commits."""
+        return await asyncio.wrap_future(self.submit(work))
+
+    def submit(self, work: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise AgentReinUnavailableError("the AgentRein server is stopping; try again")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._write, name="agentrein-writer", daemon=True)
+                self._thread.start()
+            self._waiting.put((work, future))
+        return future
+
+    def close(self) -> None:
+        """Commit what was handed over already, then stop (a piece of work handed over later is refused)."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+            self._waiting.put(None)
+        if thread is not None:
+            thread.join(CLOSE_WAIT)
+
+    def _write(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._waiting.get()
+            if first is None:
+                break
+            group = [first]
+            while len(group) < self.most:  # whatever arrived meanwhile joins, without waiting for more
+                try:
+                    more = self._waiting.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                    break
+                group.append(more)
+            self._commit(group)
+
+    def _commit(self, group: list[_Work]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            with self.store.shared_transaction():
+                for work, _ in group:
+                    try:
+                        outcomes.append((True, work()))
+                    except Exception as exc:  # this piece's answer alone; its savepoints are undone
+                        outcomes.append((False, exc))
+        except Exception as exc:  # the group's transaction or its commit failed: nothing of it was written
+            log.warning("a group commit of %d records failed: %s", len(group), exc)
+            outcomes = [(False, exc)] * len(group)
+        for (_, future), (ok, value) in zip(group, outcomes, strict=True):
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)

@@ -1,0 +1,144 @@
+"""Group commit (DESIGN §6): records handed to the store's one writer together share one transaction and one
+commit; each is answered after that commit, alone in what it was refused; on both databases."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from test_engine import Clock, clock, log
+
+from agentrein_core.commands import Confirmed, NewPolicy, WriteAhead
+from agentrein_core.engine import Engine
+from agentrein_core.errors import AgentReinError, NotFoundError, PolicyBlockedError
+from agentrein_core.model import UndoConfig
+from agentrein_core.read_models import Confirmation
+from agentrein_core.statuses import ActionStatus, OperationType, Plan
+from agentrein_core.store import Store
+
+__all__ = ["clock"]  # the engine tests' clock fixture, used here too
+
+
+@pytest.fixture
+def engine(database_url: str, clock: Clock) -> Iterator[Engine]:
+    engine = Engine(Store(database_url), clock=clock)
+    yield engine
+    engine.store.close()
+
+
+def an_organisation(engine: Engine) -> tuple[str, str]:
+    """An organisation of this test's own (PostgreSQL's test database is shared) and a session of it."""
+    org = engine.accounts.create_organisation(f"group-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    return org.org_id, engine.recording.new_session(org.org_id, "agent", "intent").session_id
+
+
+def commits_of(store: Store) -> list[int]:
+    """A list that grows by one at each commit of ``store``'s database, from now on."""
+    commits: list[int] = []
+    sa.event.listen(store.engine, "commit", lambda conn: commits.append(1))
+    return commits
+
+
+def handed_together(engine: Engine, works: list[Callable[[], Any]]) -> list[Future[Any]]:
+    """``works`` handed to the writer while it is busy with a first piece of work, so that they all wait and
+    then go in one group; their futures."""
+    writer = engine.store.group_commit
+    busy, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        busy.set()
+        release.wait(10)
+
+    first = writer.submit(hold)
+    assert busy.wait(10)
+    futures = [writer.submit(work) for work in works]
+    assert not any(f.done() for f in futures)  # nothing answered before its commit
+    release.set()
+    first.result(10)
+    return futures
+
+
+def create(org_id: str, session_id: str, engine: Engine, name: str) -> Callable[[], Any]:
+    call = WriteAhead(connector="fake", api_name=name, operation_type=OperationType.CREATE, payload={})
+    return lambda: engine.recording.log_action(org_id, session_id, call)
+
+
+def test_records_handed_over_together_share_one_commit(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    commits = commits_of(engine.store)
+    futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(5)])
+    seqs = [f.result(10).action.seq for f in futures]
+    assert seqs == [1, 2, 3, 4, 5]
+    assert len(commits) == 2  # the first piece of work's, then one for the five
+    shown = engine.recording.get_session(org_id, session_id)
+    assert [a.status for a in shown.actions] == [ActionStatus.CLEARED] * 5
+
+
+def test_a_blocked_record_in_a_group_is_that_records_answer_alone(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    engine.policies.add_policy(org_id, NewPolicy("no payouts", "BLOCK", api_name="payouts.*"))
+    works = [create(org_id, session_id, engine, name) for name in ("things.create", "payouts.create", "things.create")]
+    first, blocked, last = handed_together(engine, works)
+    assert first.result(10).action.status is ActionStatus.CLEARED
+    assert last.result(10).action.status is ActionStatus.CLEARED
+    with pytest.raises(PolicyBlockedError):
+        blocked.result(10)
+    statuses = [a.status for a in engine.recording.get_session(org_id, session_id).actions]
+    assert statuses == [ActionStatus.CLEARED, ActionStatus.FAILED, ActionStatus.CLEARED]  # the block is recorded
+
+
+def test_a_record_refused_in_a_group_writes_nothing_and_the_others_are_kept(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    earlier = log(engine, org_id, session_id).action
+    call = WriteAhead(connector="fake", api_name="things.create", operation_type=OperationType.CREATE, payload={})
+    confirmation = Confirmation(earlier.action_id, {}, UndoConfig("fake-delete"))
+
+    def refused() -> Any:  # an unknown before-state refuses the whole request, the confirmation it carries too
+        return engine.recording.log_action(org_id, session_id, call, confirm=[confirmation], before_state="bst_nope")
+
+    kept, refused_one = handed_together(engine, [create(org_id, session_id, engine, "things.create#2"), refused])
+    assert kept.result(10).action.status is ActionStatus.CLEARED
+    with pytest.raises(NotFoundError):
+        refused_one.result(10)
+    shown = engine.recording.get_session(org_id, session_id).actions
+    assert [(a.action_id == earlier.action_id, a.status) for a in shown] == [
+        (True, ActionStatus.CLEARED),  # not confirmed: the refused request wrote nothing
+        (False, ActionStatus.CLEARED),
+    ]
+
+
+def test_a_group_whose_commit_fails_answers_every_record_with_the_failure_and_writes_none(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    commits = commits_of(engine.store)
+
+    def fail_the_groups(conn: Any) -> None:  # the second commit from now: the first is the busy writer's own
+        if len(commits) == 2:
+            raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+    sa.event.listen(engine.store.engine, "commit", fail_the_groups)
+    futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)])
+    for future in futures:
+        with pytest.raises(AgentReinError):
+            future.result(10)
+    assert engine.recording.get_session(org_id, session_id).actions == []
+
+
+def test_a_confirmation_in_a_group_sees_the_record_written_before_it_in_the_same_group(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    recording = engine.recording
+    call = WriteAhead(connector="fake", api_name="things.create", operation_type=OperationType.CREATE, payload={})
+    logged: dict[str, str] = {}
+
+    def record() -> None:
+        logged["id"] = recording.log_action(org_id, session_id, call).action.action_id
+
+    def confirm() -> Any:
+        return recording.confirm_action(org_id, logged["id"], Confirmed({}, UndoConfig("fake-delete")))
+
+    _, confirmed = handed_together(engine, [record, confirm])
+    assert confirmed.result(10).status is ActionStatus.SUCCESS
