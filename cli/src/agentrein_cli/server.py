@@ -153,10 +153,10 @@ def serve(
         )
     import uvicorn
 
-    from agentrein_server.processes import uvicorn_config
+    from agentrein_server.processes import uvicorn_options
 
     app = create_app(services, run_workers=rollback_workers > 0)
-    uvicorn.Server(uvicorn_config(app, access_log=access_log, host=host, port=port)).run()
+    uvicorn.run(app, host=host, port=port, **uvicorn_options(access_log=access_log))
 
 
 def _refuse_a_former_default() -> None:

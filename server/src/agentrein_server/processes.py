@@ -10,7 +10,6 @@ every process), within a second on SQLite (the wait's re-check).
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import signal
 import socket
@@ -19,14 +18,10 @@ import threading
 from collections.abc import Sequence
 from multiprocessing.connection import wait
 from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import uvicorn
+from typing import Any
 
 #: How long the processes are given to finish their requests once asked to stop.
 STOP_GRACE = 15.0
-LOG_LEVEL = "warning"
 
 #: On Linux the processes are forks of the supervisor, which has imported everything already (a process
 #: started afresh takes seconds to import, many more on a busy machine); the supervisor holds no thread nor
@@ -34,15 +29,10 @@ LOG_LEVEL = "warning"
 _start = multiprocessing.get_context("fork") if sys.platform == "linux" else multiprocessing.get_context("spawn")
 
 
-def uvicorn_config(app: Any, *, access_log: bool, **where: Any) -> uvicorn.Config:
-    """How every server process runs uvicorn: warnings and errors only, and a line per request only when asked
-    for (``--access-log``): off, a request costs no log record at all."""
-    import uvicorn
-
-    config = uvicorn.Config(app, log_level=LOG_LEVEL, access_log=access_log, **where)
-    if access_log:  # uvicorn sets its access logger to the log level: warnings, which no request line is
-        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
-    return config
+def uvicorn_options(*, access_log: bool) -> dict[str, Any]:
+    """How every server process runs uvicorn: warnings and errors only, unless a line per request is asked for
+    (``--access-log``, logged at uvicorn's info level); off, a request costs no log record at all."""
+    return {"log_level": "info" if access_log else "warning", "access_log": access_log}
 
 
 def serve_many(
@@ -108,4 +98,4 @@ def _serve_child(listening: socket.socket, database_url: str | None, n: int, thr
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     services = open_services(database_url, rollback_threads=threads)
     app = create_app(services, run_workers=n == 0 and threads > 0)
-    uvicorn.Server(uvicorn_config(app, access_log=access_log)).run(sockets=[listening])
+    uvicorn.Server(uvicorn.Config(app, **uvicorn_options(access_log=access_log))).run(sockets=[listening])

@@ -57,15 +57,7 @@ class Prepared:
             if process is not None:
                 values[name] = process(values[name])
         arguments: Any = values if compiled.order is None else tuple(values[n] for n in compiled.order)
-        dbapi = conn.dialect.loaded_dbapi
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            cursor.execute(compiled.sql, arguments)
-            raw = cursor.fetchall() if cursor.description is not None else []
-        except dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(compiled.sql, arguments, exc, dbapi.Error) from exc
-        finally:
-            cursor.close()
+        raw = run_on_driver(conn, compiled.sql, arguments)
         columns = compiled.columns
         return [
             {
@@ -101,3 +93,17 @@ class Prepared:
             found = _Compiled(compiled.string, order, defaults, binds, columns)
             self._compiled[dialect.name] = found
             return found
+
+
+def run_on_driver(conn: Connection, sql: str, arguments: Any = ()) -> Sequence[Any]:
+    """Execute ``sql`` on the driver of ``conn``, in its transaction; the rows it answers, as the driver gives
+    them. The driver's error is raised as SQLAlchemy wraps it."""
+    dbapi = conn.dialect.loaded_dbapi
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, arguments)
+        return cursor.fetchall() if cursor.description is not None else []
+    except dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(sql, arguments, exc, dbapi.Error) from exc
+    finally:
+        cursor.close()

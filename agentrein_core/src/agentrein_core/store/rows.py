@@ -4,6 +4,7 @@ their row by compare-and-set (:meth:`Rows.replace`).
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from agentrein_core.model import (
 )
 from agentrein_core.store.changes import Change
 from agentrein_core.store.dialect import Dialect
-from agentrein_core.store.prepared import Prepared
+from agentrein_core.store.prepared import Prepared, run_on_driver
 
 #: Each record's table and primary key.
 TABLES: dict[type[Any], tuple[sa.Table, str]] = {
@@ -104,6 +105,8 @@ def _known(table: sa.Table, values: dict[str, Any]) -> dict[str, Any]:
 
 #: Session ids bound in one ``IN (…)``, well within SQLite's and PostgreSQL's limits on parameters.
 _CHUNK = 5_000
+#: Savepoint names, unique in the process (a savepoint inside another must not take its name).
+_SAVEPOINTS = itertools.count()
 
 
 def of_sessions(
@@ -136,14 +139,19 @@ class Rows:
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A part of the transaction that can fail alone: its writes are undone, the rest's are kept (and
-        so is what it announced: undone too)."""
+        so is what it announced: undone too). Its statements run on the driver, as the prepared ones do
+        (SQLAlchemy's nested transaction cost a group commit a tenth of the server's time)."""
         announced = set(self.changes)
+        name = f"part_{next(_SAVEPOINTS)}"
+        run_on_driver(self.conn, f"SAVEPOINT {name}")
         try:
-            with self.conn.begin_nested():
-                yield
+            yield
         except BaseException:
+            run_on_driver(self.conn, f"ROLLBACK TO SAVEPOINT {name}")
+            run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
             self.changes = announced
             raise
+        run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
 
     def insert_once(self, record: Any, **extra: Any) -> bool:
         """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""
