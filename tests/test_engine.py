@@ -366,6 +366,17 @@ def test_a_call_still_under_way_has_its_check_queued_once_confirmed_and_no_later
     assert [a.verification is not None for a in actions] == [True, True]
 
 
+def test_a_sessions_wanted_checks_are_taken_by_one_supervisor_only(engine: Engine) -> None:
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+    with engine.store.transaction(write=False) as tx:
+        (seen,) = tx.sessions.checks_due(org.org_id, 100)  # what a second supervisor found due, at the same time
+    assert engine.intent_checks.queue_wanted(org.org_id) == 1
+    with engine.store.transaction() as tx:
+        assert tx.sessions.take_checks_due(seen) is None  # the second finds them taken: nothing queued twice
+
+
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
     team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)

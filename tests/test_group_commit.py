@@ -112,19 +112,39 @@ def test_a_record_refused_in_a_group_writes_nothing_and_the_others_are_kept(engi
     ]
 
 
-def test_a_group_whose_commit_fails_answers_every_record_with_the_failure_and_writes_none(engine: Engine) -> None:
-    org_id, session_id = an_organisation(engine)
-    commits = commits_of(engine.store)
+def failing_commits(store: Store, which: Callable[[int], bool]) -> list[int]:
+    """Make the commits of ``store`` for which ``which(n)`` is true fail (n: 1 for the next commit from now, as a
+    lost disk would); the commits counted, the failed ones too."""
+    commits = commits_of(store)
 
-    def fail_the_groups(conn: Any) -> None:  # the second commit from now: the first is the busy writer's own
-        if len(commits) == 2:
+    def fail(conn: Any) -> None:
+        if which(len(commits)):
             raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
 
-    sa.event.listen(engine.store.engine, "commit", fail_the_groups)
+    sa.event.listen(store.engine, "commit", fail)
+    return commits
+
+
+def test_a_group_whose_commit_fails_writes_each_of_its_records_alone(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    commits = failing_commits(engine.store, lambda n: n == 2)  # the first commit is the busy writer's own
+    futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)])
+    assert [f.result(10).action.seq for f in futures] == [1, 2, 3]
+    assert len(commits) == 5  # the writer's own, the group's that failed, then one for each record
+    assert len(engine.recording.get_session(org_id, session_id).actions) == 3
+
+
+def test_records_whose_every_commit_fails_are_each_answered_with_the_failure_and_none_is_written(
+    engine: Engine,
+) -> None:
+    org_id, session_id = an_organisation(engine)
+    disk_lost = True
+    failing_commits(engine.store, lambda n: n >= 2 and disk_lost)
     futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)])
     for future in futures:
         with pytest.raises(AgentReinError):
             future.result(10)
+    disk_lost = False
     assert engine.recording.get_session(org_id, session_id).actions == []
 
 

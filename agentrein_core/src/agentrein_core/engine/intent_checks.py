@@ -114,16 +114,21 @@ class IntentChecking(UseCases):
     def queue_wanted(self, org_id: str | None = None, limit: int = 100) -> int:
         """Queue the intent checks that calls want (of ``org_id`` only, when given), up to ``limit`` sessions at
         a time: a recorded call marks its action and its session (DESIGN §4, "what a recorded call writes is
-        kept to the least"), and this finds them from each session's watermark, its ``checked_seq``, in one
-        transaction off the calls' path. The watermark then moves up to the first action whose outcome may
-        still come (:data:`~agentrein_core.rules.OUTCOME_AWAITED`). How many checks were queued."""
+        kept to the least"), and this finds them from each session's watermark, its ``checked_seq``, a
+        transaction per session, off the calls' path. The watermark then moves up to the first action whose
+        outcome may still come (:data:`~agentrein_core.rules.OUTCOME_AWAITED`). How many checks were queued."""
         with self.store.transaction(write=False) as tx:  # most looks find nothing: no write lock for them
-            if not tx.sessions.have_checks_due(org_id):
-                return 0
+            due = tx.sessions.checks_due(org_id, limit)
         now = self.clock()
         queued = 0
-        with self.store.transaction() as tx:
-            for org, session_id, checked_seq in tx.sessions.checks_due(org_id, limit):
+        for session_id in due:
+            # A transaction each: one holding several sessions' rows would deadlock with the group commit's,
+            # which holds the rows of the sessions whose calls it records, taken in the order they came.
+            with self.store.transaction() as tx:
+                taken = tx.sessions.take_checks_due(session_id)
+                if taken is None:
+                    continue  # another supervisor took them
+                org, checked_seq = taken
                 actions = tx.actions.wanting_checks(session_id, checked_seq)
                 wanted = [action_id for action_id, _, _, wants in actions if wants]
                 for action_id in wanted:

@@ -4,8 +4,9 @@ so that records arriving together share one transaction and one commit.
 Each piece of work is a use case run as it would run alone, in the writer's thread: its transactions are
 savepoints of the group's one (:meth:`Store.shared_transaction`), so a record that is refused, blocked or fails
 is undone alone and stays that record's answer alone. Every answer waits for the commit that holds it: nothing
-is answered before it is durable, and if that commit fails, every piece of work of the group is answered with
-the failure (none of it was written).
+is answered before it is durable. If the group's transaction fails as a whole (on PostgreSQL, a deadlock with a
+transaction holding some of its rows, say), none of it was written, and each piece of work runs again alone, in
+a transaction of its own.
 """
 
 from __future__ import annotations
@@ -93,16 +94,25 @@ class GroupCommit:
         outcomes: list[tuple[bool, Any]] = []
         try:
             with self.store.shared_transaction():
-                for work, _ in group:
-                    try:
-                        outcomes.append((True, work()))
-                    except Exception as exc:  # this piece's answer alone; its savepoints are undone
-                        outcomes.append((False, exc))
+                outcomes = [_outcome(work) for work, _ in group]
         except Exception as exc:  # the group's transaction or its commit failed: nothing of it was written
-            log.warning("a group commit of %d records failed: %s", len(group), exc)
-            outcomes = [(False, exc)] * len(group)
+            if len(group) == 1:
+                outcomes = [(False, exc)]
+            else:
+                # Each runs again alone, so that what failed (a deadlock with another transaction that holds
+                # some of the group's rows, one piece's error that broke the transaction) fails that one alone.
+                log.info("a group commit of %d records failed (%s); each is written alone", len(group), exc)
+                outcomes = [_outcome(work) for work, _ in group]
         for (_, future), (ok, value) in zip(group, outcomes, strict=True):
             if ok:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+
+
+def _outcome(work: Callable[[], Any]) -> tuple[bool, Any]:
+    """What ``work`` returned (True) or raised (False): its answer alone; a failure's savepoints are undone."""
+    try:
+        return True, work()
+    except Exception as exc:
+        return False, exc

@@ -122,23 +122,26 @@ class Sessions:
         supervisor (:meth:`checks_due`), not by the call."""
         _CHECK_DUE.run(self.rows.conn, {"sid": session_id})
 
-    def have_checks_due(self, org_id: str | None) -> bool:
+    def checks_due(self, org_id: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` sessions (of ``org_id``, when given) whose calls want intent checks, each to be taken
+        (:meth:`take_checks_due`) in a transaction of its own."""
         stmt = sa.select(_S.c.session_id).where(_S.c.check_due.is_(True))
         if org_id is not None:
             stmt = stmt.where(_S.c.org_id == org_id)
-        return self.rows.conn.execute(stmt.limit(1)).first() is not None
+        return [r.session_id for r in self.rows.conn.execute(stmt.limit(limit))]
 
-    def checks_due(self, org_id: str | None, limit: int) -> list[tuple[str, str, int]]:
-        """Up to ``limit`` sessions (of ``org_id``, when given) whose calls want intent checks, each as
-        ``(org_id, session_id, checked_seq)``, taken: ``check_due`` is cleared first, so that a call confirmed
-        while they are queued marks its session again rather than being missed."""
-        stmt = sa.select(_S.c.org_id, _S.c.session_id, _S.c.checked_seq).where(_S.c.check_due.is_(True))
-        if org_id is not None:
-            stmt = stmt.where(_S.c.org_id == org_id)
-        found = [(r.org_id, r.session_id, r.checked_seq) for r in self.rows.conn.execute(stmt.limit(limit))]
-        for _, session_id, _ in found:
-            self.rows.conn.execute(_S.update().where(_S.c.session_id == session_id).values(check_due=False))
-        return found
+    def take_checks_due(self, session_id: str) -> tuple[str, int] | None:
+        """Take the session's wanted checks to queue: ``check_due`` is cleared (compare-and-set: by one taker
+        only), so that a call confirmed while they are queued marks its session again rather than being missed.
+        ``(org_id, checked_seq)``, or None when another taker was first."""
+        stmt = (
+            _S.update()
+            .where(_S.c.session_id == session_id, _S.c.check_due.is_(True))
+            .values(check_due=False)
+            .returning(_S.c.org_id, _S.c.checked_seq)
+        )
+        row = self.rows.conn.execute(stmt).first()
+        return None if row is None else (row.org_id, row.checked_seq)
 
     def checked_up_to(self, session_id: str, seq: int) -> None:
         """Every action of the session up to ``seq`` has had its intent check queued (or wants none)."""
