@@ -147,7 +147,11 @@ def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> H
     assert handoff.leased_until is not None  # taken: leased until then
     if not expired and now < handoff.leased_until:
         return AwaitAgent(action, handoff.leased_until)
-    return AgentFailed(action, "the agent process that took its undo did not report the outcome before its lease ended")
+    return AgentFailed(
+        action,
+        "the agent process that took its undo did not report the outcome before its lease ended: it may have run; "
+        "check before you roll back again (a new rollback hands it to the agent's process again)",
+    )
 
 
 def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:

@@ -193,9 +193,14 @@ class Rollbacks(UseCases):
                         handoff = tx.rollbacks.handoff(job.rollback_id, step.action.action_id) if step else None
                         if step is None:
                             tx.announce(Change.ROLLBACK)
-                        # An undo once handed to the agent stays the agent's (even if this process could now run
-                        # it, the organisation's settings having changed): it must never run twice.
-                        elif runnable := handoff is None and executor.can_run(step.action):
+                        # An undo once handed to the agent, by this job or an earlier one, stays the agent's
+                        # (even if this process could now run it, the organisation's settings having changed):
+                        # a taker whose lease ended may have run it, and only its process may repeat it.
+                        elif runnable := (
+                            handoff is None
+                            and executor.can_run(step.action)
+                            and not tx.rollbacks.ever_handed(job.session_id, step.action.action_id)
+                        ):
                             action = self._in_progress(tx, step.action)
                         elif executor.hands_over:
                             job, handed = self._hand_over(tx, job, token, step.action, handoff)

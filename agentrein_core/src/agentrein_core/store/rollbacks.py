@@ -98,6 +98,11 @@ class Rollbacks:
         stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.action_id == action_id)
         return self.rows.first(UndoHandoff, stmt)
 
+    def ever_handed(self, session_id: str, action_id: str) -> bool:
+        """Whether any rollback (this one or an earlier one) handed the undo of ``action_id`` to the agent."""
+        stmt = sa.select(_H.c.handoff_id).where(_H.c.session_id == session_id, _H.c.action_id == action_id)
+        return self.rows.conn.execute(stmt.limit(1)).first() is not None
+
     def leased_handoff(self, org_id: str, action_id: str, lease_id: str) -> UndoHandoff | None:
         """The handoff of ``action_id`` that ``lease_id`` took."""
         stmt = sa.select(_H).where(_H.c.org_id == org_id, _H.c.action_id == action_id, _H.c.lease_id == lease_id)
