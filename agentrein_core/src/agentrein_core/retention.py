@@ -3,7 +3,9 @@
 (before-states: a reported call's undo carries what it restores, so they serve only until the call is reported;
 those of held calls still waiting are kept)
 are pruned once settled and older than the retention (``AGENTREIN_RETENTION_DAYS``, 30 by default). The records
-of what agents did (sessions, actions, approvals, rollbacks) are never pruned here.
+of what agents did (sessions, actions, approvals, rollbacks) are never pruned here, nor the undo handoffs, which
+record which undo an agent's process took (a later rollback reads them so as never to run such an undo in the
+server too): one row per handed undo at most per rollback, growing no faster than the actions.
 
 Each prune deletes a bounded batch through an index, so the maintenance worker that runs it never holds a
 long transaction, however much has piled up; the next run takes the next batch.
