@@ -5,7 +5,8 @@
  * process alone. The server offers such an undo to the process that holds the client, and this taker, running
  * while this process holds clients of a connector that runs its own undos (`Connector.runUndo`), takes it
  * (`POST /undos/claim`, a long-poll under a lease), runs it through the client the session wrapped (the newest
- * open one, else one `reopen`ed as it was) and reports the outcome (`POST /undos/{actionId}/outcome`). The
+ * open one, else one `reopen`ed as it was), renewing its lease while the undo runs (`POST /undos/{actionId}/renew`),
+ * and reports the outcome (`POST /undos/{actionId}/outcome`). The
  * rollback waits for it meanwhile. The long-poll never keeps the process alive (`background` requests,
  * unref'd pauses), and `close()` stops it.
  */
@@ -30,6 +31,8 @@ const AFTER_TROUBLE_MS = 2000;
 const REPORT_ATTEMPTS = 10;
 /** The most sessions one claim names (the server takes up to 1,000). */
 const MOST_SESSIONS = 1000;
+/** A taken undo's lease is renewed after this part of it, while the undo runs: twice more before it would end. */
+const RENEW_EVERY = 1 / 3;
 
 /** A wrapped client as the taker runs undos through it. */
 interface Held {
@@ -105,12 +108,15 @@ export class UndoTaker {
 
   private async run(taken: HandedUndo): Promise<void> {
     let error: string | null = null;
+    const renewing = this.keepLease(taken);
     try {
       await this.undo(taken);
     } catch (failure) {
       // The rollback stops here and says why; this process goes on.
       const text = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
       error = this.redactor.redactText(text);
+    } finally {
+      await renewing.stop(); // no renewal lands after the report (it would be refused, and said so)
     }
     const how = error === null ? 'ran' : 'could not run';
     this.log(`AgentRein ${how} the undo of ${taken.apiName} (session ${taken.sessionId}), handed to this process: ${error ?? 'done'}`);
@@ -129,6 +135,37 @@ export class UndoTaker {
         await sleep(AFTER_TROUBLE_MS, undefined, { ref: false });
       }
     }
+  }
+
+  /** Renew the lease on `taken` every third of it while its undo runs, so that a slow undo is reported within
+   *  it; a renewal the server could not be reached for is tried again at the next third. `stop()` ends it and
+   *  waits for a renewal under way. */
+  private keepLease(taken: HandedUndo): { stop: () => Promise<void> } {
+    const finished = new AbortController();
+    const renewing = (async () => {
+      for (;;) {
+        try {
+          await sleep(taken.leaseSeconds * 1000 * RENEW_EVERY, undefined, { ref: false, signal: finished.signal });
+        } catch {
+          return; // the undo has ended
+        }
+        try {
+          await this.served.call('POST', `/undos/${segment(taken.actionId)}/renew`, { body: { leaseId: taken.leaseId } });
+        } catch (failure) {
+          if (failure instanceof AgentReinUnavailableError) continue;
+          // The lease ended (the undo has failed), or the server refuses: say so, and renew no more.
+          const reason = failure instanceof Error ? failure.message : String(failure);
+          this.log(`AgentRein could not keep the lease on the undo of ${taken.apiName}: ${reason}`);
+          return;
+        }
+      }
+    })();
+    return {
+      stop: async () => {
+        finished.abort();
+        await renewing;
+      },
+    };
   }
 
   /** Through the newest open client of the session for the undo's connector, else one reopened as it was. */

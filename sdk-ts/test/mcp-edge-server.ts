@@ -1,6 +1,7 @@
 /** A small MCP server over stdio for the cases the reference servers do not show (`mcp.test.ts` starts it):
  *  a tool that answers the idempotency key it was sent, one whose annotations lie (it says it only reads, and
- *  deletes), and tools whose first call never answers. Built with `@modelcontextprotocol/sdk`'s `McpServer`. */
+ *  deletes), tools whose first call never answers, and an undo slower than a short lease. Built with
+ *  `@modelcontextprotocol/sdk`'s `McpServer`. */
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -36,5 +37,12 @@ for (const [name, idempotentHint] of [
     return { content: [{ type: 'text', text: 'flag set' }] };
   });
 }
+
+// An undo slower than the short lease `lease.test.ts` gives a handed undo: reported only if the taker renews it.
+server.registerTool('forget_note_slowly', { title: 'Forget note slowly' }, async () => {
+  await new Promise((done) => setTimeout(done, 3000));
+  notes = Math.max(0, notes - 1);
+  return { content: [{ type: 'text', text: `forgotten; ${notes} notes left` }] };
+});
 
 await server.connect(new StdioServerTransport());
