@@ -114,6 +114,40 @@ def test_an_issue_edit_is_undone_by_restoring_its_fields(ar: AgentRein, fake: Fa
     assert stored["body"].startswith("old body")
 
 
+#: A token as GitHub issues them, in what an agent changed: what AgentRein's records never keep.
+LEAKED = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+
+
+def test_an_issue_edit_restores_every_field_but_one_that_held_a_secret_and_says_so(
+    ar: AgentRein, fake: FakeGitHub
+) -> None:
+    client, session_id = wrapped(ar, fake)
+    issue = client.get_repo("acme/shop").create_issue(title="Old title", body=f"deploy with {LEAKED}")
+    issue.edit(title="New title", body="no secrets here")
+    _, edit = ar.get_session(session_id).actions
+    assert edit.undo is not None and edit.undo.params["notRestored"] == ["body"]
+    described = GitHubConnector().describe_undo(edit)
+    assert described.endswith("as they were (body held a secret, which AgentRein does not keep: not restored)")
+    ar.rollback_session(session_id)
+    (stored,) = fake.issues("acme", "shop")
+    assert (stored["title"], stored["body"]) == ("Old title", "no secrets here")  # never the redaction marker
+
+
+def test_a_file_update_whose_earlier_content_held_a_secret_is_recorded_with_no_undo_saying_why(
+    ar: AgentRein, fake: FakeGitHub
+) -> None:
+    repo = gh(fake).get_repo("acme/shop")
+    repo.create_file("deploy.env", "add", f"TOKEN={LEAKED}\n")
+    client, session_id = wrapped(ar, fake)
+    wrapped_repo = client.get_repo("acme/shop")
+    current = wrapped_repo.get_contents("deploy.env")
+    wrapped_repo.update_file("deploy.env", "rotate", "TOKEN=from-the-vault\n", current.sha)  # type: ignore[union-attr]
+    (update,) = ar.get_session(session_id).actions
+    assert update.undo is not None and update.undo.type == "none"
+    assert "its content before held a secret" in update.undo.params["why"]
+    assert LEAKED not in repr(ar.get_session(session_id))  # stored nowhere, not even in base64
+
+
 def test_a_retried_create_whose_answer_was_lost_makes_one_issue(ar: AgentRein, fake: FakeGitHub) -> None:
     client, session_id = wrapped(ar, fake, retryable=["issues.create"])
     repo = client.get_repo("acme/shop")

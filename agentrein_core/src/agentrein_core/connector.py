@@ -68,8 +68,9 @@ connectors too, as a third party's would; ``tests/test_layout.py`` holds them to
   transport of another HTTP library to connect with), :func:`host_entries` and :func:`host_allowed`
   (an allow-list of hosts and the check against it), :data:`HostEntry`, :data:`DEFAULT_PORTS`;
 - :data:`REDACTED`, what a redacted value reads, and :class:`Redactor`, which redacts a value as the records of
-  a connector's calls keep it (``Redactor(connector.sensitive_fields)``): an undo derived from a value its
-  record cannot keep would carry the marker.
+  a connector's calls keep it (:attr:`Connector.redactor`): an undo derived from a value its record cannot keep
+  would carry the marker; :func:`without_secrets` leaves such values out of a restore (naming them under
+  :data:`NOT_RESTORED`, in a reviewer's words by :func:`secret_fields`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ from agentrein_core.targets import (
 __all__ = [
     "DEFAULT_PORTS",
     "JSON",
+    "NOT_RESTORED",
     "REDACTED",
     "REQUIRE_APPROVAL_KEY",
     "UNDO_NONE",
@@ -131,6 +133,8 @@ __all__ = [
     "not_undone",
     "operation_by_verb",
     "pinned_client",
+    "secret_fields",
+    "without_secrets",
 ]
 
 #: Marks a plugin's hook implementations. Here rather than beside the hook specifications
@@ -233,6 +237,12 @@ class Connector(ABC):
     #: :meth:`bind`. When it names ``undo``, ``wrap(undo=...)`` is the connector's own (an undo table) rather than
     #: api-name overrides.
     wrap_options: ClassVar[frozenset[str]] = frozenset()
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """How the records of this connector's calls are redacted (``Redactor(sensitive_fields)``): an undo
+        derived from a value its record cannot keep would carry the marker (:func:`without_secrets`)."""
+        return Redactor(self.sensitive_fields)
 
     def accepts(self, client: Any) -> bool:
         """Whether ``client`` is an object this connector knows how to wrap (checked by ``wrap()``)."""
@@ -518,6 +528,23 @@ def why_not_undone(undo: UndoConfig | None) -> str | None:
     """What :func:`not_undone` said, for an undo ``none`` that says it."""
     why = undo.params.get(WHY_NOT_UNDONE) if undo is not None and undo.is_none else None
     return why if isinstance(why, str) and why else None
+
+
+#: The parameter of a restore that names what it leaves out because its record could not keep it (a secret).
+NOT_RESTORED = "notRestored"
+
+
+def without_secrets(fields: Mapping[str, Any], redactor: Redactor) -> tuple[JSON, list[str]]:
+    """``fields`` (what a restore writes back) without those their record cannot keep: records are redacted, so
+    restored as stored, the redaction marker would be written over the object's own value. The fields kept,
+    and the names of those left out (for :data:`NOT_RESTORED`, and :func:`secret_fields` to say so)."""
+    kept = {name: value for name, value in fields.items() if REDACTED not in repr(redactor.redact({name: value}))}
+    return kept, [name for name in fields if name not in kept]
+
+
+def secret_fields(names: Iterable[Any]) -> str:
+    """What a restore leaves out (:func:`without_secrets`), in a reviewer's words."""
+    return f"{', '.join(map(str, names))} held a secret, which AgentRein does not keep"
 
 
 def plain_undo(action: Action) -> str:

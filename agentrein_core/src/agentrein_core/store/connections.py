@@ -46,7 +46,7 @@ class Store:
         self._held: tuple[int, Connection] | None = None  # (pid, connection): see _sqlite_writer
         self._shared = threading.local()  # .tx: this thread's shared transaction (shared_transaction)
         #: This process's one writer for work handed over to be committed with whatever arrives with it.
-        self.group_commit = GroupCommit(self)
+        self.group_commit = GroupCommit(self.shared_transaction)
         self._observers: list[Observer] = []
         #: Whether :meth:`listen` runs, so that other processes' changes reach this one's observers at once.
         self.listening = False

@@ -17,12 +17,10 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 from agentrein_core.errors import AgentReinUnavailableError
-
-if TYPE_CHECKING:
-    from agentrein_core.store.connections import Store
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
@@ -38,10 +36,13 @@ _Work = tuple[Callable[[], Any], "Future[Any]"]
 
 class GroupCommit:
     """The one writer of a :class:`~agentrein_core.store.Store` in this process (started at the first piece of
-    work handed to it, stopped by :meth:`close`)."""
+    work handed to it, stopped by :meth:`close`); ``shared_transaction`` is the store's
+    (:meth:`~agentrein_core.store.Store.shared_transaction`)."""
 
-    def __init__(self, store: Store, most: int = MOST_PER_COMMIT) -> None:
-        self.store = store
+    def __init__(
+        self, shared_transaction: Callable[[], AbstractContextManager[None]], most: int = MOST_PER_COMMIT
+    ) -> None:
+        self.shared_transaction = shared_transaction
         self.most = most
         self._waiting: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -93,7 +94,7 @@ class GroupCommit:
     def _commit(self, group: list[_Work]) -> None:
         outcomes: list[tuple[bool, Any]] = []
         try:
-            with self.store.shared_transaction():
+            with self.shared_transaction():
                 outcomes = [_outcome(work) for work, _ in group]
         except Exception as exc:  # the group's transaction or its commit failed: nothing of it was written
             if len(group) == 1:

@@ -33,6 +33,7 @@ from github.PaginatedList import PaginatedList
 
 from agentrein_core.connector import (
     JSON,
+    NOT_RESTORED,
     UNDO_NONE,
     Action,
     Connector,
@@ -47,6 +48,9 @@ from agentrein_core.connector import (
     ValidationError,
     bind_call,
     merge_undo,
+    not_undone,
+    secret_fields,
+    without_secrets,
 )
 
 CLOSE_ISSUE = "github-close-issue"
@@ -257,9 +261,14 @@ class GitHubConnector(Connector):
         elif name == "issues.create":
             derived = UndoConfig(CLOSE_ISSUE, {"repo": owner.full_name, "number": data["number"]})
         elif name == "issues.update":
-            derived = UndoConfig(
-                RESTORE_ISSUE, {"repo": _repo_of(owner), "number": owner.number, "fields": context["before"]}
-            )
+            fields, secret = without_secrets(context["before"], self.redactor)
+            target = {"repo": _repo_of(owner), "number": owner.number}
+            if fields:
+                derived = UndoConfig(
+                    RESTORE_ISSUE, {**target, "fields": fields, **({NOT_RESTORED: secret} if secret else {})}
+                )
+            else:
+                derived = not_undone(f"{secret_fields(secret)}, so no undo can restore what it changed")
         elif name == "issues.comments.create":
             repo = owner.full_name if context.get("octokit") else _repo_of(owner)  # reported: by name
             derived = UndoConfig(DELETE_COMMENT, {"repo": repo, "id": data["id"]})
@@ -279,8 +288,12 @@ class GitHubConnector(Connector):
             if name == "files.create":
                 derived = UndoConfig(DELETE_FILE, params)
             else:
-                content = base64.b64encode(context["before"]).decode()
-                derived = UndoConfig(RESTORE_FILE, {**params, "content": content})
+                before: bytes = context["before"]
+                # Checked as text: in base64, which the undo carries, a secret would pass redaction unseen.
+                if without_secrets({"content": before.decode(errors="replace")}, self.redactor)[0]:
+                    derived = UndoConfig(RESTORE_FILE, {**params, "content": base64.b64encode(before).decode()})
+                else:  # its record cannot keep the file as it was
+                    derived = not_undone(f"{secret_fields(['its content before'])}, so no undo can put it back")
         elif name == "repos.create":
             derived = UndoConfig(DELETE_REPO, {"repo": data["full_name"]}, require_approval=True)
         return merge_undo(derived, override)
@@ -309,6 +322,9 @@ class GitHubConnector(Connector):
             raise ValidationError("undo.labels", "must be a list of label names")
         if "fields" in p and not (isinstance(p["fields"], dict) and set(p["fields"]) <= set(ISSUE_FIELDS)):
             raise ValidationError("undo.fields", f"may restore only {', '.join(ISSUE_FIELDS)}")
+        secret = p.get(NOT_RESTORED, [])  # read by reviewers: the names of issue fields, nothing else
+        if not (isinstance(secret, list) and all(isinstance(x, str) and x in ISSUE_FIELDS for x in secret)):
+            raise ValidationError(f"undo.{NOT_RESTORED}", f"names issue fields left out: {', '.join(ISSUE_FIELDS)}")
         if undo.type == DELETE_REPO and not undo.require_approval:
             raise ValidationError("undo.requireApproval", "deleting a repository always waits for a human's approval")
 
@@ -403,9 +419,11 @@ class GitHubConnector(Connector):
                 return f"Remove no label from issue {issue} (it had each of them before)"
             return f"Remove label{'s' if len(labels) > 1 else ''} {', '.join(map(str, labels))} from issue {issue}"
         fields = p["fields"] if isinstance(p.get("fields"), dict) else {}
+        secret = p.get(NOT_RESTORED)
+        unsaid = f" ({secret_fields(secret)}: not restored)" if isinstance(secret, list) and secret else ""
         said = {
             CLOSE_ISSUE: f"Close issue {issue} as not planned",
-            RESTORE_ISSUE: f"Restore {', '.join(sorted(fields))} of issue {issue} as they were",
+            RESTORE_ISSUE: f"Restore {', '.join(sorted(fields))} of issue {issue} as they were{unsaid}",
             DELETE_COMMENT: f"Delete comment {p.get('id')} in {repo}",
             CLOSE_PULL: f"Close pull request {issue}",
             DELETE_REF: f"Delete {_ref(str(p.get('ref', '')))} in {repo}",

@@ -31,7 +31,7 @@ from stripe._stripe_service import StripeService
 
 from agentrein_core.connector import (
     JSON,
-    REDACTED,
+    NOT_RESTORED,
     UNDO_NONE,
     Action,
     Connector,
@@ -49,6 +49,8 @@ from agentrein_core.connector import (
     merge_undo,
     not_undone,
     pinned_client,
+    secret_fields,
+    without_secrets,
 )
 
 STRIPE_DELETE = "stripe-delete"
@@ -106,8 +108,6 @@ RESTORABLE: Mapping[str, frozenset[str]] = {
     "products": frozenset({"active"}),
     "prices": frozenset({"active"}),
 }
-#: The undo parameter naming what a restore leaves out because its record could not keep it (a secret).
-NOT_RESTORED = "notRestored"
 #: Legacy class methods that send a request; other class attributes are helpers.
 LEGACY_WRITES = frozenset(
     {
@@ -188,11 +188,6 @@ class StripeConnector(Connector):
             example="https://api.stripe.com",
         ),
     )
-
-    @functools.cached_property
-    def _redactor(self) -> Redactor:
-        """Records of this connector's calls are redacted so (the engine's redactor of the connector)."""
-        return Redactor(self.sensitive_fields)
 
     def accepts(self, client: Any) -> bool:
         return isinstance(client, stripe.StripeClient) or client is stripe
@@ -315,7 +310,7 @@ class StripeConnector(Connector):
         elif kind == STRIPE_RESTORE and call.api_name in SNAPSHOT_BEFORE:
             params = call.payload.get("params", {})
             restore = _restore(params, _as_dict(call.context.get("before")), RESTORABLE[resource])
-            restore, secret = _without_secrets(restore, self._redactor)
+            restore, secret = _without_secrets(restore, self.redactor)
             # Not undone: an update of nothing restorable (subscription items, say), or one reported after it
             # ran whose object nobody read before (restoring without it would clear the fields it set).
             object_id = call.context["object_id"] or data.get("id")
@@ -326,7 +321,7 @@ class StripeConnector(Connector):
                 restored: JSON = {"resource": resource, "id": object_id, "params": restore}
                 derived = UndoConfig(STRIPE_RESTORE, {**restored, NOT_RESTORED: secret} if secret else restored)
             elif usable and secret:
-                derived = not_undone(f"{_secret_fields(secret)}, so no undo can restore what it changed")
+                derived = not_undone(f"{secret_fields(secret)}, so no undo can restore what it changed")
         elif kind == STRIPE_RESTORE:  # products and prices: deactivated
             derived = UndoConfig(
                 STRIPE_RESTORE, {"resource": resource, "id": data.get("id"), "params": {"active": False}}
@@ -366,6 +361,10 @@ class StripeConnector(Connector):
                 not isinstance(restored, dict) or not set(restored) <= RESTORABLE[str(resource)]
             ):
                 raise ValidationError("undo.params", f"may restore only {', '.join(sorted(RESTORABLE[str(resource)]))}")
+            secret = params.get(NOT_RESTORED, [])  # read by reviewers: field names (a metadata key), nothing else
+            fields = RESTORABLE.get(str(resource), frozenset())
+            if not (isinstance(secret, list) and all(_restorable_name(x, fields) for x in secret)):
+                raise ValidationError(f"undo.{NOT_RESTORED}", "names the fields (metadata.KEY) a restore left out")
 
     def is_transient(self, error: BaseException) -> bool:
         if isinstance(error, stripe.IdempotencyError):
@@ -447,7 +446,7 @@ class StripeConnector(Connector):
             if restored == {"active": False}:
                 return f"Deactivate Stripe {thing} {object_id}"
             secret = p.get(NOT_RESTORED)
-            unsaid = f" ({_secret_fields(secret)}: not restored)" if isinstance(secret, list) and secret else ""
+            unsaid = f" ({secret_fields(secret)}: not restored)" if isinstance(secret, list) and secret else ""
             return f"Restore {', '.join(sorted(restored))} of Stripe {thing} {object_id} as they were{unsaid}"
         verb = {STRIPE_DELETE: "Delete", STRIPE_CANCEL: "Cancel", STRIPE_VOID: "Void"}[undo.type]
         return f"{verb} Stripe {thing} {object_id}"
@@ -713,34 +712,27 @@ def _restore(changed: Mapping[str, Any], before: Mapping[str, Any], restorable: 
     return safe
 
 
+def _restorable_name(name: Any, fields: frozenset[str]) -> bool:
+    """A field a restore of one of ``fields`` may name as left out: one of them, or a metadata key."""
+    if not isinstance(name, str):
+        return False
+    key = name.removeprefix("metadata.")
+    return name in fields or (key != name and "metadata" in fields and 0 < len(key) <= 40 and key.isprintable())
+
+
 def _without_secrets(restore: JSON, redactor: Redactor) -> tuple[JSON, list[str]]:
-    """``restore`` without the values its record cannot keep (records are redacted, and a before-state read
-    through ``/compat`` was redacted when kept): restored, the redaction marker would be written over the
-    object's own value. Each field whole, each metadata key alone; and the names of those left out
-    (``metadata.api_key``), for reviewers."""
-    kept: JSON = {}
-    left_out: list[str] = []
-    for field, value in restore.items():
-        if field == "metadata" and isinstance(value, Mapping):
-            metadata = {k: v for k, v in value.items() if not _redacted({k: v}, redactor)}
-            left_out += [f"metadata.{k}" for k in value if k not in metadata]
-            if metadata:
-                kept[field] = metadata
-        elif _redacted({field: value}, redactor):
-            left_out.append(field)
-        else:
-            kept[field] = value
+    """``restore`` without the values its record cannot keep (:func:`without_secrets`; a before-state read
+    through ``/compat`` was redacted when kept): each field whole, each metadata key alone, whose names
+    (``metadata.api_key``) are said to reviewers."""
+    metadata = restore.get("metadata")
+    by_key = isinstance(metadata, Mapping)
+    kept, left_out = without_secrets({k: v for k, v in restore.items() if not (by_key and k == "metadata")}, redactor)
+    if isinstance(metadata, Mapping):
+        kept_metadata, secret = without_secrets(metadata, redactor)
+        left_out += [f"metadata.{key}" for key in secret]
+        if kept_metadata:
+            kept["metadata"] = kept_metadata
     return kept, left_out
-
-
-def _redacted(value: JSON, redactor: Redactor) -> bool:
-    """Whether ``value`` as its record keeps it holds the redaction marker (redacted then, or already)."""
-    return REDACTED in json.dumps(redactor.redact(value))
-
-
-def _secret_fields(names: list[Any]) -> str:
-    """What a restore leaves out, in a reviewer's words."""
-    return f"{', '.join(map(str, names))} held a secret, which AgentRein does not keep"
 
 
 def _voided_instead(api: stripe.StripeClient, undo: UndoConfig) -> bool:
