@@ -997,6 +997,19 @@ def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_ba
     assert order_id not in service.collection("orders")
 
 
+def test_a_failure_reported_with_a_reason_of_any_length_still_rolls_the_session_back(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
+) -> None:
+    reason = {"reason": "action logging failed: " + "x" * 20_000 + " token=abc123", "connector": "http"}
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
+        reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
+    assert reported.status_code == 200, reported.text
+    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    assert job["status"] == "SUCCEEDED" and job["trigger"].startswith("action logging failed: xxx")
+    assert order_id not in service.collection("orders")
+
+
 def test_a_server_side_undo_may_not_use_a_method_the_organisation_did_not_allow(
     api: httpx.Client, service: FakeService
 ) -> None:

@@ -219,9 +219,10 @@ class Recording(UseCases):
         in ``failure_mode="closed"``). The session is rolled back as a failed call rolls it back: while it is
         ``ACTIVE``, and with nothing to undo it becomes ``FAILED``. ``reason`` is redacted by the rules of
         ``connector`` (the failed call's), as its error would be. Returns the session as it then stands."""
-        reason = validation.text("reason", reason, validation.MAX_TEXT)
         installed = self.connectors is not None and connector in self.connectors.names()
-        reason = self.redactors.of(connector if installed and connector else "").redact_text(reason)
+        redactor = self.redactors.of(connector if installed and connector else "")
+        # Any length: a failure's reason is never refused (the rollback it asks for matters more), only cut.
+        reason = validation.cut_text("reason", reason, validation.MAX_TEXT, redactor)
         now = self.clock()
         with self.store.transaction() as tx:
             session = session_of(tx, org_id, session_id, agent_key=agent_key)
