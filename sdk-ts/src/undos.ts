@@ -154,7 +154,9 @@ export class UndoTaker {
           return; // the undo has ended
         }
         try {
-          await this.served.call('POST', `/undos/${segment(taken.actionId)}/renew`, { body: { leaseId: taken.leaseId } });
+          // Straight to the server, as the claim: not behind the journal's sending, which may outlast the lease.
+          const renew = `/undos/${segment(taken.actionId)}/renew`;
+          await this.served.connection.call('POST', renew, { body: { leaseId: taken.leaseId } });
         } catch (failure) {
           if (failure instanceof AgentReinUnavailableError) continue;
           // The lease ended (the undo has failed), or the server refuses: say so, and renew no more.
