@@ -46,6 +46,24 @@ def started(engine: Engine, n: int = 2) -> tuple[str, str, str, list[Action]]:
     return org.org_id, key.key_id, session.session_id, actions
 
 
+def advanced(engine: Engine, org_id: str, session_id: str) -> Rollback:
+    """The session's rollback, advanced as far as it goes now (by its id: on a shared database, a job another
+    test left due is not this one)."""
+    job = engine.rollbacks.latest_rollback(org_id, session_id)
+    assert job is not None
+    return engine.rollbacks.run_rollback(org_id, job.rollback_id, AgentsOnly())
+
+
+def taken_undo(engine: Engine) -> tuple[str, str, str, Action, str]:
+    """A session of one undoable action whose rollback has handed its undo over, taken by the agent's key:
+    the organisation, the key, the session, the action and the lease."""
+    org_id, key, session_id, (action,) = started(engine, 1)
+    advanced(engine, org_id, session_id)
+    claimed = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert claimed is not None and claimed.handoff.lease_id is not None
+    return org_id, key, session_id, action, claimed.handoff.lease_id
+
+
 def test_a_handed_undo_is_taken_by_the_agent_process_and_the_rollback_goes_on_once_it_reports(engine: Engine) -> None:
     org_id, key, session_id, (first, second) = started(engine)
     job = engine.rollbacks.run_next_rollback(AgentsOnly())
@@ -84,35 +102,27 @@ def test_an_undo_no_agent_process_takes_in_time_fails_the_rollback_with_that_rea
 def test_an_undo_taken_and_never_reported_fails_once_its_lease_ends_and_a_late_report_is_refused(
     engine: Engine, clock: Clock
 ) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    engine.rollbacks.run_next_rollback(AgentsOnly())
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
+    org_id, key, session_id, action, lease_id = taken_undo(engine)
     clock.advance(seconds=121)
-    job = engine.rollbacks.run_next_rollback(AgentsOnly())
-    assert job is not None and job.status is RollbackStatus.FAILED
+    job = advanced(engine, org_id, session_id)
+    assert job.status is RollbackStatus.FAILED
     assert "did not report the outcome before its lease ended" in (job.error or "")
     with pytest.raises(LeaseLostError):
-        engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+        engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, True, agent_key=key)
 
 
 def test_a_report_under_another_lease_is_refused(engine: Engine) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    engine.rollbacks.run_next_rollback(AgentsOnly())
-    assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key) is not None
+    org_id, key, _, action, _ = taken_undo(engine)
     with pytest.raises(LeaseLostError):
         engine.rollbacks.report_handed_undo(org_id, action.action_id, "not-the-lease", True, agent_key=key)
 
 
 def test_an_undo_the_agent_process_could_not_run_fails_the_rollback_with_its_error(engine: Engine) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    engine.rollbacks.run_next_rollback(AgentsOnly())
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
+    org_id, key, session_id, action, lease_id = taken_undo(engine)
     error = "UndoError: memory.delete_entities answered an error: gone"
-    engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, False, error, agent_key=key)
-    job = engine.rollbacks.run_next_rollback(AgentsOnly())
-    assert job is not None and job.status is RollbackStatus.FAILED
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, False, error, agent_key=key)
+    job = advanced(engine, org_id, session_id)
+    assert job.status is RollbackStatus.FAILED
     assert "the agent's process could not undo it: UndoError: memory.delete_entities" in (job.error or "")
 
 
@@ -125,15 +135,12 @@ def test_an_agent_key_takes_only_the_undos_of_its_own_sessions(engine: Engine) -
 
 
 def test_the_same_report_again_is_answered_as_the_first_was(engine: Engine) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    engine.rollbacks.run_next_rollback(AgentsOnly())
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
-    first = engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
-    again = engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+    org_id, key, _, action, lease_id = taken_undo(engine)
+    first = engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, True, agent_key=key)
+    again = engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, True, agent_key=key)
     assert again == first
     with pytest.raises(LeaseLostError):  # a different outcome is not the same report
-        engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, False, agent_key=key)
+        engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, False, agent_key=key)
 
 
 def test_a_claim_waits_only_while_one_of_its_sessions_is_being_rolled_back(
@@ -180,22 +187,10 @@ def test_an_undo_handed_to_the_agent_is_never_run_here_too_once_the_settings_wou
     assert job.status is RollbackStatus.SUCCEEDED
 
 
-def advanced(engine: Engine, org_id: str, session_id: str) -> Rollback:
-    """The session's rollback, advanced as far as it goes now (by its id: on a shared database, a job another
-    test left due is not this one)."""
-    job = engine.rollbacks.latest_rollback(org_id, session_id)
-    assert job is not None
-    return engine.rollbacks.run_rollback(org_id, job.rollback_id, AgentsOnly())
-
-
 def test_a_taker_that_renews_its_lease_reports_an_undo_that_outlasted_the_first_lease(
     engine: Engine, clock: Clock
 ) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    advanced(engine, org_id, session_id)
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
-    lease_id = taken.handoff.lease_id
+    org_id, key, session_id, action, lease_id = taken_undo(engine)
     for _ in range(3):  # 300 s in all, well past the 120 s of one lease
         clock.advance(seconds=100)
         renewed = engine.rollbacks.renew_handed_undo(org_id, action.action_id, lease_id, agent_key=key)
@@ -211,42 +206,33 @@ def test_a_taker_that_renews_its_lease_reports_an_undo_that_outlasted_the_first_
 def test_a_taker_that_stops_renewing_has_its_undo_failed_and_it_is_never_offered_again(
     engine: Engine, clock: Clock
 ) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    advanced(engine, org_id, session_id)
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
+    org_id, key, session_id, action, lease_id = taken_undo(engine)
     clock.advance(seconds=100)
-    engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+    engine.rollbacks.renew_handed_undo(org_id, action.action_id, lease_id, agent_key=key)
     clock.advance(seconds=121)  # the taker died
     job = advanced(engine, org_id, session_id)
     assert job.status is RollbackStatus.FAILED
     assert "did not report the outcome before its lease ended" in (job.error or "")
     with pytest.raises(LeaseLostError):
-        engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, lease_id, agent_key=key)
     assert engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key) is None
 
 
 def test_a_lease_renewed_after_its_end_is_refused_even_before_the_rollback_gives_up_on_it(
     engine: Engine, clock: Clock
 ) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    advanced(engine, org_id, session_id)
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
+    org_id, key, session_id, action, lease_id = taken_undo(engine)
     clock.advance(seconds=121)
     with pytest.raises(LeaseLostError):
-        engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, lease_id, agent_key=key)
     job = advanced(engine, org_id, session_id)
     assert job.status is RollbackStatus.FAILED
 
 
 def test_a_renewal_under_another_lease_or_after_the_report_is_refused(engine: Engine) -> None:
-    org_id, key, session_id, (action,) = started(engine, 1)
-    advanced(engine, org_id, session_id)
-    taken = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
-    assert taken is not None and taken.handoff.lease_id is not None
+    org_id, key, _, action, lease_id = taken_undo(engine)
     with pytest.raises(LeaseLostError):
         engine.rollbacks.renew_handed_undo(org_id, action.action_id, "not-the-lease", agent_key=key)
-    engine.rollbacks.report_handed_undo(org_id, action.action_id, taken.handoff.lease_id, True, agent_key=key)
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, lease_id, True, agent_key=key)
     with pytest.raises(LeaseLostError):
-        engine.rollbacks.renew_handed_undo(org_id, action.action_id, taken.handoff.lease_id, agent_key=key)
+        engine.rollbacks.renew_handed_undo(org_id, action.action_id, lease_id, agent_key=key)

@@ -33,6 +33,8 @@ const REPORT_ATTEMPTS = 10;
 const MOST_SESSIONS = 1000;
 /** A taken undo's lease is renewed after this part of it, while the undo runs: twice more before it would end. */
 const RENEW_EVERY = 1 / 3;
+/** The lease (s) of a server older than renewals, which sends no `leaseSeconds`: its own, as Python's taker assumes. */
+const OLDER_SERVERS_LEASE_SECONDS = 120;
 
 /** A wrapped client as the taker runs undos through it. */
 interface Held {
@@ -142,15 +144,19 @@ export class UndoTaker {
    *  waits for a renewal under way. */
   private keepLease(taken: HandedUndo): { stop: () => Promise<void> } {
     const finished = new AbortController();
+    // The wire type says it is always there; a server older than renewals leaves it out (sleep(NaN) is 1 ms).
+    const leaseSeconds = (taken.leaseSeconds as number | undefined) ?? OLDER_SERVERS_LEASE_SECONDS;
     const renewing = (async () => {
       for (;;) {
         try {
-          await sleep(taken.leaseSeconds * 1000 * RENEW_EVERY, undefined, { ref: false, signal: finished.signal });
+          await sleep(leaseSeconds * 1000 * RENEW_EVERY, undefined, { ref: false, signal: finished.signal });
         } catch {
           return; // the undo has ended
         }
         try {
-          await this.served.call('POST', `/undos/${segment(taken.actionId)}/renew`, { body: { leaseId: taken.leaseId } });
+          // Straight to the server, as the claim: not behind the journal's sending, which may outlast the lease.
+          const renew = `/undos/${segment(taken.actionId)}/renew`;
+          await this.served.connection.call('POST', renew, { body: { leaseId: taken.leaseId } });
         } catch (failure) {
           if (failure instanceof AgentReinUnavailableError) continue;
           // The lease ended (the undo has failed), or the server refuses: say so, and renew no more.
