@@ -126,7 +126,8 @@ export class UndoTaker {
     for (let attempt = 1; ; attempt += 1) {
       // The same report again is answered as the first was: sent again while the server cannot be reached.
       try {
-        await this.served.call('POST', `/undos/${segment(taken.actionId)}/outcome`, { body });
+        // Straight to the server, as the Python taker's: not behind the journal's sending, which may outlast the lease.
+        await this.served.connection.call('POST', `/undos/${segment(taken.actionId)}/outcome`, { body });
         return;
       } catch (failure) {
         if (!(failure instanceof AgentReinError)) throw failure;
