@@ -3,6 +3,7 @@ commit; each is answered after that commit, alone in what it was refused; on bot
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -162,3 +163,28 @@ def test_a_confirmation_in_a_group_sees_the_record_written_before_it_in_the_same
 
     _, confirmed = handed_together(engine, [record, confirm])
     assert confirmed.result(10).status is ActionStatus.SUCCESS
+
+
+def test_a_request_cancelled_while_its_record_waits_is_still_written_and_the_writer_goes_on(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    writer = engine.store.group_commit
+    busy, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        busy.set()
+        release.wait(10)
+
+    async def client_goes_away() -> None:
+        first = writer.submit(hold)
+        assert busy.wait(10)
+        request = asyncio.ensure_future(writer.run(create(org_id, session_id, engine, "things.create#1")))
+        await asyncio.sleep(0)  # handed over
+        request.cancel()  # as Litestar cancels the handler of a client that disconnected
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        release.set()
+        first.result(10)
+
+    asyncio.run(client_goes_away())
+    later = writer.submit(create(org_id, session_id, engine, "things.create#2")).result(10)
+    assert later.action.seq == 2  # the cancelled request's record was written first, and the writer goes on

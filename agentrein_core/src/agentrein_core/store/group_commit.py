@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from agentrein_core.errors import AgentReinUnavailableError
+from agentrein_core.errors import AgentReinError, AgentReinUnavailableError
 
 T = TypeVar("T")
 log = logging.getLogger("agentrein")
@@ -50,8 +50,10 @@ class GroupCommit:
         self._closed = False
 
     async def run(self, work: Callable[[], T]) -> T:
-        """Run ``work`` in the writer's group transaction; its result (or what it raised) once that commits."""
-        return await asyncio.wrap_future(self.submit(work))
+        """Run ``work`` in the writer's group transaction; its result (or what it raised) once that commits. A
+        request cancelled meanwhile (its client went away) does not cancel the work: handed over, it is written,
+        as it was when each request had a thread of its own."""
+        return await asyncio.shield(asyncio.wrap_future(self.submit(work)))
 
     def submit(self, work: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
@@ -89,7 +91,12 @@ class GroupCommit:
                     stopping = True
                     break
                 group.append(more)
-            self._commit(group)
+            try:
+                self._commit(group)
+            except BaseException as exc:  # never a request left waiting for its answer, nor a writer gone
+                log.exception("the group commit of %d records failed", len(group))
+                for _, future in group:
+                    _settle(future, False, AgentReinError(f"the AgentRein store failed ({type(exc).__name__})"))
 
     def _commit(self, group: list[_Work]) -> None:
         outcomes: list[tuple[bool, Any]] = []
@@ -105,10 +112,17 @@ class GroupCommit:
                 log.info("a group commit of %d records failed (%s); each is written alone", len(group), exc)
                 outcomes = [_outcome(work) for work, _ in group]
         for (_, future), (ok, value) in zip(group, outcomes, strict=True):
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            _settle(future, ok, value)
+
+
+def _settle(future: Future[Any], ok: bool, value: Any) -> None:
+    """Answer ``future`` with ``value`` (a result when ``ok``, else an exception), unless it was answered."""
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 def _outcome(work: Callable[[], Any]) -> tuple[bool, Any]:
