@@ -982,15 +982,23 @@ def test_an_agent_cannot_roll_back_a_completed_session_by_reporting_a_failure(
     assert order_id in service.collection("orders")
 
 
+def failure_reported(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService, reason: str
+) -> tuple[str, str, dict[str, Any]]:
+    """An agent's session that created an order, then reported with ``reason`` that action logging failed: its
+    id, the order's, and the rollback the report set off, once it ended."""
+    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
+        session_id, order_id = session_with_a_created_order(agent, service)
+        reported = agent.post(f"/sessions/{session_id}/fail", json={"reason": reason, "connector": "http"})
+    assert reported.status_code == 200, reported.text
+    return session_id, order_id, api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+
+
 def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_back(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    reason = {"reason": "action logging failed: a token=abc123 in the api name", "connector": "http"}
-    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
-        session_id, order_id = session_with_a_created_order(agent, service)
-        reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
-    assert reported.status_code == 200, reported.text
-    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    reason = "action logging failed: a token=abc123 in the api name"
+    session_id, order_id, job = failure_reported(server, api, tenant, service, reason)
     assert job["status"] == "SUCCEEDED" and job["trigger"].startswith("action logging failed")
     assert "abc123" not in job["trigger"]
     assert api.get(f"/sessions/{session_id}").json()["displayStatus"] == "REVERTED"
@@ -1000,12 +1008,8 @@ def test_an_agents_report_that_action_logging_failed_rolls_its_active_session_ba
 def test_a_failure_reported_with_a_reason_of_any_length_still_rolls_the_session_back(
     server: RunningServer, api: httpx.Client, tenant: Tenant, service: FakeService
 ) -> None:
-    reason = {"reason": "action logging failed: " + "x" * 20_000 + " token=abc123", "connector": "http"}
-    with as_key(tenant, server.key(tenant, Role.AGENT)) as agent:
-        session_id, order_id = session_with_a_created_order(agent, service)
-        reported = agent.post(f"/sessions/{session_id}/fail", json=reason)
-    assert reported.status_code == 200, reported.text
-    job = api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    reason = "action logging failed: " + "x" * 20_000 + " token=abc123"
+    _, order_id, job = failure_reported(server, api, tenant, service, reason)
     assert job["status"] == "SUCCEEDED" and job["trigger"].startswith("action logging failed: xxx")
     assert order_id not in service.collection("orders")
 
