@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +189,27 @@ def test_a_request_cancelled_while_its_record_waits_is_still_written_and_the_wri
     asyncio.run(client_goes_away())
     later = writer.submit(create(org_id, session_id, engine, "things.create#2")).result(10)
     assert later.action.seq == 2  # the cancelled request's record was written first, and the writer goes on
+
+
+def test_a_record_is_never_answered_when_sqlite_ends_the_groups_transaction_under_it(
+    tmp_path: Path, clock: Clock
+) -> None:
+    engine = Engine(Store(f"sqlite:///{tmp_path / 'agentrein.db'}"), clock=clock)
+    org_id, session_id = an_organisation(engine)
+
+    def fill_the_disk() -> None:  # SQLITE_FULL: SQLite rolls the whole transaction back, the group's
+        with engine.store.transaction() as tx:
+            tx.conn.exec_driver_sql(f"PRAGMA max_page_count={tx.conn.exec_driver_sql('PRAGMA page_count').scalar()}")
+            tx.conn.exec_driver_sql("CREATE TABLE filler (x TEXT)")
+            for i in range(200):
+                tx.conn.exec_driver_sql("INSERT INTO filler VALUES (?)", (f"{i}" * 4000,))
+
+    try:
+        kept, full = handed_together(engine, [create(org_id, session_id, engine, "things.create#1"), fill_the_disk])
+        with pytest.raises(AgentReinError, match="full"):
+            full.result(10)
+        answered = kept.result(10)  # written alone again, after the group was lost
+        stored = engine.recording.get_session(org_id, session_id).actions
+        assert [a.action_id for a in stored] == [answered.action.action_id]
+    finally:
+        engine.store.close()

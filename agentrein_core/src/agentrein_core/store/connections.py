@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
@@ -175,14 +175,15 @@ class Store:
         self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it
 
     @contextmanager
-    def shared_transaction(self) -> Iterator[None]:
+    def shared_transaction(self) -> Iterator[Callable[[], bool]]:
         """Until the block ends, every transaction this thread opens is a savepoint of one transaction,
-        committed (and told to the observers) when the block ends: :class:`~.group_commit.GroupCommit`'s."""
+        committed (and told to the observers) when the block ends: :class:`~.group_commit.GroupCommit`'s. It
+        yields a look at whether that transaction is still open (the database may have ended it)."""
         with _translated(), self._connect(write=True) as conn, conn.begin():
             tx = Tx(conn, self.differences)
             self._shared.tx = tx
             try:
-                yield
+                yield lambda: self.differences.in_transaction(conn)
             finally:
                 self._shared.tx = None
         self.changed(frozenset(tx.changes))  # committed: only now may anyone act on it

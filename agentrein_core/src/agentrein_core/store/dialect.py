@@ -46,6 +46,11 @@ class Dialect:
     def notify(self, conn: Connection, payload: str) -> None:
         """Tell other processes ``payload`` when the transaction of ``conn`` commits (none listen on SQLite)."""
 
+    def in_transaction(self, conn: Connection) -> bool:
+        """Whether the driver's transaction on ``conn`` is still open: SQLite ends it by itself on some errors
+        (a full disk, an I/O error), after which statements would commit one by one."""
+        return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
+
     def upsert(self, conn: Connection, table: sa.Table, row: Mapping[str, Any]) -> None:
         """Write ``row`` over the row of ``table`` with the same primary key, or insert it."""
         keys = [c.name for c in table.primary_key.columns]
@@ -78,6 +83,14 @@ class PostgreSQL(Dialect):
 
     def notify(self, conn: Connection, payload: str) -> None:
         conn.execute(_NOTIFY, {"channel": EVENTS_CHANNEL, "payload": payload})  # NOTIFY is delivered on commit
+
+    def in_transaction(self, conn: Connection) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        # psycopg sends BEGIN with the first statement (IDLE until then); PostgreSQL ends a transaction only
+        # with its connection, or leaves it failed by an error outside any savepoint.
+        status = conn.connection.dbapi_connection.info.transaction_status  # type: ignore[union-attr]
+        return status in (TransactionStatus.IDLE, TransactionStatus.INTRANS)
 
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)

@@ -40,7 +40,7 @@ class GroupCommit:
     (:meth:`~agentrein_core.store.Store.shared_transaction`)."""
 
     def __init__(
-        self, shared_transaction: Callable[[], AbstractContextManager[None]], most: int = MOST_PER_COMMIT
+        self, shared_transaction: Callable[[], AbstractContextManager[Callable[[], bool]]], most: int = MOST_PER_COMMIT
     ) -> None:
         self.shared_transaction = shared_transaction
         self.most = most
@@ -101,8 +101,11 @@ class GroupCommit:
     def _commit(self, group: list[_Work]) -> None:
         outcomes: list[tuple[bool, Any]] = []
         try:
-            with self.shared_transaction():
-                outcomes = [_outcome(work) for work, _ in group]
+            with self.shared_transaction() as still_open:
+                for work, _ in group:
+                    outcomes.append(_outcome(work))
+                    if not still_open():  # what the group wrote so far is gone: none of it may be answered
+                        raise AgentReinUnavailableError("the database ended the group's transaction")
         except Exception as exc:  # the group's transaction or its commit failed: nothing of it was written
             if len(group) == 1:
                 outcomes = [(False, exc)]

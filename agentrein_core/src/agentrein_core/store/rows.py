@@ -146,10 +146,13 @@ class Rows:
         run_on_driver(self.conn, f"SAVEPOINT {name}")
         try:
             yield
-        except BaseException:
-            run_on_driver(self.conn, f"ROLLBACK TO SAVEPOINT {name}")
-            run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
+        except BaseException as exc:
             self.changes = announced
+            try:
+                run_on_driver(self.conn, f"ROLLBACK TO SAVEPOINT {name}")
+                run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
+            except sa.exc.DBAPIError:  # the database ended the transaction itself: the cause is what matters
+                raise exc from None
             raise
         run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
 
