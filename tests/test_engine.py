@@ -35,6 +35,7 @@ from agentrein_core.statuses import (
     UndoStatus,
 )
 from agentrein_core.store import Store
+from agentrein_core.store.sessions import Sessions
 
 
 class Clock:
@@ -375,6 +376,40 @@ def test_a_sessions_wanted_checks_are_taken_by_one_supervisor_only(engine: Engin
     assert engine.intent_checks.queue_wanted(org.org_id) == 1
     with engine.store.transaction() as tx:
         assert tx.sessions.take_checks_due(seen) is None  # the second finds them taken: nothing queued twice
+
+
+def test_a_call_confirmed_while_the_supervisor_queues_its_sessions_checks_is_still_checked(
+    postgres_url: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL only: there the confirmation and the supervisor's round run at once (SQLite runs one after the other).
+    engine = Engine(Store(postgres_url), clock=clock)
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    under_way = log(engine, org.org_id, session.session_id)
+    run_actions(engine, org.org_id, session.session_id, 1)  # marks the session: the confirmation below finds it marked
+    marked, release = threading.Event(), threading.Event()
+    want_check = Sessions.want_check
+
+    def held_before_commit(sessions: Sessions, session_id: str) -> None:
+        want_check(sessions, session_id)
+        marked.set()
+        release.wait(timeout=30)
+
+    monkeypatch.setattr(Sessions, "want_check", held_before_commit)
+    confirmation = threading.Thread(
+        target=engine.recording.confirm_action, args=(org.org_id, under_way.action.action_id, Confirmed(response={}))
+    )
+    confirmation.start()
+    try:
+        assert marked.wait(timeout=30)
+        assert engine.intent_checks.queue_wanted(org.org_id) == 1  # the call that had run: the other is not yet
+    finally:
+        release.set()
+        confirmation.join(timeout=30)
+    assert engine.intent_checks.queue_wanted(org.org_id) == 1  # the call confirmed meanwhile: not lost
+    actions = engine.recording.get_session(org.org_id, session.session_id).actions
+    assert [a.verification is not None for a in actions] == [True, True]
+    engine.store.close()
 
 
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:

@@ -141,6 +141,9 @@ class IntentChecking(UseCases):
                     settled = seq
                 if settled > checked_seq:
                     tx.sessions.checked_up_to(session_id, settled)
+                awaited = [action_id for action_id, _, status, _ in actions if status in rules.OUTCOME_AWAITED]
+                if awaited and tx.actions.outcome_under_way(awaited):
+                    tx.sessions.want_check(session_id)  # its confirmation found the mark this round just took
                 queued += len(wanted)
         return queued
 
