@@ -4,7 +4,9 @@ commit; each is answered after that commit, alone in what it was refused; on bot
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -17,7 +19,7 @@ from test_engine import Clock, clock, log
 
 from agentrein_core.commands import Confirmed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine
-from agentrein_core.errors import AgentReinError, NotFoundError, PolicyBlockedError
+from agentrein_core.errors import AgentReinError, AgentReinUnavailableError, NotFoundError, PolicyBlockedError
 from agentrein_core.model import UndoConfig
 from agentrein_core.read_models import Confirmation
 from agentrein_core.statuses import ActionStatus, OperationType, Plan
@@ -46,9 +48,11 @@ def commits_of(store: Store) -> list[int]:
     return commits
 
 
-def handed_together(engine: Engine, works: list[Callable[[], Any]]) -> list[Future[Any]]:
+def handed_together(
+    engine: Engine, works: list[Callable[[], Any]], meanwhile: Callable[[], None] = lambda: None
+) -> list[Future[Any]]:
     """``works`` handed to the writer while it is busy with a first piece of work, so that they all wait and
-    then go in one group; their futures."""
+    then go in one group (``meanwhile`` runs just before the writer is let go); their futures."""
     writer = engine.store.group_commit
     busy, release = threading.Event(), threading.Event()
 
@@ -60,6 +64,7 @@ def handed_together(engine: Engine, works: list[Callable[[], Any]]) -> list[Futu
     assert busy.wait(10)
     futures = [writer.submit(work) for work in works]
     assert not any(f.done() for f in futures)  # nothing answered before its commit
+    meanwhile()
     release.set()
     first.result(10)
     return futures
@@ -114,26 +119,65 @@ def test_a_record_refused_in_a_group_writes_nothing_and_the_others_are_kept(engi
     ]
 
 
-def failing_commits(store: Store, which: Callable[[int], bool]) -> list[int]:
-    """Make the commits of ``store`` for which ``which(n)`` is true fail (n: 1 for the next commit from now, as a
-    lost disk would); the commits counted, the failed ones too."""
+def failing_commits(store: Store, which: Callable[[int], bool], outage: bool = True) -> list[int]:
+    """Make the commits of ``store`` for which ``which(n)`` is true fail (n: 1 for the next commit from now), as a
+    lost disk or connection would (``outage``), or as a commit the database refuses; the commits counted, the
+    failed ones too."""
     commits = commits_of(store)
 
     def fail(conn: Any) -> None:
         if which(len(commits)):
-            raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
+            if outage:
+                raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
+            raise sa.exc.DatabaseError("COMMIT", {}, Exception("refused at commit"))
 
     sa.event.listen(store.engine, "commit", fail)
     return commits
 
 
-def test_a_group_whose_commit_fails_writes_each_of_its_records_alone(engine: Engine) -> None:
+def test_a_group_whose_commit_the_database_refuses_writes_each_of_its_records_alone(engine: Engine) -> None:
     org_id, session_id = an_organisation(engine)
-    commits = failing_commits(engine.store, lambda n: n == 2)  # the first commit is the busy writer's own
+    commits = failing_commits(engine.store, lambda n: n == 2, outage=False)  # the first is the busy writer's own
     futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)])
     assert [f.result(10).action.seq for f in futures] == [1, 2, 3]
     assert len(commits) == 5  # the writer's own, the group's that failed, then one for each record
     assert len(engine.recording.get_session(org_id, session_id).actions) == 3
+
+
+def test_a_group_whose_commit_is_lost_with_the_database_is_answered_unavailable_and_not_written_again(
+    engine: Engine,
+) -> None:
+    org_id, session_id = an_organisation(engine)
+    # Its outcome is unknown (the connection may go after the database committed): written again, the records
+    # could be there twice. Their clients send them again, under the same idempotency keys.
+    commits = failing_commits(engine.store, lambda n: n == 2)
+    futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)])
+    for future in futures:
+        with pytest.raises(AgentReinUnavailableError):
+            future.result(10)
+    assert len(commits) == 2  # the writer's own and the group's: none written alone after it
+    assert engine.recording.get_session(org_id, session_id).actions == []
+
+
+def test_a_group_that_cannot_have_the_database_answers_each_record_unavailable_at_once(engine: Engine) -> None:
+    org_id, session_id = an_organisation(engine)
+    tries: list[int] = []
+
+    def locked(conn: Any) -> None:  # as when another process holds the lock past the busy timeout
+        tries.append(1)
+        raise sa.exc.OperationalError("BEGIN", {}, sqlite3.OperationalError("database is locked"))
+
+    def lock_out() -> None:
+        sa.event.listen(engine.store.engine, "begin", locked)
+
+    works = [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)]
+    futures = handed_together(engine, works, meanwhile=lock_out)
+    for future in futures:
+        with pytest.raises(AgentReinUnavailableError, match="locked"):
+            future.result(10)
+    assert len(tries) == 1  # the group's: not each record alone after it, waiting as long again
+    sa.event.remove(engine.store.engine, "begin", locked)
+    assert engine.recording.get_session(org_id, session_id).actions == []
 
 
 def test_records_whose_every_commit_fails_are_each_answered_with_the_failure_and_none_is_written(
@@ -212,4 +256,50 @@ def test_a_record_is_never_answered_when_sqlite_ends_the_groups_transaction_unde
         stored = engine.recording.get_session(org_id, session_id).actions
         assert [a.action_id for a in stored] == [answered.action.action_id]
     finally:
+        engine.store.close()
+
+
+def test_a_record_that_loses_a_deadlock_inside_a_group_is_written_alone_once_the_group_commits(
+    postgres_url: str, clock: Clock
+) -> None:
+    engine = Engine(Store(postgres_url), clock=clock)
+    org_id, first = an_organisation(engine)
+    second = engine.recording.new_session(org_id, "agent", "intent").session_id
+    other = engine.store.engine.connect()  # another transaction: it holds the second session, then wants the first
+    other_tx = other.begin()
+    other.exec_driver_sql("SET deadlock_timeout = '30s'")  # so that the group's statement is the one PostgreSQL ends
+    other.exec_driver_sql("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", (second,))
+    other_done = threading.Event()
+
+    def other_wants_the_first() -> None:
+        other.exec_driver_sql("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", (first,))
+        other_tx.commit()
+        other_done.set()
+
+    waiting = threading.Thread(target=other_wants_the_first)
+
+    def other_waits_for_the_group() -> None:  # the group holds the first session's row now
+        waiting.start()
+        with engine.store.engine.connect() as look:
+            while not look.exec_driver_sql(
+                "SELECT 1 FROM pg_locks WHERE NOT granted AND pid = %s",
+                (other.connection.dbapi_connection.info.backend_pid,),
+            ).first():
+                time.sleep(0.05)
+
+    try:
+        _, _, stuck = handed_together(
+            engine,
+            [
+                create(org_id, first, engine, "things.create#1"),
+                other_waits_for_the_group,
+                create(org_id, second, engine, "things.create#2"),  # waits for the other: a deadlock
+            ],
+        )
+        assert stuck.result(30).action.seq == 1  # undone in the group, then written alone
+        assert other_done.wait(30)
+        assert [a.api_name for a in engine.recording.get_session(org_id, second).actions] == ["things.create#2"]
+    finally:
+        waiting.join(30)
+        other.close()
         engine.store.close()

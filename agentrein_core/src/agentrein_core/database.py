@@ -204,3 +204,18 @@ def is_outage(exc: OperationalError) -> bool:
     SQLite says which by its result code."""
     code = getattr(exc.orig, "sqlite_errorcode", None)
     return code is None or code & 0xFF in _SQLITE_OUTAGES
+
+
+#: PostgreSQL's words for a transaction that lost to a concurrent one (a deadlock, a serialization failure): the
+#: same work succeeds when tried again.
+_LOST_TO_ANOTHER = frozenset({"40P01", "40001"})
+
+
+def lost_to_another_transaction(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused by the database ending a statement that lost to a concurrent transaction."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(getattr(seen, "orig", None), "sqlstate", None) in _LOST_TO_ANOTHER:
+            return True
+        seen = seen.__cause__
+    return False

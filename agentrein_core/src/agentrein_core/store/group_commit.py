@@ -4,9 +4,11 @@ so that records arriving together share one transaction and one commit.
 Each piece of work is a use case run as it would run alone, in the writer's thread: its transactions are
 savepoints of the group's one (:meth:`Store.shared_transaction`), so a record that is refused, blocked or fails
 is undone alone and stays that record's answer alone. Every answer waits for the commit that holds it: nothing
-is answered before it is durable. If the group's transaction fails as a whole (on PostgreSQL, a deadlock with a
-transaction holding some of its rows, say), none of it was written, and each piece of work runs again alone, in
-a transaction of its own.
+is answered before it is durable. If the group's transaction fails as a whole (one piece of work broke it, or
+the database refused the commit), none of it was written, and each piece of work runs again alone, in a
+transaction of its own. If the database is out (unreachable, locked by another process, or gone during the
+commit, whose outcome is then unknown), every piece is answered :class:`AgentReinUnavailableError` instead, and
+its client sends it again under the same idempotency key.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from agentrein_core.database import lost_to_another_transaction
 from agentrein_core.errors import AgentReinError, AgentReinUnavailableError
 
 T = TypeVar("T")
@@ -105,17 +108,33 @@ class GroupCommit:
                 for work, _ in group:
                     outcomes.append(_outcome(work))
                     if not still_open():  # what the group wrote so far is gone: none of it may be answered
-                        raise AgentReinUnavailableError("the database ended the group's transaction")
+                        raise _Ended("the database ended the group's transaction")
         except Exception as exc:  # the group's transaction or its commit failed: nothing of it was written
             if len(group) == 1:
                 outcomes = [(False, exc)]
+            elif isinstance(exc, AgentReinUnavailableError) and not isinstance(exc, _Ended):
+                # The database could not be had (unreachable, locked, no connection free), so each alone would
+                # wait as long again; or the commit's outcome is unknown (the connection went during it), so each
+                # again might be written twice. Each is answered so: its client sends it again under its key.
+                outcomes = [(False, exc)] * len(group)
             else:
-                # Each runs again alone, so that what failed (a deadlock with another transaction that holds
-                # some of the group's rows, one piece's error that broke the transaction) fails that one alone.
+                # Each runs again alone, so that what failed (one piece's error that broke the transaction, a
+                # commit the database refused) fails that one alone.
                 log.info("a group commit of %d records failed (%s); each is written alone", len(group), exc)
                 outcomes = [_outcome(work) for work, _ in group]
+        else:
+            # A piece that lost a deadlock to another transaction (PostgreSQL ends one of the two) was undone
+            # alone; it runs again, by itself, now that the group's rows are free.
+            outcomes = [
+                _outcome(work) if not ok and lost_to_another_transaction(value) else (ok, value)
+                for (work, _), (ok, value) in zip(group, outcomes, strict=True)
+            ]
         for (_, future), (ok, value) in zip(group, outcomes, strict=True):
             _settle(future, ok, value)
+
+
+class _Ended(AgentReinUnavailableError):
+    """The database ended the group's transaction under it (SQLite does, on a full disk): a piece of work did."""
 
 
 def _settle(future: Future[Any], ok: bool, value: Any) -> None:
