@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -10,8 +12,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.schema import CreateIndex
+from test_engine import run_actions
 
 from agentrein_core.database import alembic_config
+from agentrein_core.engine import Engine
+from agentrein_core.engine.consequences import queue_check
+from agentrein_core.statuses import Plan
 from agentrein_core.store import Store
 from agentrein_core.store.migrations import HEAD
 from agentrein_core.store.schema import metadata
@@ -35,6 +41,41 @@ def test_migrations_downgrade_to_nothing_and_upgrade_again(database_url: str) ->
         sa.inspect(store.engine).get_table_names()
     )
     store.close()
+
+
+def test_a_downgrade_below_the_intent_check_watermark_queues_the_checks_calls_want(database_url: str) -> None:
+    store = Store(database_url)
+    engine = Engine(store)
+    org = engine.accounts.create_organisation(f"o-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session_id = engine.recording.new_session(org.org_id, "agent", "intent").session_id
+    queued_by_a_round, still_wanted = (a.action_id for a in run_actions(engine, org.org_id, session_id, 2))
+    with store.transaction() as tx:
+        tx.actions.checks_queued([queued_by_a_round])
+        queue_check(tx, datetime.now(UTC), org.org_id, session_id, queued_by_a_round)
+    command.downgrade(alembic_config(store.url), "0014")
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT action_id, due_at FROM verifications WHERE session_id = :s"), {"s": session_id}
+        )
+        checks = sorted((action_id, due is not None) for action_id, due in rows)
+    store.upgrade()
+    store.close()
+    assert checks == sorted([(queued_by_a_round, True), (still_wanted, True)])  # each call's, once
+
+
+def test_a_database_holding_records_migrates_down_to_the_first_revision_and_up_again_keeping_them(
+    database_url: str,
+) -> None:
+    store = Store(database_url)
+    engine = Engine(store)
+    org = engine.accounts.create_organisation(f"o-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    session_id = engine.recording.new_session(org.org_id, "agent", "intent").session_id
+    done = [a.action_id for a in run_actions(engine, org.org_id, session_id, 2)]
+    command.downgrade(alembic_config(store.url), "0001")  # SQLite rebuilds tables that rows point at, both ways
+    store.upgrade()
+    kept = [a.action_id for a in engine.recording.get_session(org.org_id, session_id).actions]
+    store.close()
+    assert kept == done
 
 
 def test_opening_a_store_twice_is_harmless(database_url: str) -> None:

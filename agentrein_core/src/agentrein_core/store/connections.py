@@ -60,8 +60,7 @@ class Store:
         from alembic import command  # only a database behind the code pays for importing the migrator
 
         config = alembic_config(self.url)
-        with self._connect(write=True) as conn, conn.begin():
-            self.differences.migrating(conn)  # one migrator at a time when several processes start together
+        with self._connect(write=True) as conn, self.differences.migration(conn):
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
 

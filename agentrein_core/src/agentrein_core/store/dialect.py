@@ -10,12 +10,15 @@ other processes with NOTIFY, which :meth:`PostgreSQL.listen` receives.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+
+from agentrein_core.errors import AgentReinError
 
 #: The PostgreSQL channel on which committed changes are announced, so that every replica's long-polls and
 #: workers wake at once.
@@ -40,8 +43,24 @@ class Dialect:
         """``stmt`` taking its rows so that a concurrent claimer skips them rather than waiting or sharing."""
         return stmt
 
-    def migrating(self, conn: Connection) -> None:
-        """Make concurrent migrators of the database wait for this one (SQLite's writer lock does already)."""
+    @contextmanager
+    def migration(self, conn: Connection) -> Iterator[None]:
+        """A transaction for migrations, committed when the block ends. SQLite's writer lock makes other migrators
+        wait. A migration may rebuild a table (SQLite alters a table by copying it), which foreign keys would
+        refuse while rows point at it (dropping the old table deletes it first): they are off meanwhile (a
+        pragma that only counts outside a transaction), and every row's parent is looked for before the commit."""
+        driver: Any = conn.connection.driver_connection
+        driver.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with conn.begin():
+                yield
+                orphans = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+                if orphans:
+                    raise AgentReinError(
+                        f"a migration left rows whose parent is gone (table, rowid, parent): {orphans}"
+                    )
+        finally:
+            driver.execute("PRAGMA foreign_keys=ON")
 
     def notify(self, conn: Connection, payload: str) -> None:
         """Tell other processes ``payload`` when the transaction of ``conn`` commits (none listen on SQLite)."""
@@ -78,8 +97,11 @@ class PostgreSQL(Dialect):
     def skip_locked(self, stmt: S) -> S:
         return stmt.with_for_update(skip_locked=True)
 
-    def migrating(self, conn: Connection) -> None:
-        conn.execute(_MIGRATION_LOCK)
+    @contextmanager
+    def migration(self, conn: Connection) -> Iterator[None]:
+        with conn.begin():
+            conn.execute(_MIGRATION_LOCK)  # one migrator at a time when several processes start together
+            yield
 
     def notify(self, conn: Connection, payload: str) -> None:
         conn.execute(_NOTIFY, {"channel": EVENTS_CHANNEL, "payload": payload})  # NOTIFY is delivered on commit

@@ -34,6 +34,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # A check that a call wants and no round has queued yet is queued as 0014 did, by its call: a row per action,
+    # due at once, named after its action (a call wants one check at most).
+    op.execute(
+        "INSERT INTO verifications"
+        " (verification_id, org_id, session_id, action_id, rationale, verifier, attempts, due_at, created_at)"
+        " SELECT 'ver_' || substr(action_id, 5), org_id, session_id, action_id, '', '', 0, updated_at, updated_at"
+        " FROM actions WHERE check_wanted"
+    )
     op.drop_index("ix_sessions_check_due", table_name="sessions")
     with op.batch_alter_table("actions") as batch:
         batch.drop_column("check_wanted")
