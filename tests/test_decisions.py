@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from attrs import evolve
 
-from agentrein_core import decisions, wording
+from agentrein_core import decisions, rollback, wording
 from agentrein_core.connector import Undoable, UndoOutlook
-from agentrein_core.decisions import ActionWords, Describe, Fate, StepAhead
+from agentrein_core.decisions import ActionWords, Describe, Fate, StepAhead, tallied
 from agentrein_core.engine.reviews import explain
 from agentrein_core.model import Action, Approval, Rollback, Session, UndoConfig
 from agentrein_core.read_models import ApprovalInfo, Consequences, UndoStep, approval_info, queue_order
@@ -90,14 +90,14 @@ def foresee(
     said: Describe,
 ) -> Consequences:
     """What approving and rejecting would each do, in words: the decision's data, as wording says it."""
-    return wording.consequences(decisions.foresee(approval, action, session, actions, rollbacks, said), said)
+    return wording.consequences(decisions.foresee(approval, action, session, tallied(actions), rollbacks, said), said)
 
 
 def outcome(
     approval: Approval, action: Action, actions: list[Action], rollbacks: list[Rollback], said: Describe
 ) -> str | None:
     """What a decision did, in words."""
-    return wording.outcome(decisions.outcome(approval, action, actions, rollbacks), said)
+    return wording.outcome(decisions.outcome(approval, action, tallied(actions), rollbacks), said)
 
 
 # before execution ------------------------------------------------------------------------------------
@@ -138,15 +138,19 @@ def test_a_foreseen_rejection_names_as_data_each_action_it_undoes_and_each_that_
     guarded = action(3, undo=evolve(DELETE_THING, require_approval=True))
     done = [action(1), action(2, undo=UndoConfig("none")), guarded, held]
     reject = decisions.foresee(
-        approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, done, [], words()
+        approval(ApprovalPurpose.BEFORE_EXECUTION, held), held, SESSION, tallied(done), [], words()
     ).reject
     assert reject == decisions.CallRefused(
         decisions.AfterRefusal.ROLLED_BACK,
-        [
-            StepAhead(guarded, Fate.UNDONE, waits_for_approval=True),
-            StepAhead(done[1], Fate.STAYS),
-            StepAhead(done[0], Fate.UNDONE),
-        ],
+        decisions.StepsAhead(
+            [
+                StepAhead(guarded, Fate.UNDONE, waits_for_approval=True),
+                StepAhead(done[1], Fate.STAYS),
+                StepAhead(done[0], Fate.UNDONE),
+            ],
+            count=3,
+            staying=1,
+        ),
     )
     assert reject.irreversible
 
@@ -328,7 +332,7 @@ def test_an_outcome_names_as_data_the_rollback_that_undid_an_approved_call_the_l
     earlier = rollback_job(RollbackStatus.SUCCEEDED, rollback_id="rbk_0", created_at=NOW - timedelta(hours=1))
     job = rollback_job(RollbackStatus.SUCCEEDED, created_at=NOW + timedelta(minutes=1))
     later = rollback_job(RollbackStatus.RUNNING, rollback_id="rbk_2", created_at=NOW + timedelta(minutes=5))
-    assert decisions.outcome(decided, undone, [undone], [earlier, job, later]) == decisions.CallAllowed(
+    assert decisions.outcome(decided, undone, tallied([undone]), [earlier, job, later]) == decisions.CallAllowed(
         ApprovalStatus.APPROVED, undone, undone_by=job
     )
 
@@ -346,12 +350,14 @@ def test_a_rejected_review_says_its_action_was_undone_or_stays() -> None:
 def test_a_pending_request_has_no_outcome_and_a_decided_one_no_consequences() -> None:
     held = action(1, ActionStatus.PENDING_APPROVAL, undo=None)
     pending = approval(ApprovalPurpose.BEFORE_EXECUTION, held)
-    shown = approval_info(pending, held, SESSION, NOW, explain(pending, held, SESSION, [held], [], words()))
+    shown = approval_info(pending, held, SESSION, NOW, explain(pending, held, SESSION, tallied([held]), [], words()))
     assert shown.outcome is None and shown.consequences is not None
     assert (shown.description, shown.target_host) == ("action #1", "api.example.com")
     decided = evolve(pending, status=ApprovalStatus.APPROVED, resolved_at=NOW)
     cleared = evolve(held, status=ActionStatus.CLEARED)
-    shown = approval_info(decided, cleared, SESSION, NOW, explain(decided, cleared, SESSION, [held], [], words()))
+    shown = approval_info(
+        decided, cleared, SESSION, NOW, explain(decided, cleared, SESSION, tallied([held]), [], words())
+    )
     assert shown.consequences is None and shown.outcome is not None
 
 
@@ -380,7 +386,7 @@ def test_the_queue_puts_the_requests_someone_waits_for_first_least_time_left_fir
 
 def test_a_decision_said_not_to_read_its_session_says_the_same_without_the_sessions_actions() -> None:
     """The approvals page reads the actions of a session only for the approvals whose words depend on them
-    (``reads_session``): for the others, the words with no actions are the words with every action."""
+    (``picks_read``): for the others, the words with no actions are the words with every action."""
     others = [action(1), action(2, undo=UndoConfig("none")), action(3, ActionStatus.ROLLED_BACK)]
     ran = action(4)
     held = action(4, ActionStatus.PENDING_APPROVAL, undo=None)
@@ -396,21 +402,21 @@ def test_a_decision_said_not_to_read_its_session_says_the_same_without_the_sessi
         (approval(ApprovalPurpose.ROLLBACK, ran, status=ApprovalStatus.REJECTED, rollback_id="rbk_1", **decided), ran),
     ]
     for asked, of in cases:
-        assert not decisions.reads_session(asked)
-        whole = explain(asked, of, SESSION, [*others, of], rollbacks, words())
-        assert explain(asked, of, SESSION, [], rollbacks, words()) == whole, asked
+        assert not decisions.picks_read(asked, SESSION, rollbacks)
+        whole = explain(asked, of, SESSION, tallied([*others, of]), rollbacks, words())
+        assert explain(asked, of, SESSION, tallied([]), rollbacks, words()) == whole, asked
 
 
 def test_a_held_call_and_a_pending_undo_are_said_from_their_sessions_actions() -> None:
     others = [action(1), action(2)]
     held = action(3, ActionStatus.PENDING_APPROVAL, undo=None)
-    for asked in (
-        approval(ApprovalPurpose.BEFORE_EXECUTION, held),
-        approval(ApprovalPurpose.BEFORE_EXECUTION, held, status=ApprovalStatus.REJECTED, resolved_at=NOW),
-    ):
-        assert decisions.reads_session(asked)
+    pending_call = approval(ApprovalPurpose.BEFORE_EXECUTION, held)
+    assert decisions.picks_read(pending_call, SESSION, []) == {decisions.DONE, rollback.PLANNED}
+    refused = approval(ApprovalPurpose.BEFORE_EXECUTION, held, status=ApprovalStatus.REJECTED, resolved_at=NOW)
+    rolled_back = [rollback_job(RollbackStatus.SUCCEEDED, finished_at=NOW)]
+    assert decisions.picks_read(refused, SESSION, rolled_back) == {rollback.WALKED}
     undo = approval(ApprovalPurpose.ROLLBACK, others[1], rollback_id="rbk_1")
-    assert decisions.reads_session(undo)
     running = [rollback_job(RollbackStatus.WAITING_APPROVAL)]
-    with_actions = explain(undo, others[1], SESSION, others, running, words())
-    assert explain(undo, others[1], SESSION, [], running, words()) != with_actions
+    assert decisions.picks_read(undo, SESSION, running) == {rollback.PLANNED}
+    with_actions = explain(undo, others[1], SESSION, tallied(others), running, words())
+    assert explain(undo, others[1], SESSION, tallied([]), running, words()) != with_actions

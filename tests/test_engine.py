@@ -412,6 +412,23 @@ def test_a_call_confirmed_while_the_supervisor_queues_its_sessions_checks_is_sti
     engine.store.close()
 
 
+def test_a_held_calls_card_in_a_long_session_lists_twenty_undos_and_counts_the_others(engine: Engine) -> None:
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 25)
+    held = log(engine, org.org_id, session.session_id, "things.delete", requires_approval=True)
+    assert held.approval is not None
+    for card in (
+        engine.reviews.get_approval(org.org_id, held.approval.approval_id),
+        engine.reviews.approval_page(org.org_id, ApprovalStatus.PENDING, limit=10).approvals[0],
+    ):
+        assert card.consequences is not None
+        reject = card.consequences.reject
+        assert "25 actions are undone, last done first" in reject.summary
+        assert [step.seq for step in reject.steps] == list(range(25, 5, -1))
+        assert reject.more_steps == 5
+
+
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
     team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)

@@ -17,6 +17,7 @@ from attrs import evolve, field, frozen
 from agentrein_core import rollback, rules
 from agentrein_core.connector import Undoable, UndoOutlook
 from agentrein_core.model import Action, Approval, Rollback, Session
+from agentrein_core.rollback import PLANNED, PLANNED_ASKED, WALKED, WALKED_ASKED, Pick
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus
 
 
@@ -53,6 +54,78 @@ class StepAhead:
     waits_for_approval: bool = False
 
 
+#: The steps of a rollback a reviewer's card lists, last done first; the others are counted.
+SHOWN_STEPS = 20
+
+
+@frozen
+class StepsAhead:
+    """The steps of the rollback a decision sets off, last done first: the first :data:`SHOWN_STEPS` of them
+    (``shown``), how many there are in all (``count``), and how many of them leave their action as it is
+    (``staying``: it has no inverse, or the rollback stops before it)."""
+
+    shown: list[StepAhead] = field(factory=list)
+    count: int = 0
+    staying: int = 0
+
+
+# a session's actions, as a decision reads them ---------------------------------------------------------
+@frozen
+class Tally:
+    """The actions of a session that one :class:`~agentrein_core.rollback.Pick` picks, as a card needs them,
+    however many there are: the latest, last done first (one more than a card lists: the card's own action may
+    be among them), how many there are, how many of them have no inverse, and how many are undone already.
+    The store counts them in SQL (``Actions.tallies``); :func:`tallied` counts a list of them."""
+
+    latest: list[Action] = field(factory=list)
+    count: int = 0
+    without_inverse: int = 0
+    undone: int = 0
+
+    def less(self, action: Action, pick: Pick) -> Tally:
+        """This tally without ``action`` (a card's own, which its decision does not count among the others)."""
+        if not pick.picks(action):
+            return self
+        return Tally(
+            [a for a in self.latest if a.action_id != action.action_id],
+            self.count - 1,
+            self.without_inverse - has_no_inverse(action),
+            self.undone - (action.status is ActionStatus.ROLLED_BACK),
+        )
+
+
+#: A session's actions, tallied by pick: the store's tallies, or :func:`tallied` of a list of them.
+Tallies = Callable[[Pick], Tally]
+
+#: Whatever a session has done and not undone (a refused call's session has something to roll back).
+DONE = Pick(rules.UNDOABLE)
+#: What a rollback of a sandbox session marks undone.
+MARKABLE = Pick(frozenset({ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL}))
+
+
+#: The picks whose tallies a decision only counts: it lists none of their actions.
+COUNTED_ONLY = frozenset({DONE, WALKED, WALKED_ASKED})
+
+
+def has_no_inverse(action: Action) -> bool:
+    return action.undo is None or action.undo.is_none
+
+
+def tallied(actions: Sequence[Action]) -> Tallies:
+    """The tallies of a session's every action (``actions``), counted in Python as the store counts in SQL."""
+
+    def tally(pick: Pick) -> Tally:
+        picked = rollback.last_done_first(actions, pick)
+        return Tally(
+            picked[: SHOWN_STEPS + 1],
+            len(picked),
+            sum(has_no_inverse(a) for a in picked),
+            sum(a.status is ActionStatus.ROLLED_BACK for a in picked),
+        )
+
+    return tally
+
+
 # what a decision would do ------------------------------------------------------------------------------
 @frozen
 class CallRuns:
@@ -82,11 +155,11 @@ class CallRefused:
     """Rejecting a held call: it does not run, and ``then`` says what becomes of the session."""
 
     then: AfterRefusal
-    steps: list[StepAhead] = field(factory=list)
+    steps: StepsAhead = field(factory=StepsAhead)
 
     @property
     def irreversible(self) -> bool:
-        return any(step.fate is Fate.STAYS for step in self.steps)
+        return self.steps.staying > 0
 
 
 @frozen
@@ -128,7 +201,7 @@ class RollbackGoesOn:
     """Approving an undo: it runs (``step``), and the rollback goes on with the ``rest``."""
 
     step: StepAhead
-    rest: list[StepAhead]
+    rest: StepsAhead
 
     @property
     def irreversible(self) -> bool:
@@ -141,7 +214,7 @@ class RollbackStops:
     the ``rest`` it had left to undo."""
 
     action: Action
-    rest: list[StepAhead]
+    rest: StepsAhead
 
     @property
     def irreversible(self) -> bool:
@@ -159,26 +232,35 @@ class Forecast:
     reject: Foreseen
 
 
-def reads_session(approval: Approval) -> bool:
-    """Whether :func:`foresee` and :func:`outcome` read the actions of ``approval``'s session: a held call's
-    do (pending: what a refusal rolls back; refused: how far that rollback went), as does a pending undo (the
-    rest of its rollback). The others read only their own action and the session's rollbacks, so a page of
-    approvals need not read those sessions' actions."""
+def picks_read(approval: Approval, session: Session, rollbacks: Sequence[Rollback]) -> frozenset[Pick]:
+    """The tallies of its session's actions that :func:`foresee` and :func:`outcome` read for ``approval``:
+    a held call's (pending: what a refusal rolls back; refused: how far that rollback went), and a pending
+    undo's (the rest of its rollback). The others read only their own action and the session's rollbacks, so a
+    page of approvals reads those sessions' actions only as far as these say."""
+    pending = approval.status is ApprovalStatus.PENDING
     if approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
-        return approval.status is not ApprovalStatus.APPROVED
-    return approval.purpose is ApprovalPurpose.ROLLBACK and approval.status is ApprovalStatus.PENDING
+        if approval.status is ApprovalStatus.APPROVED:
+            return frozenset()
+        if pending:
+            return frozenset({DONE, MARKABLE if session.sandbox else PLANNED})
+        job = _refusal_rollback(approval, rollbacks)
+        return frozenset() if job is None else frozenset({WALKED if job.whole_session else WALKED_ASKED})
+    if approval.purpose is ApprovalPurpose.ROLLBACK and pending:
+        job = _job_of(approval, rollbacks)
+        return frozenset() if job is None else frozenset({PLANNED if job.whole_session else PLANNED_ASKED})
+    return frozenset()
 
 
 def foresee(
     approval: Approval,
     action: Action,
     session: Session,
-    actions: Sequence[Action],
+    actions: Tallies,
     rollbacks: Sequence[Rollback],
     words: Describe,
 ) -> Forecast:
-    """What approving and rejecting ``approval`` (of ``action``, in ``session`` with its ``actions`` and
-    ``rollbacks``) would each do now; ``words`` tell whether a call not run yet could be undone."""
+    """What approving and rejecting ``approval`` (of ``action``, in ``session`` with its ``actions``, tallied,
+    and ``rollbacks``) would each do now; ``words`` tell whether a call not run yet could be undone."""
     if approval.purpose is ApprovalPurpose.BEFORE_EXECUTION:
         runs = CallRuns(action, words(action).undo.undoable, session.sandbox)
         return Forecast(runs, _call_refused(action, session, actions, rollbacks))
@@ -187,33 +269,41 @@ def foresee(
             return Forecast(AlreadyUndone(rejecting=False), AlreadyUndone(rejecting=True))
         undone = StepAhead(action, Fate.MARKED) if session.sandbox else _ahead(action)
         return Forecast(ActionStays(action, words(action).undo.undoable), ActionUndone(undone))
-    job = next((r for r in rollbacks if r.rollback_id == approval.rollback_id), None)
-    rest = [a for a in rollback.chain(job, actions) if a.action_id != action.action_id] if job else []
+    job = _job_of(approval, rollbacks)
+    rest = Tally()
+    if job is not None:
+        pick = PLANNED if job.whole_session else PLANNED_ASKED
+        rest = actions(pick).less(action, pick)
     runs_now = evolve(_ahead(action), waits_for_approval=False)  # this is the approval it waits for
-    return Forecast(
-        RollbackGoesOn(runs_now, [_ahead(a) for a in rest]),
-        RollbackStops(action, [StepAhead(a, Fate.NOT_REACHED) for a in rest]),
-    )
+    goes_on = StepsAhead([_ahead(a) for a in _shown(rest)], rest.count, rest.without_inverse)
+    not_reached = StepsAhead([StepAhead(a, Fate.NOT_REACHED) for a in _shown(rest)], rest.count, rest.count)
+    return Forecast(RollbackGoesOn(runs_now, goes_on), RollbackStops(action, not_reached))
 
 
-def _call_refused(
-    action: Action, session: Session, actions: Sequence[Action], rollbacks: Sequence[Rollback]
-) -> CallRefused:
+def _job_of(approval: Approval, rollbacks: Sequence[Rollback]) -> Rollback | None:
+    return next((r for r in rollbacks if r.rollback_id == approval.rollback_id), None)
+
+
+def _shown(tally: Tally) -> list[Action]:
+    return tally.latest[:SHOWN_STEPS]
+
+
+def _call_refused(action: Action, session: Session, actions: Tallies, rollbacks: Sequence[Rollback]) -> CallRefused:
     if any(r.status in rules.ROLLBACK_UNDER_WAY for r in rollbacks):
         return CallRefused(AfterRefusal.ROLLBACK_UNDER_WAY)
-    others = [a for a in actions if a.action_id != action.action_id]
-    if not any(a.status in rules.UNDOABLE for a in others) and not session.sandbox:
+    if not actions(DONE).less(action, DONE).count and not session.sandbox:
         return CallRefused(AfterRefusal.NOTHING_DONE)
     if session.sandbox:
-        flipped = [a for a in others if a.status in (ActionStatus.SUCCESS, ActionStatus.PENDING_APPROVAL)]
-        steps = [StepAhead(a, Fate.MARKED) for a in sorted(flipped, key=lambda a: a.seq, reverse=True)]
+        marked = actions(MARKABLE).less(action, MARKABLE)
+        steps = StepsAhead([StepAhead(a, Fate.MARKED) for a in _shown(marked)], marked.count)
     else:
-        steps = [_ahead(a) for a in rollback.planned(others)]
-    return CallRefused(AfterRefusal.ROLLED_BACK, steps) if steps else CallRefused(AfterRefusal.NOTHING_LEFT)
+        undone = actions(PLANNED).less(action, PLANNED)
+        steps = StepsAhead([_ahead(a) for a in _shown(undone)], undone.count, undone.without_inverse)
+    return CallRefused(AfterRefusal.ROLLED_BACK, steps) if steps.count else CallRefused(AfterRefusal.NOTHING_LEFT)
 
 
 def _ahead(action: Action) -> StepAhead:
-    if action.undo is None or action.undo.is_none:
+    if action.undo is None or has_no_inverse(action):
         return StepAhead(action, Fate.STAYS)
     return StepAhead(action, Fate.UNDONE, waits_for_approval=action.undo.require_approval)
 
@@ -281,9 +371,7 @@ class RollbackStopped:
 Decided = CallNotRun | CallAllowed | UndoneLater | UndoAsked | ActionKept | RollbackStopped
 
 
-def outcome(
-    approval: Approval, action: Action, actions: Sequence[Action], rollbacks: Sequence[Rollback]
-) -> Decided | None:
+def outcome(approval: Approval, action: Action, actions: Tallies, rollbacks: Sequence[Rollback]) -> Decided | None:
     """What a decided ``approval`` did, as things stand now (``None`` while it is pending): the card's
     confirmation, kept current as the agent resumes or a rollback undoes the action later."""
     decided = approval.status
@@ -310,17 +398,22 @@ def outcome(
     return UndoAsked(decided, action) if approved else RollbackStopped(decided)
 
 
-def _rollback_after(approval: Approval, actions: Sequence[Action], rollbacks: Sequence[Rollback]) -> RollbackProgress:
+def _rollback_after(approval: Approval, actions: Tallies, rollbacks: Sequence[Rollback]) -> RollbackProgress:
     """What became of the session once a before-execution request was refused."""
+    job = _refusal_rollback(approval, rollbacks)
+    if job is None:
+        return RollbackProgress(None)
+    dealt = actions(WALKED if job.whole_session else WALKED_ASKED)
+    return RollbackProgress(job, dealt.undone, dealt.count)
+
+
+def _refusal_rollback(approval: Approval, rollbacks: Sequence[Rollback]) -> Rollback | None:
+    """The rollback that ran when a before-execution request was refused (``None``: none did)."""
     at = approval.resolved_at
-    job = next(
+    return next(
         (r for r in reversed(rollbacks) if at is not None and r.created_at <= at and (r.finished_at or at) >= at),
         None,
     )
-    if job is None:
-        return RollbackProgress(None)
-    dealt = rollback.walked(job, actions)
-    return RollbackProgress(job, sum(a.status is ActionStatus.ROLLED_BACK for a in dealt), len(dealt))
 
 
 def _undoing_rollback(action: Action, rollbacks: Iterable[Rollback]) -> Rollback | None:

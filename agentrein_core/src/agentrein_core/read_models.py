@@ -75,7 +75,7 @@ class UndoStep:
 @frozen
 class Effect:
     """What one decision does: a sentence, and the actions whose undo it sets off (``steps``, last done
-    first: the first :data:`~agentrein_core.wording.MAX_STEPS`, and how many more there are, ``more_steps``,
+    first: the first :data:`~agentrein_core.decisions.SHOWN_STEPS`, and how many more there are, ``more_steps``,
     so that a card costs the same however long the session). ``irreversible``: what stays after this decision
     cannot be taken back (warn the reviewer)."""
 

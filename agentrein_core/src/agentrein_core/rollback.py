@@ -154,6 +154,35 @@ def handed_step(action: Action, handoff: UndoHandoff | None, now: datetime) -> H
     )
 
 
+@frozen
+class Pick:
+    """Which of a session's actions a rollback deals with, as data: :meth:`picks` says it in Python, and the
+    store compiles it to SQL to count them there (``Actions.tallies``). One source, two interpreters."""
+
+    statuses: frozenset[ActionStatus]
+    #: Only those a reviewer asked to undo (a rollback that is not ``whole_session``).
+    asked_only: bool = False
+    #: Not those whose undo was skipped already.
+    unskipped_only: bool = False
+
+    def picks(self, action: Action) -> bool:
+        return (
+            action.status in self.statuses
+            and (not self.asked_only or action.undo_requested)
+            and (not self.unskipped_only or action.undo_status is not UndoStatus.SKIPPED)
+        )
+
+
+#: What a rollback of the whole session would still undo: executed, neither undone nor skipped yet.
+PLANNED = Pick(UNDOABLE, unskipped_only=True)
+#: What a rollback of the actions a reviewer asked to undo would still undo.
+PLANNED_ASKED = Pick(UNDOABLE, asked_only=True, unskipped_only=True)
+#: What a rollback of the whole session deals with, done or still to do.
+WALKED = Pick(UNDOABLE | {ActionStatus.ROLLED_BACK})
+#: What a rollback of the actions a reviewer asked to undo deals with, done or still to do.
+WALKED_ASKED = Pick(UNDOABLE | {ActionStatus.ROLLED_BACK}, asked_only=True)
+
+
 def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
     """The actions the job still has to deal with, last executed first (LIFO): executed (or whose undo
     failed before) and neither undone nor skipped yet; for a job that is not ``whole_session``, only the
@@ -164,23 +193,18 @@ def chain(job: Rollback, actions: Iterable[Action]) -> list[Action]:
 def planned(actions: Iterable[Action], *, only_requested: bool = False) -> list[Action]:
     """What a rollback would undo now, in the order it would: executed actions not yet undone or skipped,
     last executed first (shown to an operator before they confirm a rollback)."""
-    todo = [
-        a
-        for a in actions
-        if a.status in UNDOABLE and a.undo_status is not UndoStatus.SKIPPED and (not only_requested or a.undo_requested)
-    ]
-    return sorted(todo, key=lambda a: a.seq, reverse=True)
+    return last_done_first(actions, PLANNED_ASKED if only_requested else PLANNED)
 
 
 def walked(job: Rollback, actions: Iterable[Action]) -> list[Action]:
     """Every action the job deals with, whether done or still to do, last executed first: what a progress
     view walks down."""
-    steps = [
-        a
-        for a in actions
-        if (a.status in UNDOABLE or a.status is ActionStatus.ROLLED_BACK) and (job.whole_session or a.undo_requested)
-    ]
-    return sorted(steps, key=lambda a: a.seq, reverse=True)
+    return last_done_first(actions, WALKED if job.whole_session else WALKED_ASKED)
+
+
+def last_done_first(actions: Iterable[Action], pick: Pick) -> list[Action]:
+    """The actions ``pick`` picks, last executed first."""
+    return sorted((a for a in actions if pick.picks(a)), key=lambda a: a.seq, reverse=True)
 
 
 def is_through(action: Action) -> bool:

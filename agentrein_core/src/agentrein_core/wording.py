@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from agentrein_core.connector import (
     Connector,
@@ -28,6 +28,7 @@ from agentrein_core.connector import (
     why_not_undone,
 )
 from agentrein_core.decisions import (
+    SHOWN_STEPS,
     ActionKept,
     ActionStays,
     ActionUndone,
@@ -46,6 +47,7 @@ from agentrein_core.decisions import (
     RollbackGoesOn,
     RollbackProgress,
     StepAhead,
+    StepsAhead,
     UndoAsked,
     UndoneLater,
 )
@@ -293,25 +295,16 @@ def words_of(connector: Connector | None, action: Action) -> ActionWords:
     return ActionWords(plain_description(action), None, undo)
 
 
-#: The steps of a rollback a card lists; the rest are counted (:attr:`Effect.more_steps`).
-MAX_STEPS = 20
-
-
 def consequences(forecast: Forecast, words: Describe) -> Consequences:
     """What approving and what rejecting would each do (:func:`agentrein_core.decisions.foresee`), in words:
-    each with the first :data:`MAX_STEPS` steps of the rollback it sets off, and how many more."""
-    return Consequences(_bounded(_effect(forecast.approve, words)), _bounded(_effect(forecast.reject, words)))
+    each with the first :data:`~agentrein_core.decisions.SHOWN_STEPS` steps of the rollback it sets off, and
+    how many more."""
+    return Consequences(_effect(forecast.approve, words), _effect(forecast.reject, words))
 
 
 def more_undos(n: int) -> str:
     """What a list of a rollback's first steps says of the ones it leaves out ("and 980 more undos")."""
     return f"and {n} more undo{'s' if n != 1 else ''}"
-
-
-def _bounded(effect: Effect) -> Effect:
-    if len(effect.steps) <= MAX_STEPS:
-        return effect
-    return evolve(effect, steps=effect.steps[:MAX_STEPS], more_steps=len(effect.steps) - MAX_STEPS)
 
 
 _REFUSED = "The agent's call does not run (the agent is told it was rejected)"
@@ -332,8 +325,8 @@ def _effect(foreseen: Foreseen, words: Describe) -> Effect:
             summary += " This is a sandbox session: rolling it back only marks its calls undone, running no inverse."
         return Effect(summary, irreversible=irreversible)
     if isinstance(foreseen, CallRefused):
-        steps = [_undo_step(step, words) for step in foreseen.steps]
-        return Effect(_refused(foreseen.then, steps), steps, irreversible)
+        steps = foreseen.steps
+        return _listed(_refused(foreseen.then, steps), steps, [], words, irreversible)
     if isinstance(foreseen, AlreadyUndone):
         happens = "Nothing more happens" if foreseen.rejecting else "Nothing changes"
         return Effect(f"{happens}: the action was already undone.")
@@ -352,28 +345,37 @@ def _effect(foreseen: Foreseen, words: Describe) -> Effect:
         waits = " Its undo first waits for a reviewer's approval." if step.waits_for_approval else ""
         return Effect(f"This one action is undone: {step.undo}.{waits}", [step])
     if isinstance(foreseen, RollbackGoesOn):
-        step, n = _undo_step(foreseen.step, words), len(foreseen.rest)
+        step, n = _undo_step(foreseen.step, words), foreseen.rest.count
         then = f"; then {_actions(n)} {_verb(n, 'is', 'are')} still to undo, last done first" if n else ""
         summary = f"The undo runs ({step.undo or step.stays}) and the rollback goes on{then}."
-        return Effect(summary, [step, *(_undo_step(s, words) for s in foreseen.rest)])
-    n = len(foreseen.rest)
+        return _listed(summary, foreseen.rest, [step], words)
+    n = foreseen.rest.count
     also = f"; the {_actions(n)} left to undo {_verb(n, 'stays', 'stay')} as well" if n else ""
     summary = (
         f"The rollback stops here: the session is marked FAILED and this action stays done "
         f"({words(foreseen.action).description}){also}."
     )
-    return Effect(summary, [_undo_step(s, words) for s in foreseen.rest])
+    return _listed(summary, foreseen.rest, [], words)
 
 
-def _refused(then: AfterRefusal, steps: list[UndoStep]) -> str:
+def _listed(
+    summary: str, steps: StepsAhead, first: list[UndoStep], words: Describe, irreversible: bool = False
+) -> Effect:
+    """An effect listing ``first``, then ``steps``, up to :data:`~agentrein_core.decisions.SHOWN_STEPS` in
+    all, and counting the others."""
+    listed = [*first, *(_undo_step(step, words) for step in steps.shown)][:SHOWN_STEPS]
+    return Effect(summary, listed, irreversible, more_steps=len(first) + steps.count - len(listed))
+
+
+def _refused(then: AfterRefusal, steps: StepsAhead) -> str:
     if then is AfterRefusal.ROLLBACK_UNDER_WAY:
         return f"{_REFUSED}; a rollback of the session is already under way."
     if then is AfterRefusal.NOTHING_DONE:
         return f"{_REFUSED}. Nothing was done before it, so nothing is undone; the session is marked FAILED."
     if then is AfterRefusal.NOTHING_LEFT:
         return f"{_REFUSED}. Nothing done before it is left to undo."
-    undone = sum(step.undo is not None for step in steps)
-    stays = len(steps) - undone
+    stays = steps.staying
+    undone = steps.count - stays
     kept = f"; {_actions(stays)} with no inverse {_verb(stays, 'stays as it is', 'stay as they are')}" if stays else ""
     return (
         f"{_REFUSED}, and the session is rolled back: {_actions(undone)} {_verb(undone, 'is', 'are')} undone, "

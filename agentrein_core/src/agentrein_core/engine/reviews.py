@@ -29,6 +29,7 @@ from agentrein_core.read_models import (
     approval_info,
     queue_order,
 )
+from agentrein_core.rollback import Pick
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, DisplayStatus, EventType
 from agentrein_core.store import Change, Tx
 from agentrein_core.store.approvals import approval_position
@@ -111,19 +112,36 @@ class Reviews(UseCases):
         return self._explain(tx, found, self.clock())
 
     def _explain(self, tx: Tx, found: list[tuple[Approval, Action, Session]], now: datetime) -> list[ApprovalInfo]:
-        """Each approval as read with what its decision does: the rollbacks of all their sessions, and the
-        actions of those whose decision reads them (:func:`~agentrein_core.decisions.reads_session`), are read
-        in one query apiece."""
-        ids = sorted({session.session_id for _, _, session in found})
-        read = sorted({p.session_id for p, _, _ in found if decisions.reads_session(p)})
-        actions, rollbacks = tx.actions.of_sessions(read), tx.rollbacks.of_sessions(ids)
+        """Each approval as read with what its decision does: the rollbacks of all their sessions in one query,
+        and the tallies of their actions that their decisions read (:func:`~agentrein_core.decisions.picks_read`)
+        in one query per kind, counted in SQL, so that a page costs the same however long its sessions are."""
+        rollbacks = tx.rollbacks.of_sessions(sorted({session.session_id for _, _, session in found}))
+        wanted: dict[Pick, set[str]] = {}
+        for approval, _, session in found:
+            for pick in decisions.picks_read(approval, session, rollbacks.get(session.session_id, [])):
+                wanted.setdefault(pick, set()).add(session.session_id)
+        counted = {
+            pick: tx.actions.tallies(sorted(ids), pick, latest=0 if pick in decisions.COUNTED_ONLY else None)
+            for pick, ids in wanted.items()
+        }
+
+        def tallies_of(session_id: str) -> decisions.Tallies:
+            return lambda pick: counted[pick].get(session_id, decisions.Tally())
+
+        said: dict[str, decisions.ActionWords] = {}  # an action is on several cards of a page, and twice on each
+
+        def words(action: Action) -> decisions.ActionWords:
+            if action.action_id not in said:
+                said[action.action_id] = self.words(action)
+            return said[action.action_id]
+
         return [
             approval_info(
                 approval,
                 action,
                 session,
                 now,
-                explain(approval, action, session, actions.get(sid, []), rollbacks.get(sid, []), self.words),
+                explain(approval, action, session, tallies_of(sid), rollbacks.get(sid, []), words),
             )
             for approval, action, session in found
             for sid in (session.session_id,)
@@ -208,12 +226,12 @@ def explain(
     approval: Approval,
     action: Action,
     session: Session,
-    actions: Sequence[Action],
+    actions: decisions.Tallies,
     rollbacks: Sequence[Rollback],
     words: decisions.Describe,
 ) -> Explanation:
-    """What a reviewer reads beside ``approval`` (of ``action``, in ``session`` with its ``actions`` and
-    ``rollbacks``): the action in its connector's ``words``, and what the decision would do (while pending) or
+    """What a reviewer reads beside ``approval`` (of ``action``, in ``session`` with its ``actions``, tallied,
+    and ``rollbacks``): the action in its connector's ``words``, and what the decision would do (while pending) or
     did, as :mod:`~agentrein_core.decisions` answers it and :mod:`~agentrein_core.wording` says it."""
     said = words(action)
     pending = approval.status is ApprovalStatus.PENDING

@@ -16,7 +16,9 @@ from attrs import frozen
 import agentrein_core.store.schema as schema
 from agentrein_core import rules
 from agentrein_core.converter import from_columns, from_row
-from agentrein_core.model import FAILURE_KEY_SUFFIX, Action, Session
+from agentrein_core.decisions import SHOWN_STEPS, Tally
+from agentrein_core.model import FAILURE_KEY_SUFFIX, UNDO_NONE, Action, Session
+from agentrein_core.rollback import Pick
 from agentrein_core.statuses import ActionStatus, DisplayStatus, Plan, SessionStatus, UndoStatus
 from agentrein_core.store.prepared import Prepared
 from agentrein_core.store.rows import Rows, of_sessions
@@ -254,6 +256,56 @@ class Actions:
             )
             still += len(self.rows.conn.execute(stmt).all())
         return still < len(action_ids)
+
+    def tallies(self, session_ids: Sequence[str], pick: Pick, latest: int | None = None) -> dict[str, Tally]:
+        """The tally of the actions ``pick`` picks in each of ``session_ids`` that has any, counted in SQL: the
+        ``latest`` of each (by default as many as a reviewer's card may list), read with the counts, however
+        many it has; one query per 500 sessions."""
+        latest = SHOWN_STEPS + 1 if latest is None else latest
+        picked: list[sa.ColumnElement[bool]] = [
+            _A.c.session_id.in_(sa.bindparam("ids", expanding=True)),
+            _A.c.status.in_(sorted(pick.statuses)),
+        ]
+        if pick.asked_only:
+            picked.append(_A.c.undo_requested.is_(True))
+        if pick.unskipped_only:
+            picked.append(_A.c.undo_status != UndoStatus.SKIPPED)
+        session = _A.c.session_id
+        without_inverse = sa.or_(_A.c.undo.is_(None), _A.c.undo["type"].as_string() == UNDO_NONE)
+        ranked = (  # over the few columns that rank and count: the rows it lists are read after, alone
+            sa.select(
+                _A.c.action_id,
+                sa.func.row_number().over(partition_by=session, order_by=_A.c.seq.desc()).label("tally_rank"),
+                sa.func.count().over(partition_by=session).label("tally_count"),
+                sa.func.sum(sa.case((without_inverse, 1), else_=0))
+                .over(partition_by=session)
+                .label("tally_without_inverse"),
+                sa.func.sum(sa.case((_A.c.status == ActionStatus.ROLLED_BACK, 1), else_=0))
+                .over(partition_by=session)
+                .label("tally_undone"),
+            )
+            .where(*picked)
+            .subquery()
+        )
+        stmt = (
+            sa.select(
+                _A, ranked.c.tally_rank, ranked.c.tally_count, ranked.c.tally_without_inverse, ranked.c.tally_undone
+            )
+            .join(ranked, ranked.c.action_id == _A.c.action_id)
+            .where(ranked.c.tally_rank <= max(latest, 1))
+            .order_by(ranked.c.tally_rank)
+        )
+        tallies: dict[str, Tally] = {}
+        for i in range(0, len(session_ids), 500):
+            for row in self.rows.conn.execute(stmt, {"ids": list(session_ids[i : i + 500])}):
+                found = row._mapping
+                tally = tallies.setdefault(
+                    found["session_id"],
+                    Tally([], found["tally_count"], found["tally_without_inverse"], found["tally_undone"]),
+                )
+                if found["tally_rank"] <= latest:
+                    tally.latest.append(from_columns({c.name: found[c.name] for c in _A.c}, Action))
+        return tallies
 
     def checks_queued(self, action_ids: Sequence[str]) -> None:
         """These actions' intent checks are queued: no longer wanted."""
