@@ -360,6 +360,22 @@ def test_a_long_sessions_page_shows_its_first_hundred_actions_and_links_to_the_l
     assert f'href="/dashboard/sessions/{session_id}">First actions' in second and 'rel="next"' not in second
 
 
+def test_a_long_rolled_back_sessions_page_shows_a_page_of_its_rollback_and_counts_the_rest(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    nothing_to_undo = {"type": "none", "reason": "a note"}
+    session_id = session_that_ran(
+        api, *[("http", f"POST /v1/notes/{n}", "CREATE", nothing_to_undo) for n in range(130)]
+    )
+    assert api.post(f"/sessions/{session_id}/rollback", json={}).status_code in (200, 202)
+    assert api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()["finishedAt"] is not None
+    page = as_reviewer.get(f"/dashboard/sessions/{session_id}").text
+    rollback = page[page.index('id="rollback"') : page.index("</section>", page.index('id="rollback"'))]
+    assert "130 of 130</strong> undos dealt with" in rollback
+    assert rollback.count("<li>") == 100 and "and 30 more undos" in rollback
+    assert page.count('class="card" id="action-') == 100 and "130 in all" in page  # the timeline is paged too
+
+
 def test_a_held_call_after_many_that_ran_lists_the_first_twenty_undos_and_says_how_many_more(
     api: httpx.Client, as_reviewer: Visitor
 ) -> None:

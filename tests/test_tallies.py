@@ -81,8 +81,9 @@ def test_the_store_tallies_a_sessions_actions_as_decisions_tallies_them(
     for pick in PICKS:
         expected, found = counted_in_python(pick), counted_in_sql[pick]
         assert [a.action_id for a in found.latest] == [a.action_id for a in expected.latest], pick
-        assert (found.count, found.without_inverse, found.undone) == (
+        assert (found.count, found.without_inverse, found.undone, found.through) == (
             expected.count,
             expected.without_inverse,
             expected.undone,
+            expected.through,
         ), pick

@@ -74,13 +74,16 @@ class StepsAhead:
 class Tally:
     """The actions of a session that one :class:`~agentrein_core.rollback.Pick` picks, as a card needs them,
     however many there are: the latest, last done first (one more than a card lists: the card's own action may
-    be among them), how many there are, how many of them have no inverse, and how many are undone already.
+    be among them), how many there are, how many of them have no inverse, how many are undone already, and how
+    many a rollback is through with.
     The store counts them in SQL (``Actions.tallies``); :func:`tallied` counts a list of them."""
 
     latest: list[Action] = field(factory=list)
     count: int = 0
     without_inverse: int = 0
     undone: int = 0
+    #: How many a rollback is through with (:func:`~agentrein_core.rollback.is_through`).
+    through: int = 0
 
     def less(self, action: Action, pick: Pick) -> Tally:
         """This tally without ``action`` (a card's own, which its decision does not count among the others)."""
@@ -91,6 +94,7 @@ class Tally:
             self.count - 1,
             self.without_inverse - has_no_inverse(action),
             self.undone - (action.status is ActionStatus.ROLLED_BACK),
+            self.through - rollback.is_through(action),
         )
 
 
@@ -121,6 +125,7 @@ def tallied(actions: Sequence[Action]) -> Tallies:
             len(picked),
             sum(has_no_inverse(a) for a in picked),
             sum(a.status is ActionStatus.ROLLED_BACK for a in picked),
+            sum(rollback.is_through(a) for a in picked),
         )
 
     return tally

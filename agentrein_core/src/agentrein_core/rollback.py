@@ -210,10 +210,11 @@ def last_done_first(actions: Iterable[Action], pick: Pick) -> list[Action]:
 def is_through(action: Action) -> bool:
     """Whether a rollback is through with ``action``: undone (a sandbox's too), or its undo skipped, failed or
     declined."""
-    return action.status is ActionStatus.ROLLED_BACK or action.undo_status in _THROUGH
+    return action.status is ActionStatus.ROLLED_BACK or action.undo_status in THROUGH
 
 
-_THROUGH = frozenset({UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED})
+#: The undo statuses of an action a rollback is through with, though not undone (:func:`is_through`).
+THROUGH = frozenset({UndoStatus.SKIPPED, UndoStatus.FAILED, UndoStatus.DECLINED})
 
 
 def next_step(

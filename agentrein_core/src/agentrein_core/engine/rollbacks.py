@@ -21,6 +21,7 @@ from datetime import timedelta
 import agentrein_core.engine.validation as validation
 from agentrein_core import rollback, rules
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT
+from agentrein_core.decisions import Tally
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     MAX_TRIGGER,
@@ -129,6 +130,14 @@ class Rollbacks(UseCases):
         with self.store.transaction(write=False) as tx:
             session_of(tx, org_id, session_id, agent_key=agent_key)
             return tx.rollbacks.active(session_id) or tx.rollbacks.latest(session_id)
+
+    def steps_of(self, org_id: str, job: Rollback, latest: int) -> Tally:
+        """The actions ``job`` deals with, done or still to do, tallied: the ``latest`` of them (last done
+        first), how many there are and how many it is through with, counted in SQL however long the session."""
+        pick = rollback.WALKED if job.whole_session else rollback.WALKED_ASKED
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, job.session_id)
+            return tx.actions.tallies([job.session_id], pick, latest).get(job.session_id, Tally())
 
     def wait_for_rollback(
         self, org_id: str, session_id: str, timeout: float, *, agent_key: str | None = None

@@ -18,7 +18,7 @@ from agentrein_core import rules
 from agentrein_core.converter import from_columns, from_row
 from agentrein_core.decisions import SHOWN_STEPS, Tally
 from agentrein_core.model import FAILURE_KEY_SUFFIX, UNDO_NONE, Action, Session
-from agentrein_core.rollback import Pick
+from agentrein_core.rollback import THROUGH, Pick
 from agentrein_core.statuses import ActionStatus, DisplayStatus, Plan, SessionStatus, UndoStatus
 from agentrein_core.store.prepared import Prepared
 from agentrein_core.store.rows import Rows, of_sessions
@@ -272,6 +272,8 @@ class Actions:
             picked.append(_A.c.undo_status != UndoStatus.SKIPPED)
         session = _A.c.session_id
         without_inverse = sa.or_(_A.c.undo.is_(None), _A.c.undo["type"].as_string() == UNDO_NONE)
+        undone = _A.c.status == ActionStatus.ROLLED_BACK
+        through = sa.or_(undone, _A.c.undo_status.in_(sorted(THROUGH)))  # rollback.is_through
         ranked = (  # over the few columns that rank and count: the rows it lists are read after, alone
             sa.select(
                 _A.c.action_id,
@@ -280,17 +282,14 @@ class Actions:
                 sa.func.sum(sa.case((without_inverse, 1), else_=0))
                 .over(partition_by=session)
                 .label("tally_without_inverse"),
-                sa.func.sum(sa.case((_A.c.status == ActionStatus.ROLLED_BACK, 1), else_=0))
-                .over(partition_by=session)
-                .label("tally_undone"),
+                sa.func.sum(sa.case((undone, 1), else_=0)).over(partition_by=session).label("tally_undone"),
+                sa.func.sum(sa.case((through, 1), else_=0)).over(partition_by=session).label("tally_through"),
             )
             .where(*picked)
             .subquery()
         )
         stmt = (
-            sa.select(
-                _A, ranked.c.tally_rank, ranked.c.tally_count, ranked.c.tally_without_inverse, ranked.c.tally_undone
-            )
+            sa.select(_A, *(c for c in ranked.c if c.name != "action_id"))
             .join(ranked, ranked.c.action_id == _A.c.action_id)
             .where(ranked.c.tally_rank <= max(latest, 1))
             .order_by(ranked.c.tally_rank)
@@ -301,7 +300,13 @@ class Actions:
                 found = row._mapping
                 tally = tallies.setdefault(
                     found["session_id"],
-                    Tally([], found["tally_count"], found["tally_without_inverse"], found["tally_undone"]),
+                    Tally(
+                        [],
+                        found["tally_count"],
+                        found["tally_without_inverse"],
+                        found["tally_undone"],
+                        found["tally_through"],
+                    ),
                 )
                 if found["tally_rank"] <= latest:
                     tally.latest.append(from_columns({c.name: found[c.name] for c in _A.c}, Action))

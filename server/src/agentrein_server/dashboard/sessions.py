@@ -6,6 +6,7 @@ follows the rollback live, polling a fragment until the job has ended."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -98,8 +99,8 @@ class SessionPages(Controller):
         services: ServicesDep,
         cursor: FromQuery[str] = "",
     ) -> Template:
-        """The session, its timeline a page at a time (``cursor``: the page after the link's), while no
-        rollback is recorded; with one, every action, which the rollback's chain walks."""
+        """The session, its timeline a page at a time (``cursor``: the page after the link's), and its latest
+        rollback's progress."""
         view = _session_view(services, viewer.org_id, session_id, cursor)
         return page(request, "session.html", viewer, **view)
 
@@ -112,7 +113,7 @@ class SessionPages(Controller):
         session = services.engine.recording.get_session(viewer.org_id, session_id)
         plan = _plan(services, viewer.org_id, session)
         blocked = [step for step in plan if step.obstacle is not None]
-        said = _said(services, session)
+        said = _said(services, session.actions)
         return page(request, "rollback_confirm.html", viewer, session=session, undos=plan, blocked=blocked, said=said)
 
     @post("/{session_id:str}/rollback", sync_to_thread=True, status_code=303)
@@ -161,35 +162,35 @@ def _plan(services: Services, org_id: str, session: SessionInfo) -> list[Planned
     return plan
 
 
-def _said(services: Services, session: SessionInfo) -> dict[str, ActionWords]:
-    """Each action of ``session`` in its connector's words (what it does, how it is undone), by action id: the
-    wording the approvals page and the command line use too."""
-    return {action.action_id: services.engine.reviews.words(action) for action in session.actions}
+def _said(services: Services, actions: Iterable[Action]) -> dict[str, ActionWords]:
+    """Each of ``actions`` in its connector's words (what it does, how it is undone), by action id: the wording
+    the approvals page and the command line use too."""
+    return {action.action_id: services.engine.reviews.words(action) for action in actions}
 
 
 def _session_view(services: ServicesDep, org_id: str, session_id: str, cursor: str = "") -> dict[str, Any]:
+    """A page of the session's timeline, and its latest rollback's progress, so that a long session's page costs
+    what a short one's does."""
     recording = services.engine.recording
+    session = recording.get_session(org_id, session_id, first_actions=TIMELINE_PAGE)
+    if cursor:
+        later = recording.action_page(org_id, session_id, TIMELINE_PAGE, cursor=cursor)
+        session = evolve(session, actions=later.actions, actions_cursor=later.next_cursor)
     job = services.engine.rollbacks.latest_rollback(org_id, session_id)
-    if job is not None:  # the rollback's chain, and its live progress, walk every action
-        session = recording.get_session(org_id, session_id)
-    else:  # a page of the timeline, so that a long session's page costs what a short one's does
-        session = recording.get_session(org_id, session_id, first_actions=TIMELINE_PAGE)
-        if cursor:
-            later = recording.action_page(org_id, session_id, TIMELINE_PAGE, cursor=cursor)
-            session = evolve(session, actions=later.actions, actions_cursor=later.next_cursor)
-    progress = _progress(session, job)
+    progress = _progress(services, org_id, job)
     under_way = progress is not None and progress["running"]
     # Actions not on this page may be undoable: the confirmation lists what a rollback would do, whole.
     unseen = session.action_count > len(session.actions)
     return {
         "session": session,
-        "said": _said(services, session),
+        "said": _said(services, [*session.actions, *(progress["steps"] if progress else [])]),
         "progress": progress,
-        "paged": bool(cursor) and job is None,
+        "paged": bool(cursor),
         "can_roll_back": (unseen or bool(rollback.planned(session.actions))) and not under_way,
         "version": fingerprint(
             session.display_status,
             job.status if job else None,
+            progress["finished"] if progress else None,
             *(
                 f"{a.status}:{a.undo_status}:{a.verification.outcome if a.verification else ''}"
                 for a in session.actions
@@ -200,13 +201,20 @@ def _session_view(services: ServicesDep, org_id: str, session_id: str, cursor: s
     }
 
 
-def _progress(session: SessionInfo, job: Rollback | None) -> dict[str, Any] | None:
-    """The latest rollback and the chain it walks (last action first), or None if there was none."""
+def _progress(services: Services, org_id: str, job: Rollback | None) -> dict[str, Any] | None:
+    """The latest rollback and the first steps of the chain it walks (last action first), with how many there
+    are and how many it is through with; None if there was none."""
     if job is None:
         return None
-    steps = rollback.walked(job, session.actions)
-    finished = sum(1 for a in steps if rollback.is_through(a))
-    return {"job": job, "steps": steps, "finished": finished, "running": job.status in ROLLBACK_UNDER_WAY}
+    steps = services.engine.rollbacks.steps_of(org_id, job, TIMELINE_PAGE)
+    return {
+        "job": job,
+        "steps": steps.latest,
+        "count": steps.count,
+        "more": steps.count - len(steps.latest),
+        "finished": steps.through,
+        "running": job.status in ROLLBACK_UNDER_WAY,
+    }
 
 
 def _moment(field: str, text: str) -> datetime | None:
