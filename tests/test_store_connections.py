@@ -4,10 +4,13 @@ write does not pass on; a PostgreSQL connection lost while idle in the pool is r
 from __future__ import annotations
 
 import os
+import sqlite3
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from agentrein import AgentRein
 from agentrein_core import database
 from agentrein_core.clock import utcnow
 from agentrein_core.errors import InvalidTransitionError
@@ -69,3 +72,18 @@ def test_a_postgres_connection_lost_while_idle_is_replaced_before_it_is_used(
     org_id = add_organisation(store)
     assert org_id in organisations(store)
     store.close()
+
+
+def test_a_sqlite_store_that_closes_leaves_fresh_statistics_for_the_tables_it_queried(tmp_path: Path) -> None:
+    """SQLite's advice, ``PRAGMA optimize`` as a connection closes: listing sessions lets the planner choose
+    between the sessions' indexes, which were never analysed, so closing analyses them (``sqlite_stat1``), and
+    the next process's planner reads the statistics. Whichever of the pool's connections closes first (migration
+    0016 keeps the first analysis from changing the schema under the others)."""
+    client = AgentRein(f"sqlite:///{tmp_path}/a.db", organisation="stats", journal_path=tmp_path / "journal.db")
+    for n in range(40):
+        client.new_session(f"agent-{n % 4}")
+    assert len(client.list_sessions(limit=10)) == 10
+    client.close()
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        analysed = {table for (table,) in conn.execute("SELECT tbl FROM sqlite_stat1")}
+    assert "sessions" in analysed
