@@ -4,6 +4,7 @@ what, CSRF, escaping, and each page's forms. (What needs JavaScript is in test_d
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -374,6 +375,30 @@ def test_a_long_rolled_back_sessions_page_shows_a_page_of_its_rollback_and_count
     assert "130 of 130</strong> undos dealt with" in rollback
     assert rollback.count("<li>") == 100 and "and 30 more undos" in rollback
     assert page.count('class="card" id="action-') == 100 and "130 in all" in page  # the timeline is paged too
+
+
+def test_an_undo_handed_to_the_agents_process_says_so_on_the_session_page_while_it_is_offered_and_taken(
+    server: RunningServer, api: httpx.Client, tenant: Tenant, as_reviewer: Visitor
+) -> None:
+    # An MCP server the organisation's settings do not name: the server's rollback hands its undo over.
+    calls = [{"tool": "delete_entities", "arguments": {"entityNames": ["ada"]}}]
+    undo = {"type": "mcp-tools", "server": "memory", "calls": calls}
+    session_id = session_that_ran(api, ("mcp", "memory.create_entities", "CREATE", undo))
+    assert api.post(f"/sessions/{session_id}/rollback", json={}).status_code in (200, 202)
+    offered = until_shown(as_reviewer, f"/dashboard/sessions/{session_id}", "Undo: offered to the agent&#39;s process")
+    assert "the process that wrapped its client takes it; offered until" in offered
+    taken = server.engine.rollbacks.claim_handed_undo(tenant.org_id, [session_id], ["mcp"], 0)  # as the agent would
+    assert taken is not None
+    running = as_reviewer.get(f"/dashboard/sessions/{session_id}").text
+    assert "Undo: running in the agent&#39;s process" in running and "it reports the outcome by" in running
+
+
+def until_shown(visitor: Visitor, path: str, text: str) -> str:
+    """The page at ``path`` once it shows ``text`` (a worker gets there meanwhile), within 30 s."""
+    deadline = time.monotonic() + 30
+    while text not in (page := visitor.get(path).text) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return page
 
 
 def test_a_held_call_after_many_that_ran_lists_the_first_twenty_undos_and_says_how_many_more(

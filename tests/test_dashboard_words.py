@@ -4,13 +4,21 @@ of ("Call: …", "Undo: …", "Rollback: …")."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from attrs import evolve
 
 from agentrein_core import wording as words
-from agentrein_core.model import Action, Rollback, UndoConfig
-from agentrein_core.statuses import ActionStatus, DisplayStatus, OperationType, RollbackStatus, UndoStatus
+from agentrein_core.model import Action, Rollback, UndoConfig, UndoHandoff
+from agentrein_core.statuses import (
+    ActionStatus,
+    DisplayStatus,
+    HandoffOutcome,
+    OperationType,
+    RollbackStatus,
+    UndoStatus,
+)
 from agentrein_server.dashboard import rendering
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -61,3 +69,17 @@ def test_a_delete_that_stays_says_why_and_is_not_shown_as_good_news() -> None:
 )
 def test_json_on_a_page_is_laid_out_as_json_dumps_lays_it_out_sorted_and_indented(value: object) -> None:
     assert rendering.pretty(value) == json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def test_an_undo_handed_to_the_agents_process_is_said_as_it_stands_there_until_its_outcome_is_in() -> None:
+    under_way = action(ActionStatus.SUCCESS, UndoStatus.IN_PROGRESS)
+    job = Rollback("rbk_1", "org_1", "ses_1", RollbackStatus.RUNNING, "test", "someone", NOW)
+    offered = UndoHandoff("hnd_1", "org_1", "ses_1", "rbk_1", "act_1", "mcp", NOW, NOW + timedelta(seconds=60))
+    assert (words.step(under_way, job, handoff=offered).text, words.step(under_way, job, handoff=offered).why) == (
+        "Undo: offered to the agent's process",
+        "the process that wrapped its client takes it; offered until 00:01:00 UTC",
+    )
+    taken = evolve(offered, lease_id="lease_1", leased_until=NOW + timedelta(seconds=120))
+    assert words.step(under_way, job, handoff=taken).text == "Undo: running in the agent's process"
+    reported = evolve(taken, outcome=HandoffOutcome.DONE)
+    assert words.step(under_way, job, handoff=reported).text == words.step(under_way, job).text == "Undo: running"

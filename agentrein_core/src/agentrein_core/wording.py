@@ -51,7 +51,7 @@ from agentrein_core.decisions import (
     UndoAsked,
     UndoneLater,
 )
-from agentrein_core.model import Action, Approval, Rollback, Verification
+from agentrein_core.model import Action, Approval, Rollback, UndoHandoff, Verification
 from agentrein_core.read_models import Consequences, Effect, SessionInfo, SessionSummary, UndoStep
 from agentrein_core.rules import ROLLBACK_UNDER_WAY, UNDOABLE
 from agentrein_core.statuses import (
@@ -168,8 +168,15 @@ def undo(action: Action, *, sandbox: bool = False) -> Label:
     return Label("Undo: not undone yet", PLAIN, stored, "in a rollback, it waits for a reviewer" if waits else "")
 
 
-def step(action: Action, job: Rollback, *, sandbox: bool = False) -> Label:
-    """An undo in the chain of rollback ``job``: done, skipped, failed, or still to come."""
+def step(action: Action, job: Rollback, *, sandbox: bool = False, handoff: UndoHandoff | None = None) -> Label:
+    """An undo in the chain of rollback ``job``: done, skipped, failed, or still to come; one under way that
+    the job handed to the agent's process (``handoff``, not settled yet) says where it is there."""
+    if handoff is not None and handoff.outcome is None and action.undo_status is UndoStatus.IN_PROGRESS:
+        if handoff.lease_id is None or handoff.leased_until is None:
+            why = f"the process that wrapped its client takes it; offered until {_second(handoff.claim_by)}"
+            return Label("Undo: offered to the agent's process", WAIT, action.undo_status, why)
+        why = f"it reports the outcome by {_second(handoff.leased_until)}, or the undo fails"
+        return Label("Undo: running in the agent's process", WAIT, action.undo_status, why)
     if action.undo_status is UndoStatus.NONE and action.status in UNDOABLE and not has_no_inverse(action):
         if job.status in ROLLBACK_UNDER_WAY:
             return Label("Undo: to run", WAIT, action.undo_status, "")
@@ -486,3 +493,7 @@ def _rollback_named(job: Rollback | None) -> str:
 
 def _minute(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _second(moment: datetime) -> str:
+    return moment.strftime("%H:%M:%S UTC")

@@ -139,6 +139,12 @@ class Rollbacks(UseCases):
             session_of(tx, org_id, job.session_id)
             return tx.actions.tallies([job.session_id], pick, latest).get(job.session_id, Tally())
 
+    def handoff_of(self, org_id: str, job: Rollback, action_id: str) -> UndoHandoff | None:
+        """Where ``job`` handed the undo of ``action_id`` to the agent's process, if it did."""
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, job.session_id)
+            return tx.rollbacks.handoff(job.rollback_id, action_id)
+
     def wait_for_rollback(
         self, org_id: str, session_id: str, timeout: float, *, agent_key: str | None = None
     ) -> Rollback | None:

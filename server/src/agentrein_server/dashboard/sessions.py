@@ -24,7 +24,7 @@ from agentrein_core.model import Action, Rollback
 from agentrein_core.read_models import SessionInfo
 from agentrein_core.rules import ROLLBACK_UNDER_WAY
 from agentrein_core.settings_undo import Obstacle
-from agentrein_core.statuses import DisplayStatus, Role
+from agentrein_core.statuses import DisplayStatus, Role, UndoStatus
 from agentrein_server.dashboard.rendering import fingerprint, fragment, page, redirect
 from agentrein_server.dashboard.viewer import ViewerDep, require_admin
 from agentrein_server.services import Services, ServicesDep
@@ -203,13 +203,17 @@ def _session_view(services: ServicesDep, org_id: str, session_id: str, cursor: s
 
 def _progress(services: Services, org_id: str, job: Rollback | None) -> dict[str, Any] | None:
     """The latest rollback and the first steps of the chain it walks (last action first), with how many there
-    are and how many it is through with; None if there was none."""
+    are and how many it is through with, and where it handed an undo under way to the agent's process; None if
+    there was none."""
     if job is None:
         return None
     steps = services.engine.rollbacks.steps_of(org_id, job, TIMELINE_PAGE)
+    running = [a for a in steps.latest if a.undo_status is UndoStatus.IN_PROGRESS]
+    handed = [services.engine.rollbacks.handoff_of(org_id, job, a.action_id) for a in running]
     return {
         "job": job,
         "steps": steps.latest,
+        "handoffs": {h.action_id: h for h in handed if h is not None},
         "count": steps.count,
         "more": steps.count - len(steps.latest),
         "finished": steps.through,
