@@ -908,3 +908,20 @@ def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redac
         "email": "old@example.com",
         "metadata": {"api_key": "k_new", "tier": "gold"},
     }
+
+
+# the fifth reading: what the second reading of /compat found next --------------------------------------------------
+def test_a_held_call_on_a_connected_account_confirmed_is_undone_in_that_account(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    """Their SDK confirms a held call by its id alone: the account must come from the record, or the undo goes
+    to the platform account, whose 404 would count as undone."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    made = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "ada@example.com"})
+    params = {"params": {"email": "ada@example.com"}, "options": {"stripe_account": "acct_1Connected"}}
+    action = held_then_confirmed(compat, native, {"apiName": "stripe.v1.customers.create", "payload": params}, made)
+    assert action["payload"]["options"] == {"stripe_account": "acct_1Connected"}
+    native.post(f"/sessions/{action['sessionId']}/rollback", json={})
+    assert native.get(f"/sessions/{action['sessionId']}/rollback", params={"wait": 30}).json()["status"] == "SUCCEEDED"
+    (deleted,) = fake_stripe.calls("DELETE", f"/v1/customers/{made['id']}")
+    assert deleted.account == "acct_1Connected"
