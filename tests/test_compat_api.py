@@ -925,3 +925,16 @@ def test_a_held_call_on_a_connected_account_confirmed_is_undone_in_that_account(
     assert native.get(f"/sessions/{action['sessionId']}/rollback", params={"wait": 30}).json()["status"] == "SUCCEEDED"
     (deleted,) = fake_stripe.calls("DELETE", f"/v1/customers/{made['id']}")
     assert deleted.account == "acct_1Connected"
+
+
+def test_a_blocked_create_logged_again_by_the_sdks_retry_is_refused_again(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    """The repeat is answered with the first record: the agent must hear the block again, not a 200."""
+    server.engine.policies.add_policy(
+        tenant.org_id, NewPolicy("no new customers", "BLOCK", connector="stripe", api_name="customers.create")
+    )
+    session_id = open_session(compat)
+    first = problem(log_customer_created(compat, session_id), 403)
+    again = problem(log_customer_created(compat, session_id), 403)
+    assert (slug(again), again["actionId"], again["detail"]) == ("policy-blocked", first["actionId"], first["detail"])

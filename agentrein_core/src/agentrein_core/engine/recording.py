@@ -498,7 +498,7 @@ class Recording(UseCases):
         SDKs log every call so, through ``/compat``): as :meth:`record_executed_action` records one, except that
         a ``BLOCK`` match is not reviewed but refused: the call is undone at once where its undo can be, as a
         rejected after-execution review undoes it, and :class:`PolicyBlockedError` is raised once that is
-        committed."""
+        committed, and again for each repeat of the report (:meth:`_ran_again`)."""
         return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=True)
 
     def _record_ran(
@@ -529,7 +529,7 @@ class Recording(UseCases):
             check_acts_on(tx, org_id, session_id, agent_key)
             existing = tx.actions.by_key(org_id, session_id, idempotency_key)
             if existing is not None:
-                return existing
+                return self._ran_again(tx, existing, refuse_blocked)
             taken = tx.sessions.take_seq(org_id, session_id, now, only_active=False)
             if taken is None:
                 raise NotFoundError("session", session_id)
@@ -556,7 +556,7 @@ class Recording(UseCases):
             if not tx.insert_once(action):  # a concurrent replay of the same call won
                 existing = tx.actions.by_key(org_id, session_id, idempotency_key)
                 assert existing is not None
-                return existing
+                return self._ran_again(tx, existing, refuse_blocked)
             if not succeeded and call.rolls_back:
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action
@@ -577,6 +577,25 @@ class Recording(UseCases):
             assert decision.policy is not None
             raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True, undoable=undoable)
         return action
+
+    def _ran_again(self, tx: Tx, existing: Action, refuse_blocked: bool) -> Action:
+        """The answer to a call that ran, reported again (same key): its first record, or, when ``refuse_blocked``
+        and the policy that decided that record blocks such a call, :class:`PolicyBlockedError` as the first
+        report got (their SDKs resend a log answered 5xx: the agent must hear the block, not a success). Judged
+        by the policies as they stand, as every report is on arrival; the record keeps the deciding policy's
+        name, not its effect then."""
+        if not refuse_blocked or existing.policy_name is None or existing.status is ActionStatus.FAILED:
+            return existing
+        organisation = tx.organisations.get(existing.org_id)
+        assert organisation is not None  # its session exists
+        agent_id = session_of(tx, existing.org_id, existing.session_id).agent_id
+        subject = Subject(existing.connector, existing.api_name, agent_id, existing.operation_type)
+        decision = decide(self.policy_sets.enabled(tx, existing.org_id, organisation.policy_version), subject)
+        blocking = decision.policy if decision.effect is PolicyEffect.BLOCK else None
+        if blocking is None or blocking.name != existing.policy_name:
+            return existing
+        undoable = existing.undo is not None and not existing.undo.is_none
+        raise PolicyBlockedError(existing.action_id, existing.policy_name, ran=True, undoable=undoable)
 
     # before-states ------------------------------------------------------------------------------------------
     def keep_before_state(
