@@ -938,3 +938,13 @@ def test_a_blocked_create_logged_again_by_the_sdks_retry_is_refused_again(
     first = problem(log_customer_created(compat, session_id), 403)
     again = problem(log_customer_created(compat, session_id), 403)
     assert (slug(again), again["actionId"], again["detail"]) == ("policy-blocked", first["actionId"], first["detail"])
+
+
+def test_an_approved_calls_failure_logged_twice_is_recorded_once(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    first, again = log_held_create_failed(compat, session_id), log_held_create_failed(compat, session_id)
+    assert again.json()["data"]["id"] == first.json()["data"]["id"]
+    statuses = [(a["actionId"], a["status"]) for a in native.get(f"/sessions/{session_id}").json()["actions"]]
+    assert statuses == [(held["id"], "CLEARED"), (first.json()["data"]["id"], "FAILED")]

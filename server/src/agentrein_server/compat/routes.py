@@ -22,7 +22,7 @@ from agentrein_core.errors import (
     PolicyBlockedError,
     ValidationError,
 )
-from agentrein_core.model import JSON, Action
+from agentrein_core.model import FAILURE_KEY_SUFFIX, JSON, Action
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
@@ -384,7 +384,10 @@ def _ended_held_call(services: Services, caller: Caller, session_id: str, call: 
     shown = recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
     payload = services.engine.redactors.of(call.connector).redact(call.payload)
     same = (call.connector, call.api_name, payload)
-    latest = next((a for a in reversed(shown.actions) if (a.connector, a.api_name, a.payload) == same), None)
+    # An approved call's failure is recorded beside it (its ``…-failed`` record): the held call is the one a
+    # repeated log ends again, which answers that record rather than writing another.
+    held = (a for a in reversed(shown.actions) if not a.idempotency_key.endswith(FAILURE_KEY_SUFFIX))
+    latest = next((a for a in held if (a.connector, a.api_name, a.payload) == same), None)
     if latest is None:
         return None
     if latest.status in (ActionStatus.PENDING_APPROVAL, ActionStatus.CLEARED):
