@@ -948,3 +948,52 @@ def test_an_approved_calls_failure_logged_twice_is_recorded_once(compat: httpx.C
     assert again.json()["data"]["id"] == first.json()["data"]["id"]
     statuses = [(a["actionId"], a["status"]) for a in native.get(f"/sessions/{session_id}").json()["actions"]]
     assert statuses == [(held["id"], "CLEARED"), (first.json()["data"]["id"], "FAILED")]
+
+
+def update_undone_from_what_the_server_read(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, fake_stripe: FakeStripe
+) -> str:
+    """A session whose update of a customer (its email was ``old@example.com``) the agent logged naming a
+    precapture: the server read the customer with the organisation's key, and the undo restores that email."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "old@example.com"})
+    session_id = open_session(compat)
+    read = {"apiName": "stripe.v1.customers.update", "payload": {"customer": customer["id"], "params": {"email": "x"}}}
+    precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
+    body = {**read, "response": {"id": customer["id"]}, "status": "SUCCESS", "precaptureId": precapture_id}
+    assert log(compat, session_id, **body).status_code == 200
+    return session_id
+
+
+def test_an_agent_key_reads_its_published_sdk_sessions_without_what_the_server_read_for_their_undos(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, agent_key: str, fake_stripe: FakeStripe
+) -> None:
+    """Precapture reads any object the organisation's stored key reaches: the agent, which named the object, must
+    not read it back through the undo's values (an operator does: it reviews and runs the undo)."""
+    session_id = update_undone_from_what_the_server_read(server, tenant, compat, fake_stripe)
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {agent_key}"}) as agent:
+        shown, paged = agent.get(f"/sessions/{session_id}"), agent.get(f"/sessions/{session_id}/actions")
+    assert "old@example.com" not in shown.text + paged.text
+    assert shown.json()["actions"][0]["undo"] == {"type": "stripe-restore", "requireApproval": False}
+
+
+def test_an_operator_reads_the_values_a_published_sdk_calls_undo_restores(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    session_id = update_undone_from_what_the_server_read(server, tenant, compat, fake_stripe)
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"]["params"] == {"email": "old@example.com"}
+
+
+def test_a_precapture_in_a_session_opened_on_the_native_api_is_refused_before_anything_is_read(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, agent_key: str, fake_stripe: FakeStripe
+) -> None:
+    """Its record would show the agent key what the server read: only a published SDK's sessions hide it."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "old@example.com"})
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {agent_key}"}) as agent:
+        session_id = agent.post("/sessions", json={"agentId": "billing-agent"}).json()["id"]
+    read = {"apiName": "stripe.v1.customers.update", "payload": {"customer": customer["id"], "params": {"email": "x"}}}
+    refused = problem(compat.post(f"/sessions/{session_id}/actions/precapture", json=read), 409)
+    assert "published SDK" in refused["detail"]
+    assert fake_stripe.calls("GET") == []

@@ -12,6 +12,7 @@ import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, ExecutedCall, Failed, WriteAhead
+from agentrein_core.connector import WHY_NOT_UNDONE
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     MAX_TRIGGER,
@@ -138,8 +139,12 @@ class Recording(UseCases):
         with self.store.transaction(write=False) as tx:
             session = session_of(tx, org_id, session_id, agent_key=agent_key)
             if first_actions is not None:
-                return read_first_actions(tx, session, first_actions)
-            return read_session(tx, session, verified=True)
+                shown = read_first_actions(tx, session, first_actions)
+            else:
+                shown = read_session(tx, session, verified=True)
+        if agent_key is None or session.recorded_with is None:
+            return shown
+        return evolve(shown, actions=[_as_agents_read(a) for a in shown.actions])
 
     def action_page(
         self, org_id: str, session_id: str, limit: int = 100, *, cursor: str | None = None, agent_key: str | None = None
@@ -152,10 +157,14 @@ class Recording(UseCases):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         (after,) = cursors.decode(cursor, (cursors.position_in_session,)) if cursor else (0,)
         with self.store.transaction(write=False) as tx:
-            session_of(tx, org_id, session_id, agent_key=agent_key)  # another's (organisation, key): not found
+            # Another's (organisation, key): not found.
+            session = session_of(tx, org_id, session_id, agent_key=agent_key)
             actions = tx.actions.page(session_id, limit, after)
             actions = checked(actions, tx.verifications.of_actions(session_id, [a.action_id for a in actions]))
-        return ActionPage(actions, actions_after(actions[-1]) if len(actions) == limit else None)
+        following = actions_after(actions[-1]) if len(actions) == limit else None
+        if agent_key is not None and session.recorded_with is not None:
+            actions = [_as_agents_read(a) for a in actions]
+        return ActionPage(actions, following)
 
     def list_sessions(
         self,
@@ -651,6 +660,18 @@ class Recording(UseCases):
         stored (a connector this process does not have is checked where the inverse runs)."""
         if undo is not None and self.connectors is not None and connector in self.connectors.names():
             self.connectors.get(connector).check_undo(undo)
+
+
+def _as_agents_read(action: Action) -> Action:
+    """``action`` of a session a published SDK recorded, as its agent key reads it: its undo without parameters
+    but why it is not undone. The server derived them, from what it read with the organisation's stored
+    credentials too (a precaptured object's fields, which an update's undo restores): they are for operators,
+    who review and run the undo, not for the agent, which names any object to read (README, "no oracle")."""
+    undo = action.undo
+    if undo is None:
+        return action
+    why = {k: v for k, v in undo.params.items() if k == WHY_NOT_UNDONE}
+    return evolve(action, undo=UndoConfig(undo.type, why, undo.require_approval))
 
 
 def _tie_before_state(tx: Tx, action: Action, precapture_id: str) -> None:

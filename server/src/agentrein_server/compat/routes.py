@@ -50,6 +50,11 @@ _post = functools.partial(post, status_code=HTTP_200_OK, sync_to_thread=True)
 
 #: What a precapture that could not read the object tells the agent, whatever the cause.
 PRECAPTURE_FAILED = "the object could not be read before the call; the server's log says why"
+#: Why a precapture in a session opened on the native API is refused.
+PRECAPTURE_NATIVE_SESSION = (
+    "a before-state is read only in a session a published SDK opened (POST /compat/sessions): the agent key reads "
+    "the records of its other sessions whole, and they would show it what the server read"
+)
 
 
 class TokenRequest(msgspec.Struct, rename="camel"):
@@ -220,8 +225,12 @@ class CompatController(Controller):
         organisation's stored settings and kept (redacted) until the call is reported, whose undo then restores
         it. ``captureFailed`` when it cannot be read, with one fixed ``reason`` whatever the cause (the service's
         own words could tell the agent which objects exist): the cause goes to the server's log. No
-        ``precaptureId`` when the call's undo needs nothing read."""
-        services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        ``precaptureId`` when the call's undo needs nothing read. Only in a session a published SDK opened, whose
+        records its agent key reads without what the server read
+        (:meth:`~agentrein_core.engine.recording.Recording.get_session`)."""
+        shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        if shown.recorded_with is None:  # refused before anything is read: whether it could be would say too much
+            raise InvalidTransitionError(PRECAPTURE_NATIVE_SESSION)
         connector, call = call_about_to_run(services.connectors, data.api_name, data.payload)
         try:
             state = services.undo.read_before(caller.org_id, connector, call) if call is not None else None
