@@ -858,29 +858,36 @@ def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with
 
 
 def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_nothing_of_the_other(
-    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+    server: RunningServer,
+    tenant: Tenant,
+    compat: httpx.Client,
+    native: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The before-state is tied in the write-ahead's own transaction: the loser's held call is not left open
-    (expiring, it would roll the session back)."""
+    (expiring, it would roll the session back). Both logs are let into the write-ahead together, so that each has
+    seen the precapture untied before either ties it, whichever of them the server would run first."""
     body = {"apiName": "stripe.customers.update", "payload": UPDATED, "status": "PENDING_APPROVAL"}
+    together = threading.Barrier(2)
+    recording = type(server.engine.recording)
+    log_action = recording.log_action
 
-    def hold(session_id: str, precapture_id: str, barrier: threading.Barrier) -> int:
-        barrier.wait()
-        return log(compat, session_id, **body, precaptureId=precapture_id).status_code
+    def log_together(self: Any, *args: Any, **kwargs: Any) -> Any:
+        together.wait(timeout=30)  # a guard: a log held back here alone fails, which the answers show
+        return log_action(self, *args, **kwargs)
 
-    for _ in range(5):
-        session_id = open_session(compat)
-        kept = server.engine.recording.keep_before_state(
-            tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
-        )
-        barrier = threading.Barrier(2)
-        with ThreadPoolExecutor(2) as pool:
-            both = [pool.submit(hold, session_id, kept.precapture_id, barrier) for _ in range(2)]
-            answers = sorted(f.result() for f in both)
-        assert answers == [200, 409]
-        shown = native.get(f"/sessions/{session_id}").json()
-        assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
-        assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
+    monkeypatch.setattr(recording, "log_action", log_together)
+    session_id = open_session(compat)
+    kept = server.engine.recording.keep_before_state(
+        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+    )
+    with ThreadPoolExecutor(2) as pool:
+        both = [pool.submit(log, compat, session_id, **body, precaptureId=kept.precapture_id) for _ in range(2)]
+        answers = sorted(f.result().status_code for f in both)
+    assert answers == [200, 409]
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
+    assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
 
 
 def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redacted(
