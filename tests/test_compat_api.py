@@ -3,6 +3,7 @@ engine's use cases (read back through the native API), and the refusals, as prob
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -857,6 +858,36 @@ def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with
     assert shown["status"] == "FAILED"  # the session ended as a failure ends it
 
 
+def logged_together(
+    server: RunningServer,
+    tenant: Tenant,
+    compat: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    use_case: str,
+    session_id: str,
+    body: dict[str, Any],
+) -> list[httpx.Response]:
+    """Two logs of ``body`` naming one precapture (of customer ``cus_1``, kept for ``session_id``), let into the
+    engine's ``use_case`` together: each has seen the precapture untied before either ties it, whichever of them
+    the server would otherwise run first."""
+    together, entries = threading.Barrier(2), itertools.count()
+    recording = type(server.engine.recording)
+    entered = getattr(recording, use_case)
+
+    def enter_together(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if next(entries) < 2:  # the two logs' first entries: a log recorded again then goes straight in
+            together.wait(timeout=30)  # a guard: a log held back here alone fails, which its answer shows
+        return entered(self, *args, **kwargs)
+
+    monkeypatch.setattr(recording, use_case, enter_together)
+    kept = server.engine.recording.keep_before_state(
+        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+    )
+    with ThreadPoolExecutor(2) as pool:
+        both = [pool.submit(log, compat, session_id, **body, precaptureId=kept.precapture_id) for _ in range(2)]
+        return [f.result() for f in both]
+
+
 def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_nothing_of_the_other(
     server: RunningServer,
     tenant: Tenant,
@@ -865,26 +896,11 @@ def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_not
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The before-state is tied in the write-ahead's own transaction: the loser's held call is not left open
-    (expiring, it would roll the session back). Both logs are let into the write-ahead together, so that each has
-    seen the precapture untied before either ties it, whichever of them the server would run first."""
+    (expiring, it would roll the session back)."""
     body = {"apiName": "stripe.customers.update", "payload": UPDATED, "status": "PENDING_APPROVAL"}
-    together = threading.Barrier(2)
-    recording = type(server.engine.recording)
-    log_action = recording.log_action
-
-    def log_together(self: Any, *args: Any, **kwargs: Any) -> Any:
-        together.wait(timeout=30)  # a guard: a log held back here alone fails, which the answers show
-        return log_action(self, *args, **kwargs)
-
-    monkeypatch.setattr(recording, "log_action", log_together)
     session_id = open_session(compat)
-    kept = server.engine.recording.keep_before_state(
-        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
-    )
-    with ThreadPoolExecutor(2) as pool:
-        both = [pool.submit(log, compat, session_id, **body, precaptureId=kept.precapture_id) for _ in range(2)]
-        answers = sorted(f.result().status_code for f in both)
-    assert answers == [200, 409]
+    answers = logged_together(server, tenant, compat, monkeypatch, "log_action", session_id, body)
+    assert sorted(a.status_code for a in answers) == [200, 409]
     shown = native.get(f"/sessions/{session_id}").json()
     assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
     assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
@@ -1004,3 +1020,52 @@ def test_a_precapture_in_a_session_opened_on_the_native_api_is_refused_before_an
     refused = problem(compat.post(f"/sessions/{session_id}/actions/precapture", json=read), 409)
     assert "published SDK" in refused["detail"]
     assert fake_stripe.calls("GET") == []
+
+
+def test_a_log_naming_a_precapture_a_held_call_took_is_recorded_saying_its_undo_cannot_restore_it(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    """What was read before the held call is not the state before this one, which ran after it was read."""
+    session_id = open_session(compat)
+    kept = server.engine.recording.keep_before_state(
+        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+    )
+    update = {"apiName": "stripe.customers.update", "payload": UPDATED, "precaptureId": kept.precapture_id}
+    assert log(compat, session_id, **update, status="PENDING_APPROVAL").status_code == 200
+    assert log(compat, session_id, **update, response={"id": "cus_1"}, status="SUCCESS").status_code == 200
+    assert [a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == [
+        None,
+        {"type": "none", "why": PRECAPTURE_OTHER_CALL, "requireApproval": False},
+    ]
+
+
+def test_two_logs_naming_one_precapture_restore_the_first_call_alone(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    kept = server.engine.recording.keep_before_state(
+        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+    )
+    update = {"apiName": "stripe.customers.update", "payload": UPDATED, "precaptureId": kept.precapture_id}
+    for _ in range(2):
+        assert log(compat, session_id, **update, response={"id": "cus_1"}, status="SUCCESS").status_code == 200
+    first, second = (a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"])
+    assert (first["type"], first["params"]) == ("stripe-restore", {"email": "old@example.com"})
+    assert second == {"type": "none", "why": PRECAPTURE_OTHER_CALL, "requireApproval": False}
+
+
+def test_two_logs_naming_one_precapture_at_once_are_both_recorded_one_restoring_it(
+    server: RunningServer,
+    tenant: Tenant,
+    compat: httpx.Client,
+    native: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The calls ran: the one that lost the precapture is recorded all the same, saying why it is not undone."""
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}, "status": "SUCCESS"}
+    session_id = open_session(compat)
+    answers = logged_together(server, tenant, compat, monkeypatch, "record_reported_action", session_id, body)
+    assert [a.status_code for a in answers] == [200, 200]
+    undos = [a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"]]
+    assert sorted(undo["type"] for undo in undos) == ["none", "stripe-restore"]
+    assert [undo["why"] for undo in undos if undo["type"] == "none"] == [PRECAPTURE_OTHER_CALL]

@@ -501,17 +501,37 @@ class Recording(UseCases):
         return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=False)
 
     def record_reported_action(
-        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None = None
+        self,
+        org_id: str,
+        session_id: str,
+        call: ExecutedCall,
+        *,
+        agent_key: str | None = None,
+        before_state: str | None = None,
     ) -> Action:
         """Record a call its client reports after it ran, awaiting the answer (the hosted product's published
         SDKs log every call so, through ``/compat``): as :meth:`record_executed_action` records one, except that
         a ``BLOCK`` match is not reviewed but refused: the call is undone at once where its undo can be, as a
         rejected after-execution review undoes it, and :class:`PolicyBlockedError` is raised once that is
-        committed, and again for each repeat of the report (:meth:`_ran_again`)."""
-        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=True)
+        committed, and again for each repeat of the report (:meth:`_ran_again`).
+
+        ``before_state``: the before-state its undo was derived from (the published SDKs' precapture), tied to
+        the new record in the same transaction as :meth:`log_action` ties one, so that no other call's undo
+        restores it; one tied meanwhile by a concurrent request refuses the whole request
+        (:class:`InvalidTransitionError`), for the call to be recorded without it."""
+        return self._record_ran(
+            org_id, session_id, call, agent_key=agent_key, refuse_blocked=True, before_state=before_state
+        )
 
     def _record_ran(
-        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None, refuse_blocked: bool
+        self,
+        org_id: str,
+        session_id: str,
+        call: ExecutedCall,
+        *,
+        agent_key: str | None,
+        refuse_blocked: bool,
+        before_state: str | None = None,
     ) -> Action:
         connector, idempotency_key, succeeded = call.connector, call.idempotency_key, call.succeeded
         operation_type = OperationType(call.operation_type)
@@ -566,6 +586,8 @@ class Recording(UseCases):
                 existing = tx.actions.by_key(org_id, session_id, idempotency_key)
                 assert existing is not None
                 return self._ran_again(tx, existing, refuse_blocked)
+            if before_state is not None:  # raised here, the transaction and the record are rolled back
+                _tie_before_state(tx, action, before_state)
             if not succeeded and call.rolls_back:
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action

@@ -189,15 +189,7 @@ class CompatController(Controller):
         before, unread = None, CAPTURE_FAILED if data.capture_failed else None
         if data.precapture_id is not None and data.status == "SUCCESS":
             before, unread = _kept_before(services, caller, session_id, data, data.precapture_id)
-        call = reported_call(
-            services.connectors,
-            services.engine.redactors,
-            data.api_name,
-            data.payload,
-            data.response,
-            before,
-            unread=unread,
-        )
+        call = _reported(services, data, before, unread)
         if data.status == "PENDING_APPROVAL":
             return _hold(services, caller, session_id, call, data.timeout_ms, data.precapture_id)
         if data.status == "FAILED":
@@ -207,9 +199,8 @@ class CompatController(Controller):
         elif call.operation_type is OperationType.READ:
             return {"data": {"id": None, "recorded": False}}
         try:
-            ran = call.ran(session_id, data.status == "SUCCESS", data.response)
-            action = services.engine.recording.record_reported_action(
-                caller.org_id, session_id, ran, agent_key=caller.agent_key
+            action = _record_ran(
+                services, caller, session_id, data, call, data.precapture_id if before is not None else None
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status="FAILED").inc()
@@ -350,9 +341,39 @@ def _kept_before(
             raise
         return None, PRECAPTURE_UNKNOWN
     _, described = call_about_to_run(services.connectors, data.api_name, data.payload)
-    if described is None or kept.api_name != described.api_name:
+    # Read for another call, or taken by one (a held call, an earlier log): not the state before this call.
+    if described is None or kept.api_name != described.api_name or kept.action_id is not None:
         return None, PRECAPTURE_OTHER_CALL
     return kept.state, None
+
+
+def _reported(services: Services, data: ReportedAction, before: JSON | None, unread: str | None) -> ReportedCall:
+    """The call ``data`` logs, its undo derived from ``before`` (else none, saying ``unread``)."""
+    connectors, redactors = services.connectors, services.engine.redactors
+    return reported_call(connectors, redactors, data.api_name, data.payload, data.response, before, unread=unread)
+
+
+def _record_ran(
+    services: Services,
+    caller: Caller,
+    session_id: str,
+    data: ReportedAction,
+    call: ReportedCall,
+    precapture_id: str | None,
+) -> Action:
+    """Record ``call``, which ran, tied to the before-state ``precapture_id`` its undo restores (so that no other
+    call's does); if a concurrent log took that one first, without it, its undo none saying so."""
+    recording = services.engine.recording
+    ran = call.ran(session_id, data.status == "SUCCESS", data.response)
+    try:
+        return recording.record_reported_action(
+            caller.org_id, session_id, ran, agent_key=caller.agent_key, before_state=precapture_id
+        )
+    except InvalidTransitionError:
+        if precapture_id is None:
+            raise
+    unread = _reported(services, data, None, PRECAPTURE_OTHER_CALL).ran(session_id, True, data.response)
+    return recording.record_reported_action(caller.org_id, session_id, unread, agent_key=caller.agent_key)
 
 
 def _hold(
