@@ -1069,3 +1069,32 @@ def test_two_logs_naming_one_precapture_at_once_are_both_recorded_one_restoring_
     undos = [a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"]]
     assert sorted(undo["type"] for undo in undos) == ["none", "stripe-restore"]
     assert [undo["why"] for undo in undos if undo["type"] == "none"] == [PRECAPTURE_OTHER_CALL]
+
+
+def test_a_failure_logged_after_a_rejected_calls_echo_and_another_call_is_recorded(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The SDK echoes a rejected call at once: the same call failing later, once the agent went on, is new."""
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/reject", json={"reason": "not ada"})
+    assert log_held_create_failed(compat, session_id).json()["data"]["id"] == held["id"]
+    log_customer_created(compat, session_id)
+    later = log_held_create_failed(compat, session_id).json()["data"]["id"]
+    actions = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert [a["actionId"] for a in actions][::2] == [held["id"], later]
+    assert actions[-1]["status"] == "FAILED"
+
+
+def test_a_failure_logged_after_an_approved_calls_failure_and_another_call_is_recorded(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    first = log_held_create_failed(compat, session_id).json()["data"]["id"]
+    log_customer_created(compat, session_id)
+    later = log_held_create_failed(compat, session_id).json()["data"]["id"]
+    actions = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert [a["actionId"] for a in actions] == [held["id"], first, actions[2]["actionId"], later]
+    assert actions[-1]["status"] == "FAILED"

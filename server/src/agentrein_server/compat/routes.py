@@ -22,7 +22,7 @@ from agentrein_core.errors import (
     PolicyBlockedError,
     ValidationError,
 )
-from agentrein_core.model import FAILURE_KEY_SUFFIX, JSON, Action
+from agentrein_core.model import FAILURE_KEY_SUFFIX, JSON, Action, Approval
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
@@ -409,7 +409,9 @@ def _ended_held_call(services: Services, caller: Caller, session_id: str, call: 
     ``FAILED`` call (rejected, timed out, or failed once approved), with the api name and payload it was held
     with. The latest action of the session that is this call (the same connector, api name and redacted
     payload) is the one: still waiting or cleared, it fails (its approval closes; the session rolls back);
-    already refused by a reviewer (or expired), the log only repeats what is recorded. ``None``: another call."""
+    already ended (refused by a reviewer or expired, or its failure recorded), the log only repeats what is
+    recorded, their SDK sending it again on a 5xx, so only while nothing else of the session was recorded since:
+    once the agent went on, the same call failing is a new one. ``None``: another call."""
     recording = services.engine.recording
     shown = recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
     payload = services.engine.redactors.of(call.connector).redact(call.payload)
@@ -418,7 +420,7 @@ def _ended_held_call(services: Services, caller: Caller, session_id: str, call: 
     # repeated log ends again, which answers that record rather than writing another.
     held = (a for a in reversed(shown.actions) if not a.idempotency_key.endswith(FAILURE_KEY_SUFFIX))
     latest = next((a for a in held if (a.connector, a.api_name, a.payload) == same), None)
-    if latest is None:
+    if latest is None or _went_on(shown.actions, shown.approvals, latest):
         return None
     if latest.status in (ActionStatus.PENDING_APPROVAL, ActionStatus.CLEARED):
         failure = Failed("the agent reports the held call did not run or failed (published SDK)")
@@ -432,3 +434,17 @@ def _ended_held_call(services: Services, caller: Caller, session_id: str, call: 
         for a in shown.approvals
     )
     return latest if latest.status is ActionStatus.FAILED and refused else None
+
+
+def _went_on(actions: list[Action], approvals: list[Approval], held: Action) -> bool:
+    """Whether the session recorded another call after ``held`` ended: after its failure's own record, or after
+    a reviewer refused it (or it expired). A held call not ended yet has not."""
+    failed = next((a for a in actions if a.idempotency_key == held.failure_idempotency_key), None)
+    if failed is not None:
+        return any(a.seq > failed.seq for a in actions)
+    ended = [
+        p.resolved_at
+        for p in approvals
+        if p.action_id == held.action_id and p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.resolved_at
+    ]
+    return bool(ended) and held.status is ActionStatus.FAILED and any(a.created_at > max(ended) for a in actions)
