@@ -858,6 +858,15 @@ def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with
     assert shown["status"] == "FAILED"  # the session ended as a failure ends it
 
 
+def kept_precapture(server: RunningServer, tenant: Tenant, session_id: str) -> dict[str, str]:
+    """A precapture of customer ``cus_1`` (its email ``old@example.com``) kept for ``session_id``'s update of it,
+    as a log names it."""
+    kept = server.engine.recording.keep_before_state(
+        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+    )
+    return {"precaptureId": kept.precapture_id}
+
+
 def logged_together(
     server: RunningServer,
     tenant: Tenant,
@@ -880,11 +889,9 @@ def logged_together(
         return entered(self, *args, **kwargs)
 
     monkeypatch.setattr(recording, use_case, enter_together)
-    kept = server.engine.recording.keep_before_state(
-        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
-    )
+    named = kept_precapture(server, tenant, session_id)
     with ThreadPoolExecutor(2) as pool:
-        both = [pool.submit(log, compat, session_id, **body, precaptureId=kept.precapture_id) for _ in range(2)]
+        both = [pool.submit(log, compat, session_id, **body, **named) for _ in range(2)]
         return [f.result() for f in both]
 
 
@@ -1027,10 +1034,7 @@ def test_a_log_naming_a_precapture_a_held_call_took_is_recorded_saying_its_undo_
 ) -> None:
     """What was read before the held call is not the state before this one, which ran after it was read."""
     session_id = open_session(compat)
-    kept = server.engine.recording.keep_before_state(
-        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
-    )
-    update = {"apiName": "stripe.customers.update", "payload": UPDATED, "precaptureId": kept.precapture_id}
+    update = {"apiName": "stripe.customers.update", "payload": UPDATED, **kept_precapture(server, tenant, session_id)}
     assert log(compat, session_id, **update, status="PENDING_APPROVAL").status_code == 200
     assert log(compat, session_id, **update, response={"id": "cus_1"}, status="SUCCESS").status_code == 200
     assert [a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == [
@@ -1043,10 +1047,7 @@ def test_two_logs_naming_one_precapture_restore_the_first_call_alone(
     server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
 ) -> None:
     session_id = open_session(compat)
-    kept = server.engine.recording.keep_before_state(
-        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
-    )
-    update = {"apiName": "stripe.customers.update", "payload": UPDATED, "precaptureId": kept.precapture_id}
+    update = {"apiName": "stripe.customers.update", "payload": UPDATED, **kept_precapture(server, tenant, session_id)}
     for _ in range(2):
         assert log(compat, session_id, **update, response={"id": "cus_1"}, status="SUCCESS").status_code == 200
     first, second = (a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"])
