@@ -16,6 +16,7 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
+from agentrein_core.store import schema
 from agentrein_server.compat.calls import CAPTURE_FAILED, PRECAPTURE_OTHER_CALL, PRECAPTURE_UNKNOWN
 from agentrein_server.compat.routes import PRECAPTURE_FAILED
 from agentrein_server.compat.tokens import Tokens
@@ -1099,3 +1100,26 @@ def test_a_failure_logged_after_an_approved_calls_failure_and_another_call_is_re
     actions = native.get(f"/sessions/{session_id}").json()["actions"]
     assert [a["actionId"] for a in actions] == [held["id"], first, actions[2]["actionId"], later]
     assert actions[-1]["status"] == "FAILED"
+
+
+def test_a_log_whose_precapture_is_pruned_as_it_is_recorded_is_recorded_saying_its_undo_cannot_restore_it(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention prunes a before-state a month old: one pruned between its read and its tie must not lose the call."""
+    session_id = open_session(compat)
+    named = kept_precapture(server, tenant, session_id)
+    recording = type(server.engine.recording)
+    record = recording.record_reported_action
+
+    def pruned_first(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with server.engine.store.transaction() as tx:
+            tx.conn.execute(
+                schema.before_states.delete().where(schema.before_states.c.precapture_id == named["precaptureId"])
+            )
+        return record(self, *args, **kwargs)
+
+    monkeypatch.setattr(recording, "record_reported_action", pruned_first)
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}, **named}
+    assert log(compat, session_id, **body, status="SUCCESS").status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"] == {"type": "none", "why": PRECAPTURE_UNKNOWN, "requireApproval": False}

@@ -362,7 +362,8 @@ def _record_ran(
     precapture_id: str | None,
 ) -> Action:
     """Record ``call``, which ran, tied to the before-state ``precapture_id`` its undo restores (so that no other
-    call's does); if a concurrent log took that one first, without it, its undo none saying so."""
+    call's does). If a concurrent log took that one first, or retention pruned it meanwhile, the call is recorded
+    without it, its undo none saying so: a call that ran is never refused."""
     recording = services.engine.recording
     ran = call.ran(session_id, data.status == "SUCCESS", data.response)
     try:
@@ -372,7 +373,12 @@ def _record_ran(
     except InvalidTransitionError:
         if precapture_id is None:
             raise
-    unread = _reported(services, data, None, PRECAPTURE_OTHER_CALL).ran(session_id, True, data.response)
+        why = PRECAPTURE_OTHER_CALL
+    except NotFoundError as exc:
+        if precapture_id is None or exc.kind != "before-state":
+            raise
+        why = PRECAPTURE_UNKNOWN
+    unread = _reported(services, data, None, why).ran(session_id, True, data.response)
     return recording.record_reported_action(caller.org_id, session_id, unread, agent_key=caller.agent_key)
 
 
