@@ -3,6 +3,7 @@ engine's use cases (read back through the native API), and the refusals, as prob
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from serving import RunningServer, Tenant
 
 from agentrein_core.commands import NewPolicy
 from agentrein_core.statuses import Role, UserRole
+from agentrein_core.store import schema
 from agentrein_server.compat.calls import CAPTURE_FAILED, PRECAPTURE_OTHER_CALL, PRECAPTURE_UNKNOWN
 from agentrein_server.compat.routes import PRECAPTURE_FAILED
 from agentrein_server.compat.tokens import Tokens
@@ -857,30 +859,59 @@ def test_a_failed_log_whose_error_is_longer_than_a_record_keeps_is_recorded_with
     assert shown["status"] == "FAILED"  # the session ended as a failure ends it
 
 
+def kept_precapture(server: RunningServer, tenant: Tenant, session_id: str) -> dict[str, str]:
+    """A precapture of customer ``cus_1`` (its email ``old@example.com``) kept for ``session_id``'s update of it,
+    as a log names it."""
+    kept = server.engine.recording.keep_before_state(
+        tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
+    )
+    return {"precaptureId": kept.precapture_id}
+
+
+def logged_together(
+    server: RunningServer,
+    tenant: Tenant,
+    compat: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    use_case: str,
+    session_id: str,
+    body: dict[str, Any],
+) -> list[httpx.Response]:
+    """Two logs of ``body`` naming one precapture (of customer ``cus_1``, kept for ``session_id``), let into the
+    engine's ``use_case`` together: each has seen the precapture untied before either ties it, whichever of them
+    the server would otherwise run first."""
+    together, entries = threading.Barrier(2), itertools.count()
+    recording = type(server.engine.recording)
+    entered = getattr(recording, use_case)
+
+    def enter_together(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if next(entries) < 2:  # the two logs' first entries: a log recorded again then goes straight in
+            together.wait(timeout=30)  # a guard: a log held back here alone fails, which its answer shows
+        return entered(self, *args, **kwargs)
+
+    monkeypatch.setattr(recording, use_case, enter_together)
+    named = kept_precapture(server, tenant, session_id)
+    with ThreadPoolExecutor(2) as pool:
+        both = [pool.submit(log, compat, session_id, **body, **named) for _ in range(2)]
+        return [f.result() for f in both]
+
+
 def test_two_held_logs_naming_one_precapture_at_once_hold_one_call_and_leave_nothing_of_the_other(
-    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+    server: RunningServer,
+    tenant: Tenant,
+    compat: httpx.Client,
+    native: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The before-state is tied in the write-ahead's own transaction: the loser's held call is not left open
     (expiring, it would roll the session back)."""
     body = {"apiName": "stripe.customers.update", "payload": UPDATED, "status": "PENDING_APPROVAL"}
-
-    def hold(session_id: str, precapture_id: str, barrier: threading.Barrier) -> int:
-        barrier.wait()
-        return log(compat, session_id, **body, precaptureId=precapture_id).status_code
-
-    for _ in range(5):
-        session_id = open_session(compat)
-        kept = server.engine.recording.keep_before_state(
-            tenant.org_id, session_id, "stripe", "customers.update", {"id": "cus_1", "email": "old@example.com"}
-        )
-        barrier = threading.Barrier(2)
-        with ThreadPoolExecutor(2) as pool:
-            both = [pool.submit(hold, session_id, kept.precapture_id, barrier) for _ in range(2)]
-            answers = sorted(f.result() for f in both)
-        assert answers == [200, 409]
-        shown = native.get(f"/sessions/{session_id}").json()
-        assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
-        assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
+    session_id = open_session(compat)
+    answers = logged_together(server, tenant, compat, monkeypatch, "log_action", session_id, body)
+    assert sorted(a.status_code for a in answers) == [200, 409]
+    shown = native.get(f"/sessions/{session_id}").json()
+    assert [a["status"] for a in shown["actions"]] == ["PENDING_APPROVAL"]
+    assert [p["status"] for p in shown["approvals"]] == ["PENDING"]
 
 
 def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redacted(
@@ -908,3 +939,187 @@ def test_an_update_undone_from_its_before_state_leaves_out_what_the_record_redac
         "email": "old@example.com",
         "metadata": {"api_key": "k_new", "tier": "gold"},
     }
+
+
+# the fifth reading: what the second reading of /compat found next --------------------------------------------------
+def test_a_held_call_on_a_connected_account_confirmed_is_undone_in_that_account(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    """Their SDK confirms a held call by its id alone: the account must come from the record, or the undo goes
+    to the platform account, whose 404 would count as undone."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    made = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "ada@example.com"})
+    params = {"params": {"email": "ada@example.com"}, "options": {"stripe_account": "acct_1Connected"}}
+    action = held_then_confirmed(compat, native, {"apiName": "stripe.v1.customers.create", "payload": params}, made)
+    assert action["payload"]["options"] == {"stripe_account": "acct_1Connected"}
+    native.post(f"/sessions/{action['sessionId']}/rollback", json={})
+    assert native.get(f"/sessions/{action['sessionId']}/rollback", params={"wait": 30}).json()["status"] == "SUCCEEDED"
+    (deleted,) = fake_stripe.calls("DELETE", f"/v1/customers/{made['id']}")
+    assert deleted.account == "acct_1Connected"
+
+
+def test_a_blocked_create_logged_again_by_the_sdks_retry_is_refused_again(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client
+) -> None:
+    """The repeat is answered with the first record: the agent must hear the block again, not a 200."""
+    server.engine.policies.add_policy(
+        tenant.org_id, NewPolicy("no new customers", "BLOCK", connector="stripe", api_name="customers.create")
+    )
+    session_id = open_session(compat)
+    first = problem(log_customer_created(compat, session_id), 403)
+    again = problem(log_customer_created(compat, session_id), 403)
+    assert (slug(again), again["actionId"], again["detail"]) == ("policy-blocked", first["actionId"], first["detail"])
+
+
+def test_an_approved_calls_failure_logged_twice_is_recorded_once(compat: httpx.Client, native: httpx.Client) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    first, again = log_held_create_failed(compat, session_id), log_held_create_failed(compat, session_id)
+    assert again.json()["data"]["id"] == first.json()["data"]["id"]
+    statuses = [(a["actionId"], a["status"]) for a in native.get(f"/sessions/{session_id}").json()["actions"]]
+    assert statuses == [(held["id"], "CLEARED"), (first.json()["data"]["id"], "FAILED")]
+
+
+def update_undone_from_what_the_server_read(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, fake_stripe: FakeStripe
+) -> str:
+    """A session whose update of a customer (its email was ``old@example.com``) the agent logged naming a
+    precapture: the server read the customer with the organisation's key, and the undo restores that email."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "old@example.com"})
+    session_id = open_session(compat)
+    read = {"apiName": "stripe.v1.customers.update", "payload": {"customer": customer["id"], "params": {"email": "x"}}}
+    precapture_id = compat.post(f"/sessions/{session_id}/actions/precapture", json=read).json()["data"]["precaptureId"]
+    body = {**read, "response": {"id": customer["id"]}, "status": "SUCCESS", "precaptureId": precapture_id}
+    assert log(compat, session_id, **body).status_code == 200
+    return session_id
+
+
+def test_an_agent_key_reads_its_published_sdk_sessions_without_what_the_server_read_for_their_undos(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, agent_key: str, fake_stripe: FakeStripe
+) -> None:
+    """Precapture reads any object the organisation's stored key reaches: the agent, which named the object, must
+    not read it back through the undo's values (an operator does: it reviews and runs the undo)."""
+    session_id = update_undone_from_what_the_server_read(server, tenant, compat, fake_stripe)
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {agent_key}"}) as agent:
+        shown, paged = agent.get(f"/sessions/{session_id}"), agent.get(f"/sessions/{session_id}/actions")
+    assert "old@example.com" not in shown.text + paged.text
+    assert shown.json()["actions"][0]["undo"] == {"type": "stripe-restore", "requireApproval": False}
+
+
+def test_an_operator_reads_the_values_a_published_sdk_calls_undo_restores(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, fake_stripe: FakeStripe
+) -> None:
+    session_id = update_undone_from_what_the_server_read(server, tenant, compat, fake_stripe)
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"]["params"] == {"email": "old@example.com"}
+
+
+def test_a_precapture_in_a_session_opened_on_the_native_api_is_refused_before_anything_is_read(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, agent_key: str, fake_stripe: FakeStripe
+) -> None:
+    """Its record would show the agent key what the server read: only a published SDK's sessions hide it."""
+    store_stripe_settings(server, tenant, fake_stripe.base_url)
+    customer = sent_to_stripe(fake_stripe, "/v1/customers", {"email": "old@example.com"})
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {agent_key}"}) as agent:
+        session_id = agent.post("/sessions", json={"agentId": "billing-agent"}).json()["id"]
+    read = {"apiName": "stripe.v1.customers.update", "payload": {"customer": customer["id"], "params": {"email": "x"}}}
+    refused = problem(compat.post(f"/sessions/{session_id}/actions/precapture", json=read), 409)
+    assert "published SDK" in refused["detail"]
+    assert fake_stripe.calls("GET") == []
+
+
+def test_a_log_naming_a_precapture_a_held_call_took_is_recorded_saying_its_undo_cannot_restore_it(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    """What was read before the held call is not the state before this one, which ran after it was read."""
+    session_id = open_session(compat)
+    update = {"apiName": "stripe.customers.update", "payload": UPDATED, **kept_precapture(server, tenant, session_id)}
+    assert log(compat, session_id, **update, status="PENDING_APPROVAL").status_code == 200
+    assert log(compat, session_id, **update, response={"id": "cus_1"}, status="SUCCESS").status_code == 200
+    assert [a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"]] == [
+        None,
+        {"type": "none", "why": PRECAPTURE_OTHER_CALL, "requireApproval": False},
+    ]
+
+
+def test_two_logs_naming_one_precapture_restore_the_first_call_alone(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    update = {"apiName": "stripe.customers.update", "payload": UPDATED, **kept_precapture(server, tenant, session_id)}
+    for _ in range(2):
+        assert log(compat, session_id, **update, response={"id": "cus_1"}, status="SUCCESS").status_code == 200
+    first, second = (a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"])
+    assert (first["type"], first["params"]) == ("stripe-restore", {"email": "old@example.com"})
+    assert second == {"type": "none", "why": PRECAPTURE_OTHER_CALL, "requireApproval": False}
+
+
+def test_two_logs_naming_one_precapture_at_once_are_both_recorded_one_restoring_it(
+    server: RunningServer,
+    tenant: Tenant,
+    compat: httpx.Client,
+    native: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The calls ran: the one that lost the precapture is recorded all the same, saying why it is not undone."""
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}, "status": "SUCCESS"}
+    session_id = open_session(compat)
+    answers = logged_together(server, tenant, compat, monkeypatch, "record_reported_action", session_id, body)
+    assert [a.status_code for a in answers] == [200, 200]
+    undos = [a["undo"] for a in native.get(f"/sessions/{session_id}").json()["actions"]]
+    assert sorted(undo["type"] for undo in undos) == ["none", "stripe-restore"]
+    assert [undo["why"] for undo in undos if undo["type"] == "none"] == [PRECAPTURE_OTHER_CALL]
+
+
+def test_a_failure_logged_after_a_rejected_calls_echo_and_another_call_is_recorded(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    """The SDK echoes a rejected call at once: the same call failing later, once the agent went on, is new."""
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/reject", json={"reason": "not ada"})
+    assert log_held_create_failed(compat, session_id).json()["data"]["id"] == held["id"]
+    log_customer_created(compat, session_id)
+    later = log_held_create_failed(compat, session_id).json()["data"]["id"]
+    actions = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert [a["actionId"] for a in actions][::2] == [held["id"], later]
+    assert actions[-1]["status"] == "FAILED"
+
+
+def test_a_failure_logged_after_an_approved_calls_failure_and_another_call_is_recorded(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    session_id = open_session(compat)
+    held = hold_customer_create(compat, session_id)
+    native.post(f"/approvals/{held['approvalRequest']['id']}/approve", json={})
+    first = log_held_create_failed(compat, session_id).json()["data"]["id"]
+    log_customer_created(compat, session_id)
+    later = log_held_create_failed(compat, session_id).json()["data"]["id"]
+    actions = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert [a["actionId"] for a in actions] == [held["id"], first, actions[2]["actionId"], later]
+    assert actions[-1]["status"] == "FAILED"
+
+
+def test_a_log_whose_precapture_is_pruned_as_it_is_recorded_is_recorded_saying_its_undo_cannot_restore_it(
+    server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention prunes a before-state a month old: one pruned between its read and its tie must not lose the call."""
+    session_id = open_session(compat)
+    named = kept_precapture(server, tenant, session_id)
+    recording = type(server.engine.recording)
+    record = recording.record_reported_action
+
+    def pruned_first(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with server.engine.store.transaction() as tx:
+            tx.conn.execute(
+                schema.before_states.delete().where(schema.before_states.c.precapture_id == named["precaptureId"])
+            )
+        return record(self, *args, **kwargs)
+
+    monkeypatch.setattr(recording, "record_reported_action", pruned_first)
+    body = {"apiName": "stripe.customers.update", "payload": UPDATED, "response": {"id": "cus_1"}, **named}
+    assert log(compat, session_id, **body, status="SUCCESS").status_code == 200
+    (action,) = native.get(f"/sessions/{session_id}").json()["actions"]
+    assert action["undo"] == {"type": "none", "why": PRECAPTURE_UNKNOWN, "requireApproval": False}

@@ -26,7 +26,8 @@ approvals, retries, rollback) is the same for every service:
 connector. In server mode inverses run in the server, through a client the connector builds from the
 organisation's stored configuration and credentials (:meth:`Connector.server_client`, checked by
 :meth:`Connector.check_config` when an operator stores them; both are given the organisation's id, for what the
-server offers some organisations only). :attr:`Connector.settings` declares what those
+server offers some organisations only: a plugin written before they took it, ``(config, credentials)``, is
+still called that way, with a ``DeprecationWarning`` saying to add it). :attr:`Connector.settings` declares what those
 take, one :class:`Setting` each (its key, type, help text, and whether it is a secret credential), so the
 dashboard asks for them in a form and converts what is typed to the same ``config`` and ``credentials`` JSON
 as ``PUT /connectors/{name}`` takes; ``check_config`` still judges the values. A setting of kind
@@ -78,6 +79,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import StrEnum
@@ -442,7 +444,7 @@ def check_settings(connector: Connector, config: JSON, credentials: JSON, org_id
     :attr:`~SettingKind.HOSTS` setting), which must reach public addresses only unless the server sets
     ``$AGENTREIN_ALLOW_PRIVATE_TARGETS`` to 1 (:mod:`agentrein_core.targets`), and every URL its
     :meth:`~Connector.targets` lists. Checked here rather than by each connector, so none can skip it."""
-    connector.check_config(config, credentials, org_id)
+    _with_org_id(connector.check_config, config, credentials, org_id)
     for setting in connector.settings:
         value = (credentials if setting.secret else config).get(setting.key)
         if value is None:
@@ -453,6 +455,32 @@ def check_settings(connector: Connector, config: JSON, credentials: JSON, org_id
             check_allowed_hosts(setting.field, value)
     for field, url in connector.targets(config, credentials):
         check_target_url(field, url)
+
+
+def open_server_client(connector: Connector, config: JSON, credentials: JSON, org_id: str) -> Any:
+    """``connector``'s :meth:`~Connector.server_client` for organisation ``org_id``, called as
+    :func:`check_settings` calls its ``check_config``."""
+    return _with_org_id(connector.server_client, config, credentials, org_id)
+
+
+def _with_org_id(method: Callable[..., Any], config: JSON, credentials: JSON, org_id: str) -> Any:
+    """``method(config, credentials, org_id)``; for a plugin written to the contract before ``check_config`` and
+    ``server_client`` took ``org_id`` (two arguments), ``method(config, credentials)`` with a DeprecationWarning
+    saying what to add: it keeps working, judged alike for every organisation, rather than failing every
+    request that stores its settings or undoes its calls with a TypeError."""
+    kinds = [parameter.kind for parameter in _signature_of(method).parameters.values()]
+    positional = sum(
+        kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for kind in kinds
+    )
+    if positional >= 3 or inspect.Parameter.VAR_POSITIONAL in kinds:
+        return method(config, credentials, org_id)
+    name = getattr(method, "__qualname__", repr(method))
+    warnings.warn(
+        f"{name} takes no org_id: connectors now take (config, credentials, org_id); add the organisation's id",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return method(config, credentials)
 
 
 def merge_undo(derived: UndoConfig, override: Mapping[str, Any] | None) -> UndoConfig:
@@ -493,12 +521,16 @@ def bind_call(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     """``method``'s arguments bound to their names (what a connector records, and where it finds an id or a
     body however it was passed); :class:`ValidationError` when they do not fit the method. Each function's
     signature is read once (this runs on every recorded call)."""
-    function = getattr(method, "__func__", None)
-    signature = _signature(method) if function is None else _signature(function, bound=True)
     try:
-        return signature.bind(*args, **kwargs)
+        return _signature_of(method).bind(*args, **kwargs)
     except TypeError as exc:
         raise ValidationError("call", f"{getattr(method, '__qualname__', method)}: {exc}") from None
+
+
+def _signature_of(method: Callable[..., Any]) -> inspect.Signature:
+    """``method``'s signature as its callers see it (a bound method's without its first parameter), read once."""
+    function = getattr(method, "__func__", None)
+    return _signature(method) if function is None else _signature(function, bound=True)
 
 
 @functools.lru_cache(maxsize=4096)

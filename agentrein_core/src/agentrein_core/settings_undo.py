@@ -14,7 +14,7 @@ from typing import Any
 
 from attrs import define, frozen
 
-from agentrein_core.connector import Connector, PreparedCall, check_settings
+from agentrein_core.connector import Connector, PreparedCall, check_settings, open_server_client
 from agentrein_core.engine import Engine
 from agentrein_core.errors import AgentReinError, UndoError
 from agentrein_core.model import JSON, Action
@@ -93,7 +93,7 @@ class SettingsUndoExecutor:
                 raise UndoError(reached.reason)
             found, config, credentials = reached
             try:
-                made.append(found.server_client(config, credentials, org_id))
+                made.append(open_server_client(found, config, credentials, org_id))
             except AgentReinError as exc:
                 raise UndoError(str(exc)) from exc
             return made[-1]
@@ -116,7 +116,7 @@ class SettingsUndoExecutor:
             raise UndoError(reached.reason)
         connector, config, credentials = reached
         try:
-            client = connector.server_client(config, credentials, action.org_id)
+            client = open_server_client(connector, config, credentials, action.org_id)
         except AgentReinError as exc:
             raise UndoError(str(exc)) from exc
         run_inverse(connector, action, client, close_after=True)

@@ -130,7 +130,12 @@ export const stripeConnector: Connector = {
     return {
       apiName,
       operationType: OPERATIONS[method] ?? 'OTHER',
-      payload: call.objectId === null ? { params } : { id: call.objectId, params },
+      // The connected account in the record too, as the Python connector keeps it (a reviewer reads it there).
+      payload: {
+        ...(call.objectId === null ? {} : { id: call.objectId }),
+        params,
+        ...(call.account === null ? {} : { options: { stripe_account: call.account } }),
+      },
       context,
       async run(idempotencyKey: string): Promise<unknown> {
         // Read once, before the first attempt: a retry after a lost answer would read the update's own effect.

@@ -12,6 +12,7 @@ import agentrein_core.engine.cursors as cursors
 import agentrein_core.engine.validation as validation
 from agentrein_core import rules
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT, Confirmed, ExecutedCall, Failed, WriteAhead
+from agentrein_core.connector import WHY_NOT_UNDONE
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import (
     MAX_TRIGGER,
@@ -138,8 +139,12 @@ class Recording(UseCases):
         with self.store.transaction(write=False) as tx:
             session = session_of(tx, org_id, session_id, agent_key=agent_key)
             if first_actions is not None:
-                return read_first_actions(tx, session, first_actions)
-            return read_session(tx, session, verified=True)
+                shown = read_first_actions(tx, session, first_actions)
+            else:
+                shown = read_session(tx, session, verified=True)
+        if agent_key is None or session.recorded_with is None:
+            return shown
+        return evolve(shown, actions=[_as_agents_read(a) for a in shown.actions])
 
     def action_page(
         self, org_id: str, session_id: str, limit: int = 100, *, cursor: str | None = None, agent_key: str | None = None
@@ -152,10 +157,14 @@ class Recording(UseCases):
             raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
         (after,) = cursors.decode(cursor, (cursors.position_in_session,)) if cursor else (0,)
         with self.store.transaction(write=False) as tx:
-            session_of(tx, org_id, session_id, agent_key=agent_key)  # another's (organisation, key): not found
+            # Another's (organisation, key): not found.
+            session = session_of(tx, org_id, session_id, agent_key=agent_key)
             actions = tx.actions.page(session_id, limit, after)
             actions = checked(actions, tx.verifications.of_actions(session_id, [a.action_id for a in actions]))
-        return ActionPage(actions, actions_after(actions[-1]) if len(actions) == limit else None)
+        following = actions_after(actions[-1]) if len(actions) == limit else None
+        if agent_key is not None and session.recorded_with is not None:
+            actions = [_as_agents_read(a) for a in actions]
+        return ActionPage(actions, following)
 
     def list_sessions(
         self,
@@ -492,17 +501,37 @@ class Recording(UseCases):
         return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=False)
 
     def record_reported_action(
-        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None = None
+        self,
+        org_id: str,
+        session_id: str,
+        call: ExecutedCall,
+        *,
+        agent_key: str | None = None,
+        before_state: str | None = None,
     ) -> Action:
         """Record a call its client reports after it ran, awaiting the answer (the hosted product's published
         SDKs log every call so, through ``/compat``): as :meth:`record_executed_action` records one, except that
         a ``BLOCK`` match is not reviewed but refused: the call is undone at once where its undo can be, as a
         rejected after-execution review undoes it, and :class:`PolicyBlockedError` is raised once that is
-        committed."""
-        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=True)
+        committed, and again for each repeat of the report (:meth:`_ran_again`).
+
+        ``before_state``: the before-state its undo was derived from (the published SDKs' precapture), tied to
+        the new record in the same transaction as :meth:`log_action` ties one, so that no other call's undo
+        restores it; one tied meanwhile by a concurrent request refuses the whole request
+        (:class:`InvalidTransitionError`), for the call to be recorded without it."""
+        return self._record_ran(
+            org_id, session_id, call, agent_key=agent_key, refuse_blocked=True, before_state=before_state
+        )
 
     def _record_ran(
-        self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None, refuse_blocked: bool
+        self,
+        org_id: str,
+        session_id: str,
+        call: ExecutedCall,
+        *,
+        agent_key: str | None,
+        refuse_blocked: bool,
+        before_state: str | None = None,
     ) -> Action:
         connector, idempotency_key, succeeded = call.connector, call.idempotency_key, call.succeeded
         operation_type = OperationType(call.operation_type)
@@ -529,7 +558,7 @@ class Recording(UseCases):
             check_acts_on(tx, org_id, session_id, agent_key)
             existing = tx.actions.by_key(org_id, session_id, idempotency_key)
             if existing is not None:
-                return existing
+                return self._ran_again(tx, existing, refuse_blocked)
             taken = tx.sessions.take_seq(org_id, session_id, now, only_active=False)
             if taken is None:
                 raise NotFoundError("session", session_id)
@@ -556,7 +585,9 @@ class Recording(UseCases):
             if not tx.insert_once(action):  # a concurrent replay of the same call won
                 existing = tx.actions.by_key(org_id, session_id, idempotency_key)
                 assert existing is not None
-                return existing
+                return self._ran_again(tx, existing, refuse_blocked)
+            if before_state is not None:  # raised here, the transaction and the record are rolled back
+                _tie_before_state(tx, action, before_state)
             if not succeeded and call.rolls_back:
                 after_agent_failure(tx, now, session_of(tx, org_id, session_id), f"action {api_name} failed")
                 return action
@@ -577,6 +608,25 @@ class Recording(UseCases):
             assert decision.policy is not None
             raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True, undoable=undoable)
         return action
+
+    def _ran_again(self, tx: Tx, existing: Action, refuse_blocked: bool) -> Action:
+        """The answer to a call that ran, reported again (same key): its first record, or, when ``refuse_blocked``
+        and the policy that decided that record blocks such a call, :class:`PolicyBlockedError` as the first
+        report got (their SDKs resend a log answered 5xx: the agent must hear the block, not a success). Judged
+        by the policies as they stand, as every report is on arrival; the record keeps the deciding policy's
+        name, not its effect then."""
+        if not refuse_blocked or existing.policy_name is None or existing.status is ActionStatus.FAILED:
+            return existing
+        organisation = tx.organisations.get(existing.org_id)
+        assert organisation is not None  # its session exists
+        agent_id = session_of(tx, existing.org_id, existing.session_id).agent_id
+        subject = Subject(existing.connector, existing.api_name, agent_id, existing.operation_type)
+        decision = decide(self.policy_sets.enabled(tx, existing.org_id, organisation.policy_version), subject)
+        blocking = decision.policy if decision.effect is PolicyEffect.BLOCK else None
+        if blocking is None or blocking.name != existing.policy_name:
+            return existing
+        undoable = existing.undo is not None and not existing.undo.is_none
+        raise PolicyBlockedError(existing.action_id, existing.policy_name, ran=True, undoable=undoable)
 
     # before-states ------------------------------------------------------------------------------------------
     def keep_before_state(
@@ -632,6 +682,18 @@ class Recording(UseCases):
         stored (a connector this process does not have is checked where the inverse runs)."""
         if undo is not None and self.connectors is not None and connector in self.connectors.names():
             self.connectors.get(connector).check_undo(undo)
+
+
+def _as_agents_read(action: Action) -> Action:
+    """``action`` of a session a published SDK recorded, as its agent key reads it: its undo without parameters
+    but why it is not undone. The server derived them, from what it read with the organisation's stored
+    credentials too (a precaptured object's fields, which an update's undo restores): they are for operators,
+    who review and run the undo, not for the agent, which names any object to read (README, "no oracle")."""
+    undo = action.undo
+    if undo is None:
+        return action
+    why = {k: v for k, v in undo.params.items() if k == WHY_NOT_UNDONE}
+    return evolve(action, undo=UndoConfig(undo.type, why, undo.require_approval))
 
 
 def _tie_before_state(tx: Tx, action: Action, precapture_id: str) -> None:

@@ -229,7 +229,7 @@ class StripeConnector(Connector):
         return PreparedCall(
             api_name=api_name,
             operation_type=OPERATIONS.get(method_name, OperationType.OTHER),
-            payload={"id": call.object_id, "params": call.params} if call.object_id else {"params": call.params},
+            payload=_payload(call.object_id, call.params, call.account),
             run=run,
             is_async=is_async,
             context=context,
@@ -258,7 +258,7 @@ class StripeConnector(Connector):
         return PreparedCall(
             api_name=api_name,
             operation_type=OPERATIONS.get(method_name, OperationType.OTHER),
-            payload={"id": object_id, "params": params} if object_id else {"params": params},
+            payload=_payload(object_id, params, account),
             run=never_run,
             context=context,
         )
@@ -593,6 +593,17 @@ def _reported(payload: Any, legacy: bool) -> tuple[str | None, JSON, str | None]
         dict(params),
         account if isinstance(account, str) and _ACCOUNT_ID.fullmatch(account) else None,  # sent as a header
     )
+
+
+def _payload(object_id: str | None, params: JSON, account: str | None) -> JSON:
+    """What a call's record keeps: its object, its params and the connected account it acted on, under
+    ``options`` as a ``StripeClient`` call passes it. The record is all a held call is described from again once
+    it is confirmed (through ``/compat``): without the account there, its undo would go to the platform account,
+    whose 404 counts as undone."""
+    payload: JSON = {"id": object_id, "params": params} if object_id else {"params": params}
+    if account:
+        payload["options"] = {"stripe_account": account}
+    return payload
 
 
 async def _snapshot_then_async(

@@ -22,7 +22,7 @@ from agentrein_core.errors import (
     PolicyBlockedError,
     ValidationError,
 )
-from agentrein_core.model import JSON, Action
+from agentrein_core.model import FAILURE_KEY_SUFFIX, JSON, Action, Approval
 from agentrein_core.read_models import SessionSummary
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, OperationType, Role
 from agentrein_server import metrics
@@ -50,6 +50,11 @@ _post = functools.partial(post, status_code=HTTP_200_OK, sync_to_thread=True)
 
 #: What a precapture that could not read the object tells the agent, whatever the cause.
 PRECAPTURE_FAILED = "the object could not be read before the call; the server's log says why"
+#: Why a precapture in a session opened on the native API is refused.
+PRECAPTURE_NATIVE_SESSION = (
+    "a before-state is read only in a session a published SDK opened (POST /compat/sessions): the agent key reads "
+    "the records of its other sessions whole, and they would show it what the server read"
+)
 
 
 class TokenRequest(msgspec.Struct, rename="camel"):
@@ -184,15 +189,7 @@ class CompatController(Controller):
         before, unread = None, CAPTURE_FAILED if data.capture_failed else None
         if data.precapture_id is not None and data.status == "SUCCESS":
             before, unread = _kept_before(services, caller, session_id, data, data.precapture_id)
-        call = reported_call(
-            services.connectors,
-            services.engine.redactors,
-            data.api_name,
-            data.payload,
-            data.response,
-            before,
-            unread=unread,
-        )
+        call = _reported(services, data, before, unread)
         if data.status == "PENDING_APPROVAL":
             return _hold(services, caller, session_id, call, data.timeout_ms, data.precapture_id)
         if data.status == "FAILED":
@@ -202,9 +199,8 @@ class CompatController(Controller):
         elif call.operation_type is OperationType.READ:
             return {"data": {"id": None, "recorded": False}}
         try:
-            ran = call.ran(session_id, data.status == "SUCCESS", data.response)
-            action = services.engine.recording.record_reported_action(
-                caller.org_id, session_id, ran, agent_key=caller.agent_key
+            action = _record_ran(
+                services, caller, session_id, data, call, data.precapture_id if before is not None else None
             )
         except PolicyBlockedError:
             metrics.ACTIONS_LOGGED.labels(status="FAILED").inc()
@@ -220,8 +216,12 @@ class CompatController(Controller):
         organisation's stored settings and kept (redacted) until the call is reported, whose undo then restores
         it. ``captureFailed`` when it cannot be read, with one fixed ``reason`` whatever the cause (the service's
         own words could tell the agent which objects exist): the cause goes to the server's log. No
-        ``precaptureId`` when the call's undo needs nothing read."""
-        services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        ``precaptureId`` when the call's undo needs nothing read. Only in a session a published SDK opened, whose
+        records its agent key reads without what the server read
+        (:meth:`~agentrein_core.engine.recording.Recording.get_session`)."""
+        shown = services.engine.recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
+        if shown.recorded_with is None:  # refused before anything is read: whether it could be would say too much
+            raise InvalidTransitionError(PRECAPTURE_NATIVE_SESSION)
         connector, call = call_about_to_run(services.connectors, data.api_name, data.payload)
         try:
             state = services.undo.read_before(caller.org_id, connector, call) if call is not None else None
@@ -341,9 +341,45 @@ def _kept_before(
             raise
         return None, PRECAPTURE_UNKNOWN
     _, described = call_about_to_run(services.connectors, data.api_name, data.payload)
-    if described is None or kept.api_name != described.api_name:
+    # Read for another call, or taken by one (a held call, an earlier log): not the state before this call.
+    if described is None or kept.api_name != described.api_name or kept.action_id is not None:
         return None, PRECAPTURE_OTHER_CALL
     return kept.state, None
+
+
+def _reported(services: Services, data: ReportedAction, before: JSON | None, unread: str | None) -> ReportedCall:
+    """The call ``data`` logs, its undo derived from ``before`` (else none, saying ``unread``)."""
+    connectors, redactors = services.connectors, services.engine.redactors
+    return reported_call(connectors, redactors, data.api_name, data.payload, data.response, before, unread=unread)
+
+
+def _record_ran(
+    services: Services,
+    caller: Caller,
+    session_id: str,
+    data: ReportedAction,
+    call: ReportedCall,
+    precapture_id: str | None,
+) -> Action:
+    """Record ``call``, which ran, tied to the before-state ``precapture_id`` its undo restores (so that no other
+    call's does). If a concurrent log took that one first, or retention pruned it meanwhile, the call is recorded
+    without it, its undo none saying so: a call that ran is never refused."""
+    recording = services.engine.recording
+    ran = call.ran(session_id, data.status == "SUCCESS", data.response)
+    try:
+        return recording.record_reported_action(
+            caller.org_id, session_id, ran, agent_key=caller.agent_key, before_state=precapture_id
+        )
+    except InvalidTransitionError:
+        if precapture_id is None:
+            raise
+        why = PRECAPTURE_OTHER_CALL
+    except NotFoundError as exc:
+        if precapture_id is None or exc.kind != "before-state":
+            raise
+        why = PRECAPTURE_UNKNOWN
+    unread = _reported(services, data, None, why).ran(session_id, True, data.response)
+    return recording.record_reported_action(caller.org_id, session_id, unread, agent_key=caller.agent_key)
 
 
 def _hold(
@@ -379,13 +415,18 @@ def _ended_held_call(services: Services, caller: Caller, session_id: str, call: 
     ``FAILED`` call (rejected, timed out, or failed once approved), with the api name and payload it was held
     with. The latest action of the session that is this call (the same connector, api name and redacted
     payload) is the one: still waiting or cleared, it fails (its approval closes; the session rolls back);
-    already refused by a reviewer (or expired), the log only repeats what is recorded. ``None``: another call."""
+    already ended (refused by a reviewer or expired, or its failure recorded), the log only repeats what is
+    recorded, their SDK sending it again on a 5xx, so only while nothing else of the session was recorded since:
+    once the agent went on, the same call failing is a new one. ``None``: another call."""
     recording = services.engine.recording
     shown = recording.get_session(caller.org_id, session_id, agent_key=caller.agent_key)
     payload = services.engine.redactors.of(call.connector).redact(call.payload)
     same = (call.connector, call.api_name, payload)
-    latest = next((a for a in reversed(shown.actions) if (a.connector, a.api_name, a.payload) == same), None)
-    if latest is None:
+    # An approved call's failure is recorded beside it (its ``…-failed`` record): the held call is the one a
+    # repeated log ends again, which answers that record rather than writing another.
+    held = (a for a in reversed(shown.actions) if not a.idempotency_key.endswith(FAILURE_KEY_SUFFIX))
+    latest = next((a for a in held if (a.connector, a.api_name, a.payload) == same), None)
+    if latest is None or _went_on(shown.actions, shown.approvals, latest):
         return None
     if latest.status in (ActionStatus.PENDING_APPROVAL, ActionStatus.CLEARED):
         failure = Failed("the agent reports the held call did not run or failed (published SDK)")
@@ -399,3 +440,17 @@ def _ended_held_call(services: Services, caller: Caller, session_id: str, call: 
         for a in shown.approvals
     )
     return latest if latest.status is ActionStatus.FAILED and refused else None
+
+
+def _went_on(actions: list[Action], approvals: list[Approval], held: Action) -> bool:
+    """Whether the session recorded another call after ``held`` ended: after its failure's own record, or after
+    a reviewer refused it (or it expired). A held call not ended yet has not."""
+    failed = next((a for a in actions if a.idempotency_key == held.failure_idempotency_key), None)
+    if failed is not None:
+        return any(a.seq > failed.seq for a in actions)
+    ended = [
+        p.resolved_at
+        for p in approvals
+        if p.action_id == held.action_id and p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.resolved_at
+    ]
+    return bool(ended) and held.status is ActionStatus.FAILED and any(a.created_at > max(ended) for a in actions)
