@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,16 @@ def agent(started: Any) -> Any:
     return lambda **args: agent_outcome(started(**args))
 
 
+def rollback_of(native: httpx.Client, session_id: str) -> Any:
+    """The session's rollback once it has ended. Their SDK sends its logs without awaiting them, so the log that
+    starts the rollback may reach the server after the agent's process has ended: until then there is none."""
+    deadline = time.monotonic() + 30
+    while (found := native.get(f"/sessions/{session_id}/rollback", params={"wait": 30})).status_code == 404:
+        assert time.monotonic() < deadline, found.text
+        time.sleep(0.1)
+    return found.json()
+
+
 def test_the_quick_start_with_octokit_records_the_issue_it_opened_with_the_undo_that_closes_it(
     agent: Any, native: httpx.Client
 ) -> None:
@@ -100,7 +111,7 @@ def test_a_failed_octokit_call_rolls_the_session_back_and_the_server_closes_the_
     seen = agent(thenFail=True)
     assert seen["raised"]["status"] == 404  # the agent gets Octokit's own error back
     session_id = seen["session"]["id"]
-    job = native.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    job = rollback_of(native, session_id)
     assert job["status"] == "SUCCEEDED", job
     issue = fake_github.issue("acme", "shop", seen["issue"])
     assert issue is not None and issue["state"] == "closed"
@@ -116,7 +127,7 @@ def test_an_octokit_comment_and_branch_are_undone_by_the_server_when_a_later_cal
 ) -> None:
     seen = agent(branchFrom=fake_github.refs("acme", "shop")["refs/heads/main"], thenFail=True)
     session_id = seen["session"]["id"]
-    job = native.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()
+    job = rollback_of(native, session_id)
     assert job["status"] == "SUCCEEDED", job
     assert fake_github.comments("acme", "shop", seen["issue"]) == []
     assert "refs/heads/fix-checkout" not in fake_github.refs("acme", "shop")
@@ -168,7 +179,7 @@ def test_a_block_policy_undoes_the_octokit_call_on_the_server_though_the_npm_sdk
     )
     seen = agent(failureMode="open", settleMs=500)
     assert "raised" not in seen
-    job = native.get(f"/sessions/{seen['session']['id']}/rollback", params={"wait": 30}).json()
+    job = rollback_of(native, seen["session"]["id"])
     assert job["status"] == "SUCCEEDED", job
     issue = fake_github.issue("acme", "shop", seen["issue"])
     assert issue is not None and issue["state"] == "closed"

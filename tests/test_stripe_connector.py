@@ -342,6 +342,24 @@ def test_an_undo_goes_to_the_connected_account_the_call_went_to(ar: AgentRein, f
     assert action.undo is not None and action.undo.params["stripe_account"] == "acct_123"
 
 
+def test_a_client_made_for_a_connected_account_has_its_calls_undone_and_snapshot_in_that_account(
+    ar: AgentRein, fake: FakeStripe
+) -> None:
+    session = ar.new_session(agent_id="billing-agent", intent="onboard a customer")
+    connected = stripe.StripeClient(
+        KEY, stripe_account="acct_123", base_addresses={"api": fake.base_url}, max_network_retries=0
+    )
+    client = ar.wrap(connected, session, connector="stripe")
+    customer = client.v1.customers.create(params={"email": "a@example.com"})
+    client.v1.customers.update(customer.id, params={"email": "b@example.com"})
+    created, updated = ar.get_session(session).actions
+    assert created.payload["options"] == {"stripe_account": "acct_123"}
+    assert created.undo is not None and created.undo.params["stripe_account"] == "acct_123"
+    assert updated.undo is not None and updated.undo.params["stripe_account"] == "acct_123"
+    (snapshot,) = [c for c in fake.calls("GET") if c.path == f"/v1/customers/{customer.id}"]
+    assert snapshot.account == "acct_123"
+
+
 def test_an_update_in_a_connected_account_is_snapshot_in_that_account(ar: AgentRein, fake: FakeStripe) -> None:
     client, _ = wrapped(ar, fake)
     customer = client.v1.customers.create(params={"email": "a@example.com"}, options={"stripe_account": "acct_123"})

@@ -62,6 +62,22 @@ describe('stripe-node and Octokit wrapped, through a server', () => {
     assert.equal(await stripeObject(h, customer.id), null, 'the server did not delete the customer');
   });
 
+  it('records the calls of a client made for a connected account with their undo in that account', async () => {
+    const h = harness();
+    const agentrein = h.client();
+    const session = await opened(agentrein, 'Onboard a customer of a connected account');
+    const url = new URL(h.peers.stripeUrl);
+    const connected = new Stripe(h.peers.stripeKey, {
+      host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0, stripeAccount: 'acct_123',
+    });
+    const customer = await agentrein.wrap(connected, session, { connector: 'stripe' }).customers.create({ email: 'c@example.com' });
+    const [action] = (await agentrein.getSession(session)).actions;
+    assert.deepEqual(action!.payload, { params: { email: 'c@example.com' }, options: { stripe_account: 'acct_123' } });
+    assert.deepEqual(action!.undo, {
+      type: 'stripe-delete', requireApproval: false, resource: 'customers', id: customer.id, stripe_account: 'acct_123',
+    });
+  });
+
   it('runs a subscription cancel held for approval once a reviewer approves it', async () => {
     const h = harness();
     const agentrein = h.client();

@@ -125,7 +125,8 @@ export const stripeConnector: Connector = {
     const apiName = `${resource}.${method}`;
     const fn = owner[last] as Method;
     const call = new StripeCall(fn, args);
-    const context: StripeContext = { resource, objectId: call.objectId, account: call.account };
+    const account = call.account ?? clientAccount(client);
+    const context: StripeContext = { resource, objectId: call.objectId, account };
     const params = call.params;
     return {
       apiName,
@@ -134,7 +135,7 @@ export const stripeConnector: Connector = {
       payload: {
         ...(call.objectId === null ? {} : { id: call.objectId }),
         params,
-        ...(call.account === null ? {} : { options: { stripe_account: call.account } }),
+        ...(account === null ? {} : { options: { stripe_account: account } }),
       },
       context,
       async run(idempotencyKey: string): Promise<unknown> {
@@ -237,6 +238,14 @@ class StripeCall {
 }
 
 /** `stripe.rawRequest(method, path, params?, options?)`: a write is recorded (undo `none`). */
+/** The connected account a client made with `new Stripe(key, { stripeAccount })` sends every call on (a call's
+ *  own `stripeAccount` overrides it); null when it has none. */
+function clientAccount(client: unknown): string | null {
+  const read = (client as { getApiField?: (field: string) => unknown }).getApiField;
+  const account = typeof read === 'function' ? read.call(client, 'stripeAccount') : null;
+  return typeof account === 'string' ? account : null;
+}
+
 function rawRequest(client: unknown, args: readonly unknown[]): PreparedCall | null {
   const method = String(args[0] ?? '').toUpperCase();
   if (method === 'GET') return null;

@@ -214,13 +214,14 @@ class StripeConnector(Connector):
         api_name = f"{resource}.{method_name}"
         method = _resolve(client, path)
         call = _Call(method, args, kwargs, legacy=client is stripe)
-        context: dict[str, Any] = {"object_id": call.object_id, "resource": resource, "stripe_account": call.account}
+        account = call.account or _client_account(client)
+        context: dict[str, Any] = {"object_id": call.object_id, "resource": resource, "stripe_account": account}
 
         def run(idempotency_key: str) -> Any:
             # Read once, before the first attempt: a retry after a lost answer would read the update's own effect.
             if api_name not in SNAPSHOT_BEFORE or "before" in context:
                 return call.run(idempotency_key)
-            read = _reader(client, path, is_async, call.account)
+            read = _reader(client, path, is_async, account)
             if is_async:
                 return _snapshot_then_async(read, call, idempotency_key, context)
             context["before"] = read(call.object_id)
@@ -229,7 +230,7 @@ class StripeConnector(Connector):
         return PreparedCall(
             api_name=api_name,
             operation_type=OPERATIONS.get(method_name, OperationType.OTHER),
-            payload=_payload(call.object_id, call.params, call.account),
+            payload=_payload(call.object_id, call.params, account),
             run=run,
             is_async=is_async,
             context=context,
@@ -593,6 +594,13 @@ def _reported(payload: Any, legacy: bool) -> tuple[str | None, JSON, str | None]
         dict(params),
         account if isinstance(account, str) and _ACCOUNT_ID.fullmatch(account) else None,  # sent as a header
     )
+
+
+def _client_account(client: Any) -> str | None:
+    """The connected account a ``StripeClient`` made with ``stripe_account=`` sends every call on (a call's own
+    ``options`` override it), kept by stripe-python in its requestor's options; None for the ``stripe`` module."""
+    account = getattr(getattr(getattr(client, "_requestor", None), "_options", None), "stripe_account", None)
+    return account if isinstance(account, str) else None
 
 
 def _payload(object_id: str | None, params: JSON, account: str | None) -> JSON:
