@@ -429,6 +429,17 @@ def test_a_held_calls_card_in_a_long_session_lists_twenty_undos_and_counts_the_o
         assert reject.more_steps == 5
 
 
+def test_a_session_read_with_no_actions_or_more_than_a_page_of_them_is_refused_with_a_clear_error(
+    engine: Engine,
+) -> None:
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 2)
+    for wrong in (0, 1001, True):
+        with pytest.raises(ValidationError, match="first_actions: must be a whole number from 1 to 1000"):
+            engine.recording.get_session(org.org_id, session.session_id, first_actions=wrong)
+
+
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:
     team = engine.accounts.create_organisation(f"team-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     free = engine.accounts.create_organisation(f"free-{uuid.uuid4().hex[:8]}", Plan.FREE)

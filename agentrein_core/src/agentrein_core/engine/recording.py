@@ -136,6 +136,8 @@ class Recording(UseCases):
         other is not found, as another organisation's are not). ``first_actions``: only that many actions,
         the first, and where the rest start (:attr:`SessionInfo.actions_cursor`, for :meth:`action_page`), so
         that reading a long session costs what reading a short one does."""
+        if first_actions is not None:
+            validation.page_size("first_actions", first_actions)
         with self.store.transaction(write=False) as tx:
             session = session_of(tx, org_id, session_id, agent_key=agent_key)
             if first_actions is not None:
@@ -153,8 +155,7 @@ class Recording(UseCases):
         :meth:`get_session` shows it; pass the page's ``next_cursor`` back as ``cursor`` for the next (keyset
         pagination on ``seq``: actions recorded meanwhile come on a later page, none is shown twice). A page
         costs the same however many actions the session holds."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        validation.page_size("limit", limit)
         (after,) = cursors.decode(cursor, (cursors.position_in_session,)) if cursor else (0,)
         with self.store.transaction(write=False) as tx:
             # Another's (organisation, key): not found.
@@ -183,8 +184,7 @@ class Recording(UseCases):
         as a list shows it, with its action count (:meth:`get_session` reads its actions). Pass the page's
         ``next_cursor`` back as ``cursor`` for the next page (keyset pagination: pages do not shift when
         sessions are added meanwhile). ``agent_key``: only the sessions that agent key opened."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        validation.page_size("limit", limit)
         stored = validation.enum("status", SessionStatus, status) if status is not None else None
         shown = validation.enum("displayStatus", DisplayStatus, display_status) if display_status is not None else None
         position = cursors.decode(cursor, (cursors.moment, cursors.identifier("ses"))) if cursor else None

@@ -18,7 +18,7 @@ from agentrein_core.converter import to_wire
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, already_decided, apply_decision, emit
 from agentrein_core.engine.records import action_of, approval_of, read_approval, replace, session_of, set_action
-from agentrein_core.errors import InvalidTransitionError, ValidationError
+from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.model import Action, Approval, Rollback, Session
 from agentrein_core.plugins import installed_connectors
 from agentrein_core.read_models import (
@@ -71,8 +71,8 @@ class Reviews(UseCases):
         ``explained`` the fields of :data:`~agentrein_core.read_models.EXPLAINED_FIELDS` are left out, and the
         approvals' sessions are not read. ``agent_key``: only those of sessions that agent key opened."""
         status = ApprovalStatus(status) if status is not None else None
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
-            raise ValidationError("limit", f"must be a whole number from 1 to 1000, not {limit!r}")
+        if limit is not None:
+            validation.page_size("limit", limit)
         after = (
             cursors.decode(cursor, (cursors.one_of(0, 1), cursors.moment, cursors.identifier("apr")))
             if cursor

@@ -104,6 +104,13 @@ def undo_params(undo: UndoConfig | None) -> None:
         json_value("undo", undo.params)
 
 
+def page_size(field: str, value: object) -> int:
+    """How many records a page holds: a whole number from 1 to 1000."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ValidationError(field, f"must be a whole number from 1 to 1000, not {value!r}")
+    return value
+
+
 def enum(field: str, cls: type[E], value: object) -> E:
     try:
         return cls(value)
