@@ -362,7 +362,7 @@ def test_a_long_sessions_page_shows_its_first_hundred_actions_and_links_to_the_l
 
 
 def test_a_long_rolled_back_sessions_page_shows_a_page_of_its_rollback_and_counts_the_rest(
-    api: httpx.Client, as_reviewer: Visitor
+    api: httpx.Client, as_reviewer: Visitor, as_admin: Visitor
 ) -> None:
     nothing_to_undo = {"type": "none", "reason": "a note"}
     session_id = session_that_ran(
@@ -375,6 +375,7 @@ def test_a_long_rolled_back_sessions_page_shows_a_page_of_its_rollback_and_count
     assert "130 of 130</strong> undos dealt with" in rollback
     assert rollback.count("<li>") == 100 and "and 30 more undos" in rollback
     assert page.count('class="card" id="action-') == 100 and "130 in all" in page  # the timeline is paged too
+    assert "Roll back…" not in as_admin.get(f"/dashboard/sessions/{session_id}").text  # nothing is left to undo
 
 
 def test_an_undo_handed_to_the_agents_process_says_so_on_the_session_page_while_it_is_offered_and_taken(
@@ -387,10 +388,14 @@ def test_an_undo_handed_to_the_agents_process_says_so_on_the_session_page_while_
     assert api.post(f"/sessions/{session_id}/rollback", json={}).status_code in (200, 202)
     offered = until_shown(as_reviewer, f"/dashboard/sessions/{session_id}", "Undo: offered to the agent&#39;s process")
     assert "the process that wrapped its client takes it; offered until" in offered
+    shown = re.search(r'id="session-version" name="version" value="([^"]*)"', offered)
+    assert shown is not None
     taken = server.engine.rollbacks.claim_handed_undo(tenant.org_id, [session_id], ["mcp"], 0)  # as the agent would
     assert taken is not None
-    running = as_reviewer.get(f"/dashboard/sessions/{session_id}").text
-    assert "Undo: running in the agent&#39;s process" in running and "it reports the outcome by" in running
+    # The page, polling while the rollback runs, is told of it: the undo's action itself has not changed.
+    live = as_reviewer.get(f"/dashboard/sessions/{session_id}/live", params={"version": shown.group(1)})
+    assert live.status_code == 200
+    assert "Undo: running in the agent&#39;s process" in live.text and "it reports the outcome by" in live.text
 
 
 def until_shown(visitor: Visitor, path: str, text: str) -> str:

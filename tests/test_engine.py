@@ -35,7 +35,7 @@ from agentrein_core.statuses import (
     UndoStatus,
 )
 from agentrein_core.store import Store
-from agentrein_core.store.sessions import Sessions
+from agentrein_core.store.sessions import Actions, Sessions
 
 
 class Clock:
@@ -438,6 +438,30 @@ def test_a_session_read_with_no_actions_or_more_than_a_page_of_them_is_refused_w
     for wrong in (0, 1001, True):
         with pytest.raises(ValidationError, match="first_actions: must be a whole number from 1 to 1000"):
             engine.recording.get_session(org.org_id, session.session_id, first_actions=wrong)
+
+
+def test_a_held_calls_card_read_while_a_reviewer_approves_it_counts_from_one_snapshot(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
+    session = engine.recording.new_session(org.org_id, "agent", "intent", sandbox=True)
+    held = log(engine, org.org_id, session.session_id, requires_approval=True)
+    assert held.approval is not None
+    tallies = Actions.tallies
+
+    def approved_meanwhile(actions: Actions, *args: Any, **kwargs: Any) -> Any:
+        # The card's approval and action are read; the reviewer approves before its session's actions are counted.
+        if not approved:
+            approved.append(engine.reviews.approve(org.org_id, held.approval.approval_id, reviewer="lead"))
+        return tallies(actions, *args, **kwargs)
+
+    approved: list[Any] = []
+    monkeypatch.setattr(Actions, "tallies", approved_meanwhile)
+    card = engine.reviews.get_approval(org.org_id, held.approval.approval_id)
+    assert approved and card.consequences is not None  # read as pending: one snapshot, before the approval
+    reject = card.consequences.reject
+    assert (reject.steps, reject.more_steps) == ([], 0)
+    assert reject.summary.endswith("Nothing done before it is left to undo.")  # not "-1 actions are undone"
 
 
 def test_each_organisation_is_held_to_its_own_plan_and_policies(engine: Engine) -> None:

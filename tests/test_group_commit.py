@@ -149,7 +149,7 @@ def test_a_group_whose_commit_is_lost_with_the_database_is_answered_unavailable_
 ) -> None:
     org_id, session_id = an_organisation(engine)
     # Its outcome is unknown (the connection may go after the database committed): written again, the records
-    # could be there twice. Their clients send them again, under the same idempotency keys.
+    # could be there twice. Each is answered as in any outage.
     commits = failing_commits(engine.store, lambda n: n == 2)
     futures = handed_together(engine, [create(org_id, session_id, engine, f"things.create#{i}") for i in range(3)])
     for future in futures:

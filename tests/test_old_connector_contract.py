@@ -4,6 +4,7 @@ DeprecationWarning that says what to add, rather than a TypeError (a 500 when it
 
 from __future__ import annotations
 
+import warnings
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -11,7 +12,16 @@ import attrs
 import pytest
 from serving import RunningServer, Tenant
 
-from agentrein_core.connector import JSON, Action, Connector, OperationType, UndoConfig, ValidationError, hookimpl
+from agentrein_core.connector import (
+    JSON,
+    Action,
+    Connector,
+    OperationType,
+    UndoConfig,
+    ValidationError,
+    check_settings,
+    hookimpl,
+)
 from agentrein_core.plugins import Connectors, new_plugin_manager
 from agentrein_core.settings_undo import SettingsUndoExecutor
 from agentrein_core.statuses import ActionStatus
@@ -113,3 +123,16 @@ def test_an_undo_through_a_connector_written_before_org_id_runs_through_the_clie
     connector = services.undo.connectors.get("chores")
     assert isinstance(connector, OldContract)
     assert [(client.token, client.removed) for client in connector.made] == [("t", ["chore_7"])]
+
+
+def test_a_connector_taking_org_id_by_keyword_is_given_it_without_a_warning() -> None:
+    seen: list[str] = []
+
+    class KeywordOnly(OldContract):
+        def check_config(self, config: JSON, credentials: JSON, *, org_id: str) -> None:  # type: ignore[override]
+            seen.append(org_id)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        check_settings(KeywordOnly(), {}, {"token": "t"}, "org_1")
+    assert seen == ["org_1"]

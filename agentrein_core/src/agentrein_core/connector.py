@@ -468,12 +468,15 @@ def _with_org_id(method: Callable[..., Any], config: JSON, credentials: JSON, or
     ``server_client`` took ``org_id`` (two arguments), ``method(config, credentials)`` with a DeprecationWarning
     saying what to add: it keeps working, judged alike for every organisation, rather than failing every
     request that stores its settings or undoes its calls with a TypeError."""
-    kinds = [parameter.kind for parameter in _signature_of(method).parameters.values()]
+    parameters = _signature_of(method).parameters
+    kinds = [parameter.kind for parameter in parameters.values()]
     positional = sum(
         kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for kind in kinds
     )
     if positional >= 3 or inspect.Parameter.VAR_POSITIONAL in kinds:
         return method(config, credentials, org_id)
+    if "org_id" in parameters or inspect.Parameter.VAR_KEYWORD in kinds:  # ``*, org_id`` or ``**kwargs``
+        return method(config, credentials, org_id=org_id)
     name = getattr(method, "__qualname__", repr(method))
     warnings.warn(
         f"{name} takes no org_id: connectors now take (config, credentials, org_id); add the organisation's id",

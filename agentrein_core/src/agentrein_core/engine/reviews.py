@@ -39,7 +39,7 @@ class Reviews(UseCases):
     def get_approval(self, org_id: str, approval_id: str, *, agent_key: str | None = None) -> ApprovalInfo:
         """The approval, explained; ``agent_key``: the caller is that agent key, which sees (and withdraws) only
         the approvals of sessions it opened."""
-        with self.store.transaction(write=False) as tx:
+        with self.store.snapshot() as tx:
             (shown,) = self._explained(tx, [approval_of(tx, org_id, approval_id, agent_key=agent_key)])
             return shown
 
@@ -79,7 +79,7 @@ class Reviews(UseCases):
             else None
         )
         now = self.clock()
-        with self.store.transaction(write=False) as tx:
+        with self.store.snapshot() as tx:
             found = tx.approvals.page(org_id, status, limit, after, opened_by=agent_key)
             if explained:
                 shown = self._explain(tx, found, now)
@@ -97,7 +97,7 @@ class Reviews(UseCases):
         ``decided`` latest decisions (newest first); and how many are pending in all. Read in a fixed number
         of queries however long the queue and the history."""
         now = self.clock()
-        with self.store.transaction(write=False) as tx:
+        with self.store.snapshot() as tx:
             pending, latest, waiting = tx.approvals.queue(org_id, decided, shown)
             return queue_order(self._explain(tx, pending, now)), self._explain(tx, latest, now), waiting
 

@@ -139,6 +139,13 @@ class Rollbacks(UseCases):
             session_of(tx, org_id, job.session_id)
             return tx.actions.tallies([job.session_id], pick, latest).get(job.session_id, Tally())
 
+    def undos_left(self, org_id: str, session_id: str) -> int:
+        """How many undos a rollback of the whole session would run now (:data:`~agentrein_core.rollback.PLANNED`),
+        counted in SQL however long the session."""
+        with self.store.transaction(write=False) as tx:
+            session_of(tx, org_id, session_id)
+            return tx.actions.tallies([session_id], rollback.PLANNED, 0).get(session_id, Tally()).count
+
     def handoff_of(self, org_id: str, job: Rollback, action_id: str) -> UndoHandoff | None:
         """Where ``job`` handed the undo of ``action_id`` to the agent's process, if it did."""
         with self.store.transaction(write=False) as tx:

@@ -154,6 +154,13 @@ class Store:
         conn.close()
 
     @contextmanager
+    def snapshot(self) -> Iterator[Tx]:
+        """A read of several statements that all see the database as it was at the first: for a page whose parts
+        must agree (a reviewer's card reads an approval, then counts its session's actions less its own)."""
+        with _translated(), self._connect(write=False) as conn, self.differences.one_snapshot(conn).begin():
+            yield Tx(conn, self.differences)
+
+    @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
         """One unit of work: everything inside commits together or not at all. A write that a concurrent one
         made impossible is :class:`InvalidTransitionError`; a value the database cannot hold (PostgreSQL

@@ -62,6 +62,10 @@ class Dialect:
         finally:
             driver.execute("PRAGMA foreign_keys=ON")
 
+    def one_snapshot(self, conn: Connection) -> Connection:
+        """``conn``, whose next transaction reads one snapshot in all its statements (SQLite's reads always do)."""
+        return conn
+
     def notify(self, conn: Connection, payload: str) -> None:
         """Tell other processes ``payload`` when the transaction of ``conn`` commits (none listen on SQLite)."""
 
@@ -102,6 +106,10 @@ class PostgreSQL(Dialect):
         with conn.begin():
             conn.execute(_MIGRATION_LOCK)  # one migrator at a time when several processes start together
             yield
+
+    def one_snapshot(self, conn: Connection) -> Connection:
+        # Read committed takes a snapshot per statement; the pool sets the level back when the connection returns.
+        return conn.execution_options(isolation_level="REPEATABLE READ")
 
     def notify(self, conn: Connection, payload: str) -> None:
         conn.execute(_NOTIFY, {"channel": EVENTS_CHANNEL, "payload": payload})  # NOTIFY is delivered on commit

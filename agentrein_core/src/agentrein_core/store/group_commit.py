@@ -7,8 +7,8 @@ is undone alone and stays that record's answer alone. Every answer waits for the
 is answered before it is durable. If the group's transaction fails as a whole (one piece of work broke it, or
 the database refused the commit), none of it was written, and each piece of work runs again alone, in a
 transaction of its own. If the database is out (unreachable, locked by another process, or gone during the
-commit, whose outcome is then unknown), every piece is answered :class:`AgentReinUnavailableError` instead, and
-its client sends it again under the same idempotency key.
+commit, whose outcome is then unknown), every piece is answered :class:`AgentReinUnavailableError` instead, as
+for any outage: written again here, a commit that did land would hold each record twice.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class GroupCommit:
             elif isinstance(exc, AgentReinUnavailableError) and not isinstance(exc, _Ended):
                 # The database could not be had (unreachable, locked, no connection free), so each alone would
                 # wait as long again; or the commit's outcome is unknown (the connection went during it), so each
-                # again might be written twice. Each is answered so: its client sends it again under its key.
+                # again might be written twice. Each is answered as in any outage.
                 outcomes = [(False, exc)] * len(group)
             else:
                 # Each runs again alone, so that what failed (one piece's error that broke the transaction, a

@@ -179,18 +179,22 @@ def _session_view(services: ServicesDep, org_id: str, session_id: str, cursor: s
     job = services.engine.rollbacks.latest_rollback(org_id, session_id)
     progress = _progress(services, org_id, job)
     under_way = progress is not None and progress["running"]
-    # Actions not on this page may be undoable: the confirmation lists what a rollback would do, whole.
-    unseen = session.action_count > len(session.actions)
     return {
         "session": session,
         "said": _said(services, [*session.actions, *(progress["steps"] if progress else [])]),
         "progress": progress,
         "paged": bool(cursor),
-        "can_roll_back": (unseen or bool(rollback.planned(session.actions))) and not under_way,
+        "can_roll_back": not under_way and services.engine.rollbacks.undos_left(org_id, session_id) > 0,
         "version": fingerprint(
             session.display_status,
             job.status if job else None,
-            progress["finished"] if progress else None,
+            # The rollback's listed steps, and where the agent's process stands with an undo handed to it, which
+            # changes no action (taken, its lease renewed).
+            *(f"{a.action_id}:{a.status}:{a.undo_status}" for a in (progress["steps"] if progress else [])),
+            *(
+                f"{h.lease_id}:{h.leased_until}:{h.outcome}"
+                for h in (progress["handoffs"].values() if progress else [])
+            ),
             *(
                 f"{a.status}:{a.undo_status}:{a.verification.outcome if a.verification else ''}"
                 for a in session.actions
