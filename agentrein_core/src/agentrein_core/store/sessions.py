@@ -259,57 +259,51 @@ class Actions:
 
     def tallies(self, session_ids: Sequence[str], pick: Pick, latest: int | None = None) -> dict[str, Tally]:
         """The tally of the actions ``pick`` picks in each of ``session_ids`` that has any, counted in SQL: the
-        ``latest`` of each (by default as many as a reviewer's card may list), read with the counts, however
-        many it has; one query per 500 sessions."""
+        counts, and the ``latest`` of each (by default as many as a reviewer's card may list), however many it
+        has. A few queries per 500 sessions: the counts; the picked actions of the sessions that have no more
+        than ``latest`` (most), read plainly; the latest of the others, ranked."""
         latest = SHOWN_STEPS + 1 if latest is None else latest
-        picked: list[sa.ColumnElement[bool]] = [
-            _A.c.session_id.in_(sa.bindparam("ids", expanding=True)),
-            _A.c.status.in_(sorted(pick.statuses)),
-        ]
+        session = _A.c.session_id
+        picked: list[sa.ColumnElement[bool]] = [_A.c.status.in_(sorted(pick.statuses))]
         if pick.asked_only:
             picked.append(_A.c.undo_requested.is_(True))
         if pick.unskipped_only:
             picked.append(_A.c.undo_status != UndoStatus.SKIPPED)
-        session = _A.c.session_id
         without_inverse = sa.or_(_A.c.undo.is_(None), _A.c.undo["type"].as_string() == UNDO_NONE)
         undone = _A.c.status == ActionStatus.ROLLED_BACK
         through = sa.or_(undone, _A.c.undo_status.in_(sorted(THROUGH)))  # rollback.is_through
-        ranked = (  # over the few columns that rank and count: the rows it lists are read after, alone
+        counted = sa.select(
+            session,
+            sa.func.count(),
+            sa.func.sum(sa.case((without_inverse, 1), else_=0)),
+            sa.func.sum(sa.case((undone, 1), else_=0)),
+            sa.func.sum(sa.case((through, 1), else_=0)),
+        ).group_by(session)
+        ranked = (  # over the few columns that rank: the rows it lists are read after, alone
             sa.select(
                 _A.c.action_id,
                 sa.func.row_number().over(partition_by=session, order_by=_A.c.seq.desc()).label("tally_rank"),
-                sa.func.count().over(partition_by=session).label("tally_count"),
-                sa.func.sum(sa.case((without_inverse, 1), else_=0))
-                .over(partition_by=session)
-                .label("tally_without_inverse"),
-                sa.func.sum(sa.case((undone, 1), else_=0)).over(partition_by=session).label("tally_undone"),
-                sa.func.sum(sa.case((through, 1), else_=0)).over(partition_by=session).label("tally_through"),
             )
-            .where(*picked)
+            .where(session.in_(sa.bindparam("ids", expanding=True)), *picked)
             .subquery()
         )
-        stmt = (
-            sa.select(_A, *(c for c in ranked.c if c.name != "action_id"))
-            .join(ranked, ranked.c.action_id == _A.c.action_id)
-            .where(ranked.c.tally_rank <= max(latest, 1))
-            .order_by(ranked.c.tally_rank)
+        reads = (
+            sa.select(_A).where(session.in_(sa.bindparam("ids", expanding=True)), *picked),
+            sa.select(_A).join(ranked, ranked.c.action_id == _A.c.action_id).where(ranked.c.tally_rank <= latest),
         )
         tallies: dict[str, Tally] = {}
         for i in range(0, len(session_ids), 500):
-            for row in self.rows.conn.execute(stmt, {"ids": list(session_ids[i : i + 500])}):
-                found = row._mapping
-                tally = tallies.setdefault(
-                    found["session_id"],
-                    Tally(
-                        [],
-                        found["tally_count"],
-                        found["tally_without_inverse"],
-                        found["tally_undone"],
-                        found["tally_through"],
-                    ),
-                )
-                if found["tally_rank"] <= latest:
-                    tally.latest.append(from_columns({c.name: found[c.name] for c in _A.c}, Action))
+            chunk = list(session_ids[i : i + 500])
+            for sid, *counts in self.rows.conn.execute(counted.where(session.in_(chunk), *picked)):
+                tallies[sid] = Tally([], *counts)
+            if not latest:
+                continue
+            few = [sid for sid in chunk if sid in tallies and tallies[sid].count <= latest]
+            many = [sid for sid in chunk if sid in tallies and tallies[sid].count > latest]
+            for read, ids in zip(reads, (few, many), strict=True):
+                if ids:
+                    for action in self.rows.all(Action, read.order_by(session, _A.c.seq.desc()), {"ids": ids}):
+                        tallies[action.session_id].latest.append(action)
         return tallies
 
     def checks_queued(self, action_ids: Sequence[str]) -> None:
