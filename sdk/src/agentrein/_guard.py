@@ -202,15 +202,15 @@ class Guard:
         assert approval is not None
         approval_id = approval.approval_id
         left = (approval.timeout_at - approval.requested_at).total_seconds()
-        # A held call is otherwise silent for as long as the request lasts: say what it waits for, once.
-        log.warning(
-            "AgentRein holds %s for approval %s (%.0f s left to decide it): %s",
-            logged.action.api_name,
-            approval_id,
-            left,
-            self.recorder.how_to_decide(approval_id),
-        )
-        try:
+        try:  # from the moment the request is known: an interrupt anywhere after it withdraws it
+            # A held call is otherwise silent for as long as the request lasts: say what it waits for, once.
+            log.warning(
+                "AgentRein holds %s for approval %s (%.0f s left to decide it): %s",
+                logged.action.api_name,
+                approval_id,
+                left,
+                self.recorder.how_to_decide(approval_id),
+            )
             decision = self._decision(approval_id, left)
         except BaseException as exc:
             if not isinstance(exc, Exception):  # interrupted (Ctrl-C) or exiting: nobody will run the call
