@@ -412,6 +412,35 @@ def test_a_call_confirmed_while_the_supervisor_queues_its_sessions_checks_is_sti
     engine.store.close()
 
 
+def test_the_supervisors_round_leaves_an_action_being_rolled_back_for_later_instead_of_deadlocking(
+    postgres_url: str, clock: Clock
+) -> None:
+    # A rollback's transaction writes the action, then its session; the round holds the session and would wait for
+    # the action: PostgreSQL broke that deadlock by failing the rollback's write (seen in CI).
+    engine = Engine(Store(postgres_url), clock=clock)
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    (action,) = run_actions(engine, org.org_id, session.session_id, 1)
+    rolled_back = sa.create_engine(postgres_url)
+    with rolled_back.connect() as conn, conn.begin():
+        actions, sessions = (
+            sa.table("actions", sa.column("action_id"), sa.column("error")),
+            sa.table("sessions", sa.column("session_id"), sa.column("intent")),
+        )
+        conn.execute(actions.update().where(actions.c.action_id == action.action_id).values(error="undo failed"))
+        queued: list[int] = []
+        round_ = threading.Thread(target=lambda: queued.append(engine.intent_checks.queue_wanted(org.org_id)))
+        round_.start()
+        round_.join(timeout=10)
+        conn.execute(sessions.update().where(sessions.c.session_id == session.session_id).values(intent="intent"))
+    round_.join(timeout=30)
+    rolled_back.dispose()
+    assert queued == [0]  # the action was being written: its check is left for the next round, not lost
+    assert engine.intent_checks.queue_wanted(org.org_id) == 1
+    assert engine.recording.get_session(org.org_id, session.session_id).actions[0].verification is not None
+    engine.store.close()
+
+
 def test_a_held_calls_card_in_a_long_session_lists_twenty_undos_and_counts_the_others(engine: Engine) -> None:
     org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")  # its own: the database is shared
     session = engine.recording.new_session(org.org_id, "agent", "intent")

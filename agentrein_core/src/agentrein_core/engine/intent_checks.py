@@ -125,26 +125,31 @@ class IntentChecking(UseCases):
             # A transaction each: one holding several sessions' rows would deadlock with the group commit's,
             # which holds the rows of the sessions whose calls it records, taken in the order they came.
             with self.store.transaction() as tx:
-                taken = tx.sessions.take_checks_due(session_id)
-                if taken is None:
+                claim = tx.sessions.take_checks_due(session_id)
+                if claim is None:
                     continue  # another supervisor took them
-                org, checked_seq = taken
+                org, checked_seq = claim
                 actions = tx.actions.wanting_checks(session_id, checked_seq)
+                # This holds the session's row; an action another transaction is writing (a rollback writes the
+                # action, then its session) is left for the next round rather than waited for: a deadlock.
                 wanted = [action_id for action_id, _, _, wants in actions if wants]
-                for action_id in wanted:
+                taken = tx.actions.take_unwritten(wanted)
+                for action_id in taken:
                     queue_check(tx, now, org, session_id, action_id)
-                tx.actions.checks_queued(wanted)
+                tx.actions.checks_queued(taken)
+                skipped = set(wanted).difference(taken)
                 settled = checked_seq
-                for _, seq, status, _ in actions:
-                    if status in rules.OUTCOME_AWAITED:
+                for action_id, seq, status, _ in actions:
+                    if status in rules.OUTCOME_AWAITED or action_id in skipped:
                         break
                     settled = seq
                 if settled > checked_seq:
                     tx.sessions.checked_up_to(session_id, settled)
                 awaited = [action_id for action_id, _, status, _ in actions if status in rules.OUTCOME_AWAITED]
-                if awaited and tx.actions.outcome_under_way(awaited):
-                    tx.sessions.want_check(session_id)  # its confirmation found the mark this round just took
-                queued += len(wanted)
+                if skipped or (awaited and tx.actions.outcome_under_way(awaited)):
+                    # Checks left for the next round, or a confirmation that found the mark this round just took.
+                    tx.sessions.want_check(session_id)
+                queued += len(taken)
         return queued
 
     def _record_check(

@@ -306,6 +306,16 @@ class Actions:
                         tallies[action.session_id].latest.append(action)
         return tallies
 
+    def take_unwritten(self, action_ids: Sequence[str]) -> list[str]:
+        """Those of these actions no other transaction is writing, in the given order, locked until this one
+        ends. Rows another transaction is writing are skipped, never waited for (PostgreSQL; SQLite has one
+        writer at a time, so it takes them all)."""
+        free: set[str] = set()
+        for chunk in (action_ids[i : i + 500] for i in range(0, len(action_ids), 500)):
+            stmt = sa.select(_A.c.action_id).where(_A.c.action_id.in_(chunk)).with_for_update(skip_locked=True)
+            free.update(self.rows.conn.execute(stmt).scalars())
+        return [action_id for action_id in action_ids if action_id in free]
+
     def checks_queued(self, action_ids: Sequence[str]) -> None:
         """These actions' intent checks are queued: no longer wanted."""
         for chunk in (action_ids[i : i + 500] for i in range(0, len(action_ids), 500)):
