@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import _thread
+import logging
 import re
 import signal
 import threading
+import uuid
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import httpx
+import psycopg
 import pytest
 
 from agentrein import (
@@ -156,6 +160,42 @@ def test_an_agent_interrupted_while_it_waits_withdraws_its_request(ar: AgentRein
     with pytest.raises(InvalidTransitionError, match="already REJECTED"):
         ar.approve(request.approval_id, reviewer="late@example.com")
     assert service.calls("POST", "/v1/refunds") == []
+
+
+def test_an_agent_interrupted_inside_a_postgresql_query_while_it_waits_withdraws_its_request(
+    postgres_url: str, service: FakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing between a query's sending and its answer leaves the driver's connection mid-command: the
+    interrupt must still reach the agent, and the withdrawal go through on another connection."""
+    with AgentRein(postgres_url, organisation=f"test-{uuid.uuid4().hex[:8]}") as ar:
+        client, _ = start(ar, service, requires_approval=["POST /v1/refunds"])
+        execute = psycopg.Cursor.execute
+        waiting = threading.Event()
+
+        def interrupted(cursor: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+            if waiting.is_set() and "FROM approvals" in str(query):
+                waiting.clear()  # this one query: the next finds the connection as Ctrl-C left it
+                cursor.connection.pgconn.send_query(b"SELECT pg_sleep(0.2)")
+                raise KeyboardInterrupt
+            return execute(cursor, query, *args, **kwargs)
+
+        class Held(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "for approval" in record.getMessage():
+                    waiting.set()
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", interrupted)
+        held = Held()
+        logging.getLogger("agentrein").addHandler(held)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                client.post("/v1/refunds", json={"amount": 10})
+        finally:
+            logging.getLogger("agentrein").removeHandler(held)
+        (request,) = ar.list_approvals()
+        assert request.status is ApprovalStatus.REJECTED
+        assert "withdrawn: the agent stopped waiting (KeyboardInterrupt)" in (request.reason or "")
+        assert service.calls("POST", "/v1/refunds") == []
 
 
 def test_approval_is_matched_by_glob_over_the_api_name(ar: AgentRein, service: FakeService) -> None:

@@ -105,5 +105,12 @@ def run_on_driver(conn: Connection, sql: str, arguments: Any = ()) -> Sequence[A
         return cursor.fetchall() if cursor.description is not None else []
     except dbapi.Error as exc:
         raise sa.exc.DBAPIError.instance(sql, arguments, exc, dbapi.Error) from exc
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            # Interrupted (Ctrl-C, exit) between sending the query and reading its answer: the driver's connection
+            # is mid-command, and its rollback would fail ("another command is already in progress") and hide the
+            # interrupt. Never reused, as SQLAlchemy does for the statements it runs itself.
+            conn.invalidate(exc)
+        raise
     finally:
         cursor.close()
