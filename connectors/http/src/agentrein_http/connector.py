@@ -291,10 +291,10 @@ class HttpConnector(Connector):
 
     def describe(self, action: Action) -> str:
         method, _, path = action.api_name.partition(" ")  # what a record without a request's details still says
-        url = _recorded_url(action)
-        return _in_words(
-            str(action.payload.get("method") or method), url if url.path else httpx.URL(path), _made(action.response)
-        )
+        method = str(action.payload.get("method") or method)
+        url, made = str(action.payload.get("url", "")), _made(action.response)
+        # A reviewer's page describes each action it lists at every look: the words of a short URL are kept.
+        return (_call_in_words_once if len(url) <= _KEPT_URL else _call_in_words)(method, url, path, made)
 
     def describe_undo(self, action: Action) -> str:
         undo = action.undo
@@ -436,6 +436,17 @@ def _made(response: JSON | None) -> str | None:
     if not isinstance(location, str):
         return None
     return location.split("?")[0].rstrip("/").rpartition("/")[2] or None
+
+
+def _call_in_words(method: str, recorded_url: str, path: str, made: str | None) -> str:
+    try:
+        url = _parsed(recorded_url)
+    except httpx.InvalidURL:
+        url = httpx.URL("")
+    return _in_words(method, url if url.path else httpx.URL(path), made)
+
+
+_call_in_words_once = functools.lru_cache(maxsize=10_000)(_call_in_words)
 
 
 def _in_words(method: str, url: httpx.URL, made: str | None = None) -> str:
