@@ -4,6 +4,7 @@ write does not pass on; a PostgreSQL connection lost while idle in the pool is r
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from agentrein import AgentRein
 from agentrein_core import database
 from agentrein_core.clock import utcnow
-from agentrein_core.errors import InvalidTransitionError
+from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError
 from agentrein_core.ids import new_id
 from agentrein_core.model import Organisation
 from agentrein_core.statuses import Plan
@@ -72,6 +73,19 @@ def test_a_postgres_connection_lost_while_idle_is_replaced_before_it_is_used(
     org_id = add_organisation(store)
     assert org_id in organisations(store)
     store.close()
+
+
+def test_a_postgresql_database_that_never_answers_is_an_outage_after_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A socket that takes the connection and says nothing, as a database behind a cut-off network seems to libpq:
+    # without a timeout of its own, libpq waits for its answer for ever (this test would hang).
+    monkeypatch.setattr(database, "CONNECT_TIMEOUT", 1)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        store = Store(f"postgresql+psycopg://agentrein:agentrein@127.0.0.1:{silent.getsockname()[1]}/x", migrate=False)
+        with pytest.raises(AgentReinUnavailableError, match="the AgentRein database is unavailable"):
+            store.schema_version()
+        store.close()
 
 
 def test_a_sqlite_store_that_closes_leaves_fresh_statistics_for_the_tables_it_queried(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ DATABASE_URL_ENV = "AGENTREIN_DATABASE_URL"
 #: Connections kept per process: a server's request threads and workers share them (a waiting long-poll
 #: holds none).
 POOL = {"pool_size": 10, "max_overflow": 20, "pool_timeout": 30}
+#: Seconds a new PostgreSQL connection may take (unless the URL says ``connect_timeout``): libpq's default is to
+#: wait as long as the network does, so a database cut off made each request hang for minutes, not fail as out.
+CONNECT_TIMEOUT = 10
 #: A SQLite file named with no query and nothing quoted: its dialect and path.
 _PLAIN_SQLITE_FILE = re.compile(r"(sqlite(?:\+\w+)?):///([^?#%]+)")
 
@@ -94,7 +97,8 @@ def create_db_engine(url: str) -> Engine:
         sa.event.listen(engine, "close", _sqlite_on_close)
         return engine
     if backend == "postgresql":
-        engine = sa.create_engine(parsed, json_deserializer=stored_json, **POOL)
+        timeout = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT}
+        engine = sa.create_engine(parsed, connect_args=timeout, json_deserializer=stored_json, **POOL)
         sa.event.listen(engine, "checkout", _ping_if_idle)
         sa.event.listen(engine, "checkin", _note_last_use)
         return engine
