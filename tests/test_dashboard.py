@@ -361,6 +361,25 @@ def test_a_long_sessions_page_shows_its_first_hundred_actions_and_links_to_the_l
     assert f'href="/dashboard/sessions/{session_id}">First actions' in second and 'rel="next"' not in second
 
 
+def test_a_long_rollback_under_way_lists_its_steps_from_a_few_before_the_one_it_waits_on(
+    api: httpx.Client, as_reviewer: Visitor
+) -> None:
+    nothing_to_undo = {"type": "none", "reason": "a note"}
+    asks_first = {**DELETE_THING, "requireApproval": True}  # the rollback stops there until a reviewer decides
+    calls = [("http", f"POST /v1/notes/{n}", "CREATE", nothing_to_undo) for n in range(300)]
+    calls[119] = ("http", "POST /v1/things", "CREATE", asks_first)  # #120: the 181st step, last done first
+    session_id = session_that_ran(api, *calls)
+    assert api.post(f"/sessions/{session_id}/rollback", json={}).status_code in (200, 202)
+    assert api.get(f"/sessions/{session_id}/rollback", params={"wait": 30}).json()["status"] == "WAITING_APPROVAL"
+    page = as_reviewer.get(f"/dashboard/sessions/{session_id}").text
+    rollback = page[page.index('id="rollback"') : page.index("</section>", page.index('id="rollback"'))]
+    assert "180 of 300</strong> undos dealt with" in rollback
+    assert "175 undos dealt with before these" in rollback and '<ol class="chain" start="176">' in rollback
+    steps = re.findall(r'<span class="step">#(\d+) ', rollback)
+    assert steps == [str(seq) for seq in range(125, 25, -1)]  # five done, the one waiting, then those to do
+    assert "and 25 more undos" in rollback
+
+
 def test_a_long_rolled_back_sessions_page_shows_a_page_of_its_rollback_and_counts_the_rest(
     api: httpx.Client, as_reviewer: Visitor, as_admin: Visitor
 ) -> None:

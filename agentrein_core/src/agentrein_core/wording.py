@@ -314,6 +314,11 @@ def more_undos(n: int) -> str:
     return f"and {n} more undo{'s' if n != 1 else ''}"
 
 
+def earlier_undos(n: int) -> str:
+    """What a running rollback's list, which starts a few steps before the one under way, says of those before."""
+    return f"{n} undo{'s' if n != 1 else ''} dealt with before these"
+
+
 _REFUSED = "The agent's call does not run (the agent is told it was rejected)"
 
 

@@ -69,6 +69,8 @@ RETRY_AFTER_OWN_FAILURE = timedelta(seconds=5)
 #: A rollback waiting for a call's outcome (:class:`~agentrein_core.rollback.WaitForConfirmation`) looks again
 #: this often: the SDK sends an outcome within 0.1 s of its call's end.
 CONFIRMATION_LOOK = timedelta(milliseconds=200)
+#: How many steps done a running rollback's list shows before the one under way (the rest are counted).
+STEPS_DONE_SHOWN = 5
 
 
 def lease_from_environment(name: str = LEASE_ENV, default: timedelta = ROLLBACK_LEASE) -> timedelta:
@@ -131,13 +133,18 @@ class Rollbacks(UseCases):
             session_of(tx, org_id, session_id, agent_key=agent_key)
             return tx.rollbacks.active(session_id) or tx.rollbacks.latest(session_id)
 
-    def steps_of(self, org_id: str, job: Rollback, latest: int) -> Tally:
-        """The actions ``job`` deals with, done or still to do, tallied: the ``latest`` of them (last done
-        first), how many there are and how many it is through with, counted in SQL however long the session."""
+    def steps_of(self, org_id: str, job: Rollback, shown: int) -> tuple[int, Tally]:
+        """The actions ``job`` deals with, done or still to do, tallied (how many there are and how many it is
+        through with, counted in SQL however long the session), with ``shown`` of them, last done first: the
+        first ones, or, while it runs, from a few before the step under way. How many it leaves out before those."""
         pick = rollback.WALKED if job.whole_session else rollback.WALKED_ASKED
-        with self.store.transaction(write=False) as tx:
+        with self.store.snapshot() as tx:
             session_of(tx, org_id, job.session_id)
-            return tx.actions.tallies([job.session_id], pick, latest).get(job.session_id, Tally())
+            tally = tx.actions.tallies([job.session_id], pick, 0).get(job.session_id, Tally())
+            skip = 0
+            if job.status in rules.ROLLBACK_UNDER_WAY:
+                skip = max(0, min(tally.through - STEPS_DONE_SHOWN, tally.count - shown))
+            return skip, tx.actions.tallies([job.session_id], pick, shown, skip=skip).get(job.session_id, Tally())
 
     def undos_left(self, org_id: str, session_id: str) -> int:
         """How many undos a rollback of the whole session would run now (:data:`~agentrein_core.rollback.PLANNED`),

@@ -257,11 +257,13 @@ class Actions:
             still += len(self.rows.conn.execute(stmt).all())
         return still < len(action_ids)
 
-    def tallies(self, session_ids: Sequence[str], pick: Pick, latest: int | None = None) -> dict[str, Tally]:
+    def tallies(
+        self, session_ids: Sequence[str], pick: Pick, latest: int | None = None, *, skip: int = 0
+    ) -> dict[str, Tally]:
         """The tally of the actions ``pick`` picks in each of ``session_ids`` that has any, counted in SQL: the
-        counts, and the ``latest`` of each (by default as many as a reviewer's card may list), however many it
-        has. A few queries per 500 sessions: the counts; the picked actions of the sessions that have no more
-        than ``latest`` (most), read plainly; the latest of the others, ranked."""
+        counts, and the ``latest`` of each (by default as many as a reviewer's card may list; after the ``skip``
+        latest, if given), however many it has. A few queries per 500 sessions: the counts; the picked actions of
+        the sessions that have no more than ``latest`` (most), read plainly; the latest of the others, ranked."""
         latest = SHOWN_STEPS + 1 if latest is None else latest
         session = _A.c.session_id
         picked: list[sa.ColumnElement[bool]] = [_A.c.status.in_(sorted(pick.statuses))]
@@ -289,7 +291,9 @@ class Actions:
         )
         reads = (
             sa.select(_A).where(session.in_(sa.bindparam("ids", expanding=True)), *picked),
-            sa.select(_A).join(ranked, ranked.c.action_id == _A.c.action_id).where(ranked.c.tally_rank <= latest),
+            sa.select(_A)
+            .join(ranked, ranked.c.action_id == _A.c.action_id)
+            .where(ranked.c.tally_rank > skip, ranked.c.tally_rank <= skip + latest),
         )
         tallies: dict[str, Tally] = {}
         for i in range(0, len(session_ids), 500):
@@ -298,8 +302,8 @@ class Actions:
                 tallies[sid] = Tally([], *counts)
             if not latest:
                 continue
-            few = [sid for sid in chunk if sid in tallies and tallies[sid].count <= latest]
-            many = [sid for sid in chunk if sid in tallies and tallies[sid].count > latest]
+            few = [sid for sid in chunk if sid in tallies and tallies[sid].count <= latest and not skip]
+            many = [sid for sid in chunk if sid in tallies and sid not in few]
             for read, ids in zip(reads, (few, many), strict=True):
                 if ids:
                     for action in self.rows.all(Action, read.order_by(session, _A.c.seq.desc()), {"ids": ids}):

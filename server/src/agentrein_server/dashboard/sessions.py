@@ -211,7 +211,7 @@ def _progress(services: Services, org_id: str, job: Rollback | None) -> dict[str
     there was none."""
     if job is None:
         return None
-    steps = services.engine.rollbacks.steps_of(org_id, job, TIMELINE_PAGE)
+    earlier, steps = services.engine.rollbacks.steps_of(org_id, job, TIMELINE_PAGE)
     running = [a for a in steps.latest if a.undo_status is UndoStatus.IN_PROGRESS]
     handed = [services.engine.rollbacks.handoff_of(org_id, job, a.action_id) for a in running]
     return {
@@ -219,7 +219,8 @@ def _progress(services: Services, org_id: str, job: Rollback | None) -> dict[str
         "steps": steps.latest,
         "handoffs": {h.action_id: h for h in handed if h is not None},
         "count": steps.count,
-        "more": steps.count - len(steps.latest),
+        "earlier": earlier,
+        "more": steps.count - earlier - len(steps.latest),
         "finished": steps.through,
         "running": job.status in ROLLBACK_UNDER_WAY,
     }
