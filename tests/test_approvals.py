@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _thread
 import logging
 import re
 import signal
@@ -141,18 +140,25 @@ def test_an_agent_interrupted_while_it_waits_withdraws_its_request(ar: AgentRein
     """Ctrl-C while a call waits for approval: nobody is left to run it, so no reviewer may clear it later."""
     client, _ = start(ar, service, requires_approval=["POST /v1/refunds"])
 
-    def press_ctrl_c() -> None:
-        while not ar.list_approvals(status="PENDING"):
-            threading.Event().wait(0.01)
-        _thread.interrupt_main()
+    class PressCtrlC(logging.Handler):
+        """Once the SDK says it holds the call (before that, it does not know the request it would withdraw): a
+        real SIGINT, which, unlike ``_thread.interrupt_main``, also breaks the wait of a read from a socket."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "for approval" in record.getMessage():
+                main = threading.main_thread().ident
+                assert main is not None
+                threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
 
     # Ctrl-C raises KeyboardInterrupt even where this run was started with SIGINT ignored (in the background).
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    press = PressCtrlC()
+    logging.getLogger("agentrein").addHandler(press)
     try:
-        threading.Thread(target=press_ctrl_c).start()
         with pytest.raises(KeyboardInterrupt):
             client.post("/v1/refunds", json={"amount": 10})
     finally:
+        logging.getLogger("agentrein").removeHandler(press)
         signal.signal(signal.SIGINT, previous)
     (request,) = ar.list_approvals()
     assert request.status is ApprovalStatus.REJECTED and request.action_status is ActionStatus.FAILED
