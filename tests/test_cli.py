@@ -28,6 +28,7 @@ from cryptography.fernet import Fernet
 from peers import eventually
 from rich.console import Console
 from serving import LOOPBACK_HTTP, RunningServer
+from test_dashboard import session_that_ran
 from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, DisplayStatus, PolicyBlockedError, SessionInfo
@@ -310,6 +311,44 @@ def test_rollback_shows_its_progress_and_undoes_last_first(target: Target, servi
     ]
     assert "(display status REVERTED)" in out
     assert target.agent.get_session(session).display_status is DisplayStatus.REVERTED
+
+
+def test_rollback_through_a_server_says_when_it_waits_on_an_undo_in_the_agents_process(server: RunningServer) -> None:
+    # An MCP tool call whose server the organisation's settings do not name: the server hands its undo to the
+    # agent's process; the command says so rather than show a bar that does not move.
+    tenant = server.tenant(http_undo=False)
+    undo = {"type": "mcp-tools", "server": "memory", "calls": [{"tool": "delete_entities", "arguments": {}}]}
+    with tenant.native() as api:
+        session_id = session_that_ran(api, ("mcp", "memory.create_entities", "CREATE", undo))
+    hermetic = {name: value for name, value in ENV.items() if value is not None}
+    env = {**{k: v for k, v in os.environ.items() if k not in ENV}, **hermetic, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-c", "from agentrein_cli.main import app; app()", "rollback", session_id]
+    rollback = subprocess.Popen(
+        [*command, "--url", tenant.url, "--api-key", tenant.key],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert rollback.stdout is not None
+    printed, lines = rollback.stdout, list[str]()
+    reading = threading.Thread(target=lambda: lines.extend(iter(printed.readline, "")), daemon=True)
+    reading.start()
+
+    def said(text: str) -> str:
+        return eventually(lambda: "".join(lines), lambda out: text in out, timeout=30)  # type: ignore[no-any-return]
+
+    offered = said("#1: Undo: offered to the agent's process")
+    assert "(the process that wrapped its client takes it; offered until" in offered
+    taken = server.engine.rollbacks.claim_handed_undo(tenant.org_id, [session_id], ["mcp"], 0)  # as the agent would
+    assert taken is not None and taken.handoff.lease_id is not None
+    assert "it reports the outcome by" in said("#1: Undo: running in the agent's process")
+    server.engine.rollbacks.report_handed_undo(tenant.org_id, taken.action.action_id, taken.handoff.lease_id, True)
+    assert rollback.wait(timeout=60) == 0
+    reading.join(timeout=10)
+    out = "".join(lines)
+    assert out.count("offered to the agent's process") == 1 and "(display status REVERTED)" in out
 
 
 def test_a_failed_undo_stops_the_chain_and_the_command_fails(target: Target, service: FakeService) -> None:

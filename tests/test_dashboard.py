@@ -407,6 +407,8 @@ def test_an_undo_handed_to_the_agents_process_says_so_on_the_session_page_while_
     assert api.post(f"/sessions/{session_id}/rollback", json={}).status_code in (200, 202)
     offered = until_shown(as_reviewer, f"/dashboard/sessions/{session_id}", "Undo: offered to the agent&#39;s process")
     assert "the process that wrapped its client takes it; offered until" in offered
+    with_agent = api.get(f"/sessions/{session_id}/rollback").json()["undoWithAgent"]  # the API says it too
+    assert (with_agent["connector"], with_agent["taken"], with_agent["reportBy"]) == ("mcp", False, None)
     shown = re.search(r'id="session-version" name="version" value="([^"]*)"', offered)
     assert shown is not None
     taken = server.engine.rollbacks.claim_handed_undo(tenant.org_id, [session_id], ["mcp"], 0)  # as the agent would

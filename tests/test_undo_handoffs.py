@@ -84,6 +84,28 @@ def test_a_handed_undo_is_taken_by_the_agent_process_and_the_rollback_goes_on_on
     assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK] * 2
 
 
+def test_a_rollback_as_shown_names_the_undo_it_waits_on_in_the_agents_process_until_that_is_reported(
+    engine: Engine,
+) -> None:
+    org_id, key, session_id, (action,) = started(engine, 1)
+    job = advanced(engine, org_id, session_id)
+    offered = engine.rollbacks.shown(org_id, job).undo_with_agent
+    assert offered is not None and (offered.action_id, offered.taken, offered.report_by) == (
+        action.action_id,
+        False,
+        None,
+    )
+    assert offered.offered_until > offered.offered_at
+    claimed = engine.rollbacks.claim_handed_undo(org_id, [session_id], ["fake"], 0, agent_key=key)
+    assert claimed is not None and claimed.handoff.lease_id is not None
+    taken = engine.rollbacks.shown(org_id, job).undo_with_agent
+    assert taken is not None and taken.taken and taken.report_by == claimed.handoff.leased_until
+    engine.rollbacks.report_handed_undo(org_id, action.action_id, claimed.handoff.lease_id, True, agent_key=key)
+    finished = advanced(engine, org_id, session_id)
+    assert finished.status is RollbackStatus.SUCCEEDED
+    assert engine.rollbacks.shown(org_id, finished).undo_with_agent is None
+
+
 def test_an_undo_no_agent_process_takes_in_time_fails_the_rollback_with_that_reason(
     engine: Engine, clock: Clock
 ) -> None:

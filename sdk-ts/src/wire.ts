@@ -951,6 +951,7 @@ export interface components {
             sessionId: string;
             status: components["schemas"]["RollbackStatus"];
             trigger: string;
+            undoWithAgent: components["schemas"]["UndoWithAgent"] | null;
             wholeSession: boolean;
         };
         /** RollbackRequest */
@@ -1057,6 +1058,17 @@ export interface components {
             stays: string | null;
             undo: string | null;
             waitsForApproval: boolean;
+        };
+        /** UndoWithAgent */
+        UndoWithAgent: {
+            actionId: string;
+            connector: string;
+            /** Format: date-time */
+            offeredAt: string;
+            /** Format: date-time */
+            offeredUntil: string;
+            reportBy: string | null;
+            taken: boolean;
         };
         /** Verification */
         Verification: {

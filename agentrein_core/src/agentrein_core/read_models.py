@@ -12,7 +12,17 @@ from typing import Any, Literal, get_args
 from attrs import Factory, asdict, evolve, field, frozen
 
 from agentrein_core import rules
-from agentrein_core.model import JSON, Action, ApiKey, Approval, Session, UndoConfig, UndoHandoff, Verification
+from agentrein_core.model import (
+    JSON,
+    Action,
+    ApiKey,
+    Approval,
+    Rollback,
+    Session,
+    UndoConfig,
+    UndoHandoff,
+    Verification,
+)
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -195,6 +205,34 @@ class HandedUndo:
 
     handoff: UndoHandoff
     action: Action
+
+
+@frozen
+class UndoWithAgent:
+    """The undo a rollback waits on while the agent's process has it (DESIGN §4a: the server cannot reach the
+    service): offered until ``offered_until`` to the process that wrapped the client, then ``taken``, and
+    reported by ``report_by`` or failed. Nothing of the lease itself, which is that process's alone."""
+
+    action_id: str
+    connector: str
+    offered_at: datetime
+    offered_until: datetime
+    taken: bool
+    report_by: datetime | None
+
+    @classmethod
+    def of(cls, handoff: UndoHandoff) -> UndoWithAgent:
+        taken = handoff.lease_id is not None and handoff.leased_until is not None
+        report_by = handoff.leased_until if taken else None
+        return cls(handoff.action_id, handoff.connector, handoff.offered_at, handoff.claim_by, taken, report_by)
+
+
+@frozen
+class RollbackInfo(Rollback):
+    """A rollback job as read: the job, and the undo it waits on in the agent's process, if any
+    (``undo_with_agent``), so that whoever follows it is told why it does not move."""
+
+    undo_with_agent: UndoWithAgent | None = None
 
 
 @frozen

@@ -52,7 +52,7 @@ from agentrein_core.decisions import (
     UndoneLater,
 )
 from agentrein_core.model import Action, Approval, Rollback, UndoHandoff, Verification
-from agentrein_core.read_models import Consequences, Effect, SessionInfo, SessionSummary, UndoStep
+from agentrein_core.read_models import Consequences, Effect, SessionInfo, SessionSummary, UndoStep, UndoWithAgent
 from agentrein_core.rules import ROLLBACK_UNDER_WAY, UNDOABLE
 from agentrein_core.statuses import (
     ActionStatus,
@@ -172,16 +172,21 @@ def step(action: Action, job: Rollback, *, sandbox: bool = False, handoff: UndoH
     """An undo in the chain of rollback ``job``: done, skipped, failed, or still to come; one under way that
     the job handed to the agent's process (``handoff``, not settled yet) says where it is there."""
     if handoff is not None and handoff.outcome is None and action.undo_status is UndoStatus.IN_PROGRESS:
-        if handoff.lease_id is None or handoff.leased_until is None:
-            why = f"the process that wrapped its client takes it; offered until {_second(handoff.claim_by)}"
-            return Label("Undo: offered to the agent's process", WAIT, action.undo_status, why)
-        why = f"it reports the outcome by {_second(handoff.leased_until)}, or the undo fails"
-        return Label("Undo: running in the agent's process", WAIT, action.undo_status, why)
+        return with_agent(UndoWithAgent.of(handoff))
     if action.undo_status is UndoStatus.NONE and action.status in UNDOABLE and not has_no_inverse(action):
         if job.status in ROLLBACK_UNDER_WAY:
             return Label("Undo: to run", WAIT, action.undo_status, "")
         return Label("Undo: not run", PLAIN, action.undo_status, "the rollback stopped before it")
     return undo(action, sandbox=sandbox)
+
+
+def with_agent(undo: UndoWithAgent) -> Label:
+    """An undo a rollback waits on in the agent's process: offered to it, or running there."""
+    if not undo.taken or undo.report_by is None:
+        why = f"the process that wrapped its client takes it; offered until {_second(undo.offered_until)}"
+        return Label("Undo: offered to the agent's process", WAIT, UndoStatus.IN_PROGRESS, why)
+    why = f"it reports the outcome by {_second(undo.report_by)}, or the undo fails"
+    return Label("Undo: running in the agent's process", WAIT, UndoStatus.IN_PROGRESS, why)
 
 
 def session(info: SessionSummary, *, under_review: bool | None = None) -> Label:

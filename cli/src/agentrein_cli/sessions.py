@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from agentrein._port import Mode
     from agentrein_core.model import Action, Rollback
-    from agentrein_core.read_models import SessionInfo
+    from agentrein_core.read_models import RollbackInfo, SessionInfo, UndoWithAgent
     from agentrein_core.settings_undo import SettingsUndoExecutor
 
 sessions = typer.Typer(help="Sessions and their actions.", no_args_is_help=True)
@@ -150,28 +150,36 @@ def rollback(target: Target, session_id: str) -> None:
 
 
 #: One look at the rollback: how the job stands now (having waited a little for it to move).
-Look = Callable[[], "Rollback"]
+Look = Callable[[], "RollbackInfo"]
 #: A rollback started: where the session is read, the session as it was before, the job, and how to look.
 Started = Iterator[tuple["Mode", "SessionInfo", "Rollback", Look]]
 
 
 def _follow(found: Mode, before: SessionInfo, job: Rollback, look: Look) -> tuple[Rollback, SessionInfo]:
-    """Show the rollback advancing until it has ended or waits for a reviewer: the job and session then."""
+    """Show the rollback advancing until it has ended or waits for a reviewer: the job and session then. An
+    undo it waits on in the agent's process is said above the bar as it is offered and as it is taken."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentrein_core import wording as words
     from agentrein_core.rollback import chain
 
     walk = {a.action_id: a.updated_at for a in chain(job, before.actions)}
+    seqs = {a.action_id: a.seq for a in before.actions}
     columns = (TextColumn("undoing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    said: UndoWithAgent | None = None
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("undo chain", total=len(walk))
         while True:
-            job = look()
+            shown = look()
+            if shown.undo_with_agent is not None and shown.undo_with_agent != said:
+                said = shown.undo_with_agent
+                label = words.with_agent(said)
+                progress.console.print(f"#{seqs.get(said.action_id, '?')}: {label.text} ({label.why})")
             session = found.get_session(before.id)
             progress.update(bar, completed=sum(_through(a, walk) for a in session.actions))
             undoing = any(a.undo_status is UndoStatus.IN_PROGRESS for a in session.actions)
-            if job.status is not RollbackStatus.RUNNING and not undoing:
-                return job, session
+            if shown.status is not RollbackStatus.RUNNING and not undoing:
+                return shown, session
 
 
 def _through(action: Action, walk: dict[str, datetime]) -> bool:
@@ -208,11 +216,12 @@ def _local_rollback(target: Target, session_id: str) -> Started:
         supervisor = Supervisor(engine, undo, org_id=org_id, runs={session_id}.__contains__, one_thread=True)
         supervisor.start()
 
-        def look() -> Rollback:
+        def look() -> RollbackInfo:
             unavailable = supervisor.unavailable(session_id)
             if unavailable is not None:
                 raise unavailable
-            return engine.rollbacks.wait_for_rollback(org_id, session_id, POLL) or job
+            moved = engine.rollbacks.wait_for_rollback(org_id, session_id, POLL) or job
+            return engine.rollbacks.shown(org_id, moved)
 
         try:
             yield found, before, job, look

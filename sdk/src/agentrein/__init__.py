@@ -29,7 +29,7 @@ from agentrein._errors import (
     UnknownConnectorError,
     ValidationError,
 )
-from agentrein_core.read_models import ApprovalInfo, SessionInfo, SessionSummary
+from agentrein_core.read_models import ApprovalInfo, RollbackInfo, SessionInfo, SessionSummary, UndoWithAgent
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -62,6 +62,7 @@ __all__ = [
     "PolicyBlockedError",
     "PolicyEffect",
     "RollbackFailedError",
+    "RollbackInfo",
     "RollbackRefusedError",
     "SessionInfo",
     "SessionStatus",
@@ -70,6 +71,7 @@ __all__ = [
     "UndoError",
     "UndoStatus",
     "UndoUnavailableError",
+    "UndoWithAgent",
     "UnknownConnectorError",
     "ValidationError",
     "VerificationOutcome",

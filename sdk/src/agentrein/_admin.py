@@ -12,7 +12,8 @@ from typing import Any
 
 from agentrein._http import Connection, segment
 from agentrein_core.converter import from_wire
-from agentrein_core.model import JSON, Rollback
+from agentrein_core.model import JSON
+from agentrein_core.read_models import RollbackInfo
 from agentrein_core.statuses import Role
 
 
@@ -61,16 +62,16 @@ class AdminClient:
         self._connection.call("DELETE", f"/api-keys/{segment(key_id)}")
 
     # rollbacks ----------------------------------------------------------------------------------------
-    def request_rollback(self, session_id: str, *, reason: str | None = None) -> Rollback:
+    def request_rollback(self, session_id: str, *, reason: str | None = None) -> RollbackInfo:
         """Start the session's rollback (or get the one under way); the server's workers run it."""
         job = self._connection.call("POST", _rollback_path(session_id), json={"reason": reason})
-        return from_wire(job, Rollback)
+        return from_wire(job, RollbackInfo)
 
-    def get_rollback(self, session_id: str, *, wait: float = 0.0) -> Rollback:
+    def get_rollback(self, session_id: str, *, wait: float = 0.0) -> RollbackInfo:
         """The session's latest rollback; with ``wait`` (seconds) once it has ended or waits for a reviewer,
-        or when the wait runs out."""
+        or when the wait runs out. ``undo_with_agent`` says which undo it waits on in the agent's process."""
         job = self._connection.call("GET", _rollback_path(session_id), params={"wait": wait}, wait=wait)
-        return from_wire(job, Rollback)
+        return from_wire(job, RollbackInfo)
 
     def close(self) -> None:
         self._connection.close()

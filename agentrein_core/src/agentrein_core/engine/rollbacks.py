@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
+from attrs import asdict
+
 import agentrein_core.engine.validation as validation
 from agentrein_core import rollback, rules
 from agentrein_core.commands import DEFAULT_APPROVAL_TIMEOUT
@@ -44,7 +46,7 @@ from agentrein_core.environment import positive_number
 from agentrein_core.errors import LeaseLostError, NotFoundError, UndoError, UndoUnavailableError
 from agentrein_core.ids import new_id
 from agentrein_core.model import Action, Rollback, UndoHandoff
-from agentrein_core.read_models import HandedUndo
+from agentrein_core.read_models import HandedUndo, RollbackInfo, UndoWithAgent
 from agentrein_core.statuses import (
     ActionStatus,
     ApprovalPurpose,
@@ -158,6 +160,16 @@ class Rollbacks(UseCases):
         with self.store.transaction(write=False) as tx:
             session_of(tx, org_id, job.session_id)
             return tx.rollbacks.handoff(job.rollback_id, action_id)
+
+    def shown(self, org_id: str, job: Rollback) -> RollbackInfo:
+        """``job`` as its readers see it: with the undo it waits on in the agent's process while it runs."""
+        handoff = None
+        if job.status is RollbackStatus.RUNNING:
+            with self.store.transaction(write=False) as tx:
+                session_of(tx, org_id, job.session_id)
+                handoff = tx.rollbacks.unsettled_handoff(job.rollback_id)
+        with_agent = UndoWithAgent.of(handoff) if handoff is not None else None
+        return RollbackInfo(**asdict(job, recurse=False), undo_with_agent=with_agent)
 
     def wait_for_rollback(
         self, org_id: str, session_id: str, timeout: float, *, agent_key: str | None = None

@@ -98,6 +98,11 @@ class Rollbacks:
         stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.action_id == action_id)
         return self.rows.first(UndoHandoff, stmt)
 
+    def unsettled_handoff(self, rollback_id: str) -> UndoHandoff | None:
+        """The job's latest handoff whose outcome has not come yet (a job waits on one at a time)."""
+        stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.outcome.is_(None))
+        return self.rows.first(UndoHandoff, stmt.order_by(_H.c.offered_at.desc()).limit(1))
+
     def ever_handed(self, session_id: str, action_id: str) -> bool:
         """Whether any rollback (this one or an earlier one) handed the undo of ``action_id`` to the agent."""
         stmt = sa.select(_H.c.handoff_id).where(_H.c.session_id == session_id, _H.c.action_id == action_id)

@@ -135,8 +135,11 @@ ListedApproval: TypeAlias = Annotated[
         )
     ),
 ]
-#: A rollback job: without its lease token, which is the worker's own business.
-Rollback: TypeAlias = Annotated[dict[str, Any], Shows(wire_model(model.Rollback, omit=("leaseToken",)))]
+#: A rollback job, with the undo it waits on in the agent's process: without its lease token, which is the
+#: worker's own business.
+Rollback: TypeAlias = Annotated[
+    dict[str, Any], Shows(wire_model(read_models.RollbackInfo, name="Rollback", omit=("leaseToken",)))
+]
 #: A connector's settings (``engine.configuration.shown``): its name, and whether credentials are stored, not them.
 Connector: TypeAlias = Annotated[
     dict[str, Any],

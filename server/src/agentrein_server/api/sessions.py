@@ -24,8 +24,8 @@ from agentrein_core.errors import (
     RollbackRefusedError,
     ValidationError,
 )
-from agentrein_core.model import Action, Rollback, UndoConfig
-from agentrein_core.read_models import Confirmation, SessionInfo
+from agentrein_core.model import Action, UndoConfig
+from agentrein_core.read_models import Confirmation, RollbackInfo, SessionInfo
 from agentrein_core.statuses import ActionStatus, DisplayStatus, SessionStatus
 from agentrein_server import metrics
 from agentrein_server.api import answers, bodies
@@ -314,7 +314,7 @@ class SessionController(Controller):
             approval_timeout=bodies.timeout(request.approval_timeout_ms),
             agent_key=caller.agent_key,
         )
-        return _job(job)
+        return _job(services.engine.rollbacks.shown(caller.org_id, job))
 
     @get(
         "/{session_id:str}/rollback",
@@ -335,10 +335,10 @@ class SessionController(Controller):
         job = services.engine.rollbacks.wait_for_rollback(caller.org_id, session_id, wait, agent_key=caller.agent_key)
         if job is None:
             raise NotFoundError("rollback of session", session_id)
-        return _job(job)
+        return _job(services.engine.rollbacks.shown(caller.org_id, job))
 
 
-def _job(job: Rollback) -> dict[str, Any]:
+def _job(job: RollbackInfo) -> dict[str, Any]:
     """A rollback job as shown: its lease token is the worker's own business."""
     shown: dict[str, Any] = to_wire(job)
     del shown["leaseToken"]
