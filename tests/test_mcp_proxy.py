@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import closing
 from pathlib import Path
@@ -27,11 +27,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
+from peers import eventually
 from serving import RunningServer
 from typer.testing import CliRunner
 
 from agentrein import ActionStatus, AgentRein, ApprovalStatus, SessionStatus
 from agentrein_cli.main import app
+from agentrein_cli.mcp_proxy import FINISH_SECONDS
 
 T = TypeVar("T")
 
@@ -94,6 +96,25 @@ server = MCPServer("crashing")
 @server.tool()
 def explode(target: str) -> str:
     os._exit(3)
+
+server.run()
+"""
+
+
+#: A server whose one tool takes a while: it says when it has started (a file), then answers 3 s later.
+SLOW_SERVER = """
+import sys
+from pathlib import Path
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("slow")
+
+@server.tool()
+async def create_note(text: str) -> str:
+    Path(sys.argv[1]).write_text(text)
+    await anyio.sleep(3)
+    return "noted"
 
 server.run()
 """
@@ -573,9 +594,10 @@ class RawHost:
     """A host as a process sees it: the proxy launched with pipes, JSON-RPC lines written and read by hand, so
     that the test holds the proxy's process (to signal it) while its stdin stays open."""
 
-    def __init__(self, database_url: str, tmp_path: Path) -> None:
+    def __init__(self, database_url: str, tmp_path: Path, *options: str, upstream: Sequence[str] = ()) -> None:
         env = {**os.environ, "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
-        args = ["mcp", "proxy", "--database-url", database_url, "--", "node", str(MEMORY_SERVER)]
+        upstream = upstream or ["node", str(MEMORY_SERVER)]
+        args = ["mcp", "proxy", "--database-url", database_url, *options, "--", *upstream]
         self.process = subprocess.Popen(
             [str(AGENTREIN), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
@@ -596,6 +618,18 @@ class RawHost:
         self.process.stdin.write(b"\n")
         self.process.stdin.flush()
 
+    def initialize(self) -> None:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "desktop", "version": "1"}}
+        assert "result" in self.request("initialize", hello)
+        self.notify("notifications/initialized", {})
+
+    def stop(self, stop: signal.Signals, timeout: float = 60) -> str:
+        """Send ``stop``; once the proxy has exited (status 0), what it said on stderr."""
+        self.process.send_signal(stop)  # its stdin still open, as a host that stops its servers leaves it
+        assert self.process.wait(timeout) == 0
+        assert self.process.stderr is not None
+        return self.process.stderr.read().decode()
+
     def children(self) -> set[int]:
         tasks = Path(f"/proc/{self.process.pid}/task")
         return {int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()}
@@ -608,22 +642,70 @@ def test_a_host_that_stops_the_proxy_with_a_signal_completes_its_session_and_the
     database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
     host = RawHost(database_url, tmp_path)
     try:
-        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "desktop", "version": "1"}}
-        assert "result" in host.request("initialize", hello)
-        host.notify("notifications/initialized", {})
+        host.initialize()
         called = host.request("tools/call", {"name": "create_entities", "arguments": entities("ned")})
         assert called["result"]["isError"] is False
         (upstream,) = host.children()
-        host.process.send_signal(stop)  # its stdin still open, as a host that stops its servers leaves it
-        assert host.process.wait(60) == 0
+        said = host.stop(stop)
     finally:
-        if host.process.poll() is None:
-            host.process.kill()
-            host.process.wait(10)
+        ended(host)
     assert not Path(f"/proc/{upstream}").exists() or "Z" in Path(f"/proc/{upstream}/stat").read_text().split()[2]
-    assert host.process.stderr is not None and stop.name in host.process.stderr.read().decode()
+    assert stop.name in said
     with AgentRein(database_url) as agentrein:
         [summary] = agentrein.list_sessions()
         session = agentrein.get_session(summary.id)
     assert (session.agent_id, session.status) == ("desktop", SessionStatus.COMPLETED)
     assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]
+
+
+def test_a_host_that_stops_the_proxy_while_a_call_runs_lets_it_finish_and_its_outcome_is_recorded(
+    tmp_path: Path,
+) -> None:
+    server, started = tmp_path / "slow.py", tmp_path / "started"
+    server.write_text(textwrap.dedent(SLOW_SERVER))
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = RawHost(database_url, tmp_path, "--name", "slow", upstream=[sys.executable, str(server), str(started)])
+    try:
+        host.initialize()
+        host.notify("tools/call", {"name": "create_note", "arguments": {"text": "buy milk"}}, id=99)
+        assert eventually(started.exists, bool, timeout=60)  # the upstream runs it
+        said = host.stop(signal.SIGTERM)
+    finally:
+        ended(host)
+    assert "once the 1 tool call(s) under way finish" in said
+    with AgentRein(database_url) as agentrein:
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    # recorded as it ended, not left unconfirmed (CLEARED), which a rollback could never undo
+    assert [(a.api_name, a.status) for a in session.actions] == [("slow.create_note", ActionStatus.SUCCESS)]
+    assert session.status is SessionStatus.COMPLETED
+
+
+def test_a_host_that_stops_the_proxy_while_a_call_waits_for_a_reviewer_has_the_request_withdrawn_at_once(
+    tmp_path: Path,
+) -> None:
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = RawHost(database_url, tmp_path, "--requires-approval", "create_*")
+    try:
+        host.initialize()
+        host.notify("tools/call", {"name": "create_entities", "arguments": entities("liz")}, id=99)
+        with AgentRein(database_url) as agentrein:
+            assert eventually(lambda: agentrein.list_approvals(ApprovalStatus.PENDING), bool, timeout=60)
+        said = host.stop(signal.SIGTERM, timeout=FINISH_SECONDS / 2)  # not kept for the calls that run
+    finally:
+        ended(host)
+    assert "is REJECTED: the held memory-server.create_entities does not run" in said
+    assert "under way finish" not in said
+    with AgentRein(database_url) as agentrein:
+        [approval] = agentrein.list_approvals()
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    assert approval.status is not ApprovalStatus.PENDING and "the agent stopped waiting" in (approval.reason or "")
+    assert [a.status for a in session.actions] == [ActionStatus.FAILED]
+
+
+def ended(host: RawHost) -> None:
+    """The proxy's process, killed if a test left it running."""
+    if host.process.poll() is None:
+        host.process.kill()
+        host.process.wait(10)

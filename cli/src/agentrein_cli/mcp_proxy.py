@@ -59,6 +59,9 @@ log = logging.getLogger("agentrein_cli.mcp_proxy")
 
 #: How often a held call tells the host it is still waiting (MCP progress), so that the host does not time out.
 HEARTBEAT_SECONDS = 5.0
+#: How long the tool calls under way when a signal stops the proxy may take to finish: cut off, a call's outcome
+#: would never be recorded (it stays unconfirmed, and a rollback cannot undo it).
+FINISH_SECONDS = 10.0
 #: What the host is told once the upstream's connection has closed under the proxy.
 GONE = "the upstream MCP server closed its connection (it exited or crashed): restart this MCP server"
 #: The environment variables of AgentRein itself, which the upstream (another program) is not given.
@@ -164,15 +167,19 @@ class Host:
 
 @dataclass
 class Waiting:
-    """What AgentRein said (logged) during one tools/call, for the host's progress notifications. The guard
-    logs from a worker thread, so the news is handed to the loop."""
+    """What AgentRein said (logged) during one tools/call, for the host's progress notifications, and whether
+    the call is held for a reviewer now. The guard logs from a worker thread, so the news is handed to the loop."""
 
     loop: asyncio.AbstractEventLoop
     notice: str | None = None
+    held_for: str | None = None
     news: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def tell(self, notice: str) -> None:
-        self.notice = notice
+    def tell(self, record: logging.LogRecord) -> None:
+        from agentrein._guard import HELD_FOR
+
+        self.notice = record.getMessage()
+        self.held_for = getattr(record, HELD_FOR, self.held_for)
         self.loop.call_soon_threadsafe(self.news.set)
 
 
@@ -189,7 +196,7 @@ class Notices(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         waiting = _waiting.get()
         if waiting is not None:
-            waiting.tell(record.getMessage())
+            waiting.tell(record)
 
 
 class CallProgress:
@@ -215,6 +222,23 @@ class CallProgress:
             waiting.news.clear()
             self.sent += 1
             await self.session.send_progress_notification(self.token, self.sent, None, waiting.notice)
+
+
+@dataclass(frozen=True, eq=False)  # each call is itself, in a set
+class CallUnderWay:
+    """A host's tools/call being answered: its scope, and what AgentRein said during it."""
+
+    scope: anyio.CancelScope
+    waiting: Waiting
+
+    def finish_within(self, seconds: float) -> None:
+        """The proxy is stopping: a call held for a reviewer is given up at once (its request is withdrawn:
+        nobody will run it); any other may finish, within ``seconds``, so that its outcome is recorded."""
+        if self.waiting.held_for is not None:
+            self.scope.cancel()
+            return
+        self.scope.shield = True
+        self.scope.deadline = min(self.scope.deadline, anyio.current_time() + seconds)
 
 
 # Tool calls through the guard --------------------------------------------------------------------------------
@@ -371,28 +395,44 @@ class HostSession:
 # The server the host sees ------------------------------------------------------------------------------------
 
 
-def proxy_server(upstream: Client, recording: HostSession, host: Host, options: ProxyOptions) -> Server[Any]:
-    """A low-level MCP server whose every request is answered by the upstream: tools/call through the guard."""
+def proxy_server(
+    upstream: Client, recording: HostSession, host: Host, options: ProxyOptions, under_way: set[CallUnderWay]
+) -> Server[Any]:
+    """A low-level MCP server whose every request is answered by the upstream: tools/call through the guard,
+    each kept in ``under_way`` while it is answered."""
     session = upstream.session
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        waiting = Waiting(asyncio.get_running_loop())
+        watched = _waiting.set(waiting)
+        with anyio.CancelScope() as scope:
+            call = CallUnderWay(scope, waiting)
+            under_way.add(call)
+            try:
+                return await _answered(ctx, params, waiting)
+            finally:
+                under_way.discard(call)
+                _waiting.reset(watched)
+        # Cut off when the time a stopping proxy gives it ran out (CallUnderWay.finish_within); any other
+        # cancellation (the host's own, a held call given up) passes on as raised.
+        log.warning("stopped before %s had finished: its outcome is not recorded (it stays unconfirmed)", params.name)
+        return refused(f"The tool {params.name} may or may not have run: the proxy was stopped while it ran.")
+
+    async def _answered(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, waiting: Waiting
+    ) -> Any:
         client = ctx.session.client_params
         agent_id = options.agent_id or (client.client_info.name if client else None) or "mcp-host"
         token = (params.meta or {}).get("progress_token")
         if token is None:
             return await _upstream_errors(recording.call(params, agent_id, None))
         progress = CallProgress(ctx.session, token)
-        waiting = Waiting(asyncio.get_running_loop())
-        watched = _waiting.set(waiting)
-        try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(progress.heartbeat, waiting)
-                try:
-                    return await _upstream_errors(recording.call(params, agent_id, progress.upstream))
-                finally:
-                    tasks.cancel_scope.cancel()
-        finally:
-            _waiting.reset(watched)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(progress.heartbeat, waiting)
+            try:
+                return await _upstream_errors(recording.call(params, agent_id, progress.upstream))
+            finally:
+                tasks.cancel_scope.cancel()
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams) -> types.ListToolsResult:
         return await session.list_tools(params=params)
@@ -511,14 +551,15 @@ async def run(options: ProxyOptions) -> None:
         async with connected(options, host) as upstream:
             started = True
             recording = HostSession(upstream, options)
-            server = proxy_server(upstream, recording, host, options)
+            under_way: set[CallUnderWay] = set()
+            server = proxy_server(upstream, recording, host, options, under_way)
             try:
                 # Windows ends a process with no signal it could catch (and anyio has no receiver there)
                 posix = os.name == "posix"
                 with closing(StdinLines(sys.stdin.fileno())) if posix else nullcontext() as stdin:
                     async with anyio.create_task_group() as serving:
                         if posix:
-                            serving.start_soon(_stop_on_signal, serving.cancel_scope)
+                            serving.start_soon(_stop_on_signal, serving.cancel_scope, under_way)
                         async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin)) as (read, write):
                             init = initialization(upstream, options)
                             await serve_loop(server, read, write, lifespan_state={}, init_options=init)
@@ -535,12 +576,20 @@ async def run(options: ProxyOptions) -> None:
         logging.getLogger("agentrein").removeHandler(notices)
 
 
-async def _stop_on_signal(serving: anyio.CancelScope) -> None:
+async def _stop_on_signal(serving: anyio.CancelScope, under_way: set[CallUnderWay]) -> None:
     """SIGTERM or SIGINT (hosts stop their servers so) ends the host's connection as a clean disconnect does: the
-    serving is cancelled, then the session is completed and the upstream closed."""
+    serving is cancelled, once the tool calls under way have finished (within :data:`FINISH_SECONDS`; those held
+    for a reviewer are withdrawn at once), then the session is completed and the upstream closed. A second
+    signal ends the process as the signal does by default."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for number in signals:
-            log.warning("stopped by %s: the host's connection ends as a disconnect", signal.Signals(number).name)
+            said = f"stopped by {signal.Signals(number).name}: the host's connection ends as a disconnect"
+            running = [call for call in under_way if call.waiting.held_for is None]
+            if running:
+                said += f", once the {len(running)} tool call(s) under way finish (within {FINISH_SECONDS:g} s)"
+            log.warning("%s", said)
+            for call in list(under_way):
+                call.finish_within(FINISH_SECONDS)
             serving.cancel()
             return
 

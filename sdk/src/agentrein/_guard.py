@@ -50,6 +50,9 @@ from agentrein_core.runner import run_call, run_call_async
 from agentrein_core.statuses import ApprovalStatus
 
 log = logging.getLogger("agentrein")
+#: On the log record saying that a call is held for approval, its approval's id; on the one saying the request
+#: was decided, None: whoever watches the SDK's log (the MCP proxy) knows whether a call waits on a reviewer.
+HELD_FOR = "agentrein_held_for"
 
 #: The attribute a failed call's exception gets when the rollback it caused failed too (a
 #: :class:`RollbackFailedError`): ``getattr(err, "agentrein_rollback_failure", None)``.
@@ -210,6 +213,7 @@ class Guard:
                 approval_id,
                 left,
                 self.recorder.how_to_decide(approval_id),
+                extra={HELD_FOR: approval_id},
             )
             decision = self._decision(approval_id, left)
         except BaseException as exc:
@@ -218,7 +222,8 @@ class Guard:
             raise
         status = decision.status if decision is not None else ApprovalStatus.EXPIRED
         runs = "runs now" if status is ApprovalStatus.APPROVED else "does not run"
-        log.warning("AgentRein approval %s is %s: the held %s %s", approval_id, status, logged.action.api_name, runs)
+        decided = (approval_id, status, logged.action.api_name, runs)
+        log.warning("AgentRein approval %s is %s: the held %s %s", *decided, extra={HELD_FOR: None})
         if status is ApprovalStatus.APPROVED:
             return
         refusal: ApprovalRejectedError | ApprovalTimeoutError = (
