@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
-from attrs import asdict
+from attrs import fields
 
 import agentrein_core.engine.validation as validation
 from agentrein_core import rollback, rules
@@ -169,7 +169,7 @@ class Rollbacks(UseCases):
                 session_of(tx, org_id, job.session_id)
                 handoff = tx.rollbacks.unsettled_handoff(job.rollback_id)
         with_agent = UndoWithAgent.of(handoff) if handoff is not None else None
-        return RollbackInfo(**asdict(job, recurse=False), undo_with_agent=with_agent)
+        return RollbackInfo(**{f.name: getattr(job, f.name) for f in fields(Rollback)}, undo_with_agent=with_agent)
 
     def wait_for_rollback(
         self, org_id: str, session_id: str, timeout: float, *, agent_key: str | None = None
