@@ -630,6 +630,13 @@ class RawHost:
         assert self.process.stderr is not None
         return self.process.stderr.read().decode()
 
+    def close_input(self, timeout: float = 60) -> str:
+        """Close the proxy's stdin, as MCP's stdio shutdown begins; once it has exited (status 0), what it said."""
+        assert self.process.stdin is not None and self.process.stderr is not None
+        self.process.stdin.close()
+        assert self.process.wait(timeout) == 0
+        return self.process.stderr.read().decode()
+
     def children(self) -> set[int]:
         tasks = Path(f"/proc/{self.process.pid}/task")
         return {int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()}
@@ -658,8 +665,9 @@ def test_a_host_that_stops_the_proxy_with_a_signal_completes_its_session_and_the
     assert [a.status for a in session.actions] == [ActionStatus.SUCCESS]
 
 
+@pytest.mark.parametrize("how", ["SIGTERM", "stdin closed"])
 def test_a_host_that_stops_the_proxy_while_a_call_runs_lets_it_finish_and_its_outcome_is_recorded(
-    tmp_path: Path,
+    tmp_path: Path, how: str
 ) -> None:
     server, started = tmp_path / "slow.py", tmp_path / "started"
     server.write_text(textwrap.dedent(SLOW_SERVER))
@@ -669,16 +677,16 @@ def test_a_host_that_stops_the_proxy_while_a_call_runs_lets_it_finish_and_its_ou
         host.initialize()
         host.notify("tools/call", {"name": "create_note", "arguments": {"text": "buy milk"}}, id=99)
         assert eventually(started.exists, bool, timeout=60)  # the upstream runs it
-        said = host.stop(signal.SIGTERM)
+        said = host.stop(signal.SIGTERM) if how == "SIGTERM" else host.close_input()
     finally:
         ended(host)
-    assert "once the 1 tool call(s) under way finish" in said
     with AgentRein(database_url) as agentrein:
         [summary] = agentrein.list_sessions()
         session = agentrein.get_session(summary.id)
     # recorded as it ended, not left unconfirmed (CLEARED), which a rollback could never undo
     assert [(a.api_name, a.status) for a in session.actions] == [("slow.create_note", ActionStatus.SUCCESS)]
     assert session.status is SessionStatus.COMPLETED
+    assert "once the 1 tool call(s) under way finish" in said and "Traceback" not in said
 
 
 def test_a_host_that_stops_the_proxy_while_a_call_waits_for_a_reviewer_has_the_request_withdrawn_at_once(

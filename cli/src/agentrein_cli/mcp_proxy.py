@@ -21,9 +21,10 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, closing, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -59,8 +60,9 @@ log = logging.getLogger("agentrein_cli.mcp_proxy")
 
 #: How often a held call tells the host it is still waiting (MCP progress), so that the host does not time out.
 HEARTBEAT_SECONDS = 5.0
-#: How long the tool calls under way when a signal stops the proxy may take to finish: cut off, a call's outcome
-#: would never be recorded (it stays unconfirmed, and a rollback cannot undo it).
+#: How long the tool calls under way when the host's connection ends (it closes stdin, or stops the proxy with a
+#: signal) may take to finish: cut off, a call's outcome would never be recorded (it stays unconfirmed, and a
+#: rollback cannot undo it).
 FINISH_SECONDS = 10.0
 #: What the host is told once the upstream's connection has closed under the proxy.
 GONE = "the upstream MCP server closed its connection (it exited or crashed): restart this MCP server"
@@ -556,7 +558,8 @@ async def run(options: ProxyOptions) -> None:
             try:
                 # Windows ends a process with no signal it could catch (and anyio has no receiver there)
                 posix = os.name == "posix"
-                with closing(StdinLines(sys.stdin.fileno())) if posix else nullcontext() as stdin:
+                stdin_lines = StdinLines(sys.stdin.fileno(), partial(_host_closed_stdin, under_way)) if posix else None
+                with closing(stdin_lines) if stdin_lines else nullcontext() as stdin:
                     async with anyio.create_task_group() as serving:
                         if posix:
                             serving.start_soon(_stop_on_signal, serving.cancel_scope, under_way)
@@ -578,28 +581,48 @@ async def run(options: ProxyOptions) -> None:
 
 async def _stop_on_signal(serving: anyio.CancelScope, under_way: set[CallUnderWay]) -> None:
     """SIGTERM or SIGINT (hosts stop their servers so) ends the host's connection as a clean disconnect does: the
-    serving is cancelled, once the tool calls under way have finished (within :data:`FINISH_SECONDS`; those held
-    for a reviewer are withdrawn at once), then the session is completed and the upstream closed. A second
-    signal ends the process as the signal does by default."""
+    serving is cancelled, once the tool calls under way have finished (:func:`let_finish`), then the session is
+    completed and the upstream closed. A second signal ends the process as the signal does by default."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for number in signals:
             said = f"stopped by {signal.Signals(number).name}: the host's connection ends as a disconnect"
-            running = [call for call in under_way if call.waiting.held_for is None]
+            running = let_finish(under_way)
             if running:
-                said += f", once the {len(running)} tool call(s) under way finish (within {FINISH_SECONDS:g} s)"
+                said += f", once the {running} tool call(s) under way finish (within {FINISH_SECONDS:g} s)"
             log.warning("%s", said)
-            for call in list(under_way):
-                call.finish_within(FINISH_SECONDS)
             serving.cancel()
             return
 
 
+def _host_closed_stdin(under_way: set[CallUnderWay]) -> None:
+    running = let_finish(under_way)
+    if running:
+        log.warning(
+            "the host closed its connection: the proxy ends once the %d tool call(s) under way finish (within %g s)",
+            running,
+            FINISH_SECONDS,
+        )
+
+
+def let_finish(under_way: set[CallUnderWay]) -> int:
+    """The host's connection ends with tool calls under way: each may finish within :data:`FINISH_SECONDS`, so
+    that its outcome is recorded (the host will not read the answer); those held for a reviewer are withdrawn at
+    once. How many run on."""
+    running = sum(call.waiting.held_for is None for call in under_way)
+    for call in list(under_way):
+        call.finish_within(FINISH_SECONDS)
+    return running
+
+
 class StdinLines:
     """The host's lines on stdin, read as the loop finds them ready. The ``mcp`` SDK reads stdin in a worker
-    thread, which a cancellation waits for until the host closes stdin: a signal could not end the serving."""
+    thread, which a cancellation waits for until the host closes stdin: a signal could not end the serving.
+    ``at_end`` runs when the host closes stdin (MCP's stdio shutdown), before the SDK cancels the requests under
+    way."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, at_end: Callable[[], None]) -> None:
         self.fd = fd
+        self.at_end = at_end
         self.buffer = b""
         self.waits = not stat.S_ISREG(os.fstat(fd).st_mode)  # a file is always ready, and the loop cannot watch it
         self.was_blocking = os.get_blocking(fd)
@@ -622,6 +645,7 @@ class StdinLines:
                 continue
             if not chunk:  # the host closed stdin: its last line, if unterminated, then the end
                 if not self.buffer:
+                    self.at_end()
                     raise StopAsyncIteration
                 chunk = b"\n"
             self.buffer += chunk
