@@ -153,9 +153,10 @@ def serve(
         )
     import uvicorn
 
-    from agentrein_server.processes import uvicorn_options
+    from agentrein_server.processes import freeze_startup_heap, uvicorn_options
 
     app = create_app(services, run_workers=rollback_workers > 0)
+    freeze_startup_heap()
     uvicorn.run(app, host=host, port=port, **uvicorn_options(access_log=access_log))
 
 
