@@ -86,14 +86,33 @@ BY_ID = {cls: Prepared(stmt) for cls, stmt in _SELECTS.items()}
 BY_ID_LOCKED = {cls: stmt.with_for_update() for cls, stmt in _SELECTS.items()}
 
 
-def _guarded(table: sa.Table, key: str, expected: dict[str, Any]) -> sa.Update:
-    """``UPDATE table … WHERE <its key> = key AND <expected>``, where each expected value is compared with
-    ``=``, or is ``IS NULL`` when None."""
-    stmt = table.update().where(table.primary_key.columns.values()[0] == key)
-    for column, value in expected.items():
-        c = table.c[column]
-        stmt = stmt.where(c.is_(None) if value is None else c == value)
-    return stmt
+#: Prepared: the compare-and-set writes (:meth:`Rows.replace`, :meth:`Rows.update`; a rollback makes three an
+#: undo, and SQLAlchemy's building and executing each cost several times the statement), one for each record
+#: type, the columns it sets, the columns expected (each with ``=``, or ``IS NULL`` when expected None) and
+#: whether it answers the whole row.
+_GUARDED: dict[tuple[type[Any], tuple[str, ...], tuple[tuple[str, bool], ...], bool], Prepared] = {}
+
+
+def _guarded(cls: type[Any], columns: tuple[str, ...], expected: dict[str, Any], whole: bool) -> Prepared:
+    """``UPDATE table SET <columns> WHERE <its key> = :written AND <expected> RETURNING <its key, or every
+    column when whole>``; each expected value is bound as ``expected_<column>``."""
+    shape = (cls, columns, tuple(sorted((column, value is None) for column, value in expected.items())), whole)
+    found = _GUARDED.get(shape)
+    if found is None:
+        table, key = TABLES[cls]
+        stmt = table.update().where(table.c[key] == sa.bindparam("written"))
+        for column, is_null in shape[2]:
+            c = table.c[column]
+            stmt = stmt.where(c.is_(None) if is_null else c == sa.bindparam(f"expected_{column}"))
+        answered = table.columns if whole else [table.c[key]]
+        found = _GUARDED.setdefault(shape, Prepared(stmt.returning(*answered), columns=columns))
+    return found
+
+
+def _guard_params(key: str, values: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    params = {**values, "written": key}
+    params.update({f"expected_{column}": value for column, value in expected.items() if value is not None})
+    return params
 
 
 def _known(table: sa.Table, values: dict[str, Any]) -> dict[str, Any]:
@@ -167,15 +186,15 @@ class Rows:
 
     def replace(self, record: T, **expected: Any) -> bool:
         """Write ``record`` over its row if the row still has the ``expected`` column values."""
-        table, key = TABLES[type(record)]
         row = to_row(record)
-        return self.conn.execute(_guarded(table, row[key], expected).values(row)).rowcount == 1
+        written = _guarded(type(record), tuple(row), expected, whole=False)
+        return len(written.run(self.conn, _guard_params(row[TABLES[type(record)][1]], row, expected))) == 1
 
     def update(self, cls: type[T], key: str, values: dict[str, Any], **expected: Any) -> T | None:
         """Set only ``values`` on the ``cls`` record ``key`` if it still has the ``expected`` column values; the
         record as stored afterwards, or None if it did not match."""
-        table = TABLES[cls][0]
-        return self.first(cls, _guarded(table, key, expected).values(_known(table, values)).returning(*table.c))
+        written = _guarded(cls, tuple(_known(TABLES[cls][0], values)), expected, whole=True)
+        return self.prepared_first(cls, written, _guard_params(key, values, expected))
 
     def upsert(self, record: Any) -> None:
         """Write ``record`` over its row, or insert it (if another request inserted it meanwhile, ours is the
