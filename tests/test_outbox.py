@@ -285,6 +285,45 @@ def test_a_replay_before_a_record_sends_nothing_when_nothing_was_journaled(
     outbox.close()
 
 
+def test_a_request_waits_for_a_confirmation_the_outbox_thread_took_to_send_after_the_request_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rollback requested from another thread must find the call it follows confirmed. Its flush had looked for
+    # confirmations in flight (none yet), then the outbox's own thread took the one waiting and began to send it,
+    # then the flush found nothing waiting and returned: the rollback overtook the confirmation (seen in CI as
+    # "the session has no SUCCESS action to roll back").
+    looked, sending, release = threading.Event(), threading.Event(), threading.Event()
+    events: list[str] = []
+
+    def send(confirmed: CallConfirmed) -> None:
+        sending.set()
+        release.wait(timeout=30)
+        events.append(f"sent {confirmed.action_id}")
+
+    outbox = Outbox(ME, tmp_path / "outbox.db", recorder=cast(Recorder, Recording()), send=send)
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    looking = outbox._wait_for_carried
+
+    def look_then_let_the_thread_take_it(before: float) -> None:
+        looking(before)
+        if threading.current_thread().name == "request":
+            looked.set()
+            assert sending.wait(timeout=30)
+
+    monkeypatch.setattr(outbox, "_wait_for_carried", look_then_let_the_thread_take_it)
+    request = threading.Thread(target=lambda: events.append(f"flushed {outbox.flush()}"), name="request")
+    request.start()
+    assert looked.wait(timeout=30)
+    background = threading.Thread(target=outbox.flush)  # as the outbox's thread does
+    background.start()
+    request.join(timeout=0.3)  # time enough to return, had it not waited for the sending
+    release.set()
+    for thread in (background, request):
+        thread.join(timeout=30)
+    assert events == ["sent act_1", "flushed 0"]
+    outbox.close()
+
+
 def test_a_carried_confirmation_refused_and_not_settled_is_kept_aside_and_a_settled_one_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -290,8 +290,10 @@ class Outbox:
         self._load()
         journaled = self.has_entries()
         with self._cond:
-            if not journaled and not (everything and self._pending):
-                return 0  # the agent's path, nothing journaled: no request, no lock
+            # The agent's path, nothing journaled: no request, no lock. A flush also waits for the sender
+            # (behind the lock) that took confirmations after it looked for those in flight.
+            if not journaled and not (everything and (self._pending or self._in_flight)):
+                return 0
         asked = time.monotonic()
         with self._replay_lock:
             unreachable = self._unreachable
