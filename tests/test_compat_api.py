@@ -288,6 +288,23 @@ def test_a_failed_call_is_recorded_with_the_error_the_sdk_sent_and_ends_the_sess
     assert shown["status"] == "FAILED"  # nothing to undo
 
 
+def test_a_call_whose_success_log_arrives_after_the_next_calls_failure_ended_the_session_is_rolled_back(
+    compat: httpx.Client, native: httpx.Client
+) -> None:
+    # The published npm SDK sends a success's log without awaiting it: the next call's failure log, awaited,
+    # can reach the server first and end the session FAILED with nothing to undo (seen in CI).
+    session_id = open_session(compat)
+    failed = log(
+        compat, session_id, apiName="github.rest.issues.update", payload={}, response="Not Found", status="FAILED"
+    )
+    assert failed.status_code == 200, failed.text
+    assert native.get(f"/sessions/{session_id}").json()["status"] == "FAILED"
+    assert native.get(f"/sessions/{session_id}/rollback").status_code == 404  # nothing to undo yet
+    assert log_customer_created(compat, session_id).status_code == 200
+    job = native.get(f"/sessions/{session_id}/rollback").json()
+    assert (job["wholeSession"], job["trigger"]) == (True, "customers.create reported after the session failed")
+
+
 def test_a_block_policy_answers_403_policy_blocked_and_undoes_the_call_that_ran(
     server: RunningServer, tenant: Tenant, compat: httpx.Client, native: httpx.Client
 ) -> None:

@@ -192,8 +192,17 @@ def undo_late_success(tx: Tx, now: datetime, action: Action, *, recorded_after_i
 
     ``recorded_after_it_ran``: a call recorded only once it had run (journaled while AgentRein was away, or
     reported by a published SDK) may have run at any time before its record: whatever rollback of the session
-    ended before the record, this call's effect is not to stay."""
+    ended before the record, this call's effect is not to stay. Nor when a failure reported before it ended the
+    session with nothing to undo yet (``FAILED``, no rollback): the published npm SDK sends a success's log
+    without awaiting it, so the next call's failure log can overtake it."""
     latest = tx.rollbacks.latest(action.session_id)
+    if latest is None and recorded_after_it_ran:
+        session = session_of(tx, action.org_id, action.session_id)
+        if session.status is SessionStatus.FAILED:
+            start_rollback(
+                tx, now, session, SYSTEM, f"{action.api_name} reported after the session failed"[:MAX_TRIGGER]
+            )
+        return
     if (
         latest is None
         or not latest.whole_session
