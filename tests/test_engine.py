@@ -458,6 +458,73 @@ def test_a_held_calls_card_in_a_long_session_lists_twenty_undos_and_counts_the_o
         assert reject.more_steps == 5
 
 
+def test_approvals_read_page_by_page_come_pending_first_then_the_others_each_oldest_first_and_each_once(
+    engine: Engine, clock: Clock
+) -> None:
+    org = engine.accounts.create_organisation(f"pages-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    held = []
+    for _ in range(7):
+        session = engine.recording.new_session(org.org_id, "agent", "intent")
+        logged = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+        assert logged.approval is not None
+        held.append(logged.approval.approval_id)
+        clock.advance(seconds=1)
+    for i in (0, 2, 5):  # the oldest, and two between: decided, they come after every pending one
+        engine.reviews.reject(org.org_id, held[i], "ada", "no")
+    pending = [held[i] for i in (1, 3, 4, 6)]
+    decided = [held[i] for i in (0, 2, 5)]
+
+    def paged(status: ApprovalStatus | None, limit: int) -> list[str]:
+        read, cursor = [], None
+        while True:
+            page = engine.reviews.approval_page(org.org_id, status, limit=limit, cursor=cursor, explained=False)
+            read += [info.approval_id for info in page.approvals]
+            if page.next_cursor is None:
+                return read
+            cursor = page.next_cursor
+
+    for limit in (1, 2, 3, 4, 100):
+        assert paged(None, limit) == pending + decided
+        assert paged(ApprovalStatus.PENDING, limit) == pending
+        assert paged(ApprovalStatus.REJECTED, limit) == decided
+    assert [info.approval_id for info in engine.reviews.list_approvals(org.org_id)] == pending + decided
+
+
+def test_a_reviewers_queue_puts_the_calls_agents_wait_for_first_then_the_reviews_each_least_time_left_first(
+    engine: Engine, clock: Clock
+) -> None:
+    org = engine.accounts.create_organisation(f"queue-{uuid.uuid4().hex[:8]}", Plan.TEAM)
+    engine.policies.add_policy(org.org_id, NewPolicy("review", "REQUIRE_APPROVAL", api_name="things.*"))
+
+    def held(minutes: int) -> str:
+        session = engine.recording.new_session(org.org_id, "agent", "intent")
+        logged = log(
+            engine, org.org_id, session.session_id, "payouts.create", requires_approval=True,
+            approval_timeout=timedelta(minutes=minutes),
+        )  # fmt: skip
+        assert logged.approval is not None
+        clock.advance(seconds=1)
+        return logged.approval.approval_id
+
+    def reviewed() -> str:
+        session = engine.recording.new_session(org.org_id, "agent", "intent")
+        run_actions(engine, org.org_id, session.session_id, 1)
+        (review,) = engine.recording.get_session(org.org_id, session.session_id).approvals
+        clock.advance(seconds=1)
+        return review.approval_id
+
+    older_review, in_an_hour, refused, in_ten_minutes, newer_review = (
+        reviewed(), held(60), held(30), held(10), reviewed()
+    )  # fmt: skip
+    engine.reviews.reject(org.org_id, refused, "ada", "no")
+    pending, decided, waiting = engine.reviews.approval_queue(org.org_id)
+    assert [p.approval_id for p in pending] == [in_ten_minutes, in_an_hour, older_review, newer_review]
+    assert ([d.approval_id for d in decided], waiting) == ([refused], 4)
+    for shown in (1, 2, 3):
+        first, _, _ = engine.reviews.approval_queue(org.org_id, shown=shown)
+        assert [p.approval_id for p in first] == [p.approval_id for p in pending][:shown]
+
+
 def test_a_session_read_with_no_actions_or_more_than_a_page_of_them_is_refused_with_a_clear_error(
     engine: Engine,
 ) -> None:

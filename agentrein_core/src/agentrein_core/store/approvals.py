@@ -4,6 +4,8 @@ session in one query."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -20,8 +22,6 @@ from agentrein_core.store.rows import Rows
 T = TypeVar("T")
 _S, _A, _P = schema.sessions, schema.actions, schema.approvals
 Joined = list[tuple[Approval, Action, Session]]
-
-_PENDING_FIRST = sa.case((_P.c.status == ApprovalStatus.PENDING, 0), else_=1)
 
 
 @frozen
@@ -88,37 +88,72 @@ class Approvals:
         opened_by: str | None = None,
     ) -> Joined:
         """The organisation's approvals, pending first and oldest first (the order a reviewer works in), each
-        with its action and session, in one query; at most ``limit``, from after the keyset position ``after``
-        (:func:`approval_position` of the last approval of the previous page); ``opened_by``: only those of sessions
-        this API key opened."""
+        with its action and session; at most ``limit`` (all without it, read a thousand at a time), from after
+        the keyset position ``after`` (:func:`approval_position` of the last approval of the previous page);
+        ``opened_by``: only those of sessions this API key opened."""
+        if limit is None:
+            found: Joined = []
+            while len(more := self.page(org_id, status, 1000, after, opened_by)) == 1000:
+                found += more
+                after = approval_position(more[-1][0])
+            return found + more
         chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id)
-        if status is not None:
-            chosen = chosen.where(_P.c.status == status)
         if opened_by is not None:
             own = sa.select(_S.c.session_id).where(_S.c.org_id == org_id, _S.c.opened_by_key == opened_by)
             chosen = chosen.where(_P.c.session_id.in_(own))
-        key = (_PENDING_FIRST, _P.c.requested_at, _P.c.approval_id)
-        if after is not None:
-            chosen = chosen.where(sa.tuple_(*key) > sa.tuple_(*after))
-        return self._joined(_page_of(org_id, chosen.order_by(*key).limit(limit), key))
+        # Pending first, then the others: each part read in order from the index on (org, status, requested)
+        # as far as the page goes. One ORDER BY pending-first sorted every approval of the organisation.
+        parts = [(0, _P.c.status == ApprovalStatus.PENDING), (1, _P.c.status != ApprovalStatus.PENDING)]
+        if status is not None:
+            parts = [(0 if status is ApprovalStatus.PENDING else 1, _P.c.status == status)]
+        order = (_P.c.requested_at, _P.c.approval_id)
+        ids: list[str] = []
+        for place, part in parts:
+            if len(ids) == limit or (after is not None and after[0] > place):
+                continue
+            read = chosen.where(part)
+            if after is not None and after[0] == place:
+                read = read.where(sa.tuple_(*order) > sa.tuple_(*after[1:]))
+            ids += self.rows.conn.execute(read.order_by(*order).limit(limit - len(ids))).scalars()
+        return self._joined(org_id, ids)
 
     def queue(self, org_id: str, decided: int, shown: int) -> tuple[Joined, Joined, int]:
         """The ``shown`` pending approvals a reviewer decides first (in the order of
         :func:`agentrein_core.read_models.queue_order`: those someone waits for first, then least time left first),
-        the ``decided`` latest decisions (newest first), each with its action and session, joined in one query
-        apiece; and how many approvals are pending in all."""
-        waited_for = sa.case((_P.c.purpose.in_(sorted(rules.BLOCKING_PURPOSES)), 0), else_=1)
-        first = (waited_for, _P.c.timeout_at, _P.c.approval_id)
-        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
-        pending = _page_of(org_id, chosen.order_by(*first).limit(shown), first)
-        newest = (_P.c.resolved_at.desc(), _P.c.approval_id.desc())
-        chosen = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status != ApprovalStatus.PENDING)
-        latest = _page_of(org_id, chosen.order_by(*newest).limit(decided), newest)
-        waiting = sa.select(sa.func.count()).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
-        count = int(self.rows.conn.execute(waiting).scalar_one())
-        return self._joined(pending), self._joined(latest), count
+        the ``decided`` latest decisions (newest first), each with its action and session; and how many
+        approvals are pending in all."""
+        pending = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status == ApprovalStatus.PENDING)
+        # Those someone waits for, then the others, least time left first: each purpose read in order from the
+        # index on (org, status, purpose, timeout) as far as the queue goes, and merged. One ORDER BY over them
+        # sorted every pending approval of the organisation (6 ms at 6,000).
+        first: list[str] = []
+        for purposes in (rules.BLOCKING_PURPOSES, set(ApprovalPurpose) - rules.BLOCKING_PURPOSES):
+            left = shown - len(first)
+            reads = (
+                pending.with_only_columns(_P.c.timeout_at, _P.c.approval_id)
+                .where(_P.c.purpose == purpose)
+                .order_by(_P.c.timeout_at, _P.c.approval_id)
+                .limit(left)
+                for purpose in sorted(purposes)
+            )
+            merged = heapq.merge(*([(t, i) for t, i in self.rows.conn.execute(read)] for read in reads))
+            first += [approval_id for _, approval_id in itertools.islice(merged, left)]
+        decisions = sa.select(_P.c.approval_id).where(_P.c.org_id == org_id, _P.c.status != ApprovalStatus.PENDING)
+        newest = decisions.order_by(_P.c.resolved_at.desc(), _P.c.approval_id.desc()).limit(decided)
+        latest = list(self.rows.conn.execute(newest).scalars())
+        count = self.rows.conn.execute(sa.select(sa.func.count()).select_from(pending.subquery())).scalar_one()
+        return self._joined(org_id, first), self._joined(org_id, latest), int(count)
 
-    def _joined(self, stmt: Any) -> Joined:
+    def _joined(self, org_id: str, approval_ids: list[str]) -> Joined:
+        """These approvals in this order, each with its action and session: found by their keys, in one query
+        (the lists above choose them, ordered and limited among the approvals alone, through an index)."""
+        stmt = (
+            sa.select(_P, _A, _S)
+            .join(_A, _A.c.action_id == _P.c.action_id)
+            .join(_S, _S.c.session_id == _P.c.session_id)
+            .where(_P.c.org_id == org_id, _P.c.approval_id.in_(approval_ids))
+            .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
+        )
         result = self.rows.conn.execute(stmt)
         # Where each table's columns are in a row (labelled ``<table>_<column>``), found once per query, not
         # once per row and table.
@@ -131,26 +166,14 @@ class Approvals:
         def part(row: Any, table: str, cls: type[T]) -> T:
             return from_columns({column: row[i] for i, column in places[table]}, cls)
 
-        return [
+        joined = [
             (part(row, "approvals", Approval), part(row, "actions", Action), part(row, "sessions", Session))
             for row in result
         ]
+        found = {approval.approval_id: (approval, action, session) for approval, action, session in joined}
+        return [found[approval_id] for approval_id in approval_ids if approval_id in found]
 
 
 def approval_position(approval: Approval) -> tuple[int, datetime, str]:
     """Where ``approval`` sorts in :meth:`Approvals.page`."""
     return (0 if approval.status is ApprovalStatus.PENDING else 1, approval.requested_at, approval.approval_id)
-
-
-def _page_of(org_id: str, chosen: sa.Select[Any], order: tuple[sa.ColumnElement[Any], ...]) -> sa.Select[Any]:
-    """The approvals ``chosen`` selects (their ids, ordered and limited among the approvals alone, through an
-    index), joined to their actions and sessions only then, in ``order``."""
-    page = chosen.subquery()
-    joined = (
-        sa.select(_P, _A, _S)
-        .join(_A, _A.c.action_id == _P.c.action_id)
-        .join(_S, _S.c.session_id == _P.c.session_id)
-        .where(_P.c.org_id == org_id)
-        .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
-    )
-    return joined.join(page, page.c.approval_id == _P.c.approval_id).order_by(*order)

@@ -156,6 +156,7 @@ approvals = Table(
     Index("ix_approvals_action", "action_id"),
     Index("ix_approvals_status_timeout", "status", "timeout_at"),
     Index("ix_approvals_org_resolved", "org_id", "resolved_at"),
+    Index("ix_approvals_org_queue", "org_id", "status", "purpose", "timeout_at", "approval_id"),  # a queue, in order
 )
 
 policies = Table(
