@@ -287,6 +287,15 @@ def test_a_long_queue_shows_the_requests_to_decide_first_and_counts_them_all(
     page = as_reviewer.get("/dashboard/approvals").text
     assert [approval in page for approval in held] == [True, True, False]  # least time left first
     assert "Waiting for a decision (3)" in page and "The 2 to decide first are shown" in page
+    more = re.search(r'<a href="(/dashboard/approvals\?shown=3)">Show 1 more</a>', page)
+    assert more is not None
+    page = as_reviewer.get(more.group(1)).text
+    assert all(approval in page for approval in held) and "Show 1 more" not in page
+    live = as_reviewer.get("/dashboard/approvals/queue", params={"shown": 3}).text  # the poll keeps all three
+    assert all(approval in live for approval in held)
+    for wrong in ("0", "1001", "many"):
+        refused = as_reviewer.get("/dashboard/approvals", params={"shown": wrong})
+        assert refused.status_code == 400 and "shown" in refused.text, wrong
 
 
 def test_a_decision_is_recorded_with_the_signed_in_reviewer_and_reason(

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from litestar import Controller, Request, get, post
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import NotFoundException
-from litestar.params import Body, FromPath, FromQuery
+from litestar.params import Body, FromPath, FromQuery, QueryParameter
 from litestar.response import Redirect, Response, Template
 
 from agentrein_core.errors import InvalidTransitionError
@@ -24,31 +24,34 @@ from agentrein_server.services import ServicesDep
 
 #: Decided approvals shown under the pending ones, newest decision first.
 RECENTLY_DECIDED = 20
-#: Pending requests shown at once, those to decide first: a queue of thousands would make a page nobody reads.
-SHOWN_PENDING = 100
+#: Pending requests shown at first, those to decide first; "Show more" adds as many again, up to
+#: :data:`MOST_SHOWN`. A card lists up to 20 undos per decision: a queue of thousands would make a page nobody
+#: reads, and the page is read again every 2 s while it is open.
+SHOWN_PENDING = 25
+MOST_SHOWN = 1000
+Shown = Annotated[int | None, QueryParameter(ge=1, le=MOST_SHOWN)]
 
 
 class ApprovalPages(Controller):
     path = "/approvals"
 
     @get(sync_to_thread=True)
-    def queue(self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep) -> Template:
-        pending, decided, waiting = _queue(services, viewer.org_id)
-        version = _version(pending, decided, waiting)
-        return page(
-            request, "approvals.html", viewer, pending=pending, decided=decided, waiting=waiting, version=version
-        )
+    def queue(
+        self, request: Request[Any, Any, Any], viewer: ViewerDep, services: ServicesDep, shown: Shown = None
+    ) -> Template:
+        """The queue; ``shown``: how many pending requests it shows (``SHOWN_PENDING`` unless asked)."""
+        listed = _queue(services, viewer.org_id, shown or SHOWN_PENDING)
+        return page(request, "approvals.html", viewer, **listed)
 
     @get("/queue", sync_to_thread=True)
-    def live(self, viewer: ViewerDep, services: ServicesDep, version: FromQuery[str] = "") -> Template | Response[None]:
+    def live(
+        self, viewer: ViewerDep, services: ServicesDep, version: FromQuery[str] = "", shown: Shown = None
+    ) -> Template | Response[None]:
         """The queue's list, or ``204 No Content`` when it is as the page last showed it (``version``)."""
-        pending, decided, waiting = _queue(services, viewer.org_id)
-        current = _version(pending, decided, waiting)
-        if current == version:
+        listed = _queue(services, viewer.org_id, shown or SHOWN_PENDING)
+        if listed["version"] == version:
             return Response(None, status_code=204)
-        return fragment(
-            "approval_list.html", viewer=viewer, pending=pending, decided=decided, waiting=waiting, version=current
-        )
+        return fragment("approval_list.html", viewer=viewer, **listed)
 
     @post("/{approval_id:str}/{decision:str}", sync_to_thread=True, status_code=200)
     def decide(
@@ -97,8 +100,13 @@ def _already_decided(info: ApprovalInfo) -> str:
     return f"Already {info.status.lower()} by {info.resolved_by} at {when(info.resolved_at)}."
 
 
-def _queue(services: ServicesDep, org_id: str) -> tuple[list[ApprovalInfo], list[ApprovalInfo], int]:
-    return services.engine.reviews.approval_queue(org_id, RECENTLY_DECIDED, SHOWN_PENDING)
+def _queue(services: ServicesDep, org_id: str, shown: int) -> dict[str, Any]:
+    """What the queue's list shows: the ``shown`` pending requests to decide first, the latest decided, how
+    many wait, how many more "Show more" shows, and the list's version."""
+    pending, decided, waiting = services.engine.reviews.approval_queue(org_id, RECENTLY_DECIDED, shown)
+    more = min(SHOWN_PENDING, waiting - len(pending), MOST_SHOWN - shown)
+    listed = {"pending": pending, "decided": decided, "waiting": waiting, "shown": shown, "more": more}
+    return {**listed, "version": _version(pending, decided, waiting)}
 
 
 def _version(pending: list[ApprovalInfo], decided: list[ApprovalInfo], waiting: int) -> str:
