@@ -100,6 +100,7 @@ def run_on_driver(conn: Connection, sql: str, arguments: Any = ()) -> Sequence[A
     them. The driver's error is raised as SQLAlchemy wraps it."""
     dbapi = conn.dialect.loaded_dbapi
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    interrupted = False
     try:
         cursor.execute(sql, arguments)
         return cursor.fetchall() if cursor.description is not None else []
@@ -110,7 +111,9 @@ def run_on_driver(conn: Connection, sql: str, arguments: Any = ()) -> Sequence[A
             # Interrupted (Ctrl-C, exit) between sending the query and reading its answer: the driver's connection
             # is mid-command, and its rollback would fail ("another command is already in progress") and hide the
             # interrupt. Never reused, as SQLAlchemy does for the statements it runs itself.
+            interrupted = True
             conn.invalidate(exc)
         raise
     finally:
-        cursor.close()
+        if not interrupted:  # the invalidated connection is closed: so is its cursor (SQLite would raise, hiding it)
+            cursor.close()

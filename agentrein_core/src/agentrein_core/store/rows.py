@@ -170,7 +170,9 @@ class Rows:
             try:
                 run_on_driver(self.conn, f"ROLLBACK TO SAVEPOINT {name}")
                 run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
-            except sa.exc.DBAPIError:  # the database ended the transaction itself: the cause is what matters
+            # The database ended the transaction itself, or an interrupt dropped the connection: the cause is what
+            # matters.
+            except (sa.exc.DBAPIError, sa.exc.PendingRollbackError):
                 raise exc from None
             raise
         run_on_driver(self.conn, f"RELEASE SAVEPOINT {name}")
