@@ -308,7 +308,7 @@ def test_a_request_waits_for_a_confirmation_the_outbox_thread_took_to_send_after
         looking(before)
         if threading.current_thread().name == "request":
             looked.set()
-            assert sending.wait(timeout=30)
+            sending.wait(timeout=1)  # the thread's chance to take it right after the look (none, once fixed)
 
     monkeypatch.setattr(outbox, "_wait_for_carried", look_then_let_the_thread_take_it)
     request = threading.Thread(target=lambda: events.append(f"flushed {outbox.flush()}"), name="request")
@@ -320,8 +320,43 @@ def test_a_request_waits_for_a_confirmation_the_outbox_thread_took_to_send_after
     release.set()
     for thread in (background, request):
         thread.join(timeout=30)
-    assert events == ["sent act_1", "flushed 0"]
+    # Sent once, by either flush, and before the request's flush returned.
+    assert events in (["sent act_1", "flushed 0"], ["sent act_1", "flushed 1"])
     outbox.close()
+
+
+def test_a_request_waits_for_a_confirmation_another_threads_record_took_to_carry_after_the_request_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same race with a record instead of the outbox's thread: the session's next call, in another thread,
+    # takes the success to carry it in its write-ahead record right after the flush looked for those in flight.
+    sent: list[str] = []
+    outbox = Outbox(
+        ME, tmp_path / "outbox.db", recorder=cast(Recorder, Recording()), send=lambda c: sent.append(c.action_id)
+    )
+    outbox.keep("ses_1", "act_1", {"statusCode": 201}, None)
+    looking = outbox._wait_for_carried
+    looked, taken = threading.Event(), threading.Event()
+
+    def look_then_let_a_record_take_it(before: float) -> None:
+        looking(before)
+        if threading.current_thread().name == "request":
+            looked.set()
+            taken.wait(timeout=1)  # the record's chance to take it right after the look (none, once fixed)
+
+    monkeypatch.setattr(outbox, "_wait_for_carried", look_then_let_a_record_take_it)
+    returned = threading.Event()
+    request = threading.Thread(target=lambda: (outbox.flush(), returned.set()), name="request")  # a rollback's
+    request.start()
+    assert looked.wait(timeout=30)
+    carried = outbox.take("ses_1")  # the record's
+    taken.set()
+    returned_while_carried = bool(carried) and returned.wait(timeout=1)
+    outbox.delivered(carried)
+    request.join(timeout=30)
+    outbox.close()
+    assert not returned_while_carried  # the rollback would have gone out before the success it follows
+    assert sorted([*sent, *(c.action_id for c in carried)]) == ["act_1"]  # sent once, by one or the other
 
 
 def test_a_carried_confirmation_refused_and_not_settled_is_kept_aside_and_a_settled_one_let_go(

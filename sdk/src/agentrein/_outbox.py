@@ -270,13 +270,13 @@ class Outbox:
         raises as :meth:`replay`."""
         if self._replayer == threading.get_ident():
             return 0  # the request of an entry being sent: everything written before it has been sent
-        self._wait_for_carried(math.inf)
         return self._send_waiting(everything=True)
 
     def _wait_for_carried(self, before: float) -> None:
         """Wait (at most :data:`CARRIED_WAIT`) until the confirmations written before row ``before`` that a
         write-ahead record carries in another thread are applied, or put back to be sent in their turn: what
-        is sent next must not overtake them (a rollback journaled after a success must find it confirmed)."""
+        is sent next must not overtake them (a rollback journaled after a success must find it confirmed).
+        The caller holds ``_cond`` (a re-entrant lock) and takes what it sends before letting go of it."""
         with self._cond:
             if not self._cond.wait_for(
                 lambda: all(row >= before for row in self._in_flight.values()), timeout=CARRIED_WAIT
@@ -290,8 +290,8 @@ class Outbox:
         self._load()
         journaled = self.has_entries()
         with self._cond:
-            # The agent's path, nothing journaled: no request, no lock. A flush also waits for the sender
-            # (behind the lock) that took confirmations after it looked for those in flight.
+            # The agent's path, nothing journaled: no request, no lock. A flush goes on while confirmations are
+            # waiting or on their way (carried by a record, or being sent by the sender it waits for).
             if not journaled and not (everything and (self._pending or self._in_flight)):
                 return 0
         asked = time.monotonic()
@@ -320,11 +320,14 @@ class Outbox:
 
     def _send_in_order(self, everything: bool, journaled: bool) -> int:
         journal = self._journaled() if journaled else []
-        if journal:
-            self._wait_for_carried(journal[0][0])
         # The confirmations to send now: all of them, or those written before the last journaled entry.
         last = journal[-1][0] if journal else 0
         with self._cond:
+            # What is sent must not overtake a confirmation a record carries in another thread: for a flush, any;
+            # for a replay, those written before its first entry. Waited for and then taken under one hold of the
+            # lock, so that no record takes one in between (the flush would then send nothing and return).
+            if everything or journal:
+                self._wait_for_carried(math.inf if everything else journal[0][0])
             taken = [c for c in self._pending if everything or (c.row is not None and c.row < last)]
             ids = {id(c) for c in taken}
             self._pending = [c for c in self._pending if id(c) not in ids]
