@@ -689,8 +689,9 @@ def test_a_host_that_stops_the_proxy_while_a_call_runs_lets_it_finish_and_its_ou
     assert "once the 1 tool call(s) under way finish" in said and "Traceback" not in said
 
 
+@pytest.mark.parametrize("how", ["SIGTERM", "stdin closed"])
 def test_a_host_that_stops_the_proxy_while_a_call_waits_for_a_reviewer_has_the_request_withdrawn_at_once(
-    tmp_path: Path,
+    tmp_path: Path, how: str
 ) -> None:
     database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
     host = RawHost(database_url, tmp_path, "--requires-approval", "create_*")
@@ -699,11 +700,14 @@ def test_a_host_that_stops_the_proxy_while_a_call_waits_for_a_reviewer_has_the_r
         host.notify("tools/call", {"name": "create_entities", "arguments": entities("liz")}, id=99)
         with AgentRein(database_url) as agentrein:
             assert eventually(lambda: agentrein.list_approvals(ApprovalStatus.PENDING), bool, timeout=60)
-        said = host.stop(signal.SIGTERM, timeout=FINISH_SECONDS / 2)  # not kept for the calls that run
+        timeout = FINISH_SECONDS / 2  # not kept for the calls that run
+        said = host.stop(signal.SIGTERM, timeout=timeout) if how == "SIGTERM" else host.close_input(timeout=timeout)
     finally:
         ended(host)
     assert "is REJECTED: the held memory-server.create_entities does not run" in said
-    assert "under way finish" not in said
+    assert "under way finish" not in said and "its outcome is not recorded" not in said  # it did not run
+    if how == "stdin closed":  # the proxy still answers the call: it was not run
+        assert "create_entities was held for a reviewer when the proxy stopped: it was not run" in said
     with AgentRein(database_url) as agentrein:
         [approval] = agentrein.list_approvals()
         [summary] = agentrein.list_sessions()

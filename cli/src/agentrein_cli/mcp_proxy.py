@@ -176,6 +176,8 @@ class Waiting:
     notice: str | None = None
     held_for: str | None = None
     news: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Given up by a stopping proxy while held (:meth:`CallUnderWay.finish_within`): its request is withdrawn.
+    given_up: bool = False
 
     def tell(self, record: logging.LogRecord) -> None:
         from agentrein._guard import HELD_FOR
@@ -237,6 +239,7 @@ class CallUnderWay:
         """The proxy is stopping: a call held for a reviewer is given up at once (its request is withdrawn:
         nobody will run it); any other may finish, within ``seconds``, so that its outcome is recorded."""
         if self.waiting.held_for is not None:
+            self.waiting.given_up = True
             self.scope.cancel()
             return
         self.scope.shield = True
@@ -415,8 +418,11 @@ def proxy_server(
             finally:
                 under_way.discard(call)
                 _waiting.reset(watched)
-        # Cut off when the time a stopping proxy gives it ran out (CallUnderWay.finish_within); any other
-        # cancellation (the host's own, a held call given up) passes on as raised.
+        # The scope's own cancellation, by a stopping proxy (CallUnderWay.finish_within): a held call given up, or
+        # one cut off when its time ran out. Any other (the host's own) passes on as raised.
+        if waiting.given_up:
+            log.warning("%s was held for a reviewer when the proxy stopped: it was not run", params.name)
+            return refused(f"The tool {params.name} was not run: the proxy was stopped while it waited for a reviewer.")
         log.warning("stopped before %s had finished: its outcome is not recorded (it stays unconfirmed)", params.name)
         return refused(f"The tool {params.name} may or may not have run: the proxy was stopped while it ran.")
 
