@@ -165,6 +165,9 @@ def test_a_bad_database_url_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["db", "upgrade", "--database-url", "mysql://x/y"])
     assert result.exit_code == 1
     assert "unsupported database 'mysql'" in result.output
+    result = runner.invoke(app, ["db", "upgrade", "--database-url", "postgresql+psycopg2://x@127.0.0.1/y"])
+    assert result.exit_code == 1
+    assert "unsupported driver 'psycopg2' (use postgresql+psycopg)" in result.output
 
 
 def test_a_waiting_agent_is_approved_from_the_command_line(tmp_path: Path) -> None:

@@ -97,6 +97,10 @@ def create_db_engine(url: str) -> Engine:
         sa.event.listen(engine, "close", _sqlite_on_close)
         return engine
     if backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":  # the store's own statements are written for psycopg 3
+            raise ValidationError(
+                "database_url", f"unsupported driver {parsed.get_driver_name()!r} (use postgresql+psycopg)"
+            )
         timeout = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT}
         engine = sa.create_engine(parsed, connect_args=timeout, json_deserializer=stored_json, **POOL)
         sa.event.listen(engine, "checkout", _ping_if_idle)
