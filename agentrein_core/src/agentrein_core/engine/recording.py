@@ -448,6 +448,7 @@ class Recording(UseCases):
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
         with self.store.transaction() as tx:
+            tx.approvals.hold_pending_of(action_id)  # before the action, as a decision takes them (no deadlock)
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:
                 raise NotFoundError("action", action_id)

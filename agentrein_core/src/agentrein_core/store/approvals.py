@@ -37,6 +37,16 @@ class Approvals:
     def of_action(self, action_id: str) -> list[Approval]:
         return self.rows.all(Approval, sa.select(_P).where(_P.c.action_id == action_id).order_by(_P.c.requested_at))
 
+    def hold_pending_of(self, action_id: str) -> None:
+        """Hold the rows of the action's pending approvals until this transaction ends (PostgreSQL), before the
+        action's own: the order a decision takes them in (its approval, then its action). A use case that
+        writes the action and then closes its approvals, taking them the other way round, deadlocked with one."""
+        if self.rows.dialect.locks_rows:
+            pending = sa.select(_P.c.approval_id).where(
+                _P.c.action_id == action_id, _P.c.status == ApprovalStatus.PENDING
+            )
+            self.rows.conn.execute(pending.with_for_update(key_share=True)).all()
+
     def sessions_held_for_decision(self, org_id: str, session_ids: list[str]) -> set[str]:
         """Of the organisation's ``session_ids``, those with a pending approval that holds something up (a call
         or a rollback): the others' pending approvals, if any, are all reviews of calls that already ran."""
