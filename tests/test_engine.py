@@ -527,58 +527,6 @@ def test_a_reviewers_queue_puts_the_calls_agents_wait_for_first_then_the_reviews
         assert [p.approval_id for p in first] == [p.approval_id for p in pending][:shown]
 
 
-def test_a_held_call_reported_failed_while_a_reviewer_rejects_it_ends_failed_once_without_a_deadlock(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The failure wrote the action, then closed its approval; the decision wrote the approval, then the action:
-    # on PostgreSQL each waited for the other (deadlock detected). A published SDK reports FAILED as its wait times
-    # out, when the supervisor expires the approval. Each side pauses where the other used to be stuck.
-    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    session = engine.recording.new_session(org.org_id, "agent", "intent")
-    held = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
-    assert held.approval is not None
-    both_there = threading.Barrier(2)
-
-    def pausing(name: str, original: Any) -> Any:
-        def paused(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            if threading.current_thread().name == name:
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    both_there.wait(2)  # the other holds its first row by now, unless it waits for ours
-            return result
-
-        return paused
-
-    monkeypatch.setattr(Sessions, "touch", pausing("failure", Sessions.touch))  # the action written
-    monkeypatch.setattr(consequences, "emit", pausing("decision", consequences.emit))  # the approval written
-    errors: list[BaseException] = []
-
-    def run(work: Any) -> None:
-        try:
-            work()
-        except BaseException as exc:
-            errors.append(exc)
-
-    failure = threading.Thread(
-        target=run,
-        args=(lambda: engine.recording.fail_action(org.org_id, held.action.action_id, Failed("timed out")),),
-        name="failure",
-    )
-    decision = threading.Thread(
-        target=run,
-        args=(lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada", "no"),),
-        name="decision",
-    )
-    for thread in (failure, decision):
-        thread.start()
-    for thread in (failure, decision):
-        thread.join(timeout=60)
-    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
-    view = engine.recording.get_session(org.org_id, session.session_id)
-    assert [a.status for a in view.actions] == [ActionStatus.FAILED]
-    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
-
-
 def test_a_session_read_with_no_actions_or_more_than_a_page_of_them_is_refused_with_a_clear_error(
     engine: Engine,
 ) -> None:

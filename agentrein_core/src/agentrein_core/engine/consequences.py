@@ -123,7 +123,9 @@ def finished(status: RollbackStatus, now: datetime) -> dict[str, object]:
 def rollback_under_way(tx: Tx, session_id: str) -> Rollback | None:
     """The session's unfinished rollback, as a whole-session one: a one-action rollback under way (an
     after-execution rejection) is widened to the whole session, so a session rollback asked for now is not
-    lost when that one action is undone."""
+    lost when that one action is undone. Holds the session's row first (the store's lock order), so that two
+    transactions never both find none and then wait on each other's new rollback."""
+    tx.sessions.hold(session_id)
     running = tx.rollbacks.active(session_id)
     if running is not None and not running.whole_session:
         running = tx.rollbacks.update(running.rollback_id, {"whole_session": True}, status=running.status)
@@ -146,7 +148,9 @@ def start_rollback(
     whole_session: bool = True,
     approval_timeout: timedelta | None = None,
 ) -> Rollback:
-    """Start a rollback job (a worker runs it); a sandbox session's is done at once, in this transaction."""
+    """Start a rollback job (a worker runs it); a sandbox session's is done at once, in this transaction.
+    Holds the session's row first, as :func:`rollback_under_way` does (the store's lock order)."""
+    tx.sessions.hold(session.session_id)
     job = Rollback(
         rollback_id=new_id("rbk"),
         org_id=session.org_id,

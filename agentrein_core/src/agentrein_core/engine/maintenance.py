@@ -6,12 +6,16 @@ run concurrently."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from attrs import evolve, frozen
 
 from agentrein_core import retention, rules
+from agentrein_core.database import lost_to_another_transaction
 from agentrein_core.engine.base import UseCases
 from agentrein_core.engine.consequences import SYSTEM, apply_decision
-from agentrein_core.errors import InvalidTransitionError
+from agentrein_core.errors import AgentReinUnavailableError, InvalidTransitionError
 from agentrein_core.statuses import ApprovalStatus, SessionStatus
 
 
@@ -33,16 +37,13 @@ class Maintenance(UseCases):
             due = tx.approvals.due(now)
             idle = tx.sessions.idle_since(now - rules.ABANDONED_AFTER)
         for approval in due:
-            try:
-                with self.store.transaction() as tx:
-                    current = tx.approvals.get(approval.org_id, approval.approval_id)
-                    if current is not None and current.status is ApprovalStatus.PENDING:
-                        apply_decision(tx, self.clock(), current, ApprovalStatus.EXPIRED, SYSTEM, "timed out")
-                        expired += 1
-            except InvalidTransitionError:
-                continue  # decided by someone else meanwhile
+            with _unless_another_won(), self.store.transaction() as tx:
+                current = tx.approvals.get(approval.org_id, approval.approval_id)
+                if current is not None and current.status is ApprovalStatus.PENDING:
+                    apply_decision(tx, self.clock(), current, ApprovalStatus.EXPIRED, SYSTEM, "timed out")
+                    expired += 1
         for session in idle:
-            with self.store.transaction() as tx:
+            with _unless_another_won(), self.store.transaction() as tx:
                 if tx.replace(
                     evolve(session, status=SessionStatus.ABANDONED),
                     status=SessionStatus.ACTIVE,
@@ -52,3 +53,17 @@ class Maintenance(UseCases):
         with self.store.transaction() as tx:
             pruned = retention.prune(tx, now - self.retention)
         return MaintenanceReport(expired, abandoned, pruned)
+
+
+@contextmanager
+def _unless_another_won() -> Iterator[None]:
+    """One item of the round, passed over if a concurrent transaction won it: a reviewer decided the approval
+    meanwhile, or PostgreSQL ended ours to break a deadlock (the next round takes it again). The round goes on
+    with the others; an outage still ends it."""
+    try:
+        yield
+    except InvalidTransitionError:
+        pass
+    except AgentReinUnavailableError as exc:
+        if not lost_to_another_transaction(exc):
+            raise

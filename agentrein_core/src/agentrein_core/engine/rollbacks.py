@@ -493,6 +493,7 @@ class Rollbacks(UseCases):
 
     def _record_undone(self, tx: Tx, action: Action) -> None:
         now = self.clock()
+        tx.approvals.hold_pending_of(action.action_id)  # before the action, as a decision takes them (no deadlock)
         done = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
         close_reviews(tx, now, done, "the action was rolled back")
 

@@ -6,6 +6,16 @@ SQLite and PostgreSQL is in :mod:`.dialect`.
 Every state change is written with :meth:`Tx.replace`, an ``UPDATE … WHERE <key> AND <expected statuses>``:
 if a concurrent writer changed the record first, no row matches and the caller learns it lost the race
 (compare-and-set), so two decisions on one approval or two rollbacks of one session cannot both win.
+
+On PostgreSQL the rows a transaction writes stay locked until it ends, so use cases take them in one order:
+**an approval, then its action, then the session, then its rollback** (a decision writes its approval and
+then its action; a rollback step its action and then its job). A use case that must write them the other way
+round first holds the earlier ones: a failure or an undo recorded closes the action's reviews, so it first
+holds them (:meth:`~.approvals.Approvals.hold_pending_of`); whoever starts or widens a rollback first holds
+the session (:meth:`~.sessions.Sessions.hold`), so the unique "one rollback under way" index never waits on a
+session lock. Held rows are locked ``FOR NO KEY UPDATE``: a foreign-key check (an action, approval, rollback
+or handoff inserted for the session) never waits on them. Two transactions taking rows in opposite orders
+deadlock, and PostgreSQL ends one of them, which is answered as an outage (503).
 """
 
 from agentrein_core.store.changes import Change, Observer

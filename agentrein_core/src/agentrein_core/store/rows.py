@@ -83,7 +83,9 @@ _SELECTS = {cls: _select_by_id(table, key, scoped=cls not in _UNSCOPED) for cls,
 #: check the key opened it (46 us against 132 us through SQLAlchemy's execute, on SQLite under load).
 BY_ID = {cls: Prepared(stmt) for cls, stmt in _SELECTS.items()}
 #: The same, holding the row until the transaction ends (where rows are locked: PostgreSQL); not on the hot path.
-BY_ID_LOCKED = {cls: stmt.with_for_update() for cls, stmt in _SELECTS.items()}
+#: ``FOR NO KEY UPDATE``: another writer of the row waits, a record inserted that refers to it does not (its
+#: foreign-key check takes ``KEY SHARE``, which ``FOR UPDATE`` would block: two use cases deadlocked on that).
+BY_ID_LOCKED = {cls: stmt.with_for_update(key_share=True) for cls, stmt in _SELECTS.items()}
 
 
 #: Prepared: the compare-and-set writes (:meth:`Rows.replace`, :meth:`Rows.update`; a rollback makes three an

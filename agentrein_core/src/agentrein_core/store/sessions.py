@@ -106,6 +106,13 @@ class Sessions:
     def get(self, org_id: str, session_id: str, lock: bool = False) -> Session | None:
         return self.rows.one(Session, session_id, org_id, lock=lock)
 
+    def hold(self, session_id: str) -> None:
+        """Hold the session's row until the transaction ends (PostgreSQL; SQLite has one writer): whoever starts
+        or widens a rollback does so before it looks for one under way (the store's lock order)."""
+        if self.rows.dialect.locks_rows:
+            stmt = sa.select(_S.c.session_id).where(_S.c.session_id == session_id)
+            self.rows.conn.execute(stmt.with_for_update(key_share=True)).all()
+
     def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
         """Take the session's next action seq and mark it active now (when its last activity is
         :data:`~agentrein_core.rules.ACTIVITY_GRAIN` old or more); None if there is no such session, or if

@@ -1,0 +1,268 @@
+"""Two use cases that write the same rows, raced on PostgreSQL to the moment each holds its first row: they take
+them in the store's one order (an approval, its action, the session, its rollback), so neither waits for the
+other while holding what the other wants. Before, each of these pairs deadlocked ('deadlock detected', answered
+503): a reviewer's decision lost, or a rollback's record of an undo that had run. Found by a lock-order audit."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from test_engine import Clock, log, run_actions
+from test_undo_handoffs import AgentsOnly
+
+import agentrein_core.engine.consequences as consequences
+import agentrein_core.engine.rollbacks as rollbacks
+from agentrein_core.commands import Failed
+from agentrein_core.engine import Engine
+from agentrein_core.engine.maintenance import MaintenanceReport
+from agentrein_core.model import Action, Approval, Organisation, Session
+from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, RollbackStatus, SessionStatus
+from agentrein_core.store import Store
+from agentrein_core.store.rollbacks import Rollbacks
+from agentrein_core.store.sessions import Sessions
+
+
+class Meeting:
+    """Two threads, each paused once where it holds its first rows until the other is paused too, or for 2 s (the
+    other then waits for a row this one holds, which is what the test is after)."""
+
+    def __init__(self) -> None:
+        self.both_there = threading.Barrier(2)
+        self.met: set[str] = set()
+
+    def at(self, thread: str, original: Callable[..., Any], *, before: bool = False, then: float = 0.0) -> Any:
+        """``original``, pausing the first time the thread named ``thread`` calls it (``before`` or after it
+        runs), and ``then`` seconds more once the other thread is paused too."""
+
+        def paused(*args: Any, **kwargs: Any) -> Any:
+            first = threading.current_thread().name == thread and thread not in self.met
+            if first and before:
+                self._meet(thread, then)
+            result = original(*args, **kwargs)
+            if first and not before:
+                self._meet(thread, then)
+            return result
+
+        return paused
+
+    def _meet(self, thread: str, then: float) -> None:
+        self.met.add(thread)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self.both_there.wait(2)
+            time.sleep(then)
+
+
+def race(**work: Callable[[], object]) -> list[BaseException]:
+    """Run each piece of ``work`` in a thread named after it, at once; the errors they raised."""
+    errors: list[BaseException] = []
+
+    def run(piece: Callable[[], object]) -> None:
+        try:
+            piece()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(piece,), name=name) for name, piece in work.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return errors
+
+
+class Undoes:
+    """Runs inverses by counting them; says when one runs (its ``IN_PROGRESS`` mark is committed by then)."""
+
+    hands_over = False
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.undone: list[str] = []
+
+    def can_run(self, action: Action) -> bool:
+        return True
+
+    def run_undo(self, action: Action) -> None:
+        self.undone.append(action.action_id)
+        self.running.set()
+
+
+def reviewed_call(engine: Engine) -> tuple[Organisation, Session, Action, Approval]:
+    """A session of one call that ran, under review (as a ``REQUIRE_APPROVAL`` policy or a drift opens one)."""
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    (done,) = run_actions(engine, org.org_id, session.session_id, 1)
+    now = engine.clock()
+    review = consequences.new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, timedelta(hours=1))
+    with engine.store.transaction() as tx:
+        consequences.open_approval(tx, now, review)
+    return org, session, done, review
+
+
+def operators_rollback(engine: Engine, session: Session) -> str:
+    """An operator asks for the session's rollback: the id of the one that runs."""
+    job = engine.rollbacks.request_rollback(
+        session.org_id, session.session_id, caller_role="operator", requested_by="operator"
+    )
+    return job.rollback_id
+
+
+@pytest.fixture
+def engine(database_url: str) -> Engine:
+    return Engine(Store(database_url), clock=Clock())
+
+
+@pytest.fixture
+def on_postgresql(postgres_url: str) -> Engine:
+    return Engine(Store(postgres_url), clock=Clock())
+
+
+def test_a_held_call_reported_failed_while_a_reviewer_rejects_it_ends_failed_once_without_a_deadlock(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The failure wrote the action, then closed its approval; the decision wrote the approval, then the action. A
+    # published SDK reports FAILED as its wait times out, when the supervisor expires the approval.
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    held = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert held.approval is not None
+    meeting = Meeting()
+    monkeypatch.setattr(Sessions, "touch", meeting.at("failure", Sessions.touch))  # the action written
+    monkeypatch.setattr(consequences, "emit", meeting.at("decision", consequences.emit))  # the approval written
+    errors = race(
+        failure=lambda: engine.recording.fail_action(org.org_id, held.action.action_id, Failed("timed out")),
+        decision=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada", "no"),
+    )
+    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
+    view = engine.recording.get_session(org.org_id, session.session_id)
+    assert [a.status for a in view.actions] == [ActionStatus.FAILED]
+    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
+
+
+def test_an_undo_recorded_while_a_reviewer_rejects_the_actions_review_is_run_once_and_the_review_closed(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rollback's step records the undo that ran (the action), then closes the action's review; the reviewer's
+    # rejection writes the review, then the action (to undo it alone).
+    engine = on_postgresql
+    org, session, done, review = reviewed_call(engine)
+    job = engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="t")
+    meeting = Meeting()
+    monkeypatch.setattr(rollbacks, "close_reviews", meeting.at("rollback", rollbacks.close_reviews, before=True))
+    monkeypatch.setattr(consequences, "emit", meeting.at("reviewer", consequences.emit))
+    undoes = Undoes()
+    errors = race(
+        rollback=lambda: engine.rollbacks.run_rollback(org.org_id, job.rollback_id, undoes),
+        # while the inverse runs (a call to the service): the likeliest moment
+        reviewer=lambda: undoes.running.wait(10) and engine.reviews.reject(org.org_id, review.approval_id, "ada"),
+    )
+    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
+    view = engine.recording.get_session(org.org_id, session.session_id)
+    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK]
+    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
+    assert undoes.undone == [done.action_id]
+    assert engine.rollbacks.get_rollback(org.org_id, job.rollback_id).status is RollbackStatus.SUCCEEDED
+
+
+def test_a_rollback_requested_while_a_rejection_starts_one_is_that_one_rollback(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request held the session, then inserted its rollback; the rejection inserted its rollback (an entry in
+    # the index of one rollback under way per session), then waited for the session: each for the other.
+    engine = on_postgresql
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)
+    held = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert held.approval is not None
+    meeting = Meeting()
+    # the request holds the session while the rejection goes on to start its rollback
+    monkeypatch.setattr(rollbacks, "read_session", meeting.at("request", rollbacks.read_session, then=0.5))
+    monkeypatch.setattr(consequences, "emit", meeting.at("rejection", consequences.emit, before=True))
+    requested: list[str] = []
+    errors = race(
+        request=lambda: requested.append(operators_rollback(engine, session)),
+        rejection=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada"),
+    )
+    assert errors == []
+    view = engine.recording.get_session(org.org_id, session.session_id)
+    assert [a.status for a in view.actions] == [ActionStatus.SUCCESS, ActionStatus.FAILED]
+    with engine.store.transaction(write=False) as tx:
+        started = tx.rollbacks.of_sessions([session.session_id])[session.session_id]
+    assert [r.rollback_id for r in started] == requested  # one rollback, the one both started
+
+
+def test_a_rollback_requested_while_a_one_action_rollback_hands_its_undo_to_the_agent_widens_it(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request held the session (FOR UPDATE), then widened the rollback under way; the rollback's step held its
+    # job, then offered the undo, a row whose foreign key waited for the session's lock.
+    engine = on_postgresql
+    org, session, done, review = reviewed_call(engine)
+    engine.reviews.reject(org.org_id, review.approval_id, "ada")  # undoes that one action alone
+    alone = engine.rollbacks.latest_rollback(org.org_id, session.session_id)
+    assert alone is not None and not alone.whole_session
+    meeting = Meeting()
+    monkeypatch.setattr(rollbacks, "session_of", meeting.at("request", rollbacks.session_of))
+    monkeypatch.setattr(Rollbacks, "offer", meeting.at("step", Rollbacks.offer, before=True))
+    widened: list[str] = []
+    errors = race(
+        request=lambda: widened.append(operators_rollback(engine, session)),
+        step=lambda: engine.rollbacks.run_rollback(org.org_id, alone.rollback_id, AgentsOnly()),
+    )
+    assert errors == []
+    assert widened == [alone.rollback_id]
+    job = engine.rollbacks.get_rollback(org.org_id, alone.rollback_id)
+    assert job.whole_session and job.status is RollbackStatus.RUNNING
+    assert engine.rollbacks.handoff_of(org.org_id, job, done.action_id) is not None  # offered to the agent
+    assert engine.recording.get_session(org.org_id, session.session_id).status is SessionStatus.ACTIVE
+
+
+def test_an_expiry_that_loses_a_deadlock_is_left_to_the_next_round_and_the_others_expire_meanwhile(
+    postgres_url: str,
+) -> None:
+    clock = Clock()
+    engine = Engine(Store(postgres_url), clock=clock)
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    held = []
+    for minutes in (1, 2):  # the first expires first
+        session = engine.recording.new_session(org.org_id, "agent", "intent")
+        logged = log(
+            engine, org.org_id, session.session_id, requires_approval=True, approval_timeout=timedelta(minutes=minutes)
+        )
+        assert logged.approval is not None
+        held.append(logged)
+    clock.advance(minutes=3)
+    first = held[0]
+    assert first.approval is not None
+    other = sa.create_engine(postgres_url)
+    actions = sa.table("actions", sa.column("action_id"), sa.column("error"))
+    approvals = sa.table("approvals", sa.column("approval_id"), sa.column("reason"))
+    reports: list[MaintenanceReport] = []
+    with other.connect() as holder, other.connect() as watcher, holder.begin():
+        holder.execute(actions.update().where(actions.c.action_id == first.action.action_id).values(error="x"))
+        round_ = threading.Thread(target=lambda: reports.append(engine.maintenance.maintain()))
+        round_.start()
+        # The round holds the first approval and waits for its action: now take them the other way round.
+        waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        deadline = time.monotonic() + 10
+        while not watcher.execute(waiting).scalar() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        holder.execute(
+            approvals.update().where(approvals.c.approval_id == first.approval.approval_id).values(reason="x")
+        )
+        round_.join(timeout=30)
+    other.dispose()
+    assert reports == [MaintenanceReport(expired_approvals=1, abandoned_sessions=0)]  # the round went on
+    statuses = [engine.reviews.get_approval(org.org_id, h.approval.approval_id).status for h in held if h.approval]
+    assert statuses == [ApprovalStatus.PENDING, ApprovalStatus.EXPIRED]
+    assert engine.maintenance.maintain().expired_approvals == 1  # the next round
+    engine.store.close()
