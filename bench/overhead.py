@@ -361,11 +361,15 @@ def wal_pages_per_call(db_file: Path, call: Call, calls: int = 40, settle: float
     """Pages that ``calls`` calls write to ``db_file``'s WAL, per call: what their commits cost is mostly
     copying these (4 KiB each; no fsync with synchronous=NORMAL). Counted by SQLite itself (the frames a
     checkpoint finds); ``settle`` seconds before and after let the embedded intent-check thread finish, so the
-    count includes whatever the supervisor writes for them meanwhile. Few enough calls that no automatic
-    checkpoint (at 1,000 frames) runs in between."""
+    count includes whatever the supervisor writes for them meanwhile (after a long run it may still be catching
+    up for a few seconds: the emptying checkpoint is tried again until it gets through). Few enough calls that no
+    automatic checkpoint (at 1,000 frames) runs in between."""
     with closing(sqlite3.connect(db_file, isolation_level=None)) as db:
-        time.sleep(settle)
-        busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        for _ in range(10):
+            time.sleep(settle)
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                break
         for _ in range(calls):
             call()
         time.sleep(settle)

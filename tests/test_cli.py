@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
@@ -347,11 +348,14 @@ def test_rollback_through_a_server_says_when_it_waits_on_an_undo_in_the_agents_p
     taken = server.engine.rollbacks.claim_handed_undo(tenant.org_id, [session_id], ["mcp"], 0)  # as the agent would
     assert taken is not None and taken.handoff.lease_id is not None
     assert "it reports the outcome by" in said("#1: Undo: running in the agent's process")
+    server.engine.rollbacks.renew_handed_undo(tenant.org_id, taken.action.action_id, taken.handoff.lease_id)
+    time.sleep(1)  # the command looks again meanwhile (every 0.25 s) and sees the later report-by time
     server.engine.rollbacks.report_handed_undo(tenant.org_id, taken.action.action_id, taken.handoff.lease_id, True)
     assert rollback.wait(timeout=60) == 0
     reading.join(timeout=10)
     out = "".join(lines)
     assert out.count("offered to the agent's process") == 1 and "(display status REVERTED)" in out
+    assert out.count("running in the agent's process") == 1  # said once, not again at each renewal
 
 
 def test_a_failed_undo_stops_the_chain_and_the_command_fails(target: Target, service: FakeService) -> None:

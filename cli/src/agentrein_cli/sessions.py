@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from agentrein._port import Mode
     from agentrein_core.model import Action, Rollback
-    from agentrein_core.read_models import RollbackInfo, SessionInfo, UndoWithAgent
+    from agentrein_core.read_models import RollbackInfo, SessionInfo
     from agentrein_core.settings_undo import SettingsUndoExecutor
 
 sessions = typer.Typer(help="Sessions and their actions.", no_args_is_help=True)
@@ -166,15 +166,16 @@ def _follow(found: Mode, before: SessionInfo, job: Rollback, look: Look) -> tupl
     walk = {a.action_id: a.updated_at for a in chain(job, before.actions)}
     seqs = {a.action_id: a.seq for a in before.actions}
     columns = (TextColumn("undoing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    said: UndoWithAgent | None = None
+    said: tuple[str, bool] | None = None  # the undo said, and whether taken (a renewal moves its time only)
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("undo chain", total=len(walk))
         while True:
             shown = look()
-            if shown.undo_with_agent is not None and shown.undo_with_agent != said:
-                said = shown.undo_with_agent
-                label = words.with_agent(said)
-                progress.console.print(f"#{seqs.get(said.action_id, '?')}: {label.text} ({label.why})")
+            undo = shown.undo_with_agent
+            if undo is not None and (undo.action_id, undo.taken) != said:
+                said = (undo.action_id, undo.taken)
+                label = words.with_agent(undo)
+                progress.console.print(f"#{seqs.get(undo.action_id, '?')}: {label.text} ({label.why})")
             session = found.get_session(before.id)
             progress.update(bar, completed=sum(_through(a, walk) for a in session.actions))
             undoing = any(a.undo_status is UndoStatus.IN_PROGRESS for a in session.actions)
