@@ -716,6 +716,35 @@ def test_a_host_that_stops_the_proxy_while_a_call_waits_for_a_reviewer_has_the_r
     assert [a.status for a in session.actions] == [ActionStatus.FAILED]
 
 
+def test_a_call_held_for_a_reviewer_only_after_the_proxy_was_stopped_is_withdrawn_as_it_is_held(tmp_path: Path) -> None:
+    # Let finish, it waited for a reviewer for the rest of the grace: approved then, it would start a call the proxy
+    # could cut off, its outcome never recorded.
+    database_url = f"sqlite:///{tmp_path / 'agentrein.db'}"
+    host = RawHost(database_url, tmp_path, "--requires-approval", "create_*")
+    try:
+        host.initialize()
+        with closing(sqlite3.connect(tmp_path / "agentrein.db", isolation_level=None)) as writer:
+            writer.execute("BEGIN IMMEDIATE")  # the call's record waits for the database meanwhile
+            host.notify("tools/call", {"name": "create_entities", "arguments": entities("kim")}, id=99)
+            time.sleep(1)
+            host.process.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            writer.execute("ROLLBACK")
+        assert host.process.wait(FINISH_SECONDS / 2) == 0  # not kept for the rest of the grace
+        assert host.process.stderr is not None
+        said = host.process.stderr.read().decode()
+    finally:
+        ended(host)
+    assert "once the 1 tool call(s) under way finish" in said  # not yet held when it was stopped
+    assert "create_entities was held for a reviewer when the proxy stopped: it was not run" in said
+    with AgentRein(database_url) as agentrein:
+        [approval] = agentrein.list_approvals()
+        [summary] = agentrein.list_sessions()
+        session = agentrein.get_session(summary.id)
+    assert approval.status is not ApprovalStatus.PENDING and "the agent stopped waiting" in (approval.reason or "")
+    assert [a.status for a in session.actions] == [ActionStatus.FAILED]
+
+
 def ended(host: RawHost) -> None:
     """The proxy's process, killed if a test left it running."""
     if host.process.poll() is None:

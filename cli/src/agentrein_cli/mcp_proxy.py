@@ -178,13 +178,20 @@ class Waiting:
     news: asyncio.Event = field(default_factory=asyncio.Event)
     #: Given up by a stopping proxy while held (:meth:`CallUnderWay.finish_within`): its request is withdrawn.
     given_up: bool = False
+    #: Set by a stopping proxy that lets the call finish: how to give it up should it be held from then on.
+    give_up_if_held: Callable[[], None] | None = None
 
     def tell(self, record: logging.LogRecord) -> None:
         from agentrein._guard import HELD_FOR
 
         self.notice = record.getMessage()
         self.held_for = getattr(record, HELD_FOR, self.held_for)
-        self.loop.call_soon_threadsafe(self.news.set)
+        self.loop.call_soon_threadsafe(self._told)
+
+    def _told(self) -> None:
+        self.news.set()
+        if self.held_for is not None and self.give_up_if_held is not None:
+            self.give_up_if_held()
 
 
 _waiting: contextvars.ContextVar[Waiting | None] = contextvars.ContextVar("agentrein_mcp_proxy_waiting", default=None)
@@ -237,13 +244,19 @@ class CallUnderWay:
 
     def finish_within(self, seconds: float) -> None:
         """The proxy is stopping: a call held for a reviewer is given up at once (its request is withdrawn:
-        nobody will run it); any other may finish, within ``seconds``, so that its outcome is recorded."""
+        nobody will run it); any other may finish, within ``seconds``, so that its outcome is recorded. One held
+        after this is given up as it is held: a reviewer approving it within ``seconds`` would start a call that
+        could then be cut off, its outcome never recorded."""
         if self.waiting.held_for is not None:
-            self.waiting.given_up = True
-            self.scope.cancel()
+            self._give_up()
             return
+        self.waiting.give_up_if_held = self._give_up
         self.scope.shield = True
         self.scope.deadline = min(self.scope.deadline, anyio.current_time() + seconds)
+
+    def _give_up(self) -> None:
+        self.waiting.given_up = True
+        self.scope.cancel()
 
 
 # Tool calls through the guard --------------------------------------------------------------------------------
