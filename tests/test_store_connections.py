@@ -7,6 +7,7 @@ import os
 import socket
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -86,6 +87,27 @@ def test_a_postgresql_database_that_never_answers_is_an_outage_after_the_connect
         with pytest.raises(AgentReinUnavailableError, match="the AgentRein database is unavailable"):
             store.schema_version()
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [(None, {"jit": "off"}), ("-c statement_timeout=5000", {"jit": "off", "statement_timeout": "5s"})],
+    ids=["no options", "options of the URL's own"],
+)
+def test_postgresql_connections_compile_no_query_unless_the_url_says_so(
+    own_postgres_url: str, options: str | None, expected: dict[str, str]
+) -> None:
+    # A bounded page whose plan was costed high spent half its time compiling itself (JIT).
+    url = own_postgres_url + (f"?options={quote(options)}" if options else "")
+    store = Store(url)
+    with store.transaction(write=False) as tx:
+        shown = {name: tx.conn.exec_driver_sql(f"SHOW {name}").scalar() for name in expected}
+    assert shown == expected
+    store.close()
+    asked = Store(own_postgres_url + "?options=" + quote("-c jit=on"))
+    with asked.transaction(write=False) as tx:
+        assert tx.conn.exec_driver_sql("SHOW jit").scalar() == "on"
+    asked.close()
 
 
 def test_a_sqlite_store_that_closes_leaves_fresh_statistics_for_the_tables_it_queried(tmp_path: Path) -> None:

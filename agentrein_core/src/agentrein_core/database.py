@@ -20,7 +20,7 @@ from agentrein_core.errors import ValidationError
 
 if TYPE_CHECKING:
     from alembic.config import Config
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import URL, Connection, Engine
     from sqlalchemy.exc import OperationalError
 
 # SQLAlchemy is imported where a database is reached, not with this module: it takes about a second to import,
@@ -36,6 +36,11 @@ POOL = {"pool_size": 10, "max_overflow": 20, "pool_timeout": 30}
 #: Seconds a new PostgreSQL connection may take (unless the URL says ``connect_timeout``): libpq's default is to
 #: wait as long as the network does, so a database cut off made each request hang for minutes, not fail as out.
 CONNECT_TIMEOUT = 10
+#: PostgreSQL compiles a query to machine code (JIT) when its plan costs more than ``jit_above_cost``, which a
+#: bounded page can, read through an index with a filter (a list of sessions of one display status): compiling
+#: took 25 ms of such a 48 ms list. Every query of AgentRein is a bounded page or lookup, not the long analytical
+#: query JIT is for (PostgreSQL's own advice), so it is off unless the URL's ``options`` set ``jit``.
+NO_JIT = "-c jit=off"
 #: A SQLite file named with no query and nothing quoted: its dialect and path.
 _PLAIN_SQLITE_FILE = re.compile(r"(sqlite(?:\+\w+)?):///([^?#%]+)")
 
@@ -101,12 +106,26 @@ def create_db_engine(url: str) -> Engine:
             raise ValidationError(
                 "database_url", f"unsupported driver {parsed.get_driver_name()!r} (use postgresql+psycopg)"
             )
-        timeout = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT}
-        engine = sa.create_engine(parsed, connect_args=timeout, json_deserializer=stored_json, **POOL)
+        engine = sa.create_engine(
+            parsed, connect_args=_postgres_settings(parsed), json_deserializer=stored_json, **POOL
+        )
         sa.event.listen(engine, "checkout", _ping_if_idle)
         sa.event.listen(engine, "checkin", _note_last_use)
         return engine
     raise ValidationError("database_url", f"unsupported database {backend!r} (use sqlite or postgresql+psycopg)")
+
+
+def _postgres_settings(url: URL) -> dict[str, Any]:
+    """How AgentRein connects to PostgreSQL, unless the URL says otherwise: within :data:`CONNECT_TIMEOUT`, and
+    with JIT compilation off (:data:`NO_JIT`), added to whatever ``options`` the URL gives."""
+    settings: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        settings["connect_timeout"] = CONNECT_TIMEOUT
+    given = url.query.get("options")
+    options = " ".join(given) if isinstance(given, tuple) else given or ""
+    if "jit" not in options:
+        settings["options"] = f"{options} {NO_JIT}".strip()
+    return settings
 
 
 _decode_json = msgspec.json.Decoder().decode
