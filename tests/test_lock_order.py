@@ -23,11 +23,11 @@ import agentrein_core.engine.rollbacks as rollbacks
 from agentrein_core.commands import Failed
 from agentrein_core.engine import Engine
 from agentrein_core.engine.maintenance import MaintenanceReport
-from agentrein_core.model import Action, Approval, Organisation, Session
+from agentrein_core.model import UNDO_NONE, Action, Approval, Organisation, Session
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, RollbackStatus, SessionStatus
 from agentrein_core.store import Store
 from agentrein_core.store.rollbacks import Rollbacks
-from agentrein_core.store.sessions import Sessions
+from agentrein_core.store.sessions import Actions, Sessions
 
 
 class Meeting:
@@ -226,6 +226,95 @@ def test_a_rollback_requested_while_a_one_action_rollback_hands_its_undo_to_the_
     assert engine.recording.get_session(org.org_id, session.session_id).status is SessionStatus.ACTIVE
 
 
+def test_a_rollback_ending_while_a_reviewer_rejects_the_review_of_an_action_it_skipped_ends_once(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The step skipped an action (writing its job), then set the session's status; the reviewer's rejection of that
+    # action's review held the session, then started a rollback, which waited on the job.
+    engine = on_postgresql
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1, undo=UNDO_NONE)  # skipped in the last step
+    run_actions(engine, org.org_id, session.session_id, 1)  # undone: ends the first step
+    (skipped,) = run_actions(engine, org.org_id, session.session_id, 1, undo=UNDO_NONE)  # skipped in the first
+    now = engine.clock()
+    review = consequences.new_approval(skipped, ApprovalPurpose.AFTER_EXECUTION, now, timedelta(hours=1))
+    with engine.store.transaction() as tx:
+        consequences.open_approval(tx, now, review)
+    job = engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="o")
+    meeting = Meeting()
+    monkeypatch.setattr(rollbacks, "set_session_status", meeting.at("step", rollbacks.set_session_status, before=True))
+    monkeypatch.setattr(Rollbacks, "insert", meeting.at("reviewer", Rollbacks.insert, before=True))
+    undoes = Undoes()
+    errors = race(
+        step=lambda: engine.rollbacks.run_rollback(org.org_id, job.rollback_id, undoes),
+        reviewer=lambda: undoes.running.wait(10) and engine.reviews.reject(org.org_id, review.approval_id, "ada"),
+    )
+    assert errors == []
+    assert engine.rollbacks.get_rollback(org.org_id, job.rollback_id).status is RollbackStatus.SUCCEEDED
+    assert len(undoes.undone) == 1
+
+
+def test_an_undo_starting_while_a_reviewer_rejects_the_review_of_its_action_runs_once(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The step renewed its job, then marked the action's undo under way; the reviewer held the review, the action
+    # and the session, then started a rollback, which waited on the job.
+    engine = on_postgresql
+    org, session, done, review = reviewed_call(engine)
+    job = engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="o")
+    meeting = Meeting()
+    marking = rollbacks.Rollbacks._in_progress
+    monkeypatch.setattr(rollbacks.Rollbacks, "_in_progress", meeting.at("step", marking, before=True))
+    monkeypatch.setattr(Rollbacks, "insert", meeting.at("reviewer", Rollbacks.insert, before=True))
+    undoes = Undoes()
+    errors = race(
+        step=lambda: engine.rollbacks.run_rollback(org.org_id, job.rollback_id, undoes),
+        reviewer=lambda: engine.reviews.reject(org.org_id, review.approval_id, "ada"),
+    )
+    assert errors == []
+    assert undoes.undone == [done.action_id]
+    view = engine.recording.get_session(org.org_id, session.session_id)
+    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK]
+    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
+
+
+def test_a_one_action_rollback_widened_to_the_session_as_it_ends_undoes_the_session(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The step had read its job before an operator's request widened it; it ended the job as it had read it, and
+    # the operator's rollback, answered with that job, undid nothing more.
+    engine = on_postgresql
+    org, session, done, review = reviewed_call(engine)
+    (other,) = run_actions(engine, org.org_id, session.session_id, 1)
+    engine.reviews.reject(org.org_id, review.approval_id, "ada")  # undoes that one action alone
+    alone = engine.rollbacks.latest_rollback(org.org_id, session.session_id)
+    assert alone is not None and not alone.whole_session
+    at_its_end, widened = threading.Event(), threading.Event()
+    next_to_undo = Actions.next_to_undo
+
+    def pausing(self: Actions, session_id: str, only_requested: bool) -> list[Action]:
+        head = next_to_undo(self, session_id, only_requested)
+        if not head and threading.current_thread().name == "step" and not at_its_end.is_set():
+            at_its_end.set()
+            widened.wait(10)
+        return head
+
+    monkeypatch.setattr(Actions, "next_to_undo", pausing)
+    undoes = Undoes()
+
+    def operator() -> None:
+        assert at_its_end.wait(10)
+        assert operators_rollback(engine, session) == alone.rollback_id  # the one under way, widened
+        widened.set()
+
+    errors = race(step=lambda: engine.rollbacks.run_rollback(org.org_id, alone.rollback_id, undoes), operator=operator)
+    assert errors == []
+    job = engine.rollbacks.get_rollback(org.org_id, alone.rollback_id)
+    assert (job.whole_session, job.status) == (True, RollbackStatus.SUCCEEDED)
+    assert undoes.undone == [done.action_id, other.action_id]  # the other undone too, by the job it was told of
+
+
 def test_an_expiry_that_loses_a_deadlock_is_left_to_the_next_round_and_the_others_expire_meanwhile(
     postgres_url: str,
 ) -> None:
@@ -252,7 +341,9 @@ def test_an_expiry_that_loses_a_deadlock_is_left_to_the_next_round_and_the_other
         round_ = threading.Thread(target=lambda: reports.append(engine.maintenance.maintain()))
         round_.start()
         # The round holds the first approval and waits for its action: now take them the other way round.
-        waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        waiting = sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
         deadline = time.monotonic() + 10
         while not watcher.execute(waiting).scalar() and time.monotonic() < deadline:
             time.sleep(0.01)

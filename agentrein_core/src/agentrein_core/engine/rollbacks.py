@@ -243,6 +243,7 @@ class Rollbacks(UseCases):
                             and not tx.rollbacks.ever_handed(job.session_id, step.action.action_id)
                         ):
                             action = self._in_progress(tx, step.action)
+                            job = self._renew(tx, job, token)
                         elif executor.hands_over:
                             job, handed = self._hand_over(tx, job, token, step.action, handoff)
                     undone = None
@@ -288,6 +289,14 @@ class Rollbacks(UseCases):
             values = {"lease_token": token, "lease_until": now + self.rollback_lease}
             return tx.rollbacks.update(rollback_id, values, lease_token=job.lease_token, status=job.status)
 
+    def _still_held(self, tx: Tx, job: Rollback, token: str) -> Rollback:
+        """The job as stored (its scope widened meanwhile, say), read without holding its row, while ``token``
+        still holds it (:meth:`_renew` writes it, last, guarded by the same token)."""
+        stored = tx.rollbacks.get(job.org_id, job.rollback_id)
+        if stored is None or stored.lease_token != token:
+            raise LeaseLostError(f"rollback {job.rollback_id} is no longer held by this worker")
+        return stored
+
     def _renew(self, tx: Tx, job: Rollback, token: str, **changes: object) -> Rollback:
         """Write ``changes`` (only those columns) and renew the lease, while ``token`` still holds the job.
         Returns the job as stored, so a scope widened meanwhile by another request is seen at once."""
@@ -304,11 +313,14 @@ class Rollbacks(UseCases):
     def _plan_step(
         self, tx: Tx, job: Rollback, token: str, approval_timeout: timedelta
     ) -> tuple[Rollback, rollback.RunUndo | None]:
-        """Apply every step that needs no inverse call; stop at one that does (returned) or at a pause."""
+        """Apply every step that needs no inverse call; stop at one that does (returned, the job not yet renewed:
+        its caller marks the action first) or at a pause. The job's row is written last, after its actions and its
+        session (the store's lock order): a reviewer's rejection takes them the same way round."""
         now = self.clock()
         if job.approval_timeout_ms:
             approval_timeout = timedelta(milliseconds=job.approval_timeout_ms)
         paused = {"status": RollbackStatus.WAITING_APPROVAL, "lease_token": None, "lease_until": None}
+        job = self._still_held(tx, job, token)
         while True:
             # The chain's head alone, and its approvals: a step costs the same in a session of any length.
             head = tx.actions.next_to_undo(job.session_id, only_requested=not job.whole_session)
@@ -316,14 +328,13 @@ class Rollbacks(UseCases):
             approvals = tx.approvals.of_action(head[0].action_id) if head else []
             step = rollback.next_step(job, head, approvals, awaited)
             if isinstance(step, rollback.RunUndo):
-                return self._renew(tx, job, token), step
+                return job, step
             if isinstance(step, rollback.WaitForConfirmation):
                 # Handed back, to be taken again once the outcome had time to come; still RUNNING.
                 look_again = now + CONFIRMATION_LOOK
                 return self._renew(tx, job, token, lease_token=None, lease_until=look_again), None
             if isinstance(step, rollback.Skip):
                 set_action(tx, step.action, now, undo_status=UndoStatus.SKIPPED)
-                job = self._renew(tx, job, token)
             elif isinstance(step, rollback.AskApproval):
                 set_action(tx, step.action, now, undo_status=UndoStatus.AWAITING_APPROVAL)
                 approval = new_approval(
@@ -337,7 +348,14 @@ class Rollbacks(UseCases):
                 error = f"the undo of {step.action.api_name} was declined"
                 return self._renew(tx, job, token, **finished(RollbackStatus.FAILED, now), error=error), None
             else:
-                if job.whole_session:
+                if not job.whole_session:
+                    # Widened to the whole session meanwhile? A request does so holding the session: held, the
+                    # job is read as it now stands, and a widened one goes on.
+                    tx.sessions.hold(job.session_id)
+                    job = self._still_held(tx, job, token)
+                    if job.whole_session:
+                        continue
+                else:
                     session = session_of(tx, job.org_id, job.session_id)
                     after = rules.session_status_after_rollback(session, tx.actions.of_session(job.session_id))
                     set_session_status(tx, session, after)
