@@ -107,6 +107,12 @@ def reviewed_call(engine: Engine) -> tuple[Organisation, Session, Action, Approv
     return org, session, done, review
 
 
+def statuses(engine: Engine, session: Session) -> tuple[list[ActionStatus], list[ApprovalStatus]]:
+    """The statuses of the session's actions and of its approvals, as read now."""
+    view = engine.recording.get_session(session.org_id, session.session_id)
+    return [a.status for a in view.actions], [p.status for p in view.approvals]
+
+
 def operators_rollback(engine: Engine, session: Session) -> str:
     """An operator asks for the session's rollback: the id of the one that runs."""
     job = engine.rollbacks.request_rollback(
@@ -142,9 +148,7 @@ def test_a_held_call_reported_failed_while_a_reviewer_rejects_it_ends_failed_onc
         decision=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada", "no"),
     )
     assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
-    view = engine.recording.get_session(org.org_id, session.session_id)
-    assert [a.status for a in view.actions] == [ActionStatus.FAILED]
-    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
+    assert statuses(engine, session) == ([ActionStatus.FAILED], [ApprovalStatus.REJECTED])
 
 
 def test_an_undo_recorded_while_a_reviewer_rejects_the_actions_review_is_run_once_and_the_review_closed(
@@ -165,9 +169,7 @@ def test_an_undo_recorded_while_a_reviewer_rejects_the_actions_review_is_run_onc
         reviewer=lambda: undoes.running.wait(10) and engine.reviews.reject(org.org_id, review.approval_id, "ada"),
     )
     assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
-    view = engine.recording.get_session(org.org_id, session.session_id)
-    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK]
-    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
+    assert statuses(engine, session) == ([ActionStatus.ROLLED_BACK], [ApprovalStatus.REJECTED])
     assert undoes.undone == [done.action_id]
     assert engine.rollbacks.get_rollback(org.org_id, job.rollback_id).status is RollbackStatus.SUCCEEDED
 
@@ -274,9 +276,7 @@ def test_an_undo_starting_while_a_reviewer_rejects_the_review_of_its_action_runs
     )
     assert errors == []
     assert undoes.undone == [done.action_id]
-    view = engine.recording.get_session(org.org_id, session.session_id)
-    assert [a.status for a in view.actions] == [ActionStatus.ROLLED_BACK]
-    assert [p.status for p in view.approvals] == [ApprovalStatus.REJECTED]
+    assert statuses(engine, session) == ([ActionStatus.ROLLED_BACK], [ApprovalStatus.REJECTED])
 
 
 def test_a_one_action_rollback_widened_to_the_session_as_it_ends_undoes_the_session(
