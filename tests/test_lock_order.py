@@ -23,6 +23,7 @@ import agentrein_core.engine.rollbacks as rollbacks
 from agentrein_core.commands import Failed
 from agentrein_core.engine import Engine
 from agentrein_core.engine.maintenance import MaintenanceReport
+from agentrein_core.errors import InvalidTransitionError
 from agentrein_core.model import UNDO_NONE, Action, Approval, Organisation, Session
 from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, RollbackStatus, SessionStatus
 from agentrein_core.store import Store
@@ -313,6 +314,40 @@ def test_a_one_action_rollback_widened_to_the_session_as_it_ends_undoes_the_sess
     job = engine.rollbacks.get_rollback(org.org_id, alone.rollback_id)
     assert (job.whole_session, job.status) == (True, RollbackStatus.SUCCEEDED)
     assert undoes.undone == [done.action_id, other.action_id]  # the other undone too, by the job it was told of
+
+
+@pytest.mark.parametrize("group_waits_first", [True, False], ids=["the group waits first", "the decision waits first"])
+def test_a_reviewer_rejecting_a_held_call_reported_failed_in_a_group_commit_is_answered(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch, group_waits_first: bool
+) -> None:
+    # A group commit holds the session for a record before it (a call's write-ahead record), then wants the held
+    # call's approval to record its failure; the reviewer holds the approval and the call, then wants the session.
+    engine = on_postgresql
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)  # something to undo
+    held = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert held.approval is not None
+    meeting = Meeting()
+    first, then = (0.3, 0.0) if group_waits_first else (0.0, 0.3)
+    monkeypatch.setattr(Sessions, "take_seq", meeting.at("agentrein-writer", Sessions.take_seq, then=first))
+    monkeypatch.setattr(Sessions, "hold", meeting.at("decision", Sessions.hold, before=True, then=then))
+    group, gate = engine.store.group_commit, threading.Event()
+    ahead = group.submit(lambda: gate.wait(10))  # the writer takes this alone; the next two make one group
+    time.sleep(0.2)
+    recorded = group.submit(lambda: log(engine, org.org_id, session.session_id, "things.create#late"))
+    failed = group.submit(lambda: engine.recording.fail_action(org.org_id, held.action.action_id, Failed("timeout")))
+    gate.set()
+    ahead.result(10)
+    errors = race(decision=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada", "no"))
+    assert errors == []  # never a 503 for the reviewer
+    assert recorded.result(30).action.status is ActionStatus.CLEARED
+    with contextlib.suppress(InvalidTransitionError):  # the reviewer was first: the failure came after it
+        failed.result(30)
+    assert statuses(engine, session) == (
+        [ActionStatus.SUCCESS, ActionStatus.FAILED, ActionStatus.CLEARED],
+        [ApprovalStatus.REJECTED],
+    )
 
 
 def test_an_expiry_that_loses_a_deadlock_is_left_to_the_next_round_and_the_others_expire_meanwhile(

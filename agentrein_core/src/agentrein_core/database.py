@@ -253,13 +253,14 @@ def is_outage(exc: OperationalError) -> bool:
     return code is None or code & 0xFF in _SQLITE_OUTAGES
 
 
-#: PostgreSQL's words for a transaction that lost to a concurrent one (a deadlock, a serialization failure): the
-#: same work succeeds when tried again.
-_LOST_TO_ANOTHER = frozenset({"40P01", "40001"})
+#: PostgreSQL's words for a transaction that lost to a concurrent one (a deadlock, a serialization failure, a row
+#: lock not had in the time allowed): the same work succeeds when tried again.
+_LOST_TO_ANOTHER = frozenset({"40P01", "40001", "55P03"})
 
 
 def lost_to_another_transaction(exc: BaseException) -> bool:
-    """Whether ``exc`` was caused by the database ending a statement that lost to a concurrent transaction."""
+    """Whether ``exc`` was caused by the database ending a statement that lost to a concurrent transaction (or
+    gave way to one: :data:`~agentrein_core.store.dialect.GROUP_LOCK_WAIT`)."""
     seen: BaseException | None = exc
     while seen is not None:
         if getattr(getattr(seen, "orig", None), "sqlstate", None) in _LOST_TO_ANOTHER:

@@ -26,6 +26,12 @@ EVENTS_CHANNEL = "agentrein_events"
 _NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
 #: Any number the migrators of one database agree on.
 _MIGRATION_LOCK = sa.text("SELECT pg_advisory_xact_lock(7346121)")
+#: How long a group commit's record waits for a row another transaction holds (PostgreSQL) before it gives way:
+#: undone alone, and written again alone once the group is committed. A group holds the rows of all its records
+#: until it commits, so a record waiting for a transaction that waits for one of them (a decision holding the
+#: call's approval and wanting its session) would otherwise deadlock, and PostgreSQL would end one of the two
+#: after its ``deadlock_timeout`` (1 s), perhaps the decision (503). Well under that, so the group gives way first.
+GROUP_LOCK_WAIT = "200ms"
 
 S = TypeVar("S", bound=sa.Select[Any])
 
@@ -74,6 +80,10 @@ class Dialect:
         (a full disk, an I/O error), after which statements would commit one by one."""
         return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
 
+    def wait_briefly_for_locks(self, conn: Connection) -> None:
+        """In the transaction of ``conn``, a statement waits no longer than :data:`GROUP_LOCK_WAIT` for a row
+        another transaction holds (SQLite locks no rows: its one writer waits for the file, as always)."""
+
     def upsert(self, conn: Connection, table: sa.Table, row: Mapping[str, Any]) -> None:
         """Write ``row`` over the row of ``table`` with the same primary key, or insert it."""
         keys = [c.name for c in table.primary_key.columns]
@@ -121,6 +131,9 @@ class PostgreSQL(Dialect):
         # with its connection, or leaves it failed by an error outside any savepoint.
         status = conn.connection.dbapi_connection.info.transaction_status  # type: ignore[union-attr]
         return status in (TransactionStatus.IDLE, TransactionStatus.INTRANS)
+
+    def wait_briefly_for_locks(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{GROUP_LOCK_WAIT}'")
 
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)
