@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import agentrein_core.engine.consequences as consequences
 from agentrein_core.commands import Confirmed, Failed, NewPolicy, WriteAhead
 from agentrein_core.engine import Engine, LoggedAction
 from agentrein_core.errors import (
