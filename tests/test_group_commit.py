@@ -303,3 +303,30 @@ def test_a_record_that_loses_a_deadlock_inside_a_group_is_written_alone_once_the
         waiting.join(30)
         other.close()
         engine.store.close()
+
+
+def test_a_groups_commit_waits_for_locks_as_usual_though_its_records_give_way_after_a_moment(
+    postgres_url: str, clock: Clock
+) -> None:
+    # A commit that announces a change takes PostgreSQL's one notification lock, which every other announcing
+    # commit holds through its own flush: a group's commit given up after 200 ms answered every record 503.
+    engine = Engine(Store(postgres_url), clock=clock)
+    org_id, session_id = an_organisation(engine)
+    in_force: dict[str, list[str]] = {"statement": [], "commit": []}
+
+    def at_commit(conn: sa.Connection) -> None:
+        if threading.current_thread().name == "agentrein-writer":
+            in_force["commit"].append(conn.connection.dbapi_connection.execute("SHOW lock_timeout").fetchone()[0])
+
+    def look() -> Any:
+        with engine.store.transaction() as tx:
+            in_force["statement"].append(tx.conn.exec_driver_sql("SHOW lock_timeout").scalar())
+        return create(org_id, session_id, engine, "things.create#1")()
+
+    sa.event.listen(engine.store.engine, "commit", at_commit)
+    try:
+        engine.store.group_commit.submit(look).result(30)
+    finally:
+        sa.event.remove(engine.store.engine, "commit", at_commit)
+        engine.store.close()
+    assert in_force == {"statement": ["200ms"], "commit": ["0"]}

@@ -23,9 +23,16 @@ import agentrein_core.engine.rollbacks as rollbacks
 from agentrein_core.commands import Failed
 from agentrein_core.engine import Engine
 from agentrein_core.engine.maintenance import MaintenanceReport
-from agentrein_core.errors import InvalidTransitionError
-from agentrein_core.model import UNDO_NONE, Action, Approval, Organisation, Session
-from agentrein_core.statuses import ActionStatus, ApprovalPurpose, ApprovalStatus, RollbackStatus, SessionStatus
+from agentrein_core.errors import InvalidTransitionError, LeaseLostError
+from agentrein_core.model import UNDO_NONE, Action, Approval, Organisation, Rollback, Session
+from agentrein_core.statuses import (
+    ActionStatus,
+    ApprovalPurpose,
+    ApprovalStatus,
+    RollbackStatus,
+    SessionStatus,
+    UndoStatus,
+)
 from agentrein_core.store import Store
 from agentrein_core.store.rollbacks import Rollbacks
 from agentrein_core.store.sessions import Actions, Sessions
@@ -348,6 +355,48 @@ def test_a_reviewer_rejecting_a_held_call_reported_failed_in_a_group_commit_is_a
         [ActionStatus.SUCCESS, ActionStatus.FAILED, ActionStatus.CLEARED],
         [ApprovalStatus.REJECTED],
     )
+
+
+class Nowhere:
+    """A process that can neither run an undo nor hand it to the agent's."""
+
+    hands_over = False
+
+    def can_run(self, action: Action) -> bool:
+        return False
+
+    def run_undo(self, action: Action) -> None:
+        raise AssertionError("never run here")
+
+
+def test_a_rollback_step_whose_lease_another_worker_took_meanwhile_writes_nothing(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The step reads its job unlocked first and writes it last: what it wrote in between stands only if it still
+    # holds the job then (found by a second reading, helper 54).
+    engine = Engine(Store(postgres_url), clock=Clock())
+    org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
+    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    run_actions(engine, org.org_id, session.session_id, 1)  # to undo: this process cannot
+    (skipped,) = run_actions(engine, org.org_id, session.session_id, 1, undo=UNDO_NONE)  # skipped first
+    job = engine.rollbacks.request_rollback(org.org_id, session.session_id, caller_role="operator", requested_by="o")
+    other = sa.create_engine(postgres_url)
+    jobs = sa.table("rollbacks", sa.column("rollback_id"), sa.column("lease_token"))
+    still_held = rollbacks.Rollbacks._still_held
+
+    def taken_over_after(self: rollbacks.Rollbacks, tx: Any, job: Rollback, token: str) -> Rollback:
+        stored = still_held(self, tx, job, token)
+        with other.begin() as conn:  # another worker claims it (this one's lease ran out meanwhile)
+            conn.execute(jobs.update().where(jobs.c.rollback_id == job.rollback_id).values(lease_token="other"))
+        return stored
+
+    monkeypatch.setattr(rollbacks.Rollbacks, "_still_held", taken_over_after)
+    with pytest.raises(LeaseLostError):
+        engine.rollbacks.run_rollback(org.org_id, job.rollback_id, Nowhere())
+    other.dispose()
+    undone = {a.action_id: a.undo_status for a in engine.recording.get_session(org.org_id, session.session_id).actions}
+    assert undone[skipped.action_id] is UndoStatus.NONE  # not SKIPPED by a worker that no longer held the job
+    engine.store.close()
 
 
 def test_an_expiry_that_loses_a_deadlock_is_left_to_the_next_round_and_the_others_expire_meanwhile(

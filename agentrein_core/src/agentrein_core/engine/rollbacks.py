@@ -243,9 +243,11 @@ class Rollbacks(UseCases):
                             and not tx.rollbacks.ever_handed(job.session_id, step.action.action_id)
                         ):
                             action = self._in_progress(tx, step.action)
-                            job = self._renew(tx, job, token)
                         elif executor.hands_over:
                             job, handed = self._hand_over(tx, job, token, step.action, handoff)
+                        if step is not None and not isinstance(handed, rollback.Offer | rollback.AwaitAgent):
+                            # Last (the lock order), and what this step wrote stands only while the job is held.
+                            job = self._renew(tx, job, token)
                     undone = None
                     if step is None or isinstance(handed, rollback.Offer | rollback.AwaitAgent):
                         return job

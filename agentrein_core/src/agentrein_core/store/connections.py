@@ -185,8 +185,7 @@ class Store:
         """Until the block ends, every transaction this thread opens is a savepoint of one transaction,
         committed (and told to the observers) when the block ends: :class:`~.group_commit.GroupCommit`'s. It
         yields a look at whether that transaction is still open (the database may have ended it)."""
-        with _translated(), self._connect(write=True) as conn, conn.begin():
-            self.differences.wait_briefly_for_locks(conn)
+        with _translated(), self._connect(write=True) as conn, conn.begin(), self.differences.brief_lock_waits(conn):
             tx = Tx(conn, self.differences)
             self._shared.tx = tx
             try:

@@ -80,9 +80,12 @@ class Dialect:
         (a full disk, an I/O error), after which statements would commit one by one."""
         return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
 
-    def wait_briefly_for_locks(self, conn: Connection) -> None:
-        """In the transaction of ``conn``, a statement waits no longer than :data:`GROUP_LOCK_WAIT` for a row
-        another transaction holds (SQLite locks no rows: its one writer waits for the file, as always)."""
+    @contextmanager
+    def brief_lock_waits(self, conn: Connection) -> Iterator[None]:
+        """Within the block, a statement in the transaction of ``conn`` waits no longer than
+        :data:`GROUP_LOCK_WAIT` for a row another transaction holds; its commit, after the block, waits as usual
+        (SQLite locks no rows: its one writer waits for the file, as always)."""
+        yield
 
     def upsert(self, conn: Connection, table: sa.Table, row: Mapping[str, Any]) -> None:
         """Write ``row`` over the row of ``table`` with the same primary key, or insert it."""
@@ -132,8 +135,13 @@ class PostgreSQL(Dialect):
         status = conn.connection.dbapi_connection.info.transaction_status  # type: ignore[union-attr]
         return status in (TransactionStatus.IDLE, TransactionStatus.INTRANS)
 
-    def wait_briefly_for_locks(self, conn: Connection) -> None:
+    @contextmanager
+    def brief_lock_waits(self, conn: Connection) -> Iterator[None]:
         conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{GROUP_LOCK_WAIT}'")
+        yield
+        # A commit that announces a change (NOTIFY) takes the server's one notification lock, which every other
+        # announcing commit holds through its own flush: a commit given up would answer every record an outage.
+        conn.exec_driver_sql("SET LOCAL lock_timeout TO DEFAULT")
 
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)

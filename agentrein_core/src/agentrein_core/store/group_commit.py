@@ -112,7 +112,11 @@ class GroupCommit:
         except Exception as exc:  # the group's transaction or its commit failed: nothing of it was written
             if len(group) == 1:
                 outcomes = [(False, exc)]
-            elif isinstance(exc, AgentReinUnavailableError) and not isinstance(exc, _Ended):
+            elif (
+                isinstance(exc, AgentReinUnavailableError)
+                and not isinstance(exc, _Ended)
+                and not lost_to_another_transaction(exc)  # a commit that lost is known not to have landed
+            ):
                 # The database could not be had (unreachable, locked, no connection free), so each alone would
                 # wait as long again; or the commit's outcome is unknown (the connection went during it), so each
                 # again might be written twice. Each is answered as in any outage.
