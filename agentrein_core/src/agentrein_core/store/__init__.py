@@ -15,7 +15,9 @@ holds them (:meth:`~.approvals.Approvals.hold_pending_of`); whoever starts or wi
 the session (:meth:`~.sessions.Sessions.hold`), so the unique "one rollback under way" index never waits on a
 session lock. Held rows are locked ``FOR NO KEY UPDATE``: a foreign-key check (an action, approval, rollback
 or handoff inserted for the session) never waits on them. Two transactions taking rows in opposite orders
-deadlock, and PostgreSQL ends one of them, which is answered as an outage (503).
+deadlock, and PostgreSQL ends one of them, which is answered as an outage (503). A group commit holds the rows of
+several records at once, in no such order: its records give way instead, after
+:data:`~.dialect.GROUP_LOCK_WAIT`, and are written again alone (:mod:`.group_commit`).
 """
 
 from agentrein_core.store.changes import Change, Observer
