@@ -103,10 +103,10 @@ class Undoes:
         self.running.set()
 
 
-def reviewed_call(engine: Engine) -> tuple[Organisation, Session, Action, Approval]:
+def reviewed_call(engine: Engine, *, sandbox: bool = False) -> tuple[Organisation, Session, Action, Approval]:
     """A session of one call that ran, under review (as a ``REQUIRE_APPROVAL`` policy or a drift opens one)."""
     org = engine.accounts.ensure_organisation(f"o-{uuid.uuid4().hex[:8]}")
-    session = engine.recording.new_session(org.org_id, "agent", "intent")
+    session = engine.recording.new_session(org.org_id, "agent", "intent", sandbox=sandbox)
     (done,) = run_actions(engine, org.org_id, session.session_id, 1)
     now = engine.clock()
     review = consequences.new_approval(done, ApprovalPurpose.AFTER_EXECUTION, now, timedelta(hours=1))
@@ -208,6 +208,25 @@ def test_a_rollback_requested_while_a_rejection_starts_one_is_that_one_rollback(
     with engine.store.transaction(write=False) as tx:
         started = tx.rollbacks.of_sessions([session.session_id])[session.session_id]
     assert [r.rollback_id for r in started] == requested  # one rollback, the one both started
+
+
+def test_a_sandbox_rollback_requested_while_a_reviewer_rejects_a_review_in_it_rolls_the_session_back(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sandbox rollback is done in its request's transaction: it held the session, then flipped the action and
+    # closed its review; the rejection wrote the review and the action, then wanted the session to undo it alone.
+    engine = on_postgresql
+    org, session, _, review = reviewed_call(engine, sandbox=True)
+    meeting = Meeting()
+    monkeypatch.setattr(rollbacks, "read_session", meeting.at("request", rollbacks.read_session))
+    monkeypatch.setattr(consequences, "set_action", meeting.at("rejection", consequences.set_action))
+    errors = race(
+        request=lambda: operators_rollback(engine, session),
+        rejection=lambda: engine.reviews.reject(org.org_id, review.approval_id, "ada"),
+    )
+    # whichever comes second finds the review closed or the action undone already: a lost race at most
+    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors
+    assert statuses(engine, session) == ([ActionStatus.ROLLED_BACK], [ApprovalStatus.REJECTED])
 
 
 def test_a_rollback_requested_while_a_one_action_rollback_hands_its_undo_to_the_agent_widens_it(

@@ -132,6 +132,15 @@ def rollback_under_way(tx: Tx, session_id: str) -> Rollback | None:
     return running
 
 
+def hold_before_rollback(tx: Tx, session: Session) -> None:
+    """Hold, before the session's row, what starting its rollback writes besides: a sandbox session's rollback
+    flips its actions and closes their reviews at once (:func:`start_rollback`), so it holds those first, in
+    the store's lock order (a decision on one of them holds its approval, then its action, then the session)."""
+    if session.sandbox:
+        tx.approvals.hold_pending_in(session.session_id)
+        tx.actions.hold_of_session(session.session_id)
+
+
 def may_start_rollback(tx: Tx, session: Session) -> bool:
     """No rollback under way, and something to undo."""
     under_way = rollback_under_way(tx, session.session_id)

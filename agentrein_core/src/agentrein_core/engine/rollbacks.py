@@ -29,6 +29,7 @@ from agentrein_core.engine.consequences import (
     MAX_TRIGGER,
     close_reviews,
     finished,
+    hold_before_rollback,
     new_approval,
     open_approval,
     rollback_ended,
@@ -102,7 +103,8 @@ class Rollbacks(UseCases):
         if approval_timeout is not None:
             validation.approval_timeout(approval_timeout, "approval_timeout")
         with self.store.transaction() as tx:
-            session = session_of(tx, org_id, session_id, lock=True, agent_key=agent_key)
+            hold_before_rollback(tx, session_of(tx, org_id, session_id, agent_key=agent_key))
+            session = session_of(tx, org_id, session_id, lock=True)
             running = rollback_under_way(tx, session_id)
             if running is not None:
                 return running

@@ -13,8 +13,10 @@ then its action; a rollback step its action and then its job). A use case that m
 round first holds the earlier ones: a failure or an undo recorded closes the action's reviews, so it first
 holds them (:meth:`~.approvals.Approvals.hold_pending_of`); whoever starts or widens a rollback first holds
 the session (:meth:`~.sessions.Sessions.hold`), so the unique "one rollback under way" index never waits on a
-session lock. Held rows are locked ``FOR NO KEY UPDATE``: a foreign-key check (an action, approval, rollback
-or handoff inserted for the session) never waits on them. Two transactions taking rows in opposite orders
+session lock; a sandbox session's rollback, done at once, first holds its actions' pending approvals and its
+actions (:func:`~agentrein_core.engine.consequences.hold_before_rollback`). Held rows are locked ``FOR NO KEY
+UPDATE`` (:meth:`~.rows.Rows.hold`): a foreign-key check (an action, approval, rollback or handoff inserted for
+the session) never waits on them. Two transactions taking rows in opposite orders
 deadlock, and PostgreSQL ends one of them, which is answered as an outage (503). A group commit holds the rows of
 several records at once, in no such order: its records give way instead, after
 :data:`~.dialect.GROUP_LOCK_WAIT`, and are written again alone (:mod:`.group_commit`).

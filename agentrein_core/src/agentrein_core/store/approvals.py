@@ -41,11 +41,16 @@ class Approvals:
         """Hold the rows of the action's pending approvals until this transaction ends (PostgreSQL), before the
         action's own: the order a decision takes them in (its approval, then its action). A use case that
         writes the action and then closes its approvals, taking them the other way round, deadlocked with one."""
-        if self.rows.dialect.locks_rows:
-            pending = sa.select(_P.c.approval_id).where(
-                _P.c.action_id == action_id, _P.c.status == ApprovalStatus.PENDING
-            )
-            self.rows.conn.execute(pending.with_for_update(key_share=True)).all()
+        self.rows.hold(
+            sa.select(_P.c.approval_id).where(_P.c.action_id == action_id, _P.c.status == ApprovalStatus.PENDING)
+        )
+
+    def hold_pending_in(self, session_id: str) -> None:
+        """:meth:`hold_pending_of` for every action of the session (a sandbox rollback closes their reviews)."""
+        pending = sa.select(_P.c.approval_id).where(
+            _P.c.session_id == session_id, _P.c.status == ApprovalStatus.PENDING
+        )
+        self.rows.hold(pending.order_by(_P.c.approval_id))
 
     def sessions_held_for_decision(self, org_id: str, session_ids: list[str]) -> set[str]:
         """Of the organisation's ``session_ids``, those with a pending approval that holds something up (a call

@@ -109,9 +109,7 @@ class Sessions:
     def hold(self, session_id: str) -> None:
         """Hold the session's row until the transaction ends (PostgreSQL; SQLite has one writer): whoever starts
         or widens a rollback does so before it looks for one under way (the store's lock order)."""
-        if self.rows.dialect.locks_rows:
-            stmt = sa.select(_S.c.session_id).where(_S.c.session_id == session_id)
-            self.rows.conn.execute(stmt.with_for_update(key_share=True)).all()
+        self.rows.hold(sa.select(_S.c.session_id).where(_S.c.session_id == session_id))
 
     def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
         """Take the session's next action seq and mark it active now (when its last activity is
@@ -241,6 +239,11 @@ class Actions:
 
     def of_session(self, session_id: str) -> list[Action]:
         return self.rows.all(Action, sa.select(_A).where(_A.c.session_id == session_id).order_by(_A.c.seq))
+
+    def hold_of_session(self, session_id: str) -> None:
+        """Hold the rows of the session's actions (PostgreSQL), before the session's: a use case that writes
+        them after it holds the session (a sandbox rollback) deadlocked with a decision on one of them."""
+        self.rows.hold(sa.select(_A.c.action_id).where(_A.c.session_id == session_id).order_by(_A.c.seq))
 
     def wanting_checks(self, session_id: str, after_seq: int) -> list[tuple[str, int, ActionStatus, bool]]:
         """The session's actions after ``after_seq``, as ``(action_id, seq, status, check_wanted)``, in ``seq``
