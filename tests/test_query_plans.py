@@ -1,5 +1,5 @@
-"""The supervisor's reads that run every round find their rows from an index: a plan that scans the sessions table
-would read every session, once a round, to find the few it wants."""
+"""Reads that run often find their rows from an index: the supervisor's, every round (a plan that scans the sessions
+table would read every session, once a round, to find the few it wants), and a rollback's, at every step."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from agentrein_core.store import Store
 
 
-def plan_of_the_statement_run_by(store: Store, read: Any) -> str:
-    """The database's plan for the statement ``read`` runs (the one naming ``check_due``), with sequential scans
+def plan_of_the_statement_run_by(store: Store, read: Any, naming: str = "check_due") -> str:
+    """The database's plan for the statement ``read`` runs (the one naming ``naming``), with sequential scans
     priced out on PostgreSQL, so that the index is chosen whenever it can be used (the table is empty here)."""
     executed: list[tuple[str, Any]] = []
 
@@ -25,7 +25,7 @@ def plan_of_the_statement_run_by(store: Store, read: Any) -> str:
             read(tx)
     finally:
         sa.event.remove(store.engine, "before_cursor_execute", seen)
-    (statement, parameters), *_ = [(s, p) for s, p in executed if "check_due" in s]
+    (statement, parameters), *_ = [(s, p) for s, p in executed if naming in s]
     with store.engine.connect() as conn:
         if store.dialect == "sqlite":
             rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
@@ -44,3 +44,21 @@ def test_the_sessions_whose_intent_checks_are_due_are_found_from_their_index(
     finally:
         store.close()
     assert "ix_sessions_check_due" in plan, plan
+
+
+def test_the_head_of_a_rollbacks_chain_is_found_by_probes_of_an_index_not_by_reading_down_the_session(
+    database_url: str,
+) -> None:
+    # Read down the seq index, each step of a rollback passed over every action undone before it.
+    store = Store(database_url)
+    try:
+        plan = plan_of_the_statement_run_by(store, lambda tx: tx.actions.next_to_undo("ses_x", False), "max(")
+    finally:
+        store.close()
+    if store.dialect == "sqlite":  # a probe of the index for each (SUCCESS, ROLLBACK_FAILED) x undo status but SKIPPED
+        index = "ix_actions_session_status (session_id=? AND status=? AND undo_status=?)"
+        probes = f"SEARCH actions USING COVERING INDEX {index}"
+        assert plan.count(probes) == 12, plan
+    else:  # the same, or of a partial index that holds that pair of statuses
+        assert plan.count("Aggregate") == 13 and plan.count("Index Cond: ((session_id") >= 12, plan  # and their highest
+        assert "Seq Scan" not in plan and "Backward using ux_actions_session_seq" not in plan, plan

@@ -43,12 +43,10 @@ an_action = st.tuples(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(an_action, max_size=45))
-@example([(ActionStatus.SUCCESS, UndoStatus.NONE, False, UNDOS[2])] * 30)  # more than a card lists: ranked
-def test_the_store_tallies_a_sessions_actions_as_decisions_tallies_them(
+def stored_session(
     engine: Engine, made: list[tuple[ActionStatus, UndoStatus, bool, UndoConfig | None]]
-) -> None:
+) -> tuple[str, list[Action]]:
+    """A new session, holding an action of each of ``made`` (status, undo status, undo asked, inverse), seq 1 on."""
     org = engine.accounts.create_organisation(f"t-{uuid.uuid4().hex[:8]}", Plan.TEAM)
     session_id = engine.recording.new_session(org.org_id, "agent", "intent").session_id
     actions = [
@@ -74,6 +72,16 @@ def test_the_store_tallies_a_sessions_actions_as_decisions_tallies_them(
     with engine.store.transaction() as tx:
         for action in actions:
             tx.insert(action)
+    return session_id, actions
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(an_action, max_size=45))
+@example([(ActionStatus.SUCCESS, UndoStatus.NONE, False, UNDOS[2])] * 30)  # more than a card lists: ranked
+def test_the_store_tallies_a_sessions_actions_as_decisions_tallies_them(
+    engine: Engine, made: list[tuple[ActionStatus, UndoStatus, bool, UndoConfig | None]]
+) -> None:
+    session_id, actions = stored_session(engine, made)
     counted_in_python = decisions.tallied(actions)
     with engine.store.transaction(write=False) as tx:
         counted_in_sql = {pick: tx.actions.tallies([session_id], pick) for pick in PICKS}
@@ -86,3 +94,15 @@ def test_the_store_tallies_a_sessions_actions_as_decisions_tallies_them(
         assert (found.count, found.without_inverse, found.undone, found.through) == counts, pick
         only = counted_only[pick].get(session_id, decisions.Tally())
         assert (only.latest, only.count, only.without_inverse, only.undone, only.through) == ([], *counts), pick
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(an_action, max_size=30), st.booleans())
+def test_the_store_finds_the_head_of_a_rollbacks_chain_where_the_chain_in_python_begins(
+    engine: Engine, made: list[tuple[ActionStatus, UndoStatus, bool, UndoConfig | None]], only_requested: bool
+) -> None:
+    # The store reads the head by index probes, one per pair of statuses: whatever pairs the session holds.
+    session_id, actions = stored_session(engine, made)
+    with engine.store.transaction(write=False) as tx:
+        head = tx.actions.next_to_undo(session_id, only_requested)
+    assert head == rollback.planned(actions, only_requested=only_requested)[:1]

@@ -122,8 +122,9 @@ actions = Table(
     # A call is recorded once: a journal replay finds the record its key already made.
     Index("ux_actions_session_key", "session_id", "idempotency_key", unique=True),
     # Whether a session has an action of a status (or undo status) is read from the index alone: the
-    # display-status rules a list filters by (store/sessions.py), and the head of a rollback's chain.
-    Index("ix_actions_session_status", "session_id", "status", "undo_status"),
+    # display-status rules a list filters by (store/sessions.py); and the head of a rollback's chain, the
+    # highest seq of each status and undo status, a probe each however many actions were undone before it.
+    Index("ix_actions_session_status", "session_id", "status", "undo_status", "seq"),
 )
 # The two rare clues of the display-status rules (rules.DISPLAY_RULES), each an index of the few actions that
 # give it (an undo under way, a failed undo): a list filtered by a display status tests thousands of sessions
