@@ -26,6 +26,14 @@ _LATEST = Prepared(
     sa.select(_R).where(_R.c.session_id == sa.bindparam("sid")).order_by(_R.c.created_at.desc()).limit(1)
 )
 
+# Read at every step of a rollback, built once (building a statement cost as much as running it).
+_HANDOFF = sa.select(_H).where(_H.c.rollback_id == sa.bindparam("rid"), _H.c.action_id == sa.bindparam("aid"))
+_EVER_HANDED = (
+    sa.select(_H.c.handoff_id)
+    .where(_H.c.session_id == sa.bindparam("sid"), _H.c.action_id == sa.bindparam("aid"))
+    .limit(1)
+)
+
 
 def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
     """A rollback job a worker may take now: running, and nobody holds it (or the holder's lease ran out)."""
@@ -95,8 +103,7 @@ class Rollbacks:
     # undos handed to agent processes ---------------------------------------------------------------------
     def handoff(self, rollback_id: str, action_id: str) -> UndoHandoff | None:
         """The job's handoff of ``action_id``, if it offered one."""
-        stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.action_id == action_id)
-        return self.rows.first(UndoHandoff, stmt)
+        return self.rows.first(UndoHandoff, _HANDOFF, {"rid": rollback_id, "aid": action_id})
 
     def unsettled_handoff(self, rollback_id: str) -> UndoHandoff | None:
         """The job's latest handoff whose outcome has not come yet (a job waits on one at a time)."""
@@ -105,8 +112,7 @@ class Rollbacks:
 
     def ever_handed(self, session_id: str, action_id: str) -> bool:
         """Whether any rollback (this one or an earlier one) handed the undo of ``action_id`` to the agent."""
-        stmt = sa.select(_H.c.handoff_id).where(_H.c.session_id == session_id, _H.c.action_id == action_id)
-        return self.rows.conn.execute(stmt.limit(1)).first() is not None
+        return self.rows.conn.execute(_EVER_HANDED, {"sid": session_id, "aid": action_id}).first() is not None
 
     def leased_handoff(self, org_id: str, action_id: str, lease_id: str) -> UndoHandoff | None:
         """The handoff of ``action_id`` that ``lease_id`` took."""

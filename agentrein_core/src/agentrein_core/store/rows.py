@@ -214,11 +214,11 @@ class Rows:
             return self.first(cls, BY_ID_LOCKED[cls], params)
         return self.prepared_first(cls, BY_ID[cls], params)
 
-    def hold(self, stmt: sa.Select[Any]) -> None:
+    def hold(self, stmt: sa.Select[Any], params: dict[str, Any] | None = None) -> None:
         """Hold the rows ``stmt`` selects until the transaction ends (PostgreSQL; SQLite has one writer), in its
         order, ``FOR NO KEY UPDATE``: the store's lock order, taken before they are written."""
         if self.dialect.locks_rows:
-            self.conn.execute(stmt.with_for_update(key_share=True)).all()
+            self.conn.execute(stmt.with_for_update(key_share=True), params).all()
 
     def first(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> T | None:
         row = self.conn.execute(stmt, params).first()

@@ -25,13 +25,24 @@ from agentrein_core.store.rows import Rows, of_sessions
 
 _S, _A, _P, _O, _R = schema.sessions, schema.actions, schema.approvals, schema.organisations, schema.rollbacks
 
-# Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
-# unqualified, so a correlated ``org_id = org_id`` would match every organisation.
 # The highest seq of each (status, undo status) a rollback's chain still undoes, the highest of them, its action.
+# Each is read down its own part of ix_actions_session_status and stopped at the first. The undo status is a range
+# of one value, not an equality, so that only that index gives the order asked for: with an equality, a planner
+# whose statistics (taken before the rollback) said most actions are still to undo walked down the seq index
+# instead, past every action undone so far; and a max() was read through to the part's end.
 _HEADS = sa.union_all(
     *(
-        sa.select(sa.func.max(_A.c.seq).label("seq")).where(
-            _A.c.session_id == sa.bindparam("sid"), _A.c.status == status.value, _A.c.undo_status == undo.value
+        sa.select(
+            sa.select(_A.c.seq)
+            .where(
+                _A.c.session_id == sa.bindparam("sid"),
+                _A.c.status == status.value,
+                _A.c.undo_status.between(undo.value, undo.value),
+            )
+            .order_by(_A.c.undo_status.desc(), _A.c.seq.desc())
+            .limit(1)
+            .scalar_subquery()
+            .label("seq")
         )
         for status in sorted(rules.UNDOABLE)
         for undo in UndoStatus
@@ -41,6 +52,21 @@ _HEADS = sa.union_all(
 _NEXT_TO_UNDO = sa.select(_A).where(
     _A.c.session_id == sa.bindparam("sid"), _A.c.seq == sa.select(sa.func.max(_HEADS.c.seq)).scalar_subquery()
 )
+# Read at every step of a rollback, built once (building a statement cost as much as running it).
+_FAILURE = _A.alias("failure")
+_FAILURE_OF = sa.exists().where(
+    _FAILURE.c.session_id == sa.bindparam("sid"),
+    _FAILURE.c.idempotency_key == _A.c.idempotency_key + FAILURE_KEY_SUFFIX,
+)
+_AWAITED = sa.select(_A).where(
+    _A.c.session_id == sa.bindparam("sid"),
+    _A.c.status == ActionStatus.CLEARED.value,
+    _A.c.updated_at > sa.bindparam("since"),
+    ~_FAILURE_OF,
+)
+_SESSION_HELD = sa.select(_S.c.session_id).where(_S.c.session_id == sa.bindparam("sid"))
+# Keyed by the bound organisation, not correlated to sessions.org_id: SQLite renders RETURNING's column names
+# unqualified, so a correlated ``org_id = org_id`` would match every organisation.
 _ORG_OF_SESSION = sa.select(_O.c.policy_version, _O.c.plan).where(_O.c.org_id == sa.bindparam("org"))
 _TAKE_SEQ = (
     _S.update()
@@ -91,7 +117,6 @@ _CHECK_DUE = Prepared(
 #: Sessions marked so, written bare as ``ix_sessions_check_due``'s predicate is: the databases use a partial index
 #: only for a query whose filter implies its predicate, and neither sees that ``check_due IS true`` does.
 _MARKED_CHECK_DUE = sa.text("sessions.check_due")
-_FAILURE = _A.alias("failure")
 
 
 @frozen
@@ -123,7 +148,7 @@ class Sessions:
     def hold(self, session_id: str) -> None:
         """Hold the session's row until the transaction ends (PostgreSQL; SQLite has one writer): whoever starts
         or widens a rollback does so before it looks for one under way (the store's lock order)."""
-        self.rows.hold(sa.select(_S.c.session_id).where(_S.c.session_id == session_id))
+        self.rows.hold(_SESSION_HELD, {"sid": session_id})
 
     def take_seq(self, org_id: str, session_id: str, now: datetime, only_active: bool = True) -> SeqTaken | None:
         """Take the session's next action seq and mark it active now (when its last activity is
@@ -409,13 +434,7 @@ class Actions:
         (:func:`agentrein_core.rollback.next_step` waits for them): ``CLEARED``, and no failure recorded for
         them (an approved action's failure is a record of its own, under a suffixed key, the action staying
         ``CLEARED``)."""
-        failed = sa.exists().where(
-            _FAILURE.c.session_id == session_id, _FAILURE.c.idempotency_key == _A.c.idempotency_key + FAILURE_KEY_SUFFIX
-        )
-        stmt = sa.select(_A).where(
-            _A.c.session_id == session_id, _A.c.status == ActionStatus.CLEARED, _A.c.updated_at > cleared_since, ~failed
-        )
-        return self.rows.all(Action, stmt)
+        return self.rows.all(Action, _AWAITED, {"sid": session_id, "since": cleared_since})
 
 
 def _holds(clue: rules.Clue, sessions: sa.FromClause = _S) -> sa.ColumnElement[bool]:
