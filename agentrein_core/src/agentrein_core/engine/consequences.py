@@ -9,6 +9,7 @@ session back" is written once, whichever use case the failure came through.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from attrs import evolve
@@ -75,17 +76,17 @@ def open_approval(tx: Tx, now: datetime, approval: Approval) -> None:
     emit(tx, now, approval.org_id, EventType.APPROVAL_REQUESTED, to_wire(read_approval(tx, approval, now)))
 
 
-def close_reviews(tx: Tx, now: datetime, action: Action, reason: str) -> None:
+def close_reviews(
+    tx: Tx, now: datetime, action: Action, reason: str, pending: Sequence[Approval] | None = None
+) -> None:
     """An action that is rolled back (or failed before its approval was decided) needs no review any more:
-    close what still asks about it, saying why (``reason``)."""
-    for approval in tx.approvals.of_action(action.action_id):
-        if approval.status is ApprovalStatus.PENDING:
-            closed = evolve(
-                approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason
-            )
-            replace(tx, closed, status=ApprovalStatus.PENDING)
-            tx.announce(Change.DECISION)  # a long-poll waiting on it answers now
-            emit(tx, now, closed.org_id, EventType.APPROVAL_DECIDED, to_wire(read_approval(tx, closed, now)))
+    close what still asks about it, saying why (``reason``): its ``pending`` approvals, if the caller held them
+    already (:meth:`~agentrein_core.store.approvals.Approvals.hold_pending_of`)."""
+    for approval in tx.approvals.hold_pending_of(action.action_id) if pending is None else pending:
+        closed = evolve(approval, status=ApprovalStatus.REJECTED, resolved_at=now, resolved_by=SYSTEM, reason=reason)
+        replace(tx, closed, status=ApprovalStatus.PENDING)
+        tx.announce(Change.DECISION)  # a long-poll waiting on it answers now
+        emit(tx, now, closed.org_id, EventType.APPROVAL_DECIDED, to_wire(read_approval(tx, closed, now)))
 
 
 # events -------------------------------------------------------------------------------------------------

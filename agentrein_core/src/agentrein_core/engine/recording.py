@@ -448,7 +448,7 @@ class Recording(UseCases):
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
         with self.store.transaction() as tx:
-            tx.approvals.hold_pending_of(action_id)  # before the action, as a decision takes them (no deadlock)
+            pending = tx.approvals.hold_pending_of(action_id)  # before the action, as a decision takes them
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:
                 raise NotFoundError("action", action_id)
@@ -482,7 +482,7 @@ class Recording(UseCases):
                 replace(tx, failed, status=action.status)
                 tx.sessions.touch(action.session_id, now)
                 if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
-                    close_reviews(tx, now, failed, "the action failed before a decision")
+                    close_reviews(tx, now, failed, "the action failed before a decision", pending)
             # Read after the writes above, so the session's new activity time is not written back stale.
             if failure.rolls_back:
                 session = session_of(tx, org_id, action.session_id)

@@ -233,17 +233,14 @@ class Rollbacks(UseCases):
                         if undone is not None:
                             self._record_undone(tx, undone)
                         job, step = self._plan_step(tx, job, token, approval_timeout)
-                        handoff = tx.rollbacks.handoff(job.rollback_id, step.action.action_id) if step else None
+                        handed_over = tx.rollbacks.handoffs_of(job.session_id, step.action.action_id) if step else []
+                        handoff = next((h for h in handed_over if h.rollback_id == job.rollback_id), None)
                         if step is None:
                             tx.announce(Change.ROLLBACK)
                         # An undo once handed to the agent, by this job or an earlier one, stays the agent's
                         # (even if this process could now run it, the organisation's settings having changed):
                         # a taker whose lease ended may have run it, and only its process may repeat it.
-                        elif runnable := (
-                            handoff is None
-                            and executor.can_run(step.action)
-                            and not tx.rollbacks.ever_handed(job.session_id, step.action.action_id)
-                        ):
+                        elif runnable := not handed_over and executor.can_run(step.action):
                             action = self._in_progress(tx, step.action)
                         elif executor.hands_over:
                             job, handed = self._hand_over(tx, job, token, step.action, handoff)
@@ -515,9 +512,9 @@ class Rollbacks(UseCases):
 
     def _record_undone(self, tx: Tx, action: Action) -> None:
         now = self.clock()
-        tx.approvals.hold_pending_of(action.action_id)  # before the action, as a decision takes them (no deadlock)
+        pending = tx.approvals.hold_pending_of(action.action_id)  # before the action, as a decision takes them
         done = set_action(tx, action, now, status=ActionStatus.ROLLED_BACK, undo_status=UndoStatus.DONE, error=None)
-        close_reviews(tx, now, done, "the action was rolled back")
+        close_reviews(tx, now, done, "the action was rolled back", pending)
 
     def _undo_failed(self, job: Rollback, token: str, action: Action, exc: Exception) -> Rollback:
         now = self.clock()

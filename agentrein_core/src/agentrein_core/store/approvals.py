@@ -24,8 +24,10 @@ _S, _A, _P = schema.sessions, schema.actions, schema.approvals
 Joined = list[tuple[Approval, Action, Session]]
 # Read at every step of a rollback, built once (building a statement cost as much as running it).
 _OF_ACTION = sa.select(_P).where(_P.c.action_id == sa.bindparam("aid")).order_by(_P.c.requested_at)
-_PENDING_OF_ACTION = sa.select(_P.c.approval_id).where(
-    _P.c.action_id == sa.bindparam("aid"), _P.c.status == ApprovalStatus.PENDING.value
+_PENDING_OF_ACTION = (
+    sa.select(_P)
+    .where(_P.c.action_id == sa.bindparam("aid"), _P.c.status == ApprovalStatus.PENDING.value)
+    .order_by(_P.c.requested_at, _P.c.approval_id)
 )
 
 
@@ -42,18 +44,19 @@ class Approvals:
     def of_action(self, action_id: str) -> list[Approval]:
         return self.rows.all(Approval, _OF_ACTION, {"aid": action_id})
 
-    def hold_pending_of(self, action_id: str) -> None:
-        """Hold the rows of the action's pending approvals until this transaction ends (PostgreSQL), before the
-        action's own: the order a decision takes them in (its approval, then its action). A use case that
-        writes the action and then closes its approvals, taking them the other way round, deadlocked with one."""
-        self.rows.hold(_PENDING_OF_ACTION, {"aid": action_id})
+    def hold_pending_of(self, action_id: str) -> list[Approval]:
+        """The action's pending approvals, oldest first, their rows held until this transaction ends
+        (PostgreSQL), before the action's own: the order a decision takes them in (its approval, then its
+        action). A use case that writes the action and then closes its approvals, taking them the other way
+        round, deadlocked with one."""
+        return self.rows.held(Approval, _PENDING_OF_ACTION, {"aid": action_id})
 
     def hold_pending_in(self, session_id: str) -> None:
         """:meth:`hold_pending_of` for every action of the session (a sandbox rollback closes their reviews)."""
         pending = sa.select(_P.c.approval_id).where(
             _P.c.session_id == session_id, _P.c.status == ApprovalStatus.PENDING
         )
-        self.rows.hold(pending.order_by(_P.c.approval_id))
+        self.rows.hold(pending.order_by(_P.c.requested_at, _P.c.approval_id))
 
     def sessions_held_for_decision(self, org_id: str, session_ids: list[str]) -> set[str]:
         """Of the organisation's ``session_ids``, those with a pending approval that holds something up (a call

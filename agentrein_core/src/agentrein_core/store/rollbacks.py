@@ -28,11 +28,7 @@ _LATEST = Prepared(
 
 # Read at every step of a rollback, built once (building a statement cost as much as running it).
 _HANDOFF = sa.select(_H).where(_H.c.rollback_id == sa.bindparam("rid"), _H.c.action_id == sa.bindparam("aid"))
-_EVER_HANDED = (
-    sa.select(_H.c.handoff_id)
-    .where(_H.c.session_id == sa.bindparam("sid"), _H.c.action_id == sa.bindparam("aid"))
-    .limit(1)
-)
+_HANDOFFS_OF = sa.select(_H).where(_H.c.session_id == sa.bindparam("sid"), _H.c.action_id == sa.bindparam("aid"))
 
 
 def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
@@ -110,9 +106,9 @@ class Rollbacks:
         stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.outcome.is_(None))
         return self.rows.first(UndoHandoff, stmt.order_by(_H.c.offered_at.desc()).limit(1))
 
-    def ever_handed(self, session_id: str, action_id: str) -> bool:
-        """Whether any rollback (this one or an earlier one) handed the undo of ``action_id`` to the agent."""
-        return self.rows.conn.execute(_EVER_HANDED, {"sid": session_id, "aid": action_id}).first() is not None
+    def handoffs_of(self, session_id: str, action_id: str) -> list[UndoHandoff]:
+        """Every handoff of the undo of ``action_id`` to the agent, by any rollback of the session (most have none)."""
+        return self.rows.all(UndoHandoff, _HANDOFFS_OF, {"sid": session_id, "aid": action_id})
 
     def leased_handoff(self, org_id: str, action_id: str, lease_id: str) -> UndoHandoff | None:
         """The handoff of ``action_id`` that ``lease_id`` took."""

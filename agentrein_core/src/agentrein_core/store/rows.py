@@ -220,6 +220,10 @@ class Rows:
         if self.dialect.locks_rows:
             self.conn.execute(stmt.with_for_update(key_share=True), params).all()
 
+    def held(self, cls: type[T], stmt: sa.Select[Any], params: dict[str, Any]) -> list[T]:
+        """The ``cls`` records ``stmt`` selects, their rows held as :meth:`hold` holds them (PostgreSQL)."""
+        return self.all(cls, stmt.with_for_update(key_share=True) if self.dialect.locks_rows else stmt, params)
+
     def first(self, cls: type[T], stmt: Any, params: dict[str, Any] | None = None) -> T | None:
         row = self.conn.execute(stmt, params).first()
         return from_row(row, cls) if row is not None else None
