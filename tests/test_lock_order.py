@@ -229,6 +229,32 @@ def test_a_sandbox_rollback_requested_while_a_reviewer_rejects_a_review_in_it_ro
     assert statuses(engine, session) == ([ActionStatus.ROLLED_BACK], [ApprovalStatus.REJECTED])
 
 
+def test_a_sandbox_rollback_requested_while_a_reviewer_rejects_a_newer_request_in_it_rolls_the_session_back(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by a second reading: the request held the older review, then waited for the newer request; the
+    # rejection held that request, its action and the session, then its sandbox rollback closed the older review.
+    engine = on_postgresql
+    org, session, _, _ = reviewed_call(engine, sandbox=True)
+    clock = engine.clock
+    assert isinstance(clock, Clock)
+    clock.advance(seconds=1)  # the request comes after the review
+    held = log(engine, org.org_id, session.session_id, "payouts.create", requires_approval=True)
+    assert held.approval is not None
+    meeting = Meeting()
+    holds = meeting.at("request", rollbacks.hold_before_rollback, before=True)  # before it holds anything
+    monkeypatch.setattr(rollbacks, "hold_before_rollback", holds)
+    monkeypatch.setattr(consequences, "emit", meeting.at("rejection", consequences.emit, then=0.5))
+    errors = race(
+        request=lambda: operators_rollback(engine, session),
+        rejection=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada"),
+    )
+    # the second finds the request decided, or the session rolled back by the rejection: a lost race at most
+    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"], ["RollbackRefusedError"]), errors
+    actions, approvals = statuses(engine, session)
+    assert actions[0] is ActionStatus.ROLLED_BACK and ApprovalStatus.PENDING not in approvals
+
+
 def test_a_rollback_requested_while_a_one_action_rollback_hands_its_undo_to_the_agent_widens_it(
     on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -270,6 +270,8 @@ def apply_decision(
     """Decide ``approval`` and carry out what the decision means for its action (status reference §4)."""
     if approval.status is not ApprovalStatus.PENDING:
         raise already_decided(approval)
+    # A decision may start a rollback, which in a sandbox session is done at once: held first, as an operator's is.
+    hold_before_rollback(tx, session_of(tx, approval.org_id, approval.session_id))
     decided = evolve(approval, status=status, resolved_at=now, resolved_by=reviewer, reason=reason)
     replace(tx, decided, status=ApprovalStatus.PENDING)
     tx.announce(Change.DECISION)

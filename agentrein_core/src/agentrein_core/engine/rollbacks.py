@@ -233,7 +233,7 @@ class Rollbacks(UseCases):
                         if undone is not None:
                             self._record_undone(tx, undone)
                         job, step = self._plan_step(tx, job, token, approval_timeout)
-                        handed_over = tx.rollbacks.handoffs_of(job.session_id, step.action.action_id) if step else []
+                        handed_over = tx.rollbacks.handoffs_of(step.action.action_id) if step else []
                         handoff = next((h for h in handed_over if h.rollback_id == job.rollback_id), None)
                         if step is None:
                             tx.announce(Change.ROLLBACK)

@@ -52,7 +52,8 @@ class Approvals:
         return self.rows.held(Approval, _PENDING_OF_ACTION, {"aid": action_id})
 
     def hold_pending_in(self, session_id: str) -> None:
-        """:meth:`hold_pending_of` for every action of the session (a sandbox rollback closes their reviews)."""
+        """Hold the rows of the session's pending approvals, in the order :meth:`hold_pending_of` holds an action's
+        (PostgreSQL): a sandbox rollback closes the reviews of every action it flips."""
         pending = sa.select(_P.c.approval_id).where(
             _P.c.session_id == session_id, _P.c.status == ApprovalStatus.PENDING
         )

@@ -28,7 +28,7 @@ _LATEST = Prepared(
 
 # Read at every step of a rollback, built once (building a statement cost as much as running it).
 _HANDOFF = sa.select(_H).where(_H.c.rollback_id == sa.bindparam("rid"), _H.c.action_id == sa.bindparam("aid"))
-_HANDOFFS_OF = sa.select(_H).where(_H.c.session_id == sa.bindparam("sid"), _H.c.action_id == sa.bindparam("aid"))
+_HANDOFFS_OF = sa.select(_H).where(_H.c.action_id == sa.bindparam("aid"))
 
 
 def _due(now: datetime) -> tuple[sa.ColumnElement[bool], ...]:
@@ -106,9 +106,10 @@ class Rollbacks:
         stmt = sa.select(_H).where(_H.c.rollback_id == rollback_id, _H.c.outcome.is_(None))
         return self.rows.first(UndoHandoff, stmt.order_by(_H.c.offered_at.desc()).limit(1))
 
-    def handoffs_of(self, session_id: str, action_id: str) -> list[UndoHandoff]:
-        """Every handoff of the undo of ``action_id`` to the agent, by any rollback of the session (most have none)."""
-        return self.rows.all(UndoHandoff, _HANDOFFS_OF, {"sid": session_id, "aid": action_id})
+    def handoffs_of(self, action_id: str) -> list[UndoHandoff]:
+        """Every handoff of the undo of ``action_id`` to the agent, by any rollback of its session (most have none),
+        read from the action's own index: a session whose undos all ran in the agent's process has one each."""
+        return self.rows.all(UndoHandoff, _HANDOFFS_OF, {"aid": action_id})
 
     def leased_handoff(self, org_id: str, action_id: str, lease_id: str) -> UndoHandoff | None:
         """The handoff of ``action_id`` that ``lease_id`` took."""

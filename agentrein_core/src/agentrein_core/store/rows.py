@@ -220,7 +220,7 @@ class Rows:
         if self.dialect.locks_rows:
             self.conn.execute(stmt.with_for_update(key_share=True), params).all()
 
-    def held(self, cls: type[T], stmt: sa.Select[Any], params: dict[str, Any]) -> list[T]:
+    def held(self, cls: type[T], stmt: sa.Select[Any], params: dict[str, Any] | None = None) -> list[T]:
         """The ``cls`` records ``stmt`` selects, their rows held as :meth:`hold` holds them (PostgreSQL)."""
         return self.all(cls, stmt.with_for_update(key_share=True) if self.dialect.locks_rows else stmt, params)
 

@@ -232,6 +232,8 @@ undo_handoffs = Table(
     Index("ux_undo_handoffs_rollback_action", "rollback_id", "action_id", unique=True),
     # An agent's claim looks for the open handoffs of its sessions.
     Index("ix_undo_handoffs_session", "session_id", "outcome"),
+    # A rollback step reads whether any job ever handed its action's undo over (by the action, not the session's).
+    Index("ix_undo_handoffs_action", "action_id"),
 )
 
 before_states = Table(

@@ -418,7 +418,8 @@ class Actions:
         """The head of a rollback's chain (:func:`agentrein_core.rollback.chain`), read alone, so that each
         step of a long rollback reads one action rather than the whole session: the executed action (or
         one whose undo failed) of the highest seq that is neither undone nor skipped (among those whose undo
-        was asked for one by one, if ``only_requested``: a few, read from the seq index).
+        was asked for one by one, if ``only_requested``: read down the seq index past those not asked for, which a
+        one-action rollback, after a rejected review, walks once or twice).
 
         A session's rollback finds it as the highest seq of each undoable pair of statuses, one probe each of
         the index of ``(session_id, status, undo_status, seq)``: read down the seq index instead, each step
