@@ -34,6 +34,7 @@ from agentrein_core.statuses import (
     UndoStatus,
 )
 from agentrein_core.store import Store
+from agentrein_core.store.approvals import Approvals
 from agentrein_core.store.rollbacks import Rollbacks
 from agentrein_core.store.sessions import Actions, Sessions
 
@@ -253,6 +254,26 @@ def test_a_sandbox_rollback_requested_while_a_reviewer_rejects_a_newer_request_i
     assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"], ["RollbackRefusedError"]), errors
     actions, approvals = statuses(engine, session)
     assert actions[0] is ActionStatus.ROLLED_BACK and ApprovalStatus.PENDING not in approvals
+
+
+def test_a_failure_that_rolls_a_sandbox_session_back_while_a_reviewer_rejects_a_review_in_it_ends_once(
+    on_postgresql: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The failure wrote its action and the session, then its sandbox rollback flipped the other action and closed
+    # its review; the rejection held that review and the session's actions, in order, and waited for the failed one.
+    engine = on_postgresql
+    org, session, _, review = reviewed_call(engine, sandbox=True)
+    failing = log(engine, org.org_id, session.session_id, "payouts.create")
+    meeting = Meeting()
+    monkeypatch.setattr(Sessions, "touch", meeting.at("failure", Sessions.touch))
+    monkeypatch.setattr(Approvals, "hold_pending_in", meeting.at("rejection", Approvals.hold_pending_in))
+    errors = race(
+        failure=lambda: engine.recording.fail_action(org.org_id, failing.action.action_id, Failed("timed out")),
+        rejection=lambda: engine.reviews.reject(org.org_id, review.approval_id, "ada"),
+    )
+    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
+    actions, approvals = statuses(engine, session)
+    assert actions == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED] and approvals == [ApprovalStatus.REJECTED]
 
 
 def test_a_rollback_requested_while_a_one_action_rollback_hands_its_undo_to_the_agent_widens_it(

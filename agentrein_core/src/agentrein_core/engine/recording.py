@@ -21,6 +21,7 @@ from agentrein_core.engine.consequences import (
     after_agent_failure,
     after_failure,
     close_reviews,
+    hold_before_rollback,
     new_approval,
     open_approval,
     queue_check,
@@ -448,6 +449,9 @@ class Recording(UseCases):
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
         with self.store.transaction() as tx:
+            if failure.rolls_back:  # a sandbox session's rollback, done at once, writes all its actions: held first
+                session = session_of(tx, org_id, action_of(tx, org_id, action_id, agent_key=agent_key).session_id)
+                hold_before_rollback(tx, session)
             pending = tx.approvals.hold_pending_of(action_id)  # before the action, as a decision takes them
             action = action_of(tx, org_id, action_id, agent_key=agent_key)
             if session_id is not None and action.session_id != session_id:

@@ -13,9 +13,9 @@ a rollback step its action and then its job). A use case that must write them th
 earlier ones: a failure or an undo recorded closes the action's reviews, so it first holds them
 (:meth:`~.approvals.Approvals.hold_pending_of`); whoever starts or widens a rollback first holds the session
 (:meth:`~.sessions.Sessions.hold`), so the unique "one rollback under way" index never waits on a session lock; a
-sandbox session's rollback, done at once, writes all its actions and their reviews, so an operator's request and a
-decision (which may start one) in a sandbox session first hold its actions' pending approvals and its actions
-(:func:`~agentrein_core.engine.consequences.hold_before_rollback`). A sandbox rollback started by a failure, a late
+sandbox session's rollback, done at once, writes all its actions and their reviews, so an operator's request, a
+decision and a failure (which may start one) in a sandbox session first hold its actions' pending approvals and its
+actions (:func:`~agentrein_core.engine.consequences.hold_before_rollback`). A sandbox rollback started by a late
 success or an intent drift does not yet, and can still deadlock with those. Held rows are locked ``FOR NO KEY UPDATE``
 (:meth:`~.rows.Rows.hold`): a foreign-key check (an action, approval, rollback or handoff inserted for the session)
 never waits on them. Two transactions taking rows in opposite orders deadlock, and PostgreSQL ends one of them, which
