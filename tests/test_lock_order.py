@@ -87,6 +87,12 @@ def race(**work: Callable[[], object]) -> list[BaseException]:
     return errors
 
 
+def lost_race_at_most(errors: list[BaseException], losing: tuple[str, ...] = ("InvalidTransitionError",)) -> None:
+    """Neither use case raised, or one lost the race with one of the ``losing`` errors: never an outage (a deadlock
+    is answered as one)."""
+    assert [type(e).__name__ for e in errors] in ([], *([name] for name in losing)), errors
+
+
 class Undoes:
     """Runs inverses by counting them; says when one runs (its ``IN_PROGRESS`` mark is committed by then)."""
 
@@ -156,7 +162,7 @@ def test_a_held_call_reported_failed_while_a_reviewer_rejects_it_ends_failed_onc
         failure=lambda: engine.recording.fail_action(org.org_id, held.action.action_id, Failed("timed out")),
         decision=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada", "no"),
     )
-    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
+    lost_race_at_most(errors)
     assert statuses(engine, session) == ([ActionStatus.FAILED], [ApprovalStatus.REJECTED])
 
 
@@ -177,7 +183,7 @@ def test_an_undo_recorded_while_a_reviewer_rejects_the_actions_review_is_run_onc
         # while the inverse runs (a call to the service): the likeliest moment
         reviewer=lambda: undoes.running.wait(10) and engine.reviews.reject(org.org_id, review.approval_id, "ada"),
     )
-    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
+    lost_race_at_most(errors)
     assert statuses(engine, session) == ([ActionStatus.ROLLED_BACK], [ApprovalStatus.REJECTED])
     assert undoes.undone == [done.action_id]
     assert engine.rollbacks.get_rollback(org.org_id, job.rollback_id).status is RollbackStatus.SUCCEEDED
@@ -226,7 +232,7 @@ def test_a_sandbox_rollback_requested_while_a_reviewer_rejects_a_review_in_it_ro
         rejection=lambda: engine.reviews.reject(org.org_id, review.approval_id, "ada"),
     )
     # whichever comes second finds the review closed or the action undone already: a lost race at most
-    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors
+    lost_race_at_most(errors)
     assert statuses(engine, session) == ([ActionStatus.ROLLED_BACK], [ApprovalStatus.REJECTED])
 
 
@@ -251,7 +257,7 @@ def test_a_sandbox_rollback_requested_while_a_reviewer_rejects_a_newer_request_i
         rejection=lambda: engine.reviews.reject(org.org_id, held.approval.approval_id, "ada"),
     )
     # the second finds the request decided, or the session rolled back by the rejection: a lost race at most
-    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"], ["RollbackRefusedError"]), errors
+    lost_race_at_most(errors, ("InvalidTransitionError", "RollbackRefusedError"))
     actions, approvals = statuses(engine, session)
     assert actions[0] is ActionStatus.ROLLED_BACK and ApprovalStatus.PENDING not in approvals
 
@@ -271,7 +277,7 @@ def test_a_failure_that_rolls_a_sandbox_session_back_while_a_reviewer_rejects_a_
         failure=lambda: engine.recording.fail_action(org.org_id, failing.action.action_id, Failed("timed out")),
         rejection=lambda: engine.reviews.reject(org.org_id, review.approval_id, "ada"),
     )
-    assert [type(e).__name__ for e in errors] in ([], ["InvalidTransitionError"]), errors  # a lost race at most
+    lost_race_at_most(errors)
     actions, approvals = statuses(engine, session)
     assert actions == [ActionStatus.ROLLED_BACK, ActionStatus.FAILED] and approvals == [ApprovalStatus.REJECTED]
 
