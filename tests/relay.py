@@ -26,6 +26,9 @@ class Relay:
         self.port = self.listener.getsockname()[1]
         self.sockets: list[socket.socket] = []
         self.refusing = False
+        #: The request whose answer is to be lost next (``"METHOD /path"`` prefix), and what then.
+        self.losing: str | None = None
+        self.pause_after_losing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     @classmethod
@@ -48,10 +51,11 @@ class Relay:
                 continue
             upstream = socket.create_connection(self.target)
             self.sockets += [client, upstream]
-            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+            lost = threading.Event()  # this connection's next answer is to be lost
+            threading.Thread(target=self._pipe, args=(client, upstream, True, lost), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False, lost), daemon=True).start()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket, to_target: bool) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, to_target: bool, lost: threading.Event) -> None:
         seen = b""  # the end of what went before, in case a request line is split between two reads
         with suppress(OSError):
             while data := src.recv(65536):
@@ -59,9 +63,16 @@ class Relay:
                     seen += data
                     end = 0
                     for found in _REQUEST_LINE.finditer(seen):
-                        self.requests.append(f"{found[1].decode()} {found[2].decode()}")
+                        request = f"{found[1].decode()} {found[2].decode()}"
+                        self.requests.append(request)
+                        if self.losing is not None and request.startswith(self.losing):
+                            self.losing = None
+                            lost.set()
                         end = found.end()
                     seen = seen[end:][-200:]
+                elif lost.is_set():  # the server has answered, so it did what was asked: the agent never hears
+                    self._lose(src, dst)
+                    return
                 elif self.delay:
                     time.sleep(self.delay)
                 dst.sendall(data)
@@ -73,6 +84,21 @@ class Relay:
             self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
         self.listener.close()
         for s in self.sockets:
+            with suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def lose_answer(self, request: str, *, then_pause: bool = False) -> None:
+        """Lose the answer to the next request that starts with ``request`` (``"POST /sessions/x/actions"``):
+        it reaches the server, which answers, but the connection is closed before the agent hears it.
+        ``then_pause``: an outage begins at that moment (:meth:`pause`), so that nothing asked again gets through."""
+        self.pause_after_losing = then_pause
+        self.losing = request
+
+    def _lose(self, upstream: socket.socket, client: socket.socket) -> None:
+        if self.pause_after_losing:
+            self.pause()
+        for s in (client, upstream):
             with suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
             s.close()

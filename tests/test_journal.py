@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -384,3 +385,44 @@ def test_an_agent_starts_when_the_journal_an_older_version_left_cannot_be_taken_
     AgentRein(base_url=relay.url(), api_key=tenant.key).close()
     assert "could not take over the journal an older version left" in caplog.text
     assert Outbox("another server, another key", former, recorder=AWAY).has_entries()
+
+
+# A write-ahead record whose answer the agent never got -------------------------------------------------------
+
+
+def stored_calls(agent: AgentRein, session: SessionInfo) -> list[tuple[Any, ActionStatus, str]]:
+    """The session's records as the server keeps them (the agent's own read, which its confirmations reach
+    first): each call's number, status and key."""
+    return [(a.payload["body"]["n"], a.status, a.idempotency_key) for a in agent.get_session(session).actions]
+
+
+def test_a_write_ahead_record_whose_answer_was_lost_is_asked_for_again_and_its_call_recorded_once(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    relay.lose_answer(f"POST /sessions/{session.id}/actions")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not journaled: the record was there
+        client.post("/v1/orders", json={"n": 1})
+    assert relay.requests.count(f"POST /sessions/{session.id}/actions") == 2
+    (sent,) = service.calls("POST")
+    assert stored_calls(agent, session) == [(1, ActionStatus.SUCCESS, sent.idempotency_key)]
+
+
+def test_a_call_run_after_its_write_ahead_answer_was_lost_in_an_outage_settles_that_record_when_replayed(
+    agent: AgentRein, tenant: Tenant, relay: Relay, service: FakeService
+) -> None:
+    session = agent.new_session(agent_id="billing", intent="orders")
+    client = agent.wrap(httpx.Client(base_url=service.base_url), session, connector="http")
+    relay.lose_answer(f"POST /sessions/{session.id}/actions", then_pause=True)
+    with pytest.warns(RuntimeWarning, match="journaled"):
+        client.post("/v1/orders", json={"n": 1})
+    relay.resume()
+    client.post("/v1/orders", json={"n": 2})  # the journal is replayed first
+    keys = [c.idempotency_key for c in service.calls("POST")]
+    # One record for the first call, not a CLEARED record beside a journaled one.
+    assert stored_calls(agent, session) == [(1, ActionStatus.SUCCESS, keys[0]), (2, ActionStatus.SUCCESS, keys[1])]
+    with tenant.client() as reader:
+        assert reader.rollback_session(session).display_status is DisplayStatus.REVERTED
+    assert service.collection("orders") == {}

@@ -58,10 +58,12 @@ export interface Guard {
 
 /** `client.<path>(...args)`, prepared by the connector, through the guard's steps; resolves to its result. */
 export async function guardedCall(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<unknown> {
-  const logged = await writeAhead(guard, call, path);
+  // Made before the write-ahead record is asked for: if that record is written but the answer lost, the call
+  // runs as with AgentRein unreachable, journaled under this key, and its replay settles that record.
+  const key = `agentrein-${randomBytes(16).toString('hex')}`;
+  const logged = await writeAhead(guard, call, path, key);
   const retryable = guard.options.isRetryable(call, path);
   if (logged === null) {
-    const key = `agentrein-journal-${randomBytes(16).toString('hex')}`;
     let result: unknown;
     try {
       result = await execute(guard, call, key, retryable);
@@ -99,7 +101,12 @@ async function execute(guard: Guard, call: PreparedCall, key: string, retryable:
 }
 
 /** Record the call before it runs; `null` when AgentRein is out of reach and `failureMode` is 'open'. */
-async function writeAhead(guard: Guard, call: PreparedCall, path: readonly string[]): Promise<LoggedAction | null> {
+async function writeAhead(
+  guard: Guard,
+  call: PreparedCall,
+  path: readonly string[],
+  key: string,
+): Promise<LoggedAction | null> {
   try {
     checkNesting('payload', call.payload); // before the redactor, which recurses: the call has not run yet
     await guard.journal.replay(); // what is journaled reaches AgentRein before this record
@@ -112,6 +119,7 @@ async function writeAhead(guard: Guard, call: PreparedCall, path: readonly strin
         payload: guard.redactor.redact(call.payload),
         requiresApproval: guard.options.needsApproval(call.apiName, path),
         approvalTimeoutMs: guard.options.timeoutMs,
+        idempotencyKey: key,
       },
     );
   } catch (error) {

@@ -103,6 +103,7 @@ export class Served implements Replayer {
       payload: Json;
       requiresApproval: boolean;
       approvalTimeoutMs: number;
+      idempotencyKey: string;
     },
   ): Promise<LoggedAction> {
     const carried = this.outbox.take(sessionId);
@@ -113,7 +114,8 @@ export class Served implements Replayer {
     };
     let logged: LoggedAction;
     try {
-      logged = await this.connection.call<LoggedAction>('POST', `/sessions/${segment(sessionId)}/actions`, { body });
+      // Asked again under the call's key, the server answers the record it wrote (its answer was lost).
+      logged = await this.connection.call<LoggedAction>('POST', `/sessions/${segment(sessionId)}/actions`, { body, idempotent: true });
     } catch (error) {
       if (error instanceof PolicyBlockedError || error instanceof ApprovalRejectedError || error instanceof InvalidTransitionError) {
         this.outbox.delivered(carried); // refused after the confirmations were applied

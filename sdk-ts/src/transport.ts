@@ -21,6 +21,9 @@ export interface RequestOptions {
   readonly background?: boolean;
   /** Ends the request early (the client was closed). */
   readonly signal?: AbortSignal;
+  /** A write that may be sent again if its connection fails (asked again, the server answers what it did the
+   *  first time): retried as a read is, except after its timeout (the server may still be at it). */
+  readonly idempotent?: boolean;
 }
 
 const READ_ATTEMPTS = 3;
@@ -84,7 +87,7 @@ export class Connection {
       init.body = JSON.stringify(options.body);
       (init.headers as Record<string, string>)['Content-Type'] = 'application/json';
     }
-    const attempts = method === 'GET' ? READ_ATTEMPTS : 1;
+    const attempts = method === 'GET' || options.idempotent ? READ_ATTEMPTS : 1;
     let response: Response | undefined;
     for (let attempt = 1; response === undefined; attempt++) {
       const timeout = AbortSignal.timeout(this.timeoutMs + (options.waitMs ?? 0)); // a bad timeout is no outage
@@ -92,7 +95,7 @@ export class Connection {
       try {
         response = await (options.background ? unrefFetch(url, init, signal) : fetch(url, { ...init, signal }));
       } catch (error) {
-        if (attempt >= attempts) {
+        if (attempt >= attempts || (method !== 'GET' && timeout.aborted)) {
           throw new AgentReinUnavailableError(`AgentRein server ${this.baseUrl} unreachable: ${describe(error)}`);
         }
       }

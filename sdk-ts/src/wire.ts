@@ -826,6 +826,7 @@ export interface components {
             approvalTimeoutMs?: number | null;
             confirm?: components["schemas"]["Confirmation"][];
             connector: string;
+            idempotencyKey?: string | null;
             operationType: components["schemas"]["OperationType"];
             payload?: {
                 [key: string]: unknown;

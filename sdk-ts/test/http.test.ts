@@ -2,11 +2,15 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 
 import {
+  AgentRein,
   AgentReinUnavailableError,
   ApprovalRejectedError,
   ApprovalTimeoutError,
@@ -14,7 +18,6 @@ import {
   PolicyBlockedError,
   ROLLBACK_FAILURE,
   RollbackFailedError,
-  type AgentRein,
   type Session,
 } from '../src/index.js';
 import { Served } from '../src/served.js';
@@ -45,6 +48,51 @@ async function journaledWhileAway(path: string): Promise<{ h: Harness; agentrein
     await h.startServer();
   }
   return { h, agentrein, session, journalPath };
+}
+
+/** A proxy on 127.0.0.1 to the server at `target` that loses the answer to the first write-ahead record: the
+ *  record reaches the server, which commits it and answers, and the agent's connection is closed before it
+ *  hears. `thenAway`: every connection is then refused until `back()`. `heard`: each request, `METHOD /path`. */
+async function losingAnswers(
+  t: TestContext,
+  target: string,
+  thenAway: boolean,
+): Promise<{ url: string; heard: string[]; back: () => void }> {
+  const heard: string[] = [];
+  let lost = false;
+  let away = false;
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const line = `${request.method} ${request.url}`;
+      heard.push(line);
+      if (away) return void request.socket.destroy();
+      void (async () => {
+        const headers = { ...request.headers } as Record<string, string>;
+        delete headers['host'];
+        delete headers['connection'];
+        const body = chunks.length ? { body: Buffer.concat(chunks) } : {};
+        const answer = await fetch(`${target}${request.url}`, { method: request.method!, headers, ...body });
+        const text = await answer.text();
+        if (!lost && /^POST \/sessions\/[^/]+\/actions$/.test(line)) {
+          lost = true;
+          away = thenAway;
+          return void request.socket.destroy();
+        }
+        response.writeHead(answer.status, { 'Content-Type': answer.headers.get('content-type') ?? 'application/json' });
+        response.end(text);
+      })();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, heard, back: () => void (away = false) };
 }
 
 function post(api: typeof fetch, url: string, body: object): Promise<Response> {
@@ -321,6 +369,41 @@ describe('the http connector through a server', () => {
     assert.equal(readFileSync(journalPath, 'utf8'), '');
     const sent = await h.serviceCalls('POST', '/v1/letters');
     assert.deepEqual(sent.map((r) => r.idempotency_key), after.actions.map((a) => a.idempotencyKey));
+  });
+
+  it("asks for a write-ahead record again under the call's key when its answer was lost, and records the call once", async (t) => {
+    const h = harness();
+    const proxy = await losingAnswers(t, h.peers.serverUrl, false);
+    const agentrein = new AgentRein({ baseUrl: proxy.url, apiKey: h.peers.operatorKey, journalPath: h.journalPath() });
+    const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'orders' });
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/lost-once`, { to: 'a' })).status, 201);
+    assert.equal(proxy.heard.filter((line) => line === `POST /sessions/${session.id}/actions`).length, 2);
+    const [sent] = await h.serviceCalls('POST', '/v1/lost-once');
+    const after = await agentrein.getSession(session);
+    assert.deepEqual(after.actions.map((a) => [a.status, a.idempotencyKey]), [['SUCCESS', sent!.idempotency_key]]);
+    await agentrein.close();
+  });
+
+  it('settles a write-ahead record whose answer was lost in an outage with the replay of the call it ran', async (t) => {
+    const h = harness();
+    const proxy = await losingAnswers(t, h.peers.serverUrl, true);
+    const agentrein = new AgentRein({ baseUrl: proxy.url, apiKey: h.peers.operatorKey, journalPath: h.journalPath() });
+    const session = await agentrein.newSession({ agentId: unique('agent'), intent: 'orders' });
+    const api = agentrein.wrap(fetch, session, { connector: 'http' });
+    const warned = once(process, 'warning');
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/lost-away`, { to: 'a' })).status, 201);
+    assert.match(String((await warned)[0]), /journaled/);
+    proxy.back();
+    assert.equal((await post(api, `${h.peers.serviceUrl}/v1/lost-away`, { to: 'b' })).status, 201); // replays first
+    const sent = await h.serviceCalls('POST', '/v1/lost-away');
+    const after = await agentrein.getSession(session);
+    // One record for the first call, not a CLEARED record beside a journaled one.
+    assert.deepEqual(
+      after.actions.map((a) => [a.status, a.idempotencyKey]),
+      sent.map((r) => ['SUCCESS', r.idempotency_key]),
+    );
+    await agentrein.close();
   });
 
   it('sends a journaled call to the server once it is back, without any further call of the agent', { timeout: 120_000 }, async () => {

@@ -326,9 +326,9 @@ describe("the outbox's one replayer", () => {
 
     assert.equal(await served.outbox.replay(), 0); // what the guard does before the record
     assert.equal(heard.length, 0);
-    const record = { connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE' as const, payload: {}, requiresApproval: false, approvalTimeoutMs: 1000 };
+    const record = { connector: 'http', apiName: 'POST /v1/things', operationType: 'CREATE' as const, payload: {}, requiresApproval: false, approvalTimeoutMs: 1000, idempotencyKey: 'agentrein-k1' };
     await served.logAction('ses_1', record);
-    assert.deepEqual(requests(heard), ['POST /sessions/ses_1/actions']);
+    assert.deepEqual(requests(heard), ['POST /sessions/ses_1/actions agentrein-k1']); // with the call's key
     assert.deepEqual(heard[0]!.body!['confirm'], [{ actionId: 'act_a', response: { statusCode: 201 }, undo: { type: 'none', requireApproval: false } }]);
   });
 });

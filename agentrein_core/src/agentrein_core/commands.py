@@ -39,7 +39,12 @@ class NewPolicy:
 @frozen
 class WriteAhead:
     """The write-ahead record of a call, made before it runs: which call, and whether the agent's code holds it
-    for a reviewer (``requires_approval``, waiting ``approval_timeout`` for one)."""
+    for a reviewer (``requires_approval``, waiting ``approval_timeout`` for one).
+
+    ``idempotency_key``: the key the call will run with, made by the client before it asks, so that a call whose
+    record was written but whose answer was lost is one record however it goes on: asked again, the record
+    written is the answer; run anyway (``failure_mode="open"``) and journaled under the same key, its replay
+    settles that record. None: the engine makes one."""
 
     connector: str
     api_name: str
@@ -47,6 +52,7 @@ class WriteAhead:
     payload: JSON
     requires_approval: bool = False
     approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT
+    idempotency_key: str | None = None
 
 
 @frozen

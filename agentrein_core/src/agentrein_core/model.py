@@ -106,6 +106,10 @@ class Verification:
 
 #: What the key of an approved action's failure record adds to the action's own key.
 FAILURE_KEY_SUFFIX = "-failed"
+#: What the key of a call that ran while its write-ahead record was held (its answer lost) adds to that key.
+RAN_KEY_SUFFIX = "-ran"
+#: The longest key a client may choose for a write-ahead record: the engine adds a suffix above to it.
+MAX_WRITE_AHEAD_KEY = 100 - max(len(FAILURE_KEY_SUFFIX), len(RAN_KEY_SUFFIX))
 
 
 @frozen
@@ -147,6 +151,12 @@ class Action:
         """The key of the ``FAILED`` record of an approved action's failed call (the approved action itself
         stays ``CLEARED``, status reference §1)."""
         return f"{self.idempotency_key}{FAILURE_KEY_SUFFIX}"
+
+    @property
+    def ran_idempotency_key(self) -> str:
+        """The key of the record of this held call, run without waiting for its decision: its write-ahead answer
+        was lost, so the client ran it as AgentRein unreachable (``failure_mode="open"``) and journaled it."""
+        return f"{self.idempotency_key}{RAN_KEY_SUFFIX}"
 
 
 @frozen

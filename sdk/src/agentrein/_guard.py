@@ -110,9 +110,9 @@ class Guard:
 
     # sync ---------------------------------------------------------------------------------------------
     def _call_sync(self, call: PreparedCall) -> Any:
-        logged = self._write_ahead(call)
+        key = _call_key()
+        logged = self._write_ahead(call, key)
         if logged is None:
-            key = _journal_key()
             try:
                 result = self._execute(call, key)
             except Exception as exc:
@@ -137,9 +137,9 @@ class Guard:
     async def _call_async(self, call: PreparedCall) -> Any:
         ref = ClientRef(self.client, asyncio.get_running_loop())
         self.clients.remember_session(self.session_id, self.connector_name, ref)
-        logged = await asyncio.to_thread(self._write_ahead, call)
+        key = _call_key()
+        logged = await asyncio.to_thread(self._write_ahead, call, key)
         if logged is None:
-            key = _journal_key()
             try:
                 result = await self._execute_async(call, key)
             except Exception as exc:
@@ -168,8 +168,11 @@ class Guard:
         return await run_call_async(self.options.connector, call, key, retryable=retryable)
 
     # the steps both share -------------------------------------------------------------------------------
-    def _write_ahead(self, call: PreparedCall) -> LoggedAction | None:
-        """Record the call before it runs. ``None`` when AgentRein is down and ``failure_mode="open"``.
+    def _write_ahead(self, call: PreparedCall, key: str) -> LoggedAction | None:
+        """Record the call before it runs, under ``key``. ``None`` when AgentRein is down and
+        ``failure_mode="open"``: the call then runs under ``key`` and is journaled so. That the record may have
+        been written all the same (the answer was lost) is why the key is made here: the journal's replay then
+        settles that record instead of leaving it beside a second one.
 
         Action logging that fails rolls the session back, and the call does not run: the agent gets the
         recording error, with the rollback's outcome attached as for a failed call (:meth:`_logging_failed`)."""
@@ -183,6 +186,7 @@ class Guard:
                 payload=self.redactor.redact(call.payload),
                 requires_approval=self.options.needs_approval(call.api_name),
                 approval_timeout=timedelta(seconds=self.options.timeout),
+                idempotency_key=key,
             )
             return self.recorder.log_action(self.session_id, write_ahead)
         except AgentReinUnavailableError as exc:
@@ -401,9 +405,9 @@ def is_logging_failure(error: BaseException) -> bool:
     return isinstance(error, Exception)
 
 
-def _journal_key() -> str:
-    """The idempotency key of a call made while AgentRein is unavailable; its journal entry carries it too."""
-    return f"agentrein-journal-{secrets.token_hex(16)}"
+def _call_key() -> str:
+    """The idempotency key of a call, made before its write-ahead record is asked for (:meth:`Guard._write_ahead`)."""
+    return f"agentrein-{secrets.token_hex(16)}"
 
 
 def _describe(error: BaseException, redactor: Redactor) -> str:

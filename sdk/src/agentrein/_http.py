@@ -37,11 +37,21 @@ class Connection:
         self._headers = [(b"Authorization", f"Bearer {api_key}".encode()), (b"User-Agent", b"agentrein-sdk")]
         self._pool = _pool_for(self.base_url)
 
-    def call(self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Any = None,
+        wait: float = 0.0,
+        idempotent: bool = False,
+    ) -> Any:
         """One request; its JSON answer, or the named error its problem+json describes. Reads are retried on
-        connection failures (they change nothing); writes are not, as the server may have applied them.
+        connection failures (they change nothing); writes are not, as the server may have applied them, unless
+        ``idempotent`` (asked again, the server answers what it did the first time).
         ``wait``: how long the server may hold the answer back (a long-poll), on top of the timeout."""
-        answer = self._request(method, path, json=json, params=params, wait=wait)
+        answer = self._request(method, path, json=json, params=params, wait=wait, idempotent=idempotent)
         # msgspec reads an answer in a tenth of the time json.loads takes (the server writes them with msgspec)
         return None if answer.status == 204 else msgspec.json.decode(answer.content)
 
@@ -60,12 +70,22 @@ class Connection:
         return items
 
     def _request(
-        self, method: str, path: str, *, json: Any = None, params: Any = None, wait: float = 0.0
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Any = None,
+        wait: float = 0.0,
+        idempotent: bool = False,
     ) -> httpcore.Response:
         timeout = self.timeout + wait
-        attempts = 3 if method == "GET" else 1
+        attempts = 3 if method == "GET" or idempotent else 1
+        # A write is not asked again once a connection timed out: the server may be at it still, and an outage
+        # that drops packets would make the call wait three timeouts before it is journaled.
+        transient = _is_connection_error if method == "GET" else _is_broken_connection
         try:
-            for attempt in retrying(_is_connection_error, attempts):
+            for attempt in retrying(transient, attempts):
                 with attempt:
                     answer = self._send(method, path, json, params, timeout)
         except _UNREACHABLE as exc:
@@ -122,3 +142,7 @@ _UNREACHABLE = (
 
 def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, httpcore.ConnectError | httpcore.ConnectTimeout | httpcore.RemoteProtocolError)
+
+
+def _is_broken_connection(exc: BaseException) -> bool:
+    return isinstance(exc, httpcore.ConnectError | httpcore.RemoteProtocolError)

@@ -111,7 +111,10 @@ class ServedMode:
         try:  # from here on, each taken confirmation is delivered or put back, whatever happens
             if carried:
                 body["confirm"] = [outcome.wire() for outcome in carried]
-            logged = self._connection.call("POST", f"/sessions/{_seg(session_id)}/actions", json=body)
+            # Asked again under the call's key, the server answers the record it wrote (its answer was lost).
+            idempotent = call.idempotency_key is not None
+            path = f"/sessions/{_seg(session_id)}/actions"
+            logged = self._connection.call("POST", path, json=body, idempotent=idempotent)
         except (errors.PolicyBlockedError, errors.ApprovalRejectedError, errors.InvalidTransitionError):
             self.outbox.delivered(carried)  # refused after the confirmations were applied
             raise

@@ -44,6 +44,13 @@ from agentrein_core.store import Change, Tx
 #: Who decides approvals that expire or are closed by a rollback, and requests the rollbacks failures start.
 SYSTEM = "agentrein"
 NO_GATES_REASON = "the organisation's plan has no approval gates (upgrade to 'team' to require approvals)"
+
+
+def blocked_by(policy_name: str) -> str:
+    """What a write-ahead record a ``BLOCK`` policy refused says (its error)."""
+    return f"blocked by policy {policy_name!r}"
+
+
 #: The longest a rollback's trigger (why it started) may be.
 MAX_TRIGGER = 200
 

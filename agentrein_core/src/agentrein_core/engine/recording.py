@@ -20,6 +20,7 @@ from agentrein_core.engine.consequences import (
     SYSTEM,
     after_agent_failure,
     after_failure,
+    blocked_by,
     close_reviews,
     hold_before_rollback,
     new_approval,
@@ -28,6 +29,7 @@ from agentrein_core.engine.consequences import (
     undo_alone,
     undo_late_success,
 )
+from agentrein_core.engine.idempotency import RecordBeside, Settle, asked_again, ran_again, replay_found
 from agentrein_core.engine.records import (
     action_of,
     actions_after,
@@ -48,7 +50,7 @@ from agentrein_core.errors import (
     ValidationError,
 )
 from agentrein_core.ids import new_id
-from agentrein_core.model import JSON, Action, Approval, BeforeState, Session, UndoConfig
+from agentrein_core.model import JSON, MAX_WRITE_AHEAD_KEY, Action, Approval, BeforeState, Session, UndoConfig
 from agentrein_core.policies import Subject, decide
 from agentrein_core.read_models import (
     ActionPage,
@@ -277,6 +279,11 @@ class Recording(UseCases):
         redactor = self.redactors.of(call.connector)
         api_name = validation.redacted_text("api_name", call.api_name, 500, redactor)
         payload = call.payload if redacted else redactor.redact(call.payload)
+        key = call.idempotency_key
+        if key is not None and redacted:  # made by this process's own guard
+            key = validation.text("idempotency_key", key, MAX_WRITE_AHEAD_KEY)
+        elif key is not None:  # refused rather than redacted, as a replayed call's key is
+            key = validation.secret_free("idempotency_key", key, MAX_WRITE_AHEAD_KEY, redactor)
         checked, refused_confirmations = _checked_all(confirm)
         now = self.clock()
         refused: AgentReinError | None = None
@@ -289,8 +296,12 @@ class Recording(UseCases):
                 except AgentReinError as exc:  # raised before it wrote anything
                     settled = _past_confirmation(tx.actions.get(org_id, confirmation.action_id), session_id)
                     refused_confirmations.append(RefusedConfirmation(confirmation.action_id, str(exc), settled))
-            taken = tx.sessions.take_seq(org_id, session_id, now)
-            if taken is None:
+            first = tx.actions.by_key(org_id, session_id, key) if key is not None else None
+            taken = tx.sessions.take_seq(org_id, session_id, now) if first is None else None
+            if first is not None:  # asked again: the client never got the first answer
+                action = first
+                approval, refused = asked_again(tx, first, call.connector, api_name)
+            elif taken is None:
                 session = session_of(tx, org_id, session_id)  # NotFoundError if it does not exist
                 if session.status is SessionStatus.ACTIVE:
                     refused = InvalidTransitionError(
@@ -311,6 +322,7 @@ class Recording(UseCases):
                     payload=payload,
                     requires_approval=call.requires_approval,
                     approval_timeout=call.approval_timeout,
+                    idempotency_key=key,
                 )
                 if before_state is not None:  # raised here, the transaction and the record are rolled back
                     _tie_before_state(tx, action, before_state)
@@ -331,6 +343,7 @@ class Recording(UseCases):
         payload: JSON,
         requires_approval: bool,
         approval_timeout: timedelta,
+        idempotency_key: str | None,
     ) -> tuple[Action, Approval | None, AgentReinError | None]:
         """The write-ahead record of :meth:`log_action` in ``tx``, its approval, and the refusal to raise once
         ``tx`` is committed (blocked by a policy, or held on a plan without approval gates)."""
@@ -345,7 +358,7 @@ class Recording(UseCases):
             operation_type=subject.operation_type,
             payload=payload,
             status=ActionStatus.CLEARED,
-            idempotency_key=f"agentrein-{action_id}",
+            idempotency_key=idempotency_key or f"agentrein-{action_id}",
             created_at=now,
             updated_at=now,
         )
@@ -362,7 +375,7 @@ class Recording(UseCases):
         refused: AgentReinError | None = None
         if decision.effect is PolicyEffect.BLOCK:
             assert decision.policy is not None
-            action = evolve(action, status=ActionStatus.FAILED, error=f"blocked by policy {decision.policy.name!r}")
+            action = evolve(action, status=ActionStatus.FAILED, error=blocked_by(decision.policy.name))
             refused = PolicyBlockedError(action_id, decision.policy.name)
         elif held and taken.plan is Plan.FREE:
             action = evolve(action, status=ActionStatus.FAILED, error=NO_GATES_REASON)
@@ -370,7 +383,12 @@ class Recording(UseCases):
         elif held:
             action = evolve(action, status=ActionStatus.PENDING_APPROVAL)
             approval = new_approval(action, ApprovalPurpose.BEFORE_EXECUTION, now, approval_timeout)
-        tx.insert(action)
+        if idempotency_key is None:
+            tx.insert(action)
+        elif not tx.insert_once(action):  # asked again while the first ask was under way: that one answers
+            first = tx.actions.by_key(org_id, session_id, idempotency_key)
+            assert first is not None  # the unique key that refused this record is its
+            return first, *asked_again(tx, first, subject.connector, subject.api_name)
         if approval is not None:
             open_approval(tx, now, approval)
         if isinstance(refused, ApprovalRejectedError):
@@ -449,49 +467,63 @@ class Recording(UseCases):
         its approval (``PENDING_APPROVAL``) fails with it: the approval closes ``REJECTED``, saying why."""
         now = self.clock()
         with self.store.transaction() as tx:
-            if failure.rolls_back:  # a sandbox session's rollback, done at once, writes all its actions: held first
-                session = session_of(tx, org_id, action_of(tx, org_id, action_id, agent_key=agent_key).session_id)
-                hold_before_rollback(tx, session)
-            pending = tx.approvals.hold_pending_of(action_id)  # before the action, as a decision takes them
-            action = action_of(tx, org_id, action_id, agent_key=agent_key)
-            if session_id is not None and action.session_id != session_id:
-                raise NotFoundError("action", action_id)
-            rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
-            # Cut, never refused for its length: it only says what happened, and the failure must be recorded.
-            redactor = self.redactors.of(action.connector)
-            error = validation.cut_text("error", failure.error or "failed", validation.MAX_TEXT, redactor)
-            was_approved = any(
-                p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
-                for p in tx.approvals.of_action(action_id)
+            return self._fail(tx, now, org_id, action_id, failure, session_id=session_id, agent_key=agent_key)
+
+    def _fail(
+        self,
+        tx: Tx,
+        now: datetime,
+        org_id: str,
+        action_id: str,
+        failure: Failed,
+        *,
+        session_id: str | None = None,
+        agent_key: str | None = None,
+    ) -> Action:
+        """:meth:`fail_action` in ``tx``, which has held no row yet (the lock order)."""
+        if failure.rolls_back:  # a sandbox session's rollback, done at once, writes all its actions: held first
+            session = session_of(tx, org_id, action_of(tx, org_id, action_id, agent_key=agent_key).session_id)
+            hold_before_rollback(tx, session)
+        pending = tx.approvals.hold_pending_of(action_id)  # before the action, as a decision takes them
+        action = action_of(tx, org_id, action_id, agent_key=agent_key)
+        if session_id is not None and action.session_id != session_id:
+            raise NotFoundError("action", action_id)
+        rules.check("action", rules.ACTION_TRANSITIONS, action.status, ActionStatus.FAILED)
+        # Cut, never refused for its length: it only says what happened, and the failure must be recorded.
+        redactor = self.redactors.of(action.connector)
+        error = validation.cut_text("error", failure.error or "failed", validation.MAX_TEXT, redactor)
+        was_approved = any(
+            p.purpose is ApprovalPurpose.BEFORE_EXECUTION and p.status is ApprovalStatus.APPROVED
+            for p in tx.approvals.of_action(action_id)
+        )
+        sibling_key = action.failure_idempotency_key
+        if was_approved and (reported := tx.actions.by_key(org_id, action.session_id, sibling_key)) is not None:
+            return reported  # this failure was reported already (a retried or replayed report)
+        if was_approved:
+            taken = tx.sessions.take_seq(org_id, action.session_id, now, only_active=False)
+            assert taken is not None  # the session exists and only_active=False always takes a seq
+            failed = evolve(
+                action,
+                action_id=new_id("act"),
+                seq=taken.seq,
+                status=ActionStatus.FAILED,
+                idempotency_key=sibling_key,
+                error=error,
+                created_at=now,
+                updated_at=now,
             )
-            sibling_key = action.failure_idempotency_key
-            if was_approved and (reported := tx.actions.by_key(org_id, action.session_id, sibling_key)) is not None:
-                return reported  # this failure was reported already (a retried or replayed report)
-            if was_approved:
-                taken = tx.sessions.take_seq(org_id, action.session_id, now, only_active=False)
-                assert taken is not None  # the session exists and only_active=False always takes a seq
-                failed = evolve(
-                    action,
-                    action_id=new_id("act"),
-                    seq=taken.seq,
-                    status=ActionStatus.FAILED,
-                    idempotency_key=sibling_key,
-                    error=error,
-                    created_at=now,
-                    updated_at=now,
-                )
-                tx.insert(failed)
-            else:
-                failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
-                replace(tx, failed, status=action.status)
-                tx.sessions.touch(action.session_id, now)
-                if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
-                    close_reviews(tx, now, failed, "the action failed before a decision", pending)
-            # Read after the writes above, so the session's new activity time is not written back stale.
-            if failure.rolls_back:
-                session = session_of(tx, org_id, action.session_id)
-                after_agent_failure(tx, now, session, f"action {action.api_name} failed")
-            return failed
+            tx.insert(failed)
+        else:
+            failed = evolve(action, status=ActionStatus.FAILED, error=error, updated_at=now)
+            replace(tx, failed, status=action.status)
+            tx.sessions.touch(action.session_id, now)
+            if action.status is ActionStatus.PENDING_APPROVAL:  # nobody is left to act on a decision
+                close_reviews(tx, now, failed, "the action failed before a decision", pending)
+        # Read after the writes above, so the session's new activity time is not written back stale.
+        if failure.rolls_back:
+            session = session_of(tx, org_id, action.session_id)
+            after_agent_failure(tx, now, session, f"action {action.api_name} failed")
+        return failed
 
     def record_executed_action(
         self, org_id: str, session_id: str, call: ExecutedCall, *, agent_key: str | None = None
@@ -502,8 +534,15 @@ class Recording(UseCases):
         It is recorded as it happened, once: a second replay with the same ``call.idempotency_key`` (the key
         the call itself carried) returns the first record. Policies cannot stop what already ran, so a match is
         noted (``policy_name``) and a ``BLOCK`` or ``REQUIRE_APPROVAL`` match opens an after-execution review.
-        A failed call rolls the session back, as it would have online."""
-        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=False)
+        A failed call rolls the session back, as it would have online.
+
+        The SDK makes a call's key before it asks for the write-ahead record (:attr:`WriteAhead.idempotency_key`).
+        When that record was written but its answer lost, the call ran as with AgentRein unreachable, and its
+        replay finds the record under its key: a ``CLEARED`` one takes the outcome, as the agent's own report
+        would have given it. One that could not run as it was answered (held for a decision, now withdrawn; or
+        refused: blocked, rejected, expired) stays as it is, and the call is recorded beside it
+        (:attr:`Action.ran_idempotency_key`), with an after-execution review: nobody reviewed it before."""
+        return self._record_ran(org_id, session_id, call, agent_key=agent_key, refuse_blocked=False, replayed=True)
 
     def record_reported_action(
         self,
@@ -518,7 +557,7 @@ class Recording(UseCases):
         SDKs log every call so, through ``/compat``): as :meth:`record_executed_action` records one, except that
         a ``BLOCK`` match is not reviewed but refused: the call is undone at once where its undo can be, as a
         rejected after-execution review undoes it, and :class:`PolicyBlockedError` is raised once that is
-        committed, and again for each repeat of the report (:meth:`_ran_again`).
+        committed, and again for each repeat of the report (:func:`~agentrein_core.engine.idempotency.ran_again`).
 
         ``before_state``: the before-state its undo was derived from (the published SDKs' precapture), tied to
         the new record in the same transaction as :meth:`log_action` ties one, so that no other call's undo
@@ -537,6 +576,7 @@ class Recording(UseCases):
         agent_key: str | None,
         refuse_blocked: bool,
         before_state: str | None = None,
+        replayed: bool = False,
     ) -> Action:
         connector, idempotency_key, succeeded = call.connector, call.idempotency_key, call.succeeded
         operation_type = OperationType(call.operation_type)
@@ -561,36 +601,52 @@ class Recording(UseCases):
         now = self.clock()
         with self.store.transaction() as tx:
             check_acts_on(tx, org_id, session_id, agent_key)
-            existing = tx.actions.by_key(org_id, session_id, idempotency_key)
-            if existing is not None:
-                return self._ran_again(tx, existing, refuse_blocked)
-            taken = tx.sessions.take_seq(org_id, session_id, now, only_active=False)
-            if taken is None:
-                raise NotFoundError("session", session_id)
-            subject = Subject(connector, api_name, taken.agent_id, operation_type)
-            decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
-            action = Action(
-                action_id=new_id("act"),
-                session_id=session_id,
-                org_id=org_id,
-                seq=taken.seq,
-                connector=validation.text("connector", connector, 100),
-                api_name=api_name,
-                operation_type=operation_type,
-                payload=payload,
-                status=ActionStatus.SUCCESS if succeeded else ActionStatus.FAILED,
-                idempotency_key=idempotency_key,
-                created_at=now,
-                updated_at=now,
-                response=response if succeeded else None,
-                undo=undo if succeeded else None,
-                error=None if succeeded else error,
-                policy_name=decision.policy.name if decision.policy is not None else None,
-            )
-            if not tx.insert_once(action):  # a concurrent replay of the same call won
-                existing = tx.actions.by_key(org_id, session_id, idempotency_key)
-                assert existing is not None
-                return self._ran_again(tx, existing, refuse_blocked)
+            found = tx.actions.by_key(org_id, session_id, idempotency_key)
+            unreviewed = False  # the call ran without the review its record was to have: one after the fact
+            while True:  # again when a concurrent request records the key first
+                if found is not None and not replayed:
+                    return ran_again(tx, found, refuse_blocked, self.policy_sets)
+                seen = (
+                    replay_found(tx, now, found, connector, api_name, succeeded, error) if found is not None else None
+                )
+                if isinstance(seen, Action):
+                    return seen
+                if isinstance(seen, Settle) and succeeded:
+                    confirmation = Confirmation(seen.written.action_id, response, undo)
+                    return self._confirm(tx, now, org_id, confirmation, session_id, redacted=True)
+                if isinstance(seen, Settle):  # the raw error: the record then says what a replay of it would
+                    return self._fail(
+                        tx, now, org_id, seen.written.action_id, Failed(call.error or "failed", call.rolls_back)
+                    )
+                if isinstance(seen, RecordBeside):
+                    idempotency_key, unreviewed = seen.key, True
+                taken = tx.sessions.take_seq(org_id, session_id, now, only_active=False)
+                if taken is None:
+                    raise NotFoundError("session", session_id)
+                subject = Subject(connector, api_name, taken.agent_id, operation_type)
+                decision = decide(self.policy_sets.enabled(tx, org_id, taken.policy_version), subject)
+                action = Action(
+                    action_id=new_id("act"),
+                    session_id=session_id,
+                    org_id=org_id,
+                    seq=taken.seq,
+                    connector=validation.text("connector", connector, 100),
+                    api_name=api_name,
+                    operation_type=operation_type,
+                    payload=payload,
+                    status=ActionStatus.SUCCESS if succeeded else ActionStatus.FAILED,
+                    idempotency_key=idempotency_key,
+                    created_at=now,
+                    updated_at=now,
+                    response=response if succeeded else None,
+                    undo=undo if succeeded else None,
+                    error=None if succeeded else error,
+                    policy_name=decision.policy.name if decision.policy is not None else None,
+                )
+                if tx.insert_once(action):
+                    break
+                found = tx.actions.by_key(org_id, session_id, idempotency_key)
+                assert found is not None  # the unique key that refused the record is its
             if before_state is not None:  # raised here, the transaction and the record are rolled back
                 _tie_before_state(tx, action, before_state)
             if not succeeded and call.rolls_back:
@@ -602,7 +658,7 @@ class Recording(UseCases):
                 assert decision.policy is not None
                 session = session_of(tx, org_id, session_id)
                 undo_alone(tx, now, session, action, SYSTEM, f"{api_name} blocked by policy {decision.policy.name!r}")
-            elif decision.effect is not PolicyEffect.ALLOW:  # a blocked call that cannot be undone too
+            elif unreviewed or decision.effect is not PolicyEffect.ALLOW:  # a blocked call that cannot be undone too
                 review = new_approval(action, ApprovalPurpose.AFTER_EXECUTION, now, DEFAULT_APPROVAL_TIMEOUT)
                 open_approval(tx, now, review)
             if succeeded and not blocked:
@@ -613,25 +669,6 @@ class Recording(UseCases):
             assert decision.policy is not None
             raise PolicyBlockedError(action.action_id, decision.policy.name, ran=True, undoable=undoable)
         return action
-
-    def _ran_again(self, tx: Tx, existing: Action, refuse_blocked: bool) -> Action:
-        """The answer to a call that ran, reported again (same key): its first record, or, when ``refuse_blocked``
-        and the policy that decided that record blocks such a call, :class:`PolicyBlockedError` as the first
-        report got (their SDKs resend a log answered 5xx: the agent must hear the block, not a success). Judged
-        by the policies as they stand, as every report is on arrival; the record keeps the deciding policy's
-        name, not its effect then."""
-        if not refuse_blocked or existing.policy_name is None or existing.status is ActionStatus.FAILED:
-            return existing
-        organisation = tx.organisations.get(existing.org_id)
-        assert organisation is not None  # its session exists
-        agent_id = session_of(tx, existing.org_id, existing.session_id).agent_id
-        subject = Subject(existing.connector, existing.api_name, agent_id, existing.operation_type)
-        decision = decide(self.policy_sets.enabled(tx, existing.org_id, organisation.policy_version), subject)
-        blocking = decision.policy if decision.effect is PolicyEffect.BLOCK else None
-        if blocking is None or blocking.name != existing.policy_name:
-            return existing
-        undoable = existing.undo is not None and not existing.undo.is_none
-        raise PolicyBlockedError(existing.action_id, existing.policy_name, ran=True, undoable=undoable)
 
     # before-states ------------------------------------------------------------------------------------------
     def keep_before_state(

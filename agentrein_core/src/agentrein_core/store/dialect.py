@@ -44,6 +44,9 @@ class Dialect:
     one_writer = True
     #: Whether ``SELECT … FOR UPDATE`` holds rows (SQLite's writer already holds the whole file).
     locks_rows = False
+    #: Whether a statement that fails (a unique key refusing a row) leaves its transaction unusable until it rolls
+    #: back to a savepoint; in SQLite it undoes itself alone, and the transaction goes on.
+    failure_ends_transaction = False
 
     def skip_locked(self, stmt: S) -> S:
         """``stmt`` taking its rows so that a concurrent claimer skips them rather than waiting or sharing."""
@@ -110,6 +113,7 @@ class PostgreSQL(Dialect):
     name = "postgresql"
     one_writer = False
     locks_rows = True
+    failure_ends_transaction = True
 
     def skip_locked(self, stmt: S) -> S:
         return stmt.with_for_update(skip_locked=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -182,7 +182,7 @@ class Rows:
     def insert_once(self, record: Any, **extra: Any) -> bool:
         """Insert ``record`` unless a unique key says it is there already (False then; nothing written)."""
         try:
-            with self.conn.begin_nested():
+            with self.savepoint() if self.dialect.failure_ends_transaction else nullcontext():
                 self.insert(record, **extra)
         except IntegrityError:
             return False

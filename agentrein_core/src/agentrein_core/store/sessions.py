@@ -109,6 +109,13 @@ _CONFIRM = Prepared(
     )
     .returning(*_A.c)
 )
+_BY_KEY = Prepared(
+    sa.select(_A).where(
+        _A.c.org_id == sa.bindparam("org"),
+        _A.c.session_id == sa.bindparam("sid"),
+        _A.c.idempotency_key == sa.bindparam("key"),
+    )
+)
 #: A session whose confirmed call wants an intent check: written only when it flips, so most calls find it set
 #: and write nothing more (the supervisor clears it when it queues the checks).
 _CHECK_DUE = Prepared(
@@ -260,10 +267,10 @@ class Actions:
         return self.rows.one(Action, action_id, org_id)
 
     def by_key(self, org_id: str, session_id: str, idempotency_key: str) -> Action | None:
-        stmt = sa.select(_A).where(
-            _A.c.org_id == org_id, _A.c.session_id == session_id, _A.c.idempotency_key == idempotency_key
-        )
-        return self.rows.first(Action, stmt)
+        """The session's action recorded under ``idempotency_key`` (asked at every write-ahead record the SDK
+        makes the key of: prepared)."""
+        params = {"org": org_id, "sid": session_id, "key": idempotency_key}
+        return self.rows.prepared_first(Action, _BY_KEY, params)
 
     def recent(self, org_id: str, limit: int) -> list[tuple[Action, str]]:
         """The organisation's latest ``limit`` actions, newest first, each with its session's agent."""

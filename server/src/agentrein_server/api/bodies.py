@@ -171,6 +171,10 @@ class NewAction(Body):
     payload: dict[str, Any] = {}
     requires_approval: bool = False
     approval_timeout_ms: TimeoutMs | None = None
+    #: The key the call will run with, made by the client: asked again under it (the first answer was lost),
+    #: the record written is the answer; a call run anyway and replayed from the journal under it settles that
+    #: record. Omitted: the server makes one.
+    idempotency_key: Text | None = None
     #: Confirmations carried with this record (at most ``MAX_CONFIRMATIONS``), applied first.
     confirm: Annotated[list[Confirmation], msgspec.Meta(max_length=MAX_CONFIRMATIONS)] = []
 

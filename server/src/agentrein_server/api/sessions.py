@@ -186,7 +186,12 @@ class SessionController(Controller):
 
         ``confirm``: earlier calls of this session that succeeded, confirmed first in the same transaction
         (the SDK sends its confirmations this way, saving a ``PATCH`` each); applied even when the new record
-        is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why."""
+        is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why.
+
+        ``idempotencyKey``: the key the call will run with, made by the client (at most 93 characters, nothing
+        that looks like a secret). Asked again under it, the record written is the answer (``409`` if its call
+        has gone on since, or the key is another call's); a call run anyway and replayed from the journal under
+        it settles that record."""
         call = WriteAhead(
             connector=data.connector,
             api_name=data.api_name,
@@ -194,6 +199,7 @@ class SessionController(Controller):
             payload=data.payload,
             requires_approval=data.requires_approval,
             approval_timeout=bodies.timeout(data.approval_timeout_ms) or DEFAULT_APPROVAL_TIMEOUT,
+            idempotency_key=data.idempotency_key,
         )
         confirm = [Confirmation(c.action_id, c.response, _undo(c.undo)) for c in data.confirm]
         recording = services.engine.recording
