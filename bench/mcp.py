@@ -13,6 +13,10 @@ What it measures
 
     added = median(way) - median(DIRECT). Aim for PROXIED: <= 1 ms added. Figures are printed, never asserted.
 
+    With the proxy, a read (``open_nodes``, which nothing records) is timed too, DIRECT and PROXIED: what the
+    proxy's hop costs alone (the host's request through the proxy's MCP server and its client to the upstream,
+    and the answer back), apart from recording the call.
+
 Run: ``uv run python bench/mcp.py [--calls 200] [--rounds 3]`` (needs Node and ``npm ci`` in
 ``contract/mcp-servers``).
 """
@@ -78,6 +82,13 @@ def observing(client: Any, entity: str) -> Call:
     return call
 
 
+def reading(client: Any, entity: str) -> Call:
+    async def call(i: int) -> Any:
+        return await client.call_tool("open_nodes", {"names": [entity]})
+
+    return call
+
+
 async def timed(call: Call, calls: int, warmup: int, start: int) -> list[float]:
     for i in range(warmup):
         await call(start - warmup + i)
@@ -100,16 +111,20 @@ async def run(calls: int, rounds: int, warmup: int, proxied_too: bool) -> dict[s
             direct = await clients.enter_async_context(Client(upstream))
             raw = await clients.enter_async_context(Client(upstream))
             wrapped = ar.wrap(raw, session, connector="mcp", server="memory")
-            ways = {"DIRECT": (direct, "d"), "WRAPPED": (wrapped, "w")}
+            ways = {"DIRECT": (direct, "d", observing), "WRAPPED": (wrapped, "w", observing)}
             if proxied_too:
-                ways["PROXIED"] = (await clients.enter_async_context(Client(proxy(folder, upstream))), "p")
-                samples["PROXIED"] = []
-            for _, entity in ways.values():
+                proxied = await clients.enter_async_context(Client(proxy(folder, upstream)))
+                ways["PROXIED"] = (proxied, "p", observing)
+                # An entity nothing writes to, so that what a read answers stays the same size all along.
+                ways["DIRECT read"] = (direct, "r", reading)
+                ways["PROXIED read"] = (proxied, "r", reading)
+            samples |= {name: [] for name in ways}
+            for entity in {entity for _, entity, _ in ways.values()}:
                 await seed(direct, entity)
             n = warmup
             for _ in range(rounds):  # interleaved, so a slow stretch of the machine falls on every way alike
-                for name, (client, entity) in ways.items():
-                    samples[name] += await timed(observing(client, entity), calls, warmup, n)
+                for name, (client, entity, way) in ways.items():
+                    samples[name] += await timed(way(client, entity), calls, warmup, n)
                 n += calls + warmup
     finally:
         await ar.close()
@@ -125,13 +140,14 @@ def main() -> None:
     parser.add_argument("--without-proxy", action="store_true", help="leave out the PROXIED way")
     options = parser.parse_args()
     samples = asyncio.run(run(options.calls, options.rounds, options.warmup, not options.without_proxy))
-    direct = statistics.median(samples["DIRECT"])
-    print(f"{'way':<8} {'p50 ms':>8} {'p90 ms':>8} {'added p50 ms':>13}   (tools/call add_observations, stdio)")
+    print(f"{'way':<13} {'p50 ms':>8} {'p90 ms':>8} {'added p50 ms':>13}   (tools/call over stdio)")
     for name, values in samples.items():
+        direct = statistics.median(samples["DIRECT read" if name.endswith("read") else "DIRECT"])
         p50 = statistics.median(values)
         p90 = statistics.quantiles(values, n=10)[-1]
-        added = "" if name == "DIRECT" else f"{(p50 - direct) * 1000:13.3f}"
-        print(f"{name:<8} {p50 * 1000:8.3f} {p90 * 1000:8.3f} {added:>13}")
+        added = "" if name.startswith("DIRECT") else f"{(p50 - direct) * 1000:13.3f}"
+        print(f"{name:<13} {p50 * 1000:8.3f} {p90 * 1000:8.3f} {added:>13}")
+    print("(add_observations, a write, recorded and confirmed; a read is open_nodes, which nothing records)")
     print(f"aim: PROXIED added <= {AIM_MS:g} ms; {len(samples['DIRECT'])} calls each way, interleaved in rounds")
 
 
