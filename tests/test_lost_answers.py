@@ -146,8 +146,8 @@ def test_a_key_of_another_call_of_the_session_is_refused_for_a_write_ahead_recor
     assert statuses(engine, org_id, session_id) == [(KEY, ActionStatus.CLEARED)]
 
 
-@pytest.mark.parametrize("key", ["sk_live_" + "a" * 24, "k" * 94])
-def test_a_write_ahead_key_that_looks_like_a_secret_or_leaves_no_room_for_a_suffix_is_refused(
+@pytest.mark.parametrize("key", ["sk_live_" + "a" * 24, "k" * 94, "agentrein-a b", "agentrein-x\r\nX-Other: y", "clé"])
+def test_a_write_ahead_key_that_looks_like_a_secret_leaves_no_room_for_a_suffix_or_cannot_be_a_header_is_refused(
     engine: Engine, org_id: str, session_id: str, key: str
 ) -> None:
     with pytest.raises(ValidationError) as refused:

@@ -609,6 +609,17 @@ def test_a_cursor_the_action_list_did_not_give_out_is_refused_with_a_problem(api
     assert "cursor" in answer.json()["detail"]
 
 
+@pytest.mark.parametrize("key", ["a b", "k" * 94, "sk_live_" + "a" * 24])
+def test_a_write_ahead_key_the_server_cannot_keep_is_refused_with_a_problem_and_nothing_recorded(
+    api: httpx.Client, key: str
+) -> None:
+    session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
+    answer = api.post(f"/sessions/{session_id}/actions", json={**NEW_ACTION, "idempotencyKey": key})
+    assert answer.status_code == 400 and slug(answer) == "validation-error"
+    assert "idempotency_key" in answer.json()["detail"]
+    assert api.get(f"/sessions/{session_id}/actions").json()["actions"] == []
+
+
 def test_another_organisations_session_has_no_actions_to_page_through(server: RunningServer, api: httpx.Client) -> None:
     session_id = api.post("/sessions", json={"agentId": "a"}).json()["id"]
     api.post(f"/sessions/{session_id}/actions", json=NEW_ACTION)

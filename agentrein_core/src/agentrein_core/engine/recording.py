@@ -280,10 +280,8 @@ class Recording(UseCases):
         api_name = validation.redacted_text("api_name", call.api_name, 500, redactor)
         payload = call.payload if redacted else redactor.redact(call.payload)
         key = call.idempotency_key
-        if key is not None and redacted:  # made by this process's own guard
-            key = validation.text("idempotency_key", key, MAX_WRITE_AHEAD_KEY)
-        elif key is not None:  # refused rather than redacted, as a replayed call's key is
-            key = validation.secret_free("idempotency_key", key, MAX_WRITE_AHEAD_KEY, redactor)
+        if key is not None:
+            key = validation.idempotency_key(key, MAX_WRITE_AHEAD_KEY, None if redacted else redactor)
         checked, refused_confirmations = _checked_all(confirm)
         now = self.clock()
         refused: AgentReinError | None = None

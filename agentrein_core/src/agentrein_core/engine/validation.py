@@ -72,6 +72,17 @@ def secret_free(field: str, value: object, max_len: int, redactor: Redactor) -> 
     return checked
 
 
+def idempotency_key(value: object, max_len: int, redactor: Redactor | None) -> str:
+    """A key a client made for a call's write-ahead record: printable ASCII without spaces (the key is sent again,
+    in a header, with the call's undo), and refused rather than redacted if it looks like a secret (``redactor``;
+    None: made by this process's own guard)."""
+    field = "idempotency_key"
+    checked = text(field, value, max_len) if redactor is None else secret_free(field, value, max_len, redactor)
+    if not all("!" <= c <= "~" for c in checked):
+        raise ValidationError(field, "must be printable ASCII without spaces: it is sent again in a header")
+    return checked
+
+
 def boolean(field: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(field, f"must be true or false, not {value!r}")

@@ -188,10 +188,10 @@ class SessionController(Controller):
         (the SDK sends its confirmations this way, saving a ``PATCH`` each); applied even when the new record
         is refused. One that cannot be applied is skipped and listed in ``refusedConfirmations`` with why.
 
-        ``idempotencyKey``: the key the call will run with, made by the client (at most 93 characters, nothing
-        that looks like a secret). Asked again under it, the record written is the answer (``409`` if its call
-        has gone on since, or the key is another call's); a call run anyway and replayed from the journal under
-        it settles that record."""
+        ``idempotencyKey``: the key the call will run with, made by the client (at most 93 printable ASCII
+        characters without spaces, nothing that looks like a secret). Asked again under it, the record written
+        is the answer (``409`` if its call has gone on since, or the key is another call's); a call run anyway
+        and replayed from the journal under it settles that record."""
         call = WriteAhead(
             connector=data.connector,
             api_name=data.api_name,
